@@ -1,0 +1,13 @@
+"""prbench: a harness for Personalized RewardBench.
+
+Importing this package is cheap: it pulls in neither torch nor transformers. Heavy libraries are
+imported inside the component factories that need them.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from prbench.hookspecs import hookimpl  # noqa: E402 (pluggy is light)
+
+__all__ = ["__version__", "hookimpl"]

@@ -1,0 +1,109 @@
+"""The generation-backend protocol and how a backend is chosen from options.
+
+A chat is a list of ``{"role": ..., "content": ...}`` messages (OpenAI style). Every backend
+generates text for a batch of chats and, where it can, returns the log-probability of given
+continuations. Judges, planners and pair generators embed :class:`BackendSpec` fields in their
+options and call :func:`build_backend`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
+Chat = list[dict[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationConfig:
+    """How to decode.
+
+    Attributes:
+        max_new_tokens: the most tokens to generate per chat.
+        temperature: 0 means greedy decoding; above 0, seeded sampling.
+        top_p: nucleus sampling mass (sampling only).
+        seed: the sampling seed (the same seed and inputs give the same outputs).
+        stop: strings that end a generation (the stop string is not returned).
+    """
+
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class GenerationBackend(Protocol):
+    """A text generator. ``fingerprint`` identifies model + settings for caches and manifests."""
+
+    fingerprint: str
+
+    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[str]:
+        """One completion per chat, in order."""
+        ...
+
+    def logprobs(self, chats: Sequence[Chat], continuations: Sequence[str]) -> list[float]:
+        """Sum of token log-probabilities of each continuation after its chat's prompt."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendSpec:
+    """Options that choose and configure a backend (embedded in judge/generator options).
+
+    Attributes:
+        backend: ``"hf"`` (a causal LM run in-process) or ``"openai"`` (any OpenAI-compatible
+            server: vLLM, SGLang, OpenAI).
+        model: hub id or local folder (hf), or the served model name (openai).
+        revision: hub revision (hf).
+        gguf_file: a GGUF file inside ``model`` (hf).
+        dtype: ``auto``, ``float32``, ``bfloat16`` or ``float16`` (hf).
+        device: ``cpu``, ``cuda``, ``cuda:0``, ... or ``auto`` (hf).
+        chat_template: a Jinja template overriding the tokenizer's (hf).
+        trust_remote_code: allow the model's own code (hf); only when asked for.
+        base_url: the server's base URL, e.g. ``http://127.0.0.1:8000/v1`` (openai).
+        api_key_env: the environment variable holding the API key (openai); the key itself is
+            never an option, so it never lands in results or logs.
+        max_concurrency: parallel requests (openai).
+        timeout: per-request timeout in seconds (openai).
+        max_retries: retries on 429/5xx/timeouts, with exponential backoff (openai).
+        cache_dir: on-disk response cache; ``""`` disables it.
+        batch_size: chats per generate call (hf).
+    """
+
+    backend: Literal["hf", "openai"] = "hf"
+    model: str = ""
+    revision: str = "main"
+    gguf_file: str = ""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    chat_template: str = ""
+    trust_remote_code: bool = False
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = 8
+    timeout: float = 120.0
+    max_retries: int = 5
+    cache_dir: str = ""
+    batch_size: int = 8
+
+
+def build_backend(spec: BackendSpec) -> GenerationBackend:
+    """Build the backend a spec names (imports the heavy module only now).
+
+    Raises:
+        ValueError: an unknown backend or a missing required setting.
+    """
+    if not spec.model:
+        raise ValueError("a backend needs `model` (a hub id, local folder or served model name)")
+    if spec.backend == "hf":
+        from prbench.backends.hf_causal import HFCausalBackend
+
+        return HFCausalBackend(spec)
+    if spec.backend == "openai":
+        from prbench.backends.http import OpenAIBackend
+
+        return OpenAIBackend(spec)
+    raise ValueError(f"unknown backend {spec.backend!r}; use 'hf' or 'openai'")

@@ -1,0 +1,223 @@
+"""Component options: dataclasses validated from user input.
+
+Components declare their options as a dataclass. User input arrives as strings (``--model_args
+scorer=length,prefer=shorter``) or as JSON values; :func:`parse_options` coerces each value to the
+field's type, rejects unknown names (with close-match suggestions) and missing required fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+T = TypeVar("T")
+
+_TRUE = {"true", "1", "yes", "on", "y"}
+_FALSE = {"false", "0", "no", "off", "n"}
+
+
+class OptionsError(ValueError):
+    """An option given to a component is unknown, missing or of the wrong type."""
+
+
+def suggest(name: str, choices: typing.Iterable[str]) -> str:
+    """Return a ``" (did you mean 'x'?)"`` hint for a misspelt name, or ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None or (isinstance(value, str) and value.lower() in {"none", "null", ""}):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except OptionsError as exc:
+                errors.append(str(exc))
+        raise OptionsError(errors[0] if errors else f"{where}: invalid value {value!r}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        for choice in allowed:
+            if value == choice or (isinstance(value, str) and str(choice) == value):
+                return choice
+        raise OptionsError(
+            f"{where}: {value!r} is not one of {', '.join(repr(a) for a in allowed)}"
+            + suggest(str(value), [str(a) for a in allowed])
+        )
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise OptionsError(f"{where}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise OptionsError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise OptionsError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise OptionsError(f"{where}: expected a number, got {value!r}")
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value.strip())
+            except ValueError:
+                pass
+        raise OptionsError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        raise OptionsError(f"{where}: expected a string, got {value!r}")
+    if origin in (list, tuple) or tp in (list, tuple):
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise OptionsError(f"{where}: invalid JSON list {value!r}: {exc}") from exc
+            else:
+                value = [v for v in text.replace(";", "|").split("|") if v] if text else []
+        if not isinstance(value, list | tuple):
+            raise OptionsError(f"{where}: expected a list, got {value!r}")
+        args = get_args(tp)
+        item_tp = args[0] if args else Any
+        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if (origin is tuple or tp is tuple) else items
+    if origin is dict or tp is dict:
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise OptionsError(f"{where}: invalid JSON object {value!r}: {exc}") from exc
+        if not isinstance(value, dict):
+            raise OptionsError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    return value
+
+
+def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:
+    """The option fields of an options dataclass (empty for ``None``)."""
+    if cls is None:
+        return []
+    return [f for f in dataclasses.fields(cls) if f.init]
+
+
+def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str) -> T | None:
+    """Build an options instance from user input.
+
+    Args:
+        cls: the component's options dataclass, or ``None`` for a component without options.
+        raw: option names to values (strings are coerced to the declared field types).
+        component: the component id, used in error messages.
+
+    Returns:
+        The options instance, or ``None`` when ``cls`` is ``None`` and ``raw`` is empty.
+
+    Raises:
+        OptionsError: an unknown option (with close matches), a missing required option, or a value
+            that cannot be converted to the field's type.
+    """
+    fields = option_fields(cls)
+    known = {f.name for f in fields}
+    unknown = [k for k in raw if k not in known]
+    if unknown:
+        key = unknown[0]
+        listing = ", ".join(sorted(known)) or "none"
+        raise OptionsError(
+            f"{component}: unknown option {key!r}{suggest(key, known)}; its options are: {listing}"
+        )
+    if cls is None:
+        return None
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in fields:
+        if f.name in raw:
+            values[f.name] = _coerce(raw[f.name], hints[f.name], f"{component}: option {f.name!r}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise OptionsError(f"{component}: missing required option {f.name!r}")
+    try:
+        instance = cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise OptionsError(f"{component}: {exc}") from exc
+    return instance
+
+
+def describe_options(cls: type | None) -> list[dict[str, str]]:
+    """One row per option: name, type, default and help (from ``field(metadata={"help": ...})``)."""
+    rows = []
+    if cls is None:
+        return rows
+    hints = typing.get_type_hints(cls)
+    for f in option_fields(cls):
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        tp = hints[f.name]
+        type_name = getattr(tp, "__name__", None) if get_origin(tp) is None else None
+        rows.append(
+            {
+                "name": f.name,
+                "type": type_name or str(tp).replace("typing.", ""),
+                "default": default,
+                "help": str(f.metadata.get("help", "")),
+            }
+        )
+    return rows
+
+
+def options_to_dict(options: object | None) -> dict[str, Any]:
+    """The options as a JSON-ready dict (for manifests and fingerprints)."""
+    if options is None:
+        return {}
+    return json.loads(json.dumps(dataclasses.asdict(options), default=str))  # type: ignore[call-overload]
+
+
+def parse_kv_string(text: str) -> dict[str, str]:
+    """Parse ``"a=1,b=x"`` (lm-eval's ``--model_args`` style) into a dict of strings.
+
+    Raises:
+        OptionsError: an item without ``=``.
+    """
+    out: dict[str, str] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        if "=" not in item:
+            raise OptionsError(f"expected key=value, got {item!r} in {text!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,460 @@
+"""The plugin manager and the component registry.
+
+Plugins load in a fixed order: the built-in default plugins (:mod:`prbench.default_plugins`), then
+installed distributions' entry points (group ``prbench``), then ``--plugin path.py`` files. Each
+plugin's hooks are called one plugin at a time, so every component knows which plugin registered
+it, and a plugin whose import or hook raises is recorded with its error and skipped while the
+others keep working.
+
+Environment variables:
+
+- ``PRBENCH_LOAD_PLUGINS``: unset loads every installed plugin; empty loads none (the built-ins
+  still load); a comma list loads only those entry-point names or distribution names.
+- ``PRBENCH_DISABLE_PLUGINS``: a comma list of plugin names (entry-point, distribution, file stem
+  or built-in module such as ``prbench.baselines``) never to load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from prbench import hookspecs
+from prbench.options import OptionsError, describe_options, parse_options, suggest
+
+ENTRY_POINT_GROUP = "prbench"
+BUILTIN_NAMESPACE = "prbench"
+
+#: hook name -> component kind
+COMPONENT_HOOKS: dict[str, str] = {
+    "register_scorers": "scorer",
+    "register_profile_builders": "profile-builder",
+    "register_pair_generators": "pair-generator",
+    "register_downstream_evaluators": "downstream-evaluator",
+}
+KINDS = tuple(COMPONENT_HOOKS.values())
+
+
+class PluginError(RuntimeError):
+    """A problem with the set of loaded plugins (e.g. two plugins registered one name)."""
+
+
+class UnknownComponentError(KeyError):
+    """A component id matches no registered component."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown component"
+
+
+@dataclasses.dataclass
+class PluginInfo:
+    """What is known about one plugin: where it came from and what it did.
+
+    Attributes:
+        name: the plugin's name (entry-point name, ``prbench.<module>`` for built-ins, file stem).
+        namespace: the qualifier in ``<namespace>/<id>`` component ids.
+        origin: ``"builtin"``, ``"entry-point"`` or ``"file"``.
+        source: the module path, entry-point value or file path.
+        dist: the distribution name (``None`` for files).
+        version: the distribution version (``None`` for files).
+        hooks: the hook names the plugin implements.
+        components: ``kind:id`` of each component it registered.
+        task_dirs: task directories it registered.
+        error: the error text if its import or a hook failed (the plugin is then skipped).
+        disabled: why it was not loaded (env vars), or ``None``.
+    """
+
+    name: str
+    namespace: str
+    origin: str
+    source: str
+    dist: str | None = None
+    version: str | None = None
+    hooks: list[str] = dataclasses.field(default_factory=list)
+    components: list[str] = dataclasses.field(default_factory=list)
+    task_dirs: list[str] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    disabled: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``failed`` or ``disabled``."""
+        if self.disabled:
+            return "disabled"
+        return "failed" if self.error else "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for ``prbench plugins --json`` and results manifests)."""
+        data = dataclasses.asdict(self)
+        data["status"] = self.status
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """One registered component: a lazily built scorer, profile builder, ...
+
+    Attributes:
+        kind: one of :data:`KINDS`.
+        name: the component id.
+        plugin: the name of the plugin that registered it.
+        namespace: that plugin's namespace (for qualified ids).
+        factory: ``factory(options)`` or a ``"module:attribute"`` string naming it.
+        description: one line of help.
+        options: the options dataclass, or ``None``.
+        diagnostic: reads hidden fields; flagged in every report.
+        tags: free-form labels.
+    """
+
+    kind: str
+    name: str
+    plugin: str
+    namespace: str
+    factory: Any
+    description: str = ""
+    options: type | None = None
+    diagnostic: bool = False
+    tags: tuple[str, ...] = ()
+
+    @property
+    def qualified_id(self) -> str:
+        """``<namespace>/<name>``."""
+        return f"{self.namespace}/{self.name}"
+
+    def parse_options(self, raw: Mapping[str, Any] | None = None) -> Any:
+        """Validate user options for this component (see :func:`prbench.options.parse_options`)."""
+        return parse_options(self.options, dict(raw or {}), component=f"{self.kind} {self.name!r}")
+
+    def resolve_factory(self) -> Callable[..., Any]:
+        """Import the factory if it was given as a ``"module:attribute"`` string."""
+        if callable(self.factory):
+            return self.factory
+        module_name, _, attr = str(self.factory).partition(":")
+        module = importlib.import_module(module_name)
+        obj: Any = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def build(self, raw_options: Mapping[str, Any] | None = None) -> Any:
+        """Validate the options and build the component."""
+        options = self.parse_options(raw_options)
+        factory = self.resolve_factory()
+        return factory(options) if self.options is not None else factory()
+
+    def describe_options(self) -> list[dict[str, str]]:
+        """Option rows for ``prbench scorers --options``."""
+        return describe_options(self.options)
+
+
+def _split_env(value: str | None) -> set[str] | None:
+    if value is None:
+        return None
+    return {v.strip() for v in value.split(",") if v.strip()}
+
+
+class PluginRegistry:
+    """Loads plugins and holds what they registered.
+
+    Use :func:`get_registry` for the process-wide instance; build one directly in tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        plugin_files: Sequence[str | os.PathLike[str]] = (),
+        load_entry_points: bool = True,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._env = dict(os.environ if env is None else env)
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.pm.add_hookspecs(hookspecs)
+        self.plugins: dict[str, PluginInfo] = {}
+        self.components: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+        self.task_dirs: list[tuple[str, str, str]] = []  # (path, description, plugin)
+        self._load_defaults()
+        if load_entry_points:
+            self._load_entry_points()
+        for path in plugin_files:
+            self._load_file(Path(path))
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def _disabled_reason(self, names: Iterable[str | None], *, external: bool) -> str | None:
+        disabled = _split_env(self._env.get("PRBENCH_DISABLE_PLUGINS")) or set()
+        names = [n for n in names if n]
+        hit = [n for n in names if n in disabled]
+        if hit:
+            return f"PRBENCH_DISABLE_PLUGINS names {hit[0]!r}"
+        if external:
+            only = _split_env(self._env.get("PRBENCH_LOAD_PLUGINS"))
+            if only is not None and not any(n in only for n in names):
+                return "not in PRBENCH_LOAD_PLUGINS" if only else "PRBENCH_LOAD_PLUGINS is empty"
+        return None
+
+    def _load_defaults(self) -> None:
+        from prbench.default_plugins import DEFAULT_PLUGINS
+
+        version = _own_version()
+        for module_name in DEFAULT_PLUGINS:
+            short = module_name.rsplit(".", 1)[-1]
+            info = PluginInfo(
+                name=f"prbench.{short}",
+                namespace=BUILTIN_NAMESPACE,
+                origin="builtin",
+                source=module_name,
+                dist="prbench",
+                version=version,
+            )
+            self._admit(info, lambda m=module_name: importlib.import_module(m), external=False)
+
+    def _load_entry_points(self) -> None:
+        for ep in sorted(
+            importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name
+        ):
+            dist = getattr(ep, "dist", None)
+            info = PluginInfo(
+                name=ep.name,
+                namespace=ep.name,
+                origin="entry-point",
+                source=ep.value,
+                dist=dist.metadata["Name"] if dist is not None else None,
+                version=dist.version if dist is not None else None,
+            )
+            self._admit(info, ep.load, external=True)
+
+    def _load_file(self, path: Path) -> None:
+        info = PluginInfo(name=path.stem, namespace=path.stem, origin="file", source=str(path))
+        if not path.is_file():
+            info.error = f"plugin file not found: {path}"
+            self._record(info)
+            return
+
+        def load() -> Any:
+            mod_name = f"prbench_file_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
+            spec = importlib.util.spec_from_file_location(mod_name, path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import {path}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[mod_name] = module
+            spec.loader.exec_module(module)
+            return module
+
+        self._admit(info, load, external=False)
+
+    def _record(self, info: PluginInfo) -> None:
+        if info.name in self.plugins:
+            other = self.plugins[info.name]
+            raise PluginError(
+                f"two plugins are named {info.name!r}: {_origin(other)} and {_origin(info)}"
+            )
+        self.plugins[info.name] = info
+
+    def _admit(self, info: PluginInfo, load: Callable[[], Any], *, external: bool) -> None:
+        reason = self._disabled_reason([info.name, info.dist], external=external)
+        if reason:
+            info.disabled = reason
+            self._record(info)
+            return
+        self._record(info)
+        try:
+            module = load()
+        except Exception as exc:  # a broken plugin must not take the others down
+            info.error = _format_error("import failed", exc)
+            return
+        try:
+            self.pm.register(module, name=info.name)
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            if self.pm.is_registered(module):
+                self.pm.unregister(module)
+            info.error = f"invalid hook implementation: {exc}"
+            return
+        except ValueError as exc:  # the same module object registered twice
+            info.error = f"could not register: {exc}"
+            return
+        info.hooks = sorted(
+            impl.name for impl in (self.pm.get_hookcallers(module) or []) if impl.name
+        )
+        self._call_hooks(info, module)
+
+    def _call_hooks(self, info: PluginInfo, module: Any) -> None:
+        added: list[tuple[str, str]] = []
+        dirs: list[tuple[str, str, str]] = []
+        try:
+            for hook_name, kind in COMPONENT_HOOKS.items():
+                fn = getattr(module, hook_name, None)
+                if fn is None or hook_name not in info.hooks:
+                    continue
+
+                def register(
+                    name: str,
+                    factory: Any,
+                    *,
+                    description: str = "",
+                    options: type | None = None,
+                    diagnostic: bool = False,
+                    tags: tuple[str, ...] = (),
+                    _kind: str = kind,
+                ) -> None:
+                    self._add_component(
+                        Component(
+                            kind=_kind,
+                            name=name,
+                            plugin=info.name,
+                            namespace=info.namespace,
+                            factory=factory,
+                            description=description,
+                            options=options,
+                            diagnostic=diagnostic,
+                            tags=tuple(tags),
+                        ),
+                        info,
+                    )
+                    added.append((_kind, name))
+
+                fn(register=register)
+            fn = getattr(module, "register_task_dirs", None)
+            if fn is not None and "register_task_dirs" in info.hooks:
+
+                def register_dir(path: str, *, description: str = "") -> None:
+                    if not Path(path).is_dir():
+                        raise PluginError(f"task directory does not exist: {path}")
+                    dirs.append((str(Path(path).resolve()), description, info.name))
+
+                fn(register=register_dir)
+        except PluginError:
+            raise
+        except Exception as exc:
+            for kind, name in added:
+                del self.components[kind][name]
+            self.pm.unregister(module)
+            info.error = _format_error("a hook raised", exc)
+            return
+        info.components = [f"{kind}:{name}" for kind, name in added]
+        info.task_dirs = [d[0] for d in dirs]
+        self.task_dirs.extend(dirs)
+
+    def _add_component(self, component: Component, info: PluginInfo) -> None:
+        if not component.name or component.name != component.name.strip() or "/" in component.name:
+            raise PluginError(
+                f"{_origin(info)} registered an invalid {component.kind} id {component.name!r}"
+            )
+        if component.options is not None and not dataclasses.is_dataclass(component.options):
+            raise PluginError(
+                f"{_origin(info)}: options of {component.kind} {component.name!r} must be a "
+                "dataclass type"
+            )
+        existing = self.components[component.kind].get(component.name)
+        if existing is not None:
+            raise PluginError(
+                f"{component.kind} {component.name!r} is registered twice: by "
+                f"{_origin(self.plugins[existing.plugin])} and by {_origin(info)}"
+            )
+        self.components[component.kind][component.name] = component
+
+    # -- lookup ----------------------------------------------------------------------------------
+
+    def get(self, kind: str, component_id: str) -> Component:
+        """Resolve ``id`` or ``namespace/id`` to a component of ``kind``.
+
+        Raises:
+            UnknownComponentError: nothing matches; the message suggests close matches and names
+                plugins that failed to load.
+        """
+        if kind not in self.components:
+            raise UnknownComponentError(f"unknown component kind {kind!r}; kinds: {KINDS}")
+        table = self.components[kind]
+        namespace, _, name = component_id.rpartition("/")
+        found = table.get(name)
+        if found is not None and (not namespace or namespace in (found.namespace, found.plugin)):
+            return found
+        choices = list(table) + [c.qualified_id for c in table.values()]
+        message = f"unknown {kind} {component_id!r}{suggest(component_id, choices)}"
+        message += f"; available: {', '.join(sorted(table)) or 'none'}"
+        failed = [p for p in self.plugins.values() if p.error]
+        if failed:
+            message += "; plugins that failed to load: " + ", ".join(p.name for p in failed)
+        raise UnknownComponentError(message)
+
+    def build(self, kind: str, component_id: str, options: Mapping[str, Any] | None = None) -> Any:
+        """Resolve and build a component with validated options."""
+        return self.get(kind, component_id).build(options)
+
+    def list(self, kind: str) -> list[Component]:
+        """Components of one kind, sorted by id."""
+        return sorted(self.components[kind].values(), key=lambda c: c.name)
+
+    def failed(self) -> list[PluginInfo]:
+        """Plugins whose import or hooks failed."""
+        return [p for p in self.plugins.values() if p.error]
+
+    def provenance(self) -> list[dict[str, Any]]:
+        """Loaded plugins with versions and components (recorded in every results manifest)."""
+        return [p.as_dict() for p in self.plugins.values()]
+
+
+def _own_version() -> str:
+    from prbench import __version__
+
+    return __version__
+
+
+def _origin(info: PluginInfo) -> str:
+    where = f"{info.dist} {info.version}" if info.dist else info.source
+    return f"plugin {info.name!r} ({info.origin}: {where})"
+
+
+def _format_error(what: str, exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    location = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{what}: {type(exc).__name__}: {exc}{location}"
+
+
+_REGISTRY: PluginRegistry | None = None
+_REGISTRY_FILES: tuple[str, ...] = ()
+
+
+def get_registry(plugin_files: Sequence[str | os.PathLike[str]] = ()) -> PluginRegistry:
+    """The process-wide registry, loaded on first use.
+
+    Args:
+        plugin_files: extra ``--plugin`` files; a different set than the cached registry's
+            reloads it.
+    """
+    global _REGISTRY, _REGISTRY_FILES
+    files = tuple(str(Path(p)) for p in plugin_files)
+    if _REGISTRY is None or (files and files != _REGISTRY_FILES):
+        _REGISTRY = PluginRegistry(plugin_files=files)
+        _REGISTRY_FILES = files
+    return _REGISTRY
+
+
+def reset_registry() -> None:
+    """Forget the process-wide registry (tests; after installing a plugin in-process)."""
+    global _REGISTRY, _REGISTRY_FILES
+    _REGISTRY = None
+    _REGISTRY_FILES = ()
+
+
+__all__ = [
+    "KINDS",
+    "Component",
+    "OptionsError",
+    "PluginError",
+    "PluginInfo",
+    "PluginRegistry",
+    "UnknownComponentError",
+    "get_registry",
+    "reset_registry",
+]

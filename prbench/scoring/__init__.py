@@ -1,0 +1,5 @@
+"""Scorer protocols, the batching engine and the score cache."""
+
+from prbench.scoring.base import PairRequest, PairwiseJudge, Scorer, ScoreRequest
+
+__all__ = ["PairRequest", "PairwiseJudge", "ScoreRequest", "Scorer"]
