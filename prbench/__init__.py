@@ -8,6 +8,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from prbench.hookspecs import hookimpl  # noqa: E402 (pluggy is light)
+from prbench.hookspecs import hookimpl
 
 __all__ = ["__version__", "hookimpl"]

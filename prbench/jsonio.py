@@ -89,7 +89,10 @@ def _read_jsonl(path: Path) -> Iterator[Row | Issue]:
         return
     if raw.startswith(BOM):
         yield _issue(
-            path, 1, "the file starts with a UTF-8 byte-order mark (BOM); save it without one", "bom"
+            path,
+            1,
+            "the file starts with a UTF-8 byte-order mark (BOM); save it without one",
+            "bom",
         )
         raw = raw[len(BOM) :]
     lines = raw.split(b"\n")
@@ -105,8 +108,8 @@ def _read_jsonl(path: Path) -> Iterator[Row | Issue]:
             yield _issue(
                 path,
                 number,
-                f"bytes that are not UTF-8 at column {exc.start + 1} ({chunk[exc.start:exc.end]!r});"
-                " re-encode the file as UTF-8",
+                f"bytes that are not UTF-8 at column {exc.start + 1} "
+                f"({chunk[exc.start : exc.end]!r}); re-encode the file as UTF-8",
                 "not-utf8",
             )
             continue
@@ -116,7 +119,7 @@ def _read_jsonl(path: Path) -> Iterator[Row | Issue]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            at_end = exc.pos >= len(text.rstrip())
+            at_end = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
             if number == last and not ends_with_newline and at_end:
                 yield _issue(
                     path,
@@ -136,14 +139,19 @@ def _read_json(path: Path) -> Iterator[Row | Issue]:
     raw = path.read_bytes()
     if raw.startswith(BOM):
         yield _issue(
-            path, 1, "the file starts with a UTF-8 byte-order mark (BOM); save it without one", "bom"
+            path,
+            1,
+            "the file starts with a UTF-8 byte-order mark (BOM); save it without one",
+            "bom",
         )
         raw = raw[len(BOM) :]
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        yield _issue(path, line, f"bytes that are not UTF-8 ({raw[exc.start:exc.end]!r})", "not-utf8")
+        yield _issue(
+            path, line, f"bytes that are not UTF-8 ({raw[exc.start : exc.end]!r})", "not-utf8"
+        )
         return
     if not text.strip():
         yield _issue(path, None, "the file is empty", "empty-file")
@@ -151,12 +159,16 @@ def _read_json(path: Path) -> Iterator[Row | Issue]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(text.rstrip())
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         yield _issue(
             path,
             exc.lineno,
-            ("truncated JSON: the file ends in the middle of a record" if truncated else
-             "invalid JSON") + f" ({exc.msg} at column {exc.colno})",
+            (
+                "truncated JSON: the file ends in the middle of a record"
+                if truncated
+                else "invalid JSON"
+            )
+            + f" ({exc.msg} at column {exc.colno})",
             "truncated-json" if truncated else "invalid-json",
         )
         return
@@ -164,7 +176,9 @@ def _read_json(path: Path) -> Iterator[Row | Issue]:
         data = data["data"]
     if not isinstance(data, list):
         yield _issue(
-            path, None, "a .json file must hold a list of records (or {\"data\": [...]})",
+            path,
+            None,
+            'a .json file must hold a list of records (or {"data": [...]})',
             "not-a-list",
         )
         return
@@ -176,7 +190,9 @@ def _read_parquet(path: Path) -> Iterator[Row | Issue]:
     try:
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - pyarrow ships with datasets
-        yield _issue(path, None, "reading parquet needs pyarrow (pip install pyarrow)", "no-pyarrow")
+        yield _issue(
+            path, None, "reading parquet needs pyarrow (pip install pyarrow)", "no-pyarrow"
+        )
         return
     try:
         table = pq.read_table(path)

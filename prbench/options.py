@@ -39,9 +39,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         return value
     if origin in (Union, types.UnionType):
         args = get_args(tp)
-        if value is None or (isinstance(value, str) and value.lower() in {"none", "null", ""}):
-            if type(None) in args:
-                return None
+        is_null = value is None or (
+            isinstance(value, str) and value.lower() in {"none", "null", ""}
+        )
+        if is_null and type(None) in args:
+            return None
         errors = []
         for arg in args:
             if arg is type(None):

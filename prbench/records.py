@@ -31,7 +31,14 @@ SAMPLE_DIR = Path(__file__).parent / "data" / "sample" / "pairs"
 SAMPLE_POOLS = Path(__file__).parent / "data" / "sample" / "pools.jsonl"
 
 KNOWN_FIELDS = (
-    "id", "question", "profile", "narrative", "rubric_aspects", "category", "chosen", "rejected",
+    "id",
+    "question",
+    "profile",
+    "narrative",
+    "rubric_aspects",
+    "category",
+    "chosen",
+    "rejected",
     "domain",
 )
 
@@ -166,8 +173,14 @@ class _Checker:
         self.issues.append(Issue(row.file, row.line, rid, field, msg, code, row.unit))
 
     def _text(
-        self, row: Row, rid: str | None, data: Mapping[str, Any], field: str, *,
-        required: bool, label: str = "",
+        self,
+        row: Row,
+        rid: str | None,
+        data: Mapping[str, Any],
+        field: str,
+        *,
+        required: bool,
+        label: str = "",
     ) -> str | None:
         name = label or field
         if field not in data:
@@ -178,7 +191,10 @@ class _Checker:
         if not isinstance(value, str):
             code = "non-string-answer" if field in ("chosen", "rejected") else "wrong-type"
             self.problem(
-                row, rid, name, f"expected a string, got {type(value).__name__} {_short(value)}",
+                row,
+                rid,
+                name,
+                f"expected a string, got {type(value).__name__} {_short(value)}",
                 code,
             )
             return None
@@ -193,8 +209,11 @@ class _Checker:
         n_before = len(self.issues)
         if not isinstance(data, dict):
             self.problem(
-                row, None, None,
-                f"expected a JSON object, got {type(data).__name__} {_short(data)}", "not-object",
+                row,
+                None,
+                None,
+                f"expected a JSON object, got {type(data).__name__} {_short(data)}",
+                "not-object",
             )
             return None
         rid = self._id(row, data)
@@ -208,7 +227,10 @@ class _Checker:
         rubric = self._rubric(row, rid, data)
         if chosen and rejected and chosen.strip() == rejected.strip():
             self.problem(
-                row, rid, "rejected", "is identical to 'chosen' (the pair cannot be told apart)",
+                row,
+                rid,
+                "rejected",
+                "is identical to 'chosen' (the pair cannot be told apart)",
                 "identical-answers",
             )
         if len(self.issues) > n_before or rid is None:
@@ -237,7 +259,10 @@ class _Checker:
         value = data["id"]
         if isinstance(value, bool) or not isinstance(value, str | int):
             self.problem(
-                row, None, "id", f"expected a string, got {type(value).__name__} {_short(value)}",
+                row,
+                None,
+                "id",
+                f"expected a string, got {type(value).__name__} {_short(value)}",
                 "wrong-type",
             )
             return None
@@ -248,7 +273,10 @@ class _Checker:
         where = f"{row.file}:{row.line}"
         if rid in self.seen_ids:
             self.problem(
-                row, rid, "id", f"duplicate id (first seen at {self.seen_ids[rid]})",
+                row,
+                rid,
+                "id",
+                f"duplicate id (first seen at {self.seen_ids[rid]})",
                 "duplicate-id",
             )
             return None
@@ -264,7 +292,10 @@ class _Checker:
         value = data["profile"]
         if not isinstance(value, list):
             self.problem(
-                row, rid, "profile", f"expected a list of posts, got {type(value).__name__}",
+                row,
+                rid,
+                "profile",
+                f"expected a list of posts, got {type(value).__name__}",
                 "wrong-type",
             )
             return None
@@ -275,21 +306,30 @@ class _Checker:
             field = f"profile[{i}]"
             if not isinstance(item, dict):
                 self.problem(
-                    row, rid, field, f"expected an object {{id, category, text}}, got "
-                    f"{type(item).__name__} {_short(item)}", "bad-profile-item",
+                    row,
+                    rid,
+                    field,
+                    f"expected an object {{id, category, text}}, got "
+                    f"{type(item).__name__} {_short(item)}",
+                    "bad-profile-item",
                 )
                 ok = False
                 continue
             text = item.get("text")
             if not isinstance(text, str) or not text.strip():
-                what = "missing" if "text" not in item else f"not a non-empty string ({_short(text)})"
+                what = (
+                    "missing" if "text" not in item else f"not a non-empty string ({_short(text)})"
+                )
                 self.problem(row, rid, f"{field}.text", f"is {what}", "bad-profile-item")
                 ok = False
                 continue
             pid = item.get("id", i)
             if isinstance(pid, bool) or not isinstance(pid, str | int):
                 self.problem(
-                    row, rid, f"{field}.id", f"expected a string, got {_short(pid)}",
+                    row,
+                    rid,
+                    f"{field}.id",
+                    f"expected a string, got {_short(pid)}",
                     "bad-profile-item",
                 )
                 ok = False
@@ -297,14 +337,19 @@ class _Checker:
             cat = item.get("category", "")
             if not isinstance(cat, str):
                 self.problem(
-                    row, rid, f"{field}.category", f"expected a string, got {_short(cat)}",
+                    row,
+                    rid,
+                    f"{field}.category",
+                    f"expected a string, got {_short(cat)}",
                     "bad-profile-item",
                 )
                 ok = False
                 continue
             if str(pid) in seen:
                 self.problem(
-                    row, rid, f"{field}.id",
+                    row,
+                    rid,
+                    f"{field}.id",
                     f"duplicate post id {str(pid)!r} (also profile[{seen[str(pid)]}])",
                     "duplicate-post-id",
                 )
@@ -323,7 +368,10 @@ class _Checker:
             value = []
         if not isinstance(value, list):
             self.problem(
-                row, rid, "rubric_aspects", f"expected a list, got {type(value).__name__}",
+                row,
+                rid,
+                "rubric_aspects",
+                f"expected a list, got {type(value).__name__}",
                 "wrong-type",
             )
             return None
@@ -331,27 +379,38 @@ class _Checker:
         ok = True
         for i, item in enumerate(value):
             field = f"rubric_aspects[{i}]"
-            if not isinstance(item, dict) or not isinstance(item.get("aspect"), str) or not str(
-                item.get("aspect", "")
-            ).strip():
+            if (
+                not isinstance(item, dict)
+                or not isinstance(item.get("aspect"), str)
+                or not str(item.get("aspect", "")).strip()
+            ):
                 self.problem(
-                    row, rid, f"{field}.aspect" if isinstance(item, dict) else field,
-                    "every rubric aspect needs a non-empty string 'aspect'", "bad-rubric-aspect",
+                    row,
+                    rid,
+                    f"{field}.aspect" if isinstance(item, dict) else field,
+                    "every rubric aspect needs a non-empty string 'aspect'",
+                    "bad-rubric-aspect",
                 )
                 ok = False
                 continue
             bad = [k for k in ("evidence", "reason") if k in item and not isinstance(item[k], str)]
             if bad:
                 self.problem(
-                    row, rid, f"{field}.{bad[0]}", "expected a string", "bad-rubric-aspect",
+                    row,
+                    rid,
+                    f"{field}.{bad[0]}",
+                    "expected a string",
+                    "bad-rubric-aspect",
                 )
                 ok = False
                 continue
             extra = {k: v for k, v in item.items() if k not in ("aspect", "evidence", "reason")}
             out.append(
                 RubricAspect(
-                    aspect=item["aspect"], evidence=item.get("evidence", ""),
-                    reason=item.get("reason", ""), extra=extra,
+                    aspect=item["aspect"],
+                    evidence=item.get("evidence", ""),
+                    reason=item.get("reason", ""),
+                    extra=extra,
                 )
             )
         return tuple(out) if ok else None
@@ -381,9 +440,7 @@ def resolve_files(source: str | os.PathLike[str]) -> list[Path]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix.lower() in SUFFIXES and p.is_file())
         if not files:
-            raise DataSourceError(
-                f"{path}: no {', '.join(SUFFIXES)} files in this directory"
-            )
+            raise DataSourceError(f"{path}: no {', '.join(SUFFIXES)} files in this directory")
         return files
     raise DataSourceError(f"{source}: no such file or directory")
 
@@ -425,7 +482,7 @@ def validate(
         files = [f for f in files if domain_from_path(f) in wanted]
         if not files:
             raise DataSourceError(f"{source}: no file for the domains {sorted(wanted)}")
-    return _validate_rows(((f, domain_from_path(f)) for f in files))
+    return _validate_rows((f, domain_from_path(f)) for f in files)
 
 
 def _validate_rows(parts: Iterable[tuple[Path | str, str | list[Row]]]) -> LoadReport:
@@ -468,7 +525,7 @@ def _hub_rows(
             "(e.g. `huggingface-cli download --repo-type dataset "
             f"{dataset} --revision {revision} --local-dir DIR`) and point prbench at the local "
             "files instead: `prbench validate DIR` or "
-            "`--metadata '{\"prbench_data\": \"DIR\"}'`; or try the bundled sample (`sample`)."
+            '`--metadata \'{"prbench_data": "DIR"}\'`; or try the bundled sample (`sample`).'
         )
     try:
         import datasets
@@ -517,6 +574,4 @@ def file_hashes(source: str | os.PathLike[str]) -> dict[str, str]:
 
     if is_hub_id(str(source)):
         return {}
-    return {
-        str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in resolve_files(source)
-    }
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in resolve_files(source)}

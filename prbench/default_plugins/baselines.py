@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from prbench.hookspecs import hookimpl
+from prbench.hookspecs import ComponentRegister, hookimpl
 from prbench.scoring.base import ScoreRequest
 
 
@@ -86,10 +86,10 @@ class ConstantScorer:
 
 
 _WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an and are as at be but by for from has have how i if in into is it its my of on or so "
-    "that the their them they this to was were what when which while with without you your".split()
-)
+_STOP_TEXT = """a an and are as at be but by for from has have how i if in into is it its my of
+on or so that the their them they this to was were what when which while with without you
+your"""
+_STOP = frozenset(_STOP_TEXT.split())
 
 
 def content_words(text: str) -> set[str]:
@@ -111,7 +111,8 @@ class OracleOptions:
     """Options of the ``oracle-rubric`` diagnostic."""
 
     use_evidence: bool = dataclasses.field(
-        default=True, metadata={"help": "also match the aspects' evidence text, not only the aspect"}
+        default=True,
+        metadata={"help": "also match the aspects' evidence text, not only the aspect"},
     )
 
 
@@ -131,8 +132,8 @@ class OracleRubricScorer:
         for r in requests:
             if r.hidden is None:
                 raise RuntimeError(
-                    "oracle-rubric is a diagnostic that needs the hidden rubric; the harness passes "
-                    "it only to components registered with diagnostic=True"
+                    "oracle-rubric is a diagnostic that needs the hidden rubric; the harness "
+                    "passes it only to components registered with diagnostic=True"
                 )
             answer = content_words(r.response)
             aspects = r.hidden.get("rubric_aspects") or []
@@ -151,21 +152,30 @@ class OracleRubricScorer:
 
 
 @hookimpl
-def register_scorers(register) -> None:  # noqa: ANN001 - the pluggy callback
+def register_scorers(register: ComponentRegister) -> None:
     """Register the baseline scorers."""
     register(
-        "random", RandomScorer, options=RandomOptions,
+        "random",
+        RandomScorer,
+        options=RandomOptions,
         description="seeded random score per answer (chance baseline)",
     )
     register(
-        "length", LengthScorer, options=LengthOptions,
+        "length",
+        LengthScorer,
+        options=LengthOptions,
         description="the longer (or shorter) answer wins (length-bias baseline)",
     )
     register(
-        "constant", ConstantScorer, options=ConstantOptions,
+        "constant",
+        ConstantScorer,
+        options=ConstantOptions,
         description="the same score for every answer (every pair is a tie)",
     )
     register(
-        "oracle-rubric", OracleRubricScorer, options=OracleOptions, diagnostic=True,
+        "oracle-rubric",
+        OracleRubricScorer,
+        options=OracleOptions,
+        diagnostic=True,
         description="DIAGNOSTIC upper bound: reads the hidden rubric (not a reward model)",
     )

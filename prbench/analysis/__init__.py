@@ -1,0 +1,1 @@
+"""Accuracy with confidence intervals, dataset statistics, rank correlation and reports."""

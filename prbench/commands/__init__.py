@@ -1,0 +1,1 @@
+"""Subcommands of the ``prbench`` CLI (see :mod:`prbench.cli`)."""

@@ -1,0 +1,43 @@
+"""List the registered scorers (reward models, judges, baselines) and their options."""
+
+from __future__ import annotations
+
+import argparse
+
+from prbench.plugins import KINDS, get_registry
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench scorers``."""
+    parser.add_argument("--options", action="store_true", help="also list each scorer's options")
+    parser.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="scorer",
+        help="list another kind of component instead (profile builders, pair generators, ...)",
+    )
+    parser.add_argument("ids", nargs="*", help="only these component ids")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the components of one kind."""
+    registry = get_registry(args.plugin)
+    components = (
+        [registry.get(args.kind, i) for i in args.ids] if args.ids else registry.list(args.kind)
+    )
+    width = max((len(c.qualified_id) for c in components), default=10)
+    for c in components:
+        flags = []
+        if c.diagnostic:
+            flags.append("DIAGNOSTIC")
+        flags.extend(c.tags)
+        flag_text = f" [{', '.join(flags)}]" if flags else ""
+        print(f"{c.qualified_id.ljust(width)}  {c.description}{flag_text}")
+        if args.options:
+            rows = c.describe_options()
+            if not rows:
+                print("    (no options)")
+            for row in rows:
+                help_text = f"  {row['help']}" if row["help"] else ""
+                print(f"    {row['name']}: {row['type']} = {row['default']}{help_text}")
+    return 0

@@ -1,0 +1,79 @@
+"""Check a data file or folder against the record schema and print per-domain statistics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from prbench.records import DataSourceError, validate
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench validate``."""
+    parser.add_argument(
+        "path",
+        help="a .jsonl/.json/.parquet file, a folder of per-domain files, 'sample' (the bundled "
+        "sample) or a hub dataset id",
+    )
+    parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
+    parser.add_argument("--split", default="test", help="hub split (hub ids only)")
+    parser.add_argument(
+        "--pools",
+        default=None,
+        metavar="PATH",
+        help="also validate a Best-of-N candidate-pool file against the records "
+        "(default for 'sample': the bundled pools)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "markdown", "json"),
+        default="text",
+        help="how to print the statistics",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate; print statistics (exit 0) or every problem (exit 1)."""
+    from prbench.analysis.dataset_stats import domain_stats, format_table
+
+    try:
+        report = validate(args.path, revision=args.revision, split=args.split)
+    except DataSourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    pools_path = args.pools
+    if pools_path is None and args.path == "sample":
+        from prbench.records import SAMPLE_POOLS
+
+        pools_path = str(SAMPLE_POOLS)
+    pool_report = None
+    if pools_path is not None:
+        from prbench.downstream.pools import validate_pools
+
+        pool_report = validate_pools(pools_path, report.records)
+    issues = list(report.issues) + (list(pool_report.issues) if pool_report else [])
+    if issues:
+        for issue in issues:
+            print(issue, file=sys.stderr)
+        bad = len({(i.file, i.line) for i in report.issues})
+        print(
+            f"\n{len(issues)} problem(s); {report.rows} rows read, {len(report.records)} valid, "
+            f"{bad} row(s) or line(s) with problems, in {', '.join(report.files)}",
+            file=sys.stderr,
+        )
+        return 1
+    rows = domain_stats(report.records)
+    if args.format == "json":
+        payload = {"files": report.files, "domains": rows}
+        if pool_report is not None:
+            payload["pools"] = pool_report.stats()
+        print(json.dumps(payload, indent=2))
+        return 0
+    print(format_table(rows, markdown=args.format == "markdown"))
+    if pool_report is not None:
+        print()
+        print(pool_report.format(markdown=args.format == "markdown"))
+    if args.format == "text":
+        print(f"\nOK: {len(report.records)} records in {len(report.files)} file(s).")
+    return 0

@@ -1,0 +1,265 @@
+"""The plugin system: load order, failures, duplicates, env vars, the real entry-point path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from prbench.plugins import PluginError, PluginRegistry, UnknownComponentError
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATE = REPO / "plugins" / "prbench-plugin-template"
+NO_EP = {"PRBENCH_LOAD_PLUGINS": ""}  # built-ins only: independent of what is installed
+
+
+def plugin_file(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text("from prbench import hookimpl\n" + textwrap.dedent(body))
+    return path
+
+
+SCORER_PLUGIN = """
+import dataclasses
+
+@dataclasses.dataclass(frozen=True)
+class Opts:
+    bonus: float = 1.0
+
+class Scorer:
+    def __init__(self, options):
+        self.options = options
+    def score(self, requests):
+        return [self.options.bonus * len(r.response) for r in requests]
+
+@hookimpl
+def register_scorers(register):
+    register("{name}", Scorer, options=Opts, description="test scorer")
+"""
+
+
+def test_builtins_are_registered_through_the_hooks() -> None:
+    registry = PluginRegistry(env=NO_EP)
+    info = registry.plugins["prbench.baselines"]
+    assert info.origin == "builtin" and info.status == "ok"
+    assert "scorer:length" in info.components
+    assert registry.get("scorer", "prbench/length").name == "length"
+    assert registry.get("scorer", "oracle-rubric").diagnostic
+
+
+def test_file_plugin_loads_last_and_builds_with_options(tmp_path: Path) -> None:
+    path = plugin_file(tmp_path, "mine", SCORER_PLUGIN.format(name="char-count"))
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    assert list(registry.plugins)[-1] == "mine"
+    scorer = registry.build("scorer", "mine/char-count", {"bonus": "2"})
+    from prbench.scoring.base import ScoreRequest
+
+    assert scorer.score([ScoreRequest("r", "q", "abc")]) == [6.0]
+
+
+def test_duplicate_component_names_both_plugins(tmp_path: Path) -> None:
+    a = plugin_file(tmp_path, "first_plugin", SCORER_PLUGIN.format(name="same"))
+    b = plugin_file(tmp_path, "second_plugin", SCORER_PLUGIN.format(name="same"))
+    with pytest.raises(PluginError) as err:
+        PluginRegistry(plugin_files=[a, b], env=NO_EP)
+    message = str(err.value)
+    assert "'same' is registered twice" in message
+    assert "first_plugin" in message and "second_plugin" in message
+
+
+def test_duplicate_of_a_builtin_is_an_error(tmp_path: Path) -> None:
+    path = plugin_file(tmp_path, "shadow", SCORER_PLUGIN.format(name="length"))
+    with pytest.raises(PluginError, match=r"prbench\.baselines.*shadow"):
+        PluginRegistry(plugin_files=[path], env=NO_EP)
+
+
+def test_plugin_that_raises_on_import_is_recorded_and_skipped(tmp_path: Path) -> None:
+    bad = plugin_file(tmp_path, "broken", "raise RuntimeError('no weights here')\n")
+    good = plugin_file(tmp_path, "fine", SCORER_PLUGIN.format(name="fine-scorer"))
+    registry = PluginRegistry(plugin_files=[bad, good], env=NO_EP)
+    assert registry.plugins["broken"].status == "failed"
+    assert "RuntimeError: no weights here" in registry.plugins["broken"].error
+    assert "broken.py:" in registry.plugins["broken"].error
+    assert registry.get("scorer", "fine-scorer")
+    with pytest.raises(UnknownComponentError, match="failed to load: broken"):
+        registry.get("scorer", "whatever")
+
+
+def test_hook_that_raises_rolls_back_its_registrations(tmp_path: Path) -> None:
+    path = plugin_file(
+        tmp_path,
+        "halfway",
+        """
+        @hookimpl
+        def register_scorers(register):
+            register("half-one", "os:getcwd")
+            raise ValueError("second model missing")
+        """,
+    )
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    assert "ValueError: second model missing" in registry.plugins["halfway"].error
+    assert "half-one" not in registry.components["scorer"]
+    assert registry.get("scorer", "length")
+
+
+def test_misspelt_hook_is_caught_by_check_pending(tmp_path: Path) -> None:
+    path = plugin_file(
+        tmp_path,
+        "typo",
+        """
+        @hookimpl
+        def register_scorer(register):
+            register("x", "os:getcwd")
+        """,
+    )
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    assert registry.plugins["typo"].status == "failed"
+    assert "register_scorer" in registry.plugins["typo"].error
+
+
+def test_wrong_hook_argument_is_reported(tmp_path: Path) -> None:
+    path = plugin_file(
+        tmp_path,
+        "badargs",
+        """
+        @hookimpl
+        def register_scorers(reg, extra):
+            pass
+        """,
+    )
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    assert registry.plugins["badargs"].status == "failed"
+    assert "invalid hook implementation" in registry.plugins["badargs"].error
+
+
+def test_factories_are_lazy(tmp_path: Path) -> None:
+    path = plugin_file(
+        tmp_path,
+        "lazy",
+        """
+        @hookimpl
+        def register_scorers(register):
+            register("heavy", "module_that_does_not_exist_xyz:Scorer")
+        """,
+    )
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    component = registry.get("scorer", "heavy")
+    assert registry.plugins["lazy"].status == "ok"
+    with pytest.raises(ModuleNotFoundError):
+        component.build()
+
+
+def test_unknown_id_and_option_suggest_close_matches() -> None:
+    registry = PluginRegistry(env=NO_EP)
+    with pytest.raises(UnknownComponentError, match="did you mean 'length'"):
+        registry.get("scorer", "lenght")
+    from prbench.options import OptionsError
+
+    with pytest.raises(OptionsError, match="did you mean 'prefer'"):
+        registry.build("scorer", "length", {"prefre": "longer"})
+    with pytest.raises(OptionsError, match="not one of"):
+        registry.build("scorer", "length", {"prefer": "widest"})
+    with pytest.raises(OptionsError, match="expected an integer"):
+        registry.build("scorer", "random", {"seed": "abc"})
+
+
+def test_disable_env_var_skips_a_builtin() -> None:
+    registry = PluginRegistry(env={"PRBENCH_DISABLE_PLUGINS": "prbench.baselines"})
+    assert registry.plugins["prbench.baselines"].status == "disabled"
+    assert "length" not in registry.components["scorer"]
+
+
+def test_import_prbench_and_help_do_not_import_torch() -> None:
+    code = (
+        "import sys, prbench, prbench.plugins, prbench.records, prbench.cli\n"
+        "from prbench.plugins import get_registry\n"
+        "get_registry()\n"
+        "try:\n    prbench.cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('torch', 'transformers', 'lm_eval', 'sentence_transformers', "
+        "'datasets') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "HEAVY []" in out
+
+
+# -- the real entry-point path ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site dir with the template plugin installed by pip and a broken entry-point plugin."""
+    target = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(TEMPLATE),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    dist = target / "prbench_plugin_broken-0.2.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: prbench-plugin-broken\nVersion: 0.2.0\n"
+    )
+    (dist / "entry_points.txt").write_text("[prbench]\nbroken = prbench_plugin_broken\n")
+    (target / "prbench_plugin_broken.py").write_text("raise ImportError('needs a GPU driver')\n")
+    return target
+
+
+def run_cli(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": str(site), **env}
+    for key in ("PRBENCH_LOAD_PLUGINS", "PRBENCH_DISABLE_PLUGINS"):
+        if key not in env:
+            full_env.pop(key, None)
+    return subprocess.run(
+        [sys.executable, "-m", "prbench.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+    )
+
+
+def test_installed_template_is_listed_with_version_and_scorer(site: Path) -> None:
+    result = run_cli(site, "plugins")
+    assert "template  [ok]  entry-point: prbench-plugin-template 0.1.0" in result.stdout
+    assert "scorer: question-overlap" in result.stdout
+    # the broken plugin is reported, the others keep working
+    assert "broken  [failed]" in result.stdout
+    assert "ImportError: needs a GPU driver" in result.stdout
+    assert "scorer: length" in result.stdout
+    assert result.returncode == 1
+    scorers = run_cli(site, "scorers", "--options", "template/question-overlap")
+    assert "min_word_length: int = 4" in scorers.stdout
+
+
+def test_load_plugins_env_var(site: Path) -> None:
+    hidden = run_cli(site, "plugins", PRBENCH_LOAD_PLUGINS="")
+    assert "template" not in hidden.stdout and "broken" not in hidden.stdout
+    assert hidden.returncode == 0
+    only = run_cli(site, "plugins", PRBENCH_LOAD_PLUGINS="prbench-plugin-template")
+    assert "template  [ok]" in only.stdout and "broken" not in only.stdout
+    disabled = run_cli(site, "plugins", "--all", PRBENCH_DISABLE_PLUGINS="broken")
+    assert "broken  [disabled]" in disabled.stdout
+    assert disabled.returncode == 0
+
+
+def test_requirements_lists_installed_plugin_dists(site: Path) -> None:
+    result = run_cli(site, "plugins", "--requirements", PRBENCH_DISABLE_PLUGINS="broken")
+    assert result.stdout.strip().splitlines() == ["prbench-plugin-template==0.1.0"]
