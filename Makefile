@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml constraints-cpu.txt plugins/prbench-plugin-template/pyp
 
 demo: setup
 	$(OFFLINE) $(BIN)/prbench validate sample
+	$(OFFLINE) $(BIN)/prbench eval --tasks personalized_rewardbench_sample \
+		--model_args scorer=embedding-similarity --output_path results
 
 test: setup
 	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider tests plugins/prbench-plugin-template/tests

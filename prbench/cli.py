@@ -17,6 +17,8 @@ from prbench import __version__
 
 #: subcommand -> module with ``add_arguments(parser)`` and ``run(args) -> int``
 COMMANDS: dict[str, str] = {
+    "build": "prbench.pairs.cli",
+    "eval": "prbench.harness.cli",
     "plugins": "prbench.commands.plugins",
     "scorers": "prbench.commands.scorers",
     "validate": "prbench.commands.validate",

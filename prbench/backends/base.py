@@ -69,7 +69,8 @@ class BackendSpec:
         max_concurrency: parallel requests (openai).
         timeout: per-request timeout in seconds (openai).
         max_retries: retries on 429/5xx/timeouts, with exponential backoff (openai).
-        cache_dir: on-disk response cache; ``""`` disables it.
+        cache_dir: on-disk response cache (openai): ``"auto"`` (the default) keeps it under
+            ``prbench.paths.cache_dir("responses")``, a path puts it there, ``""`` disables it.
         batch_size: chats per generate call (hf).
     """
 
@@ -86,7 +87,7 @@ class BackendSpec:
     max_concurrency: int = 8
     timeout: float = 120.0
     max_retries: int = 5
-    cache_dir: str = ""
+    cache_dir: str = "auto"
     batch_size: int = 8
 
 

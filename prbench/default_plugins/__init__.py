@@ -6,4 +6,9 @@ Each module listed in :data:`DEFAULT_PLUGINS` is a pluggy plugin loaded first by
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "prbench.default_plugins.baselines",
+    "prbench.default_plugins.hf",
+    "prbench.default_plugins.judges",
+    "prbench.default_plugins.profiles",
+    "prbench.default_plugins.embedding",
+    "prbench.default_plugins.tasks",
 )

@@ -1,0 +1,309 @@
+"""Turning (profile, question, answer) into the exact token ids a chat model sees.
+
+Shared by the in-process HF backends. Three things are decided here, each an option recorded in
+results:
+
+- **where the profile goes** (``profile_position``): ``none`` (never shown), ``system`` (a system
+  turn before the question) or ``user`` (in the user turn, before the question). With an empty
+  profile every position yields ``[user: question, assistant: answer]`` — the released script's
+  input, unchanged.
+- **exactly one BOS**: the chat template is rendered to text, tokenised without special tokens,
+  every leading BOS is stripped, and exactly one is put back when the model expects one (the
+  tokenizer adds one by itself, or the template writes one). Templates that write a BOS *and*
+  tokenizers that add one (the Llama-3.1 double-BOS trap, which Skywork-Reward-V2 warns about)
+  therefore give one BOS, and BOS-less models (Qwen) get none. The result is checked.
+- **truncation**: a too-long input loses the end of the profile first (cut at a word boundary),
+  then, with no profile left, the end of the question; the answer is never cut — an answer that
+  does not fit even alone is an error naming the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+ProfilePosition = Literal["none", "system", "user"]
+BosMode = Literal["auto", "always", "never"]
+
+#: The user turn when the profile goes there (``{profile}`` and ``{question}`` are filled in).
+DEFAULT_USER_FORMAT = "Some of my earlier posts:\n\n{profile}\n\nMy question: {question}"
+#: The system turn when the profile goes there (``{profile}`` is filled in).
+DEFAULT_SYSTEM_FORMAT = "Earlier posts written by the user you are answering:\n\n{profile}"
+
+_WS = re.compile(r"\s+")
+
+
+class InputTooLongError(ValueError):
+    """An answer does not fit in ``max_length`` even without profile and question."""
+
+
+def load_chat_template(value: str) -> str:
+    """A chat template override: the path of a Jinja file, or the template text itself.
+
+    Raises:
+        ValueError: ``value`` is neither an existing file nor text that looks like Jinja.
+    """
+    path = Path(value).expanduser()
+    if len(value) < 4096 and "\n" not in value and path.is_file():
+        return path.read_text(encoding="utf-8")
+    if "{%" in value or "{{" in value:
+        return value
+    raise ValueError(
+        f"chat_template {value[:80]!r} is neither an existing file nor a Jinja template"
+    )
+
+
+def template_sha256(template: str | None) -> str:
+    """Short hash of a chat template's text (``"none"`` without one)."""
+    if not template:
+        return "none"
+    return hashlib.sha256(template.encode("utf-8")).hexdigest()[:16]
+
+
+def build_chat(
+    question: str,
+    response: str | None,
+    profile: str,
+    *,
+    position: ProfilePosition = "user",
+    user_format: str = DEFAULT_USER_FORMAT,
+    system_format: str = DEFAULT_SYSTEM_FORMAT,
+) -> list[dict[str, str]]:
+    """The chat messages for one request (``response=None`` leaves the assistant turn out)."""
+    messages: list[dict[str, str]] = []
+    user = question
+    if profile and position == "system":
+        messages.append({"role": "system", "content": system_format.format(profile=profile)})
+    elif profile and position == "user":
+        user = user_format.format(profile=profile, question=question)
+    messages.append({"role": "user", "content": user})
+    if response is not None:
+        messages.append({"role": "assistant", "content": response})
+    return messages
+
+
+def check_formats(position: str, user_format: str, system_format: str) -> None:
+    """Validate the profile format strings for a position.
+
+    Raises:
+        ValueError: a placeholder is missing or the format string is malformed.
+    """
+    try:
+        user_format.format(profile="", question="")
+        system_format.format(profile="")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"bad profile format string: {exc!r}") from exc
+    if position == "user" and ("{profile}" not in user_format or "{question}" not in user_format):
+        raise ValueError("user_format must contain {profile} and {question}")
+    if position == "system" and "{profile}" not in system_format:
+        raise ValueError("system_format must contain {profile}")
+
+
+@dataclasses.dataclass(frozen=True)
+class BosPolicy:
+    """How the beginning-of-sequence token is handled.
+
+    Attributes:
+        bos_id: the tokenizer's BOS id (``None`` if it has none).
+        add: whether every input starts with exactly one BOS (otherwise none).
+        source: why: ``tokenizer``, ``template``, ``tokenizer+template`` (a duplicate is stripped),
+            ``absent`` (no BOS expected), ``forced`` or ``disabled`` (the ``bos`` option).
+    """
+
+    bos_id: int | None
+    add: bool
+    source: str
+
+    def apply(self, ids: list[int]) -> list[int]:
+        """Strip every leading BOS, then add exactly one if the policy says so."""
+        if self.bos_id is None:
+            return ids
+        start = 0
+        while start < len(ids) and ids[start] == self.bos_id:
+            start += 1
+        body = ids[start:]
+        return [self.bos_id, *body] if self.add else body
+
+    def check(self, ids: Sequence[int], where: str) -> None:
+        """Raise unless ``ids`` starts with exactly the expected number of BOS tokens."""
+        if self.bos_id is None:
+            return
+        leading = 0
+        while leading < len(ids) and ids[leading] == self.bos_id:
+            leading += 1
+        expected = 1 if self.add else 0
+        if leading != expected:
+            raise ValueError(f"{where}: input starts with {leading} BOS tokens, expected {expected}")
+
+
+def resolve_bos(tokenizer: Any, mode: BosMode, rendered_sample: str) -> BosPolicy:
+    """Decide the BOS policy from the tokenizer, a rendered sample chat and the ``bos`` option.
+
+    Raises:
+        ValueError: ``mode="always"`` with a tokenizer that has no BOS token.
+    """
+    bos_id = tokenizer.bos_token_id
+    if bos_id is None:
+        if mode == "always":
+            raise ValueError("bos='always' but the tokenizer has no BOS token")
+        return BosPolicy(None, False, "absent")
+    if mode == "always":
+        return BosPolicy(bos_id, True, "forced")
+    if mode == "never":
+        return BosPolicy(bos_id, False, "disabled")
+    probe = tokenizer("Hello", add_special_tokens=True)["input_ids"]
+    by_tokenizer = bool(probe) and probe[0] == bos_id
+    bos_text = tokenizer.bos_token or ""
+    by_template = bool(bos_text) and rendered_sample.startswith(bos_text)
+    if by_tokenizer and by_template:
+        return BosPolicy(bos_id, True, "tokenizer+template")
+    if by_tokenizer or by_template:
+        return BosPolicy(bos_id, True, "tokenizer" if by_tokenizer else "template")
+    return BosPolicy(bos_id, False, "absent")
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedInput:
+    """One request's model input.
+
+    Attributes:
+        ids: the token ids (exactly the model input).
+        truncated: ``""``, ``"profile"`` or ``"question"`` — what was cut to fit.
+        removed_chars: characters cut from the profile (or question).
+    """
+
+    ids: list[int]
+    truncated: str = ""
+    removed_chars: int = 0
+
+
+class ChatEncoder:
+    """Renders requests through a chat template and tokenises them (see the module docstring).
+
+    Args:
+        tokenizer: a transformers tokenizer with a chat template (or ``chat_template`` given).
+        max_length: the most tokens per input.
+        position: where the profile goes.
+        user_format: the user turn with the profile (``{profile}``, ``{question}``).
+        system_format: the system turn with the profile (``{profile}``).
+        bos: ``auto``, ``always`` or ``never``.
+        chat_template: a template overriding the tokenizer's (text).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        *,
+        max_length: int = 8192,
+        position: ProfilePosition = "user",
+        user_format: str = DEFAULT_USER_FORMAT,
+        system_format: str = DEFAULT_SYSTEM_FORMAT,
+        bos: BosMode = "auto",
+        chat_template: str | None = None,
+    ) -> None:
+        if max_length < 2:
+            raise ValueError(f"max_length must be at least 2, got {max_length}")
+        check_formats(position, user_format, system_format)
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.position = position
+        self.user_format = user_format
+        self.system_format = system_format
+        self.template = chat_template or getattr(tokenizer, "chat_template", None)
+        if not self.template or not isinstance(self.template, str):
+            raise ValueError(
+                "the tokenizer has no (single) chat template; pass chat_template=<Jinja text or file>"
+            )
+        sample = self.render("Hello?", "Hi.", "")
+        self.bos = resolve_bos(tokenizer, bos, sample)
+
+    def render(self, question: str, response: str, profile: str) -> str:
+        """The chat as text, through the template (no generation prompt)."""
+        messages = build_chat(
+            question, response, profile, position=self.position,
+            user_format=self.user_format, system_format=self.system_format,
+        )
+        text = self.tokenizer.apply_chat_template(
+            messages, chat_template=self.template, tokenize=False, add_generation_prompt=False
+        )
+        if not isinstance(text, str):
+            raise TypeError(f"apply_chat_template returned {type(text).__name__}, expected text")
+        return text
+
+    def _tokenize(self, texts: list[str]) -> list[list[int]]:
+        encoded = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        return [self.bos.apply(list(ids)) for ids in encoded]
+
+    def encode(
+        self,
+        questions: Sequence[str],
+        responses: Sequence[str],
+        profiles: Sequence[str],
+        *,
+        names: Sequence[str] | None = None,
+    ) -> list[EncodedInput]:
+        """Encode requests (one tokenizer call for all; a search only for over-long ones).
+
+        Args:
+            questions: the questions.
+            responses: the answers to score.
+            profiles: the profile texts (``""`` for none).
+            names: labels for error messages (e.g. record ids).
+
+        Raises:
+            InputTooLongError: an answer that does not fit even alone.
+        """
+        profiles = [p if self.position != "none" else "" for p in profiles]
+        texts = [
+            self.render(q, r, p) for q, r, p in zip(questions, responses, profiles, strict=True)
+        ]
+        all_ids = self._tokenize(texts)
+        out = []
+        for i, ids in enumerate(all_ids):
+            where = f"request {i}" + (f" (record {names[i]!r})" if names else "")
+            if len(ids) > self.max_length:
+                enc = self._fit(questions[i], responses[i], profiles[i], where)
+            else:
+                enc = EncodedInput(ids)
+            self.bos.check(enc.ids, where)
+            out.append(enc)
+        return out
+
+    def _length(self, question: str, response: str, profile: str) -> list[int]:
+        return self._tokenize([self.render(question, response, profile)])[0]
+
+    def _longest_fitting(self, text: str, build: Any) -> tuple[int, list[int]] | None:
+        """The longest word-boundary cut of ``text`` whose input fits, as (chars kept, ids)."""
+        cuts = [0, *(m.start() for m in _WS.finditer(text) if m.start() > 0), len(text)]
+        cuts = sorted(set(cuts))
+        lo, hi = 0, len(cuts) - 1
+        best: tuple[int, list[int]] | None = None
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            ids = build(text[: cuts[mid]].rstrip())
+            if len(ids) <= self.max_length:
+                best = (cuts[mid], ids)
+                lo = mid + 1
+            else:
+                hi = mid - 1
+        return best
+
+    def _fit(self, question: str, response: str, profile: str, where: str) -> EncodedInput:
+        if profile:
+            found = self._longest_fitting(profile, lambda p: self._length(question, response, p))
+            if found is not None:
+                kept, ids = found
+                return EncodedInput(ids, "profile", len(profile) - kept)
+        found = self._longest_fitting(question, lambda q: self._length(q, response, ""))
+        if found is not None:
+            kept, ids = found
+            return EncodedInput(ids, "question", len(question) - kept + len(profile))
+        alone = len(self._length("", response, ""))
+        raise InputTooLongError(
+            f"{where}: the answer needs {alone} tokens with the chat template, more than "
+            f"max_length={self.max_length}; raise max_length (answers are never truncated)"
+        )

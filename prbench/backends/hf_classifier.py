@@ -1,0 +1,505 @@
+"""``hf-classifier``: any Hugging Face ``AutoModelForSequenceClassification`` reward model.
+
+The reward is ``logits[label_index]`` at the input's last token, for the chat
+``[user: question, assistant: answer]`` (plus the profile where ``profile_position`` puts it)
+rendered by the tokenizer's chat template (see :mod:`prbench.backends.chat_inputs` for the BOS and
+truncation rules). Scoring goes through the shared batching engine
+(:mod:`prbench.scoring.engine`), shares prompts between answers where the model allows it
+(:mod:`prbench.scoring.prefix`) and remembers scores in the persistent score cache
+(:mod:`prbench.scoring.cache`), so a rerun — or a run killed half-way — computes only what is
+missing. The model is loaded on first need: a fully cached run never loads the weights.
+
+Decoder reward models with a ``score`` head (Llama, Qwen2/3, Mistral, Gemma, ... — the
+``*ForSequenceClassification`` classes built on transformers' generic head) run through prbench's
+own forward: real-token position ids and pooling at the last real token by attention mask, which
+makes scores independent of batch size and padding side, and immune to a pad token that also
+appears in the text (pad = eos is common). Other models (BERT-style encoders, custom heads) run
+their own ``forward`` with right padding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import math
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from prbench.backends.chat_inputs import (
+    DEFAULT_SYSTEM_FORMAT,
+    DEFAULT_USER_FORMAT,
+    ChatEncoder,
+    load_chat_template,
+    template_sha256,
+)
+from prbench.scoring.base import ScoreRequest, check_scores
+from prbench.scoring.cache import ScoreCache, fingerprint_of
+
+logger = logging.getLogger(__name__)
+
+#: Bump when a change alters scores for the same options (invalidates cached scores).
+SCORER_VERSION = 1
+
+
+def _opt(default: Any, help_text: str) -> Any:
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
+@dataclasses.dataclass(frozen=True)
+class HFClassifierOptions:
+    """Options of the ``hf-classifier`` scorer (also the base of plugins built on it)."""
+
+    pretrained: str = dataclasses.field(
+        metadata={"help": "hub id or local folder of an AutoModelForSequenceClassification RM"}
+    )
+    revision: str = _opt("main", "hub revision (branch, tag or commit); ignored for folders")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = _opt(
+        "auto", "weights/compute dtype; auto = float32 on CPU, bfloat16 (or float16) on GPU"
+    )
+    device: str = _opt("auto", "cpu, cuda, cuda:N or auto; CUDA without a GPU falls back to CPU")
+    attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = _opt(
+        "auto", "attention kernel (auto = transformers' default, usually sdpa)"
+    )
+    max_length: int = _opt(8192, "most tokens per input; the profile is cut first, never the answer")
+    profile_position: Literal["none", "system", "user"] = _opt(
+        "user", "where the profile goes: nowhere, a system turn, or before the question"
+    )
+    user_format: str = _opt(DEFAULT_USER_FORMAT, "user turn with a profile: {profile}, {question}")
+    system_format: str = _opt(DEFAULT_SYSTEM_FORMAT, "system turn with a profile: {profile}")
+    chat_template: str = _opt("", "Jinja text or file overriding the tokenizer's chat template")
+    bos: Literal["auto", "always", "never"] = _opt(
+        "auto", "exactly one BOS when the tokenizer or template uses one (auto), always, or never"
+    )
+    label_index: int = _opt(0, "which logit is the reward")
+    batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
+    max_batch_size: int = _opt(0, "cap on sequences per batch; 0 = none")
+    padding_side: Literal["right", "left"] = _opt("right", "padding side (scores do not depend on it)")
+    prefix_sharing: Literal["auto", "on", "off"] = _opt(
+        "auto", "run a prompt shared by several answers once (auto: where supported and verified)"
+    )
+    prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing")
+    cache: bool = _opt(True, "use the persistent score cache")
+    cache_path: str = _opt("", "score-cache SQLite file (default: <prbench cache>/scores/)")
+    trust_remote_code: bool = _opt(False, "run code shipped with the model (only if you trust it)")
+    progress: bool = _opt(True, "show a progress bar")
+
+
+def resolve_device(requested: str) -> Any:
+    """A ``torch.device`` for ``requested``; CUDA/MPS without the hardware falls back to CPU."""
+    import torch
+
+    req = (requested or "auto").strip().lower()
+    if req == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if req.startswith("cuda") and not torch.cuda.is_available():
+        logger.warning("device %r requested but CUDA is not available; using the CPU", requested)
+        return torch.device("cpu")
+    if req == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        logger.warning("device 'mps' requested but MPS is not available; using the CPU")
+        return torch.device("cpu")
+    try:
+        return torch.device(req)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {requested!r}: {exc}") from exc
+
+
+def resolve_dtype(requested: str, device: Any) -> str:
+    """The dtype name to load with (``auto``: float32 on CPU, bf16 — else fp16 — on CUDA)."""
+    if requested != "auto":
+        return requested
+    if device.type == "cuda":
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float32"
+
+
+def _file_digest(path: Path, *, full: bool) -> str:
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        if full or size <= 1 << 20:
+            h.update(f.read())
+        else:  # big weight files: size, mtime and both ends (hashing GBs on every start is too slow)
+            h.update(f.read(1 << 16))
+            f.seek(size - (1 << 16))
+            h.update(f.read(1 << 16))
+            h.update(str(path.stat().st_mtime_ns).encode())
+    h.update(str(size).encode())
+    return h.hexdigest()[:16]
+
+
+def model_identity(pretrained: str, revision: str) -> dict[str, Any]:
+    """What identifies the weights: a local folder's files, or a hub id with its commit.
+
+    A folder is described by each file's size and a hash (full for files up to 1 MiB; the first
+    and last 64 KiB plus the modification time for larger ones). A hub id is resolved in the
+    local hub cache to the commit its revision points at.
+    """
+    path = Path(pretrained).expanduser()
+    if path.is_dir():
+        files = {
+            str(p.relative_to(path)): _file_digest(p, full=False)
+            for p in sorted(path.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")
+        }
+        return {"path": str(path.resolve()), "files": files}
+    commit = None
+    try:
+        from transformers.utils import cached_file
+
+        config_path = cached_file(pretrained, "config.json", revision=revision)
+        if config_path:
+            parent = Path(config_path).parent
+            commit = parent.name if parent.parent.name == "snapshots" else None
+    except Exception as exc:  # not downloaded yet / offline: the revision string stands in
+        logger.debug("could not resolve %s@%s in the hub cache: %s", pretrained, revision, exc)
+    return {"hub_id": pretrained, "revision": revision, "commit": commit}
+
+
+class HFClassifierScorer:
+    """A reward model from a ``*ForSequenceClassification`` checkpoint (see module docstring).
+
+    Attributes:
+        fingerprint: hex id of everything that changes the scores (model files or hub commit,
+            dtype, template, profile placement, lengths, BOS policy, label index) — the score
+            cache key prefix. Batch size, device, padding side and prefix sharing are left out:
+            scores do not depend on them.
+        stats: running counts: ``requests``, ``cache_hits``, ``computed`` (sequences run through
+            the model), ``forward_passes``, ``shared_groups``, ``shared_tokens_saved``,
+            ``truncated_profile``, ``truncated_question``, ``padded_tokens`` (token slots run,
+            padding included), ``real_tokens`` (real tokens run), ``oom_retries``.
+    """
+
+    component = "hf-classifier"
+
+    def __init__(self, options: HFClassifierOptions) -> None:
+        from transformers import AutoTokenizer
+
+        if options.label_index < 0:
+            raise ValueError(f"label_index must be >= 0, got {options.label_index}")
+        if options.batch_tokens < 0 or options.max_batch_size < 0:
+            raise ValueError("batch_tokens and max_batch_size must be >= 0")
+        self.options = options
+        self.device = resolve_device(options.device)
+        self.dtype_name = resolve_dtype(options.dtype, self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            options.pretrained, revision=options.revision,
+            trust_remote_code=options.trust_remote_code,
+        )
+        template = load_chat_template(options.chat_template) if options.chat_template else None
+        self.encoder = ChatEncoder(
+            self.tokenizer,
+            max_length=options.max_length,
+            position=options.profile_position,
+            user_format=options.user_format,
+            system_format=options.system_format,
+            bos=options.bos,
+            chat_template=template,
+        )
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+        self.pad_id = int(pad)
+        self.description = {
+            "scorer": self.component,
+            "version": SCORER_VERSION,
+            "model": model_identity(options.pretrained, options.revision),
+            "dtype": self.dtype_name,
+            "attn_implementation": options.attn_implementation,
+            "max_length": options.max_length,
+            "profile_position": options.profile_position,
+            "user_format": options.user_format,
+            "system_format": options.system_format,
+            "chat_template": template_sha256(self.encoder.template),
+            "bos": {"add": self.encoder.bos.add, "id": self.encoder.bos.bos_id},
+            "label_index": options.label_index,
+            "trust_remote_code": options.trust_remote_code,
+        }
+        self.fingerprint = fingerprint_of(self.description)
+        self.cache: ScoreCache | None = None
+        if options.cache:
+            self.cache = ScoreCache(
+                self.fingerprint, options.cache_path or None, description=self.description
+            )
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("requests", "cache_hits", "computed", "forward_passes", "shared_groups",
+             "shared_tokens_saved", "truncated_profile", "truncated_question",
+             "padded_tokens", "real_tokens", "oom_retries"), 0,
+        )
+        self.model: Any = None
+        self._parts: tuple[Any, Any] | None = None
+        self._pooling = "not loaded"
+        self._sharing: bool | None = None  # None: not decided yet
+        self._sharing_note = ""
+        self._token_budget = options.batch_tokens
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    @property
+    def model_loaded(self) -> bool:
+        """Whether the weights have been loaded (a fully cached run never loads them)."""
+        return self.model is not None
+
+    def _load(self) -> Any:
+        if self.model is not None:
+            return self.model
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        from prbench.scoring.engine import auto_token_budget
+        from prbench.scoring.prefix import prefix_sharing_support
+
+        opts = self.options
+        kwargs: dict[str, Any] = {
+            "revision": opts.revision,
+            "dtype": getattr(torch, self.dtype_name),
+            "trust_remote_code": opts.trust_remote_code,
+        }
+        if opts.attn_implementation != "auto":
+            kwargs["attn_implementation"] = opts.attn_implementation
+        model = AutoModelForSequenceClassification.from_pretrained(opts.pretrained, **kwargs)
+        model.to(self.device).eval()
+        num_labels = int(getattr(model.config, "num_labels", 1))
+        if opts.label_index >= num_labels:
+            raise ValueError(f"label_index={opts.label_index} but the model has {num_labels} logits")
+        if getattr(model.config, "pad_token_id", None) is None:
+            model.config.pad_token_id = self.pad_id
+        self.model = model
+        self._parts = self._decoder_parts(model)
+        self._pooling = "last real token (prbench)" if self._parts else "the model's own forward"
+        if opts.prefix_sharing == "off":
+            self._sharing, self._sharing_note = False, "off (option)"
+        else:
+            ok, why = prefix_sharing_support(model) if self._parts else (False, "no decoder head")
+            if not ok and opts.prefix_sharing == "on":
+                raise ValueError(f"prefix_sharing='on' but this model cannot share prefixes: {why}")
+            self._sharing = ok if opts.prefix_sharing == "on" else (None if ok else False)
+            self._sharing_note = "on (option)" if opts.prefix_sharing == "on" else why
+        if not self._token_budget:
+            self._token_budget = auto_token_budget(
+                model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
+            )
+        return model
+
+    def _decoder_parts(self, model: Any) -> tuple[Any, Any] | None:
+        """(decoder, head) when the model is a decoder with a linear ``score`` head whose own
+        forward is "head on the last token" — checked against the model's forward once."""
+        import torch
+
+        head = getattr(model, "score", None)
+        base = getattr(model, getattr(model, "base_model_prefix", "model"), None)
+        if not isinstance(head, torch.nn.Linear) or base is None:
+            return None
+        from transformers.modeling_layers import GenericForSequenceClassification
+
+        if isinstance(model, GenericForSequenceClassification):
+            return base, head
+        probe = self.encoder.encode(["Is this right?"], ["Yes."], [""])[0].ids
+        ids = torch.as_tensor([probe], device=self.device)
+        with torch.inference_mode():
+            theirs = model(input_ids=ids).logits[0].float()
+            hidden = base(input_ids=ids).last_hidden_state[0, -1]
+            ours = head(hidden).float()
+        if torch.allclose(theirs, ours, rtol=1e-3, atol=1e-3):
+            return base, head
+        logger.info("%s: custom head; using the model's own forward", type(model).__name__)
+        return None
+
+    # -- forward ---------------------------------------------------------------------------------
+
+    def _forward_plain(self, seqs: Sequence[Sequence[int]]) -> list[float]:
+        import torch
+
+        from prbench.scoring.engine import last_token_index, pad_batch
+
+        side = self.options.padding_side if self._parts else "right"
+        ids, mask, pos = pad_batch(seqs, pad_id=self.pad_id, side=side, device=self.device)
+        with torch.inference_mode():
+            if self._parts:
+                base, head = self._parts
+                hidden = base(
+                    input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False
+                ).last_hidden_state
+                rows = torch.arange(len(seqs), device=hidden.device)
+                logits = head(hidden[rows, last_token_index(mask)])
+            else:
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+        self.stats["forward_passes"] += 1
+        self.stats["padded_tokens"] += int(mask.numel())
+        self.stats["real_tokens"] += int(mask.sum())
+        return logits[:, self.options.label_index].float().cpu().tolist()
+
+    def _forward_shared(self, groups: Sequence[Any]) -> list[list[float]]:
+        import torch
+
+        from prbench.scoring.engine import batch_overhead_tokens, pad_free_threshold
+        from prbench.scoring.prefix import shared_prefix_hidden
+
+        base, head = self._parts  # type: ignore[misc]
+        with torch.inference_mode():
+            hidden = shared_prefix_hidden(
+                base, groups, pad_id=self.pad_id, device=self.device, counter=self.stats,
+                pad_free_from=pad_free_threshold(self.device),
+                batch_overhead=batch_overhead_tokens(self.device),
+            )
+            logits = head(torch.stack(hidden))[:, self.options.label_index].float().cpu().tolist()
+        out, k = [], 0
+        for g in groups:
+            out.append(logits[k : k + len(g.members)])
+            k += len(g.members)
+        return out
+
+    def _verify_sharing(self, group: Any) -> list[float]:
+        """Score one group plainly and shared; keep sharing only if they agree."""
+        plain = self._forward_plain([list(group.prefix) + list(s) for s in group.suffixes])
+        shared = self._forward_shared([group])[0]
+        tol = 1e-3 if self.dtype_name == "float32" else 5e-2
+        worst = max(abs(a - b) / (1.0 + abs(a)) for a, b in zip(plain, shared, strict=True))
+        self._sharing = worst <= tol
+        self._sharing_note = (
+            f"verified (max relative difference {worst:.1e})" if self._sharing
+            else f"disabled: shared and plain scores differ by {worst:.1e} (> {tol:.0e})"
+        )
+        if not self._sharing:
+            logger.warning("prefix sharing %s", self._sharing_note)
+        return plain
+
+    def _compute(
+        self, seqs: list[list[int]], keys: list[Hashable], commit: Any
+    ) -> list[float]:
+        """Scores for ``seqs`` (``commit(indices, scores)`` after every batch)."""
+        from prbench.scoring.engine import (
+            BatchStats,
+            batch_overhead_tokens,
+            make_progress,
+            pad_free_threshold,
+            run_batches,
+        )
+        from prbench.scoring.prefix import group_shared_prefixes
+
+        self._load()
+        results: list[float] = [math.nan] * len(seqs)
+        opts = self.options
+        bar = make_progress(len(seqs), enabled=opts.progress, desc=self.component)
+        stats = BatchStats()
+        cap = opts.max_batch_size or None
+
+        def store(indices: Sequence[int], scores: Sequence[float]) -> None:
+            for i, s in zip(indices, scores, strict=True):
+                results[i] = s
+            commit(list(indices), list(scores))
+
+        try:
+            singles = list(range(len(seqs)))
+            if self._sharing is not False:
+                groups, singles = group_shared_prefixes(
+                    seqs, keys, min_prefix_tokens=opts.prefix_min_tokens
+                )
+                if groups and self._sharing is None:
+                    smallest = min(range(len(groups)), key=lambda g: groups[g].real_tokens)
+                    first = groups.pop(smallest)
+                    store(first.members, self._verify_sharing(first))
+                    bar.update(len(first.members))
+                    if not self._sharing:
+                        singles += [m for g in groups for m in g.members]
+                        groups = []
+                if groups:
+                    self.stats["shared_groups"] += len(groups)
+                    self.stats["shared_tokens_saved"] += sum(g.saved_tokens for g in groups)
+
+                    def on_groups(batch: list[int], out: list[list[float]]) -> None:
+                        for g_idx, scores in zip(batch, out, strict=True):
+                            store(groups[g_idx].members, scores)
+
+                    run_batches(
+                        [g.real_tokens for g in groups],
+                        lambda batch: self._forward_shared([groups[g] for g in batch]),
+                        token_budget=self._token_budget, max_batch_size=cap, on_batch=on_groups,
+                        progress=bar, weights=[len(g.members) for g in groups], stats=stats,
+                    )
+            if singles:
+                run_batches(
+                    [len(seqs[i]) for i in singles],
+                    lambda batch: self._forward_plain([seqs[singles[j]] for j in batch]),
+                    token_budget=self._token_budget, max_batch_size=cap,
+                    pad_free_from=pad_free_threshold(self.device),
+                    batch_overhead=batch_overhead_tokens(self.device),
+                    on_batch=lambda batch, out: store([singles[j] for j in batch], out),
+                    progress=bar, stats=stats,
+                )
+        finally:
+            bar.close()
+        self._token_budget = stats.token_budget or self._token_budget
+        self.stats["computed"] += len(seqs)
+        self.stats["oom_retries"] += stats.oom_retries
+        return results
+
+    # -- public API ------------------------------------------------------------------------------
+
+    def encode(self, requests: Sequence[ScoreRequest]) -> list[list[int]]:
+        """The exact token ids the model sees for each request."""
+        encoded = self.encoder.encode(
+            [r.question for r in requests],
+            [r.response for r in requests],
+            [r.profile.text for r in requests],
+            names=[r.record_id for r in requests],
+        )
+        for e in encoded:
+            if e.truncated:
+                self.stats[f"truncated_{e.truncated}"] += 1
+        return [e.ids for e in encoded]
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        """One reward per request, in order (cached scores are reused; new ones are cached)."""
+        requests = list(requests)
+        if not requests:
+            return []
+        self.stats["requests"] += len(requests)
+        seqs = self.encode(requests)
+        keys = [ScoreCache.make_key(s) for s in seqs]
+        known = self.cache.get_many(keys) if self.cache is not None else {}
+        self.stats["cache_hits"] += sum(1 for k in keys if k in known)
+        todo: dict[str, int] = {}  # key -> index of its first occurrence (duplicates run once)
+        for i, k in enumerate(keys):
+            if k not in known and k not in todo:
+                todo[k] = i
+        if todo:
+            order = list(todo.values())
+            groups = [(requests[i].question, requests[i].profile.text) for i in order]
+
+            def commit(indices: list[int], scores: list[float]) -> None:
+                if self.cache is not None:
+                    self.cache.put_many((keys[order[j]], s) for j, s in zip(indices, scores, strict=True))
+
+            computed = self._compute([seqs[i] for i in order], groups, commit)
+            known = {**known, **{keys[i]: s for i, s in zip(order, computed, strict=True)}}
+        return check_scores([known[k] for k in keys], len(requests), self.component)
+
+    def describe(self) -> dict[str, Any]:
+        """Settings and counts for results manifests (fingerprint, resolved options, stats)."""
+        from prbench.options import options_to_dict
+
+        return {
+            "component": self.component,
+            "fingerprint": self.fingerprint,
+            "options": options_to_dict(self.options),
+            "resolved": {
+                "device": str(self.device),
+                "dtype": self.dtype_name,
+                "bos": dataclasses.asdict(self.encoder.bos),
+                "chat_template_sha256": template_sha256(self.encoder.template),
+                "pooling": self._pooling,
+                "prefix_sharing": self._sharing_note or ("pending" if self._sharing is None else ""),
+                "token_budget": self._token_budget,
+                "cache_path": str(self.cache.path) if self.cache is not None else None,
+            },
+            "stats": dict(self.stats),
+        }
+
+    def close(self) -> None:
+        """Close the score cache connection."""
+        if self.cache is not None:
+            self.cache.close()

@@ -1,0 +1,256 @@
+"""Run the benchmark through lm-eval; every `lm_eval run` flag passes through.
+
+Examples:
+  prbench eval --tasks personalized_rewardbench_sample --model_args scorer=embedding-similarity
+  prbench eval --tasks personalized_rewardbench_sample_noprofile --output_path results
+  prbench eval --lm-eval-help                # lm-eval's own flags
+
+Before lm-eval starts, prbench loads its plugins (also --plugin FILE) with their task folders and
+registers the `prbench` model (the default --model here). When every requested task is a prbench
+task, lm-eval's ~14.7k built-in tasks are not indexed (that costs seconds at every start). After
+lm-eval's tables come per-domain accuracy with 95% bootstrap intervals, ties, the length baseline
+and micro/macro overall accuracy; with --output_path, prbench_manifest_<date>.json (versions,
+scorer and options, profile condition, data hashes, seeds) is written next to lm-eval's
+results_<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+#: ``prbench.cli`` passes the arguments it does not know (lm-eval's) in ``args.extra_args``
+ACCEPTS_EXTRA_ARGS = True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged)."""
+    parser.add_argument(
+        "--lm-eval-help", action="store_true", help="show the lm-eval flags this command accepts"
+    )
+    parser.add_argument(
+        "--index-lm-eval-tasks",
+        action="store_true",
+        help="index lm-eval's built-in tasks even when only prbench tasks are requested",
+    )
+    parser.add_argument("--no-summary", action="store_true", help="do not print prbench's summary")
+    parser.add_argument(
+        "--bootstrap-resamples", type=int, default=10_000, metavar="N",
+        help="bootstrap resamples of the summary's confidence intervals (default: 10000)",
+    )
+    parser.add_argument(
+        "--bootstrap-seed", type=int, default=0, metavar="SEED",
+        help="seed of the summary's bootstrap (default: 0)",
+    )
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "Every other flag goes to `lm_eval run` unchanged (--tasks, --model_args, --limit, "
+        "--output_path, --log_samples, --use_cache, --metadata, ...); see --lm-eval-help."
+    )
+
+
+def requested_tasks(tasks: Sequence[str] | None) -> list[str]:
+    """lm-eval's ``--tasks`` value split into names (it accepts spaces and commas)."""
+    return [t.strip() for item in tasks or [] for t in str(item).split(",") if t.strip()]
+
+
+def only_prbench_tasks(requested: Sequence[str], names: set[str]) -> bool:
+    """True when every requested name or pattern matches a name in ``names``.
+
+    ``names`` holds the tasks of prbench's folders (and of ``--include_path``). A YAML path or a
+    name that matches none of them needs lm-eval's own index.
+    """
+    if not requested:
+        return False
+    for item in requested:
+        if item.endswith(".yaml") or Path(item).exists():
+            return False
+        if not fnmatch.filter(sorted(names), item):
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _capture(model: str) -> Iterator[dict[str, Any]]:
+    """Capture the results lm-eval saves and where it saves them; name unnamed prbench runs."""
+    from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
+
+    from prbench.harness.lm import DEFAULT_SCORER
+
+    captured: dict[str, Any] = {}
+    save = EvaluationTracker.save_results_aggregated
+    original_name = GeneralConfigTracker.__dict__["_get_model_name"]
+
+    def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
+        save(self, results=results, samples=samples)
+        captured["results"] = results
+        captured["output_path"] = self.output_path
+        captured["date_id"] = getattr(self, "date_id", None)
+        captured["model_dir"] = self.general_config_tracker.model_name_sanitized
+
+    def get_model_name(model_args: Any) -> str | None:
+        name = original_name.__func__(model_args)
+        if name is None and model == "prbench":
+            given = model_args if isinstance(model_args, dict) else {}
+            name = f"prbench-{given.get('scorer') or DEFAULT_SCORER}"
+        return name
+
+    EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
+    GeneralConfigTracker._get_model_name = staticmethod(get_model_name)  # type: ignore[method-assign]
+    try:
+        yield captured
+    finally:
+        EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
+        GeneralConfigTracker._get_model_name = original_name  # type: ignore[method-assign]
+
+
+def scoped_cache_path(path: str, model: str, model_args: Any) -> str:
+    """lm-eval's ``--use_cache`` path made specific to the model and its arguments.
+
+    lm-eval keys cached responses by the request text only, so two scorers sharing one cache
+    file would get each other's scores. ``prbench eval`` appends a short hash of the model name
+    and ``--model_args`` to the path.
+    """
+    import hashlib
+    import json
+
+    key = json.dumps([model, model_args or {}], sort_keys=True, default=str)
+    return f"{path}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def _lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Namespace:
+    from lm_eval._cli.harness import HarnessCLI
+
+    cli = HarnessCLI()
+    argv = list(extra)
+    if argv and argv[0] == "run":
+        argv = argv[1:]
+    if show_help:
+        argv = ["--help"]
+    return cli._parser.parse_args(["run", *argv])
+
+
+def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
+    """The scorer's options that differ from their defaults (for the summary's title line)."""
+    import dataclasses
+    import json
+
+    try:
+        cls = registry.get("scorer", scorer["qualified_id"]).options
+    except Exception:
+        return dict(scorer.get("options") or {})
+    defaults = {}
+    for f in dataclasses.fields(cls) if cls is not None else ():
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    defaults = json.loads(json.dumps(defaults, default=str))  # as recorded (tuples -> lists)
+    return {k: v for k, v in (scorer.get("options") or {}).items()
+            if k not in defaults or defaults[k] != v}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
+    from prbench.options import OptionsError
+    from prbench.plugins import PluginError, UnknownComponentError, get_registry
+    from prbench.records import DataSourceError, RecordValidationError
+
+    expected = (
+        RecordValidationError, DataSourceError, OptionsError, UnknownComponentError, PluginError,
+    )
+    try:
+        registry = get_registry(getattr(args, "plugin", None) or ())
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for info in registry.failed():
+        print(f"warning: plugin {info.name} not loaded: {info.error}", file=sys.stderr)
+
+    from lm_eval.utils import setup_logging
+
+    setup_logging()
+    try:
+        extra = getattr(args, "extra_args", None) or []
+        ns = _lm_eval_namespace(extra, show_help=args.lm_eval_help)
+    except SystemExit as exc:  # --help, or an argparse error already printed
+        return int(exc.code or 0)
+    if not getattr(ns, "config", None):  # a --config YAML sets these itself
+        if ns.model is None:
+            ns.model = "prbench"
+        if ns.model == "prbench" and not hasattr(ns, "batch_size"):
+            ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
+
+    if getattr(ns, "use_cache", None):
+        ns.use_cache = scoped_cache_path(ns.use_cache, ns.model, ns.model_args)
+        print(f"prbench: response cache {ns.use_cache}_rank<r>.db", file=sys.stderr)
+
+    from prbench.harness import bridge, tasks
+
+    dirs = tasks.task_dirs()
+    own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
+    skip_defaults = not args.index_lm_eval_tasks and only_prbench_tasks(
+        requested_tasks(ns.tasks), tasks.task_names(own)
+    )
+    bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
+    bridge.install()
+    tasks.PROVENANCE.clear()
+    tasks.LENGTHS.clear()
+    try:
+        with _capture(ns.model) as captured:
+            ns.func(ns)
+    except expected as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        bridge.configure()
+    results = captured.get("results")
+    if results is None:  # not rank 0 of a multi-process run, or nothing evaluated
+        return 0
+    _report(args, results, captured, registry, length_baseline=not getattr(ns, "samples", None))
+    return 0
+
+
+def _report(
+    args: argparse.Namespace,
+    results: dict[str, Any],
+    captured: dict[str, Any],
+    registry: Any,
+    *,
+    length_baseline: bool,
+) -> None:
+    from prbench.harness import manifest, summary, tasks
+
+    sections = summary.summarize(
+        results, resamples=args.bootstrap_resamples, seed=args.bootstrap_seed,
+        length_baseline=length_baseline,
+    )
+    info = (results.get("config") or {}).get("prbench") or {}
+    scorer = dict(info.get("scorer") or {})
+    if scorer:
+        scorer["changed_options"] = _changed_options(registry, scorer)
+    if sections and not args.no_summary:
+        print()
+        print(summary.format_sections(sections, scorer=scorer or None))
+    path = manifest.results_file(
+        captured.get("output_path"), captured.get("model_dir"), str(captured.get("date_id"))
+    )
+    if path is None:
+        return
+    data = {"sections": [s.as_dict() for s in sections]}
+    argv = [
+        "prbench", *(f"--plugin={p}" for p in getattr(args, "plugin", None) or ()), "eval",
+        *(getattr(args, "extra_args", None) or []),
+    ]
+    doc = manifest.build_manifest(
+        results, argv=argv,
+        results_path=path, summary=data, data=list(tasks.PROVENANCE),
+        plugins=registry.provenance(),
+    )
+    written = manifest.write_manifest(manifest.manifest_path(path), doc)
+    print(f"\nresults: {path}\nmanifest: {written}")

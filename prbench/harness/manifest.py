@@ -1,0 +1,125 @@
+"""The provenance manifest written next to lm-eval's results file.
+
+It answers "what exactly produced these numbers": the versions of prbench, its plugins, lm-eval,
+torch and transformers; the scorer with its validated options (and whether it is a diagnostic that
+read hidden fields); the profile condition of every task (builder, options, k); the data source
+with its revision or the SHA-256 of every file read; the seeds; the command line; and prbench's
+summary (per-domain accuracy with bootstrap intervals).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+MANIFEST_VERSION = 1
+_PACKAGES = ("prbench", "lm_eval", "torch", "transformers", "datasets", "accelerate", "numpy")
+
+
+def versions(packages: Sequence[str] = _PACKAGES) -> dict[str, str | None]:
+    """Installed versions (``None`` when a package is missing), plus Python's."""
+    out: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    out["python"] = platform.python_version()
+    return out
+
+
+def results_file(output_path: str | None, model_dir: str | None, date_id: str) -> Path | None:
+    """Where lm-eval 0.4.13 wrote its aggregated results (``None`` without an output path).
+
+    lm-eval writes ``<output_path>/<sanitized model name>/results_<date>.json``, or
+    ``<stem>_<date>.json`` next to ``output_path`` when that ends in ``.json``.
+    """
+    if not output_path:
+        return None
+    path = Path(output_path)
+    if path.suffix == ".json":
+        return path.with_name(f"{path.stem}_{date_id}.json")
+    return path / str(model_dir or "") / f"results_{date_id}.json"
+
+
+def manifest_path(results_path: Path) -> Path:
+    """``results_<date>.json`` -> ``prbench_manifest_<date>.json`` in the same folder."""
+    stem = results_path.stem
+    suffix = stem[len("results_"):] if stem.startswith("results_") else stem
+    return results_path.with_name(f"prbench_manifest_{suffix}.json")
+
+
+def _task_conditions(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for task, cfg in (results.get("configs") or {}).items():
+        kwargs = (cfg or {}).get("dataset_kwargs") or {}
+        if "prbench_condition" not in kwargs:
+            continue
+        meta = (cfg or {}).get("metadata") or {}
+        out[task] = {
+            "domain": kwargs.get("prbench_domain"),
+            "condition": kwargs.get("prbench_condition"),
+            "data": meta.get("prbench_data") or kwargs.get("prbench_default_data"),
+            "profile_builder": "none" if kwargs.get("prbench_condition") == "noprofile"
+            else meta.get("prbench_profile"),
+            "profile_k": None if kwargs.get("prbench_condition") == "noprofile"
+            else meta.get("prbench_profile_k"),
+            "n": ((results.get("n-samples") or {}).get(task) or {}).get("effective"),
+            "version": (results.get("versions") or {}).get(task),
+        }
+    return out
+
+
+def build_manifest(
+    results: Mapping[str, Any],
+    *,
+    argv: Sequence[str],
+    results_path: Path | None,
+    summary: Mapping[str, Any] | None,
+    data: Sequence[Mapping[str, Any]] = (),
+    plugins: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The manifest of one run.
+
+    Args:
+        results: lm-eval's results dict (as returned by ``simple_evaluate``).
+        argv: the command line.
+        results_path: the results file the manifest sits next to.
+        summary: prbench's summary (``prbench.harness.summary.summarize(...).as_dict()``).
+        data: the data provenance recorded while the tasks loaded (sources, hashes, builders).
+        plugins: the loaded plugins (``PluginRegistry.provenance()``).
+    """
+    config = dict(results.get("config") or {})
+    prbench_info = dict(config.pop("prbench", None) or {})
+    seeds = {k: config.get(k) for k in ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")}
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "command": list(argv),
+        "results_file": str(results_path) if results_path else None,
+        "date": results.get("date"),
+        "versions": versions(),
+        "lm_eval_model": config.get("model"),
+        "model_args": config.get("model_args"),
+        "scorer": prbench_info.get("scorer"),
+        "tasks": _task_conditions(results),
+        "data": list(data) or prbench_info.get("data") or [],
+        "plugins": list(plugins) or prbench_info.get("plugins") or [],
+        "seeds": seeds,
+        "limit": config.get("limit"),
+        "summary": dict(summary) if summary else None,
+    }
+
+
+def write_manifest(path: Path, manifest: Mapping[str, Any]) -> Path:
+    """Write the manifest as indented JSON; returns the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+__all__ = ["build_manifest", "manifest_path", "results_file", "versions", "write_manifest"]

@@ -1,0 +1,353 @@
+"""prbench's lm-eval task folders and the data behind the ``personalized_rewardbench`` tasks.
+
+:func:`task_dirs` is the ``lm_eval.tasks`` entry point: prbench's own folder plus the folders that
+plugins register. :func:`load_docs` is what the task YAMLs call through ``custom_dataset``: it
+loads and validates records (any source :func:`prbench.records.load_records` reads), keeps one
+domain, builds the profile view of the task's condition through the profile-builder registry and
+returns the rows lm-eval iterates over. Each row carries the rendered profile and the builder's
+description, so logged samples show exactly what the reward model saw.
+
+lm-eval passes ``--model_args`` and ``--metadata`` merged as keyword arguments; the keys read here
+all start with ``prbench_`` (an unknown ``prbench_`` key is an error, anything else is ignored):
+
+- ``prbench_data``: a file, a folder of per-domain files, ``sample`` or a hub dataset id.
+- ``prbench_revision``, ``prbench_split``: hub revision (default: the pinned one) and split.
+- ``prbench_profile``: the profile builder of the profile condition (default ``dense``).
+- ``prbench_profile_k``: its ``k`` (posts kept), for builders that have that option.
+- ``prbench_profile_options``: further builder options, a JSON object.
+
+The task YAML fixes ``prbench_domain``, ``prbench_condition`` and ``prbench_default_data`` through
+``dataset_kwargs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prbench.options import OptionsError, suggest
+
+log = logging.getLogger(__name__)
+
+#: the condition without a profile, and the one with the retrieved posts
+CONDITIONS = ("noprofile", "profile")
+DEFAULT_PROFILE_BUILDER = "dense"
+DEFAULT_PROFILE_K = 5
+#: the ``prbench_domain`` value of the task that keeps every record, whatever its domain
+ALL_DOMAINS = "*"
+
+USER_KEYS = (
+    "prbench_data",
+    "prbench_revision",
+    "prbench_split",
+    "prbench_profile",
+    "prbench_profile_k",
+    "prbench_profile_options",
+)
+TASK_KEYS = ("prbench_domain", "prbench_condition", "prbench_default_data")
+
+#: what each data load built, for results manifests (filled by :func:`load_docs`)
+PROVENANCE: list[dict[str, Any]] = []
+#: (data, domain, condition) -> (chosen words, rejected words) per row, for the length baseline
+LENGTHS: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+_RECORDS: dict[tuple[str, str | None, str, str | None], list[Any]] = {}
+
+
+def builtin_task_dir() -> Path:
+    """The folder of prbench's own tasks: ``prbench/_tasks`` (wheel) or ``<repo>/tasks`` (checkout).
+
+    Raises:
+        FileNotFoundError: neither exists (a broken install).
+    """
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_tasks", package.parent / "tasks"):
+        if (candidate / "personalized_rewardbench").is_dir():
+            return candidate
+    raise FileNotFoundError(
+        f"prbench's task folder is missing: looked for {package / '_tasks'} (installed wheel) and "
+        f"{package.parent / 'tasks'} (source checkout); reinstall prbench"
+    )
+
+
+def task_dirs() -> list[str]:
+    """The task folders to index, prbench's own and the plugins' (``lm_eval.tasks`` entry point).
+
+    The folders come from the ``register_task_dirs`` hook of every loaded plugin, prbench's own
+    through its built-in ``prbench.tasks`` plugin. If the plugin registry cannot load, only
+    prbench's own folder is returned.
+    """
+    try:
+        from prbench.plugins import get_registry
+
+        dirs = [path for path, _desc, _plugin in get_registry().task_dirs]
+    except Exception as exc:  # a broken plugin set must not hide the benchmark
+        log.warning("prbench: plugin task folders unavailable (%s); using prbench's own", exc)
+        dirs = [str(builtin_task_dir())]
+    seen: set[str] = set()
+    out = []
+    for d in dirs:
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
+
+
+def task_names(dirs: Sequence[str] | None = None) -> set[str]:
+    """Every task, group and tag name defined in ``dirs`` (default :func:`task_dirs`)."""
+    from lm_eval.tasks._index import TaskIndex
+
+    return set(TaskIndex.build([Path(d) for d in (task_dirs() if dirs is None else dirs)]))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataRequest:
+    """What one task asks :func:`load_docs` for (validated keyword arguments).
+
+    Attributes:
+        source: the data source.
+        revision: the hub revision (hub ids only).
+        split: the hub split.
+        domain: the domain to keep, or :data:`ALL_DOMAINS`.
+        condition: ``noprofile`` or ``profile``.
+        builder: the profile builder id (``none`` for ``noprofile``).
+        builder_options: its options.
+    """
+
+    source: str
+    revision: str | None
+    split: str
+    domain: str
+    condition: str
+    builder: str
+    builder_options: dict[str, Any]
+
+
+def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
+    """Validate the keyword arguments lm-eval passes to ``custom_dataset``.
+
+    Raises:
+        OptionsError: an unknown ``prbench_`` key, a missing task key or a bad value.
+    """
+    known = set(USER_KEYS) | set(TASK_KEYS)
+    for key in kwargs:
+        if key.startswith("prbench_") and key not in known:
+            raise OptionsError(
+                f"unknown --metadata key {key!r}{suggest(key, known)}; prbench reads: "
+                + ", ".join(USER_KEYS)
+            )
+    missing = [k for k in TASK_KEYS if k not in kwargs]
+    if missing:
+        raise OptionsError(f"the task YAML must set dataset_kwargs {missing}")
+    condition = str(kwargs["prbench_condition"])
+    if condition not in CONDITIONS:
+        raise OptionsError(f"prbench_condition must be one of {CONDITIONS}, got {condition!r}")
+    source = kwargs.get("prbench_data") or kwargs["prbench_default_data"]
+    revision = kwargs.get("prbench_revision")
+    if condition == "noprofile":
+        builder, options = "none", {}
+    else:
+        builder = str(kwargs.get("prbench_profile") or DEFAULT_PROFILE_BUILDER)
+        raw = kwargs.get("prbench_profile_options") or {}
+        if isinstance(raw, str):
+            try:
+                raw = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise OptionsError(f"prbench_profile_options is not a JSON object: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise OptionsError(f"prbench_profile_options must be a JSON object, got {raw!r}")
+        options = dict(raw)
+        k = kwargs.get("prbench_profile_k", DEFAULT_PROFILE_K)
+        if k is not None and "k" not in options:
+            options["k"] = k
+    return DataRequest(
+        source=str(source),
+        revision=None if revision in (None, "") else str(revision),
+        split=str(kwargs.get("prbench_split") or "test"),
+        domain=str(kwargs["prbench_domain"]),
+        condition=condition,
+        builder=builder,
+        builder_options=options,
+    )
+
+
+def _records(req: DataRequest) -> list[Any]:
+    from prbench.records import is_hub_id, load_records
+
+    hub = is_hub_id(req.source)
+    domains_key = req.domain if hub and req.domain != ALL_DOMAINS else None
+    key = (req.source, req.revision, req.split, domains_key)
+    if key not in _RECORDS:
+        domains = [domains_key] if domains_key is not None else None
+        _RECORDS[key] = load_records(
+            req.source, revision=req.revision, split=req.split, domains=domains
+        )
+    records = _RECORDS[key]
+    if req.domain == ALL_DOMAINS:
+        return records
+    kept = [r for r in records if r.domain == req.domain]
+    if not kept:
+        found = sorted({r.domain for r in records})
+        raise OptionsError(
+            f"{req.source}: no record of domain {req.domain!r} (its domains: {', '.join(found)}). "
+            "A record's domain is its 'domain' field, else its file name. Run the tasks of the "
+            "domains it has, or the task personalized_rewardbench_custom, which evaluates every "
+            "record whatever its domain."
+        )
+    return kept
+
+
+def _builder(req: DataRequest) -> tuple[Any, dict[str, Any]]:
+    from prbench.plugins import get_registry
+
+    component = get_registry().get("profile-builder", req.builder)
+    options = dict(req.builder_options)
+    fields = (
+        {f.name for f in dataclasses.fields(component.options)} if component.options else set()
+    )
+    if "k" in options and "k" not in fields:
+        log.warning(
+            "profile builder %r has no option 'k'; prbench_profile_k is not used", req.builder
+        )
+        options.pop("k")
+    return component.build(options), options
+
+
+def build_rows(req: DataRequest) -> list[dict[str, Any]]:
+    """The task rows for a request (records of one domain with their profile views)."""
+    from prbench.options import options_to_dict
+    from prbench.records import file_hashes, is_hub_id
+
+    records = _records(req)
+    builder, options = _builder(req)
+    views = builder.build(records)
+    if len(views) != len(records):
+        raise RuntimeError(
+            f"profile builder {req.builder!r} returned {len(views)} views for "
+            f"{len(records)} records"
+        )
+    rows = []
+    for record, view in zip(records, views, strict=True):
+        rows.append(
+            {
+                "id": record.id,
+                "domain": record.domain,
+                "category": record.category,
+                "question": record.question,
+                "chosen": record.chosen,
+                "rejected": record.rejected,
+                "condition": req.condition,
+                "profile_text": view.text,
+                "profile_builder": view.builder,
+                "profile_post_ids": [item.id for item in view.items],
+                "profile_tokens": int(view.n_tokens),
+                "n_posts": len(record.profile),
+                "source": record.source,
+                "record_json": json.dumps(record.to_dict(), ensure_ascii=False),
+            }
+        )
+    hub = is_hub_id(req.source)
+    LENGTHS[(req.source, req.domain, req.condition)] = [
+        (len(r["chosen"].split()), len(r["rejected"].split())) for r in rows
+    ]
+    PROVENANCE.append(
+        {
+            "data": req.source,
+            "revision": req.revision if hub else None,
+            "split": req.split if hub else None,
+            "domain": req.domain,
+            "condition": req.condition,
+            "n_records": len(rows),
+            "file_hashes": {} if hub else file_hashes(req.source),
+            "profile_builder": {
+                "id": req.builder,
+                "options": options_to_dict(getattr(builder, "options", None)) or options,
+                "description": views[0].builder if views else req.builder,
+            },
+        }
+    )
+    return rows
+
+
+def load_docs(**kwargs: Any) -> dict[str, Any]:
+    """``custom_dataset`` of the prbench tasks: ``{"test": datasets.Dataset}``.
+
+    Raises:
+        prbench.records.RecordValidationError: the data has problems (each one named with file,
+            line, record id and field).
+        prbench.records.DataSourceError: the source cannot be found or reached.
+        OptionsError: a bad ``prbench_`` key or value.
+    """
+    import datasets
+
+    req = parse_request(kwargs)
+    rows = build_rows(req)
+    return {"test": datasets.Dataset.from_list(rows)}
+
+
+def doc_to_text(doc: Mapping[str, Any]) -> str:
+    """The prompt of a row: the profile (if any), then the question; the answer follows it.
+
+    A reward model reads the structured row; this text is what a likelihood baseline
+    (``--model hf``) conditions on and what logged samples show.
+    """
+    parts = []
+    if doc["profile_text"]:
+        parts.append("Earlier posts by the user:\n" + doc["profile_text"])
+    parts.append("Question: " + doc["question"])
+    return "\n\n".join(parts) + "\nAnswer: "
+
+
+def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
+    """``[chosen, rejected]``: the gold answer is always the first."""
+    return [doc["chosen"], doc["rejected"]]
+
+
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
+    """Strict pair metrics from the two scores (chosen first).
+
+    ``acc`` and ``acc_macro`` are the same number for one task; a group averages ``acc`` over
+    pairs (micro) and ``acc_macro`` over domains (macro).
+    """
+    from prbench.analysis.metrics import pair_outcome
+
+    if len(results) != 2:
+        raise ValueError(
+            f"expected 2 results (chosen, rejected) for {doc.get('id')}, got {results}"
+        )
+    chosen, rejected = (r[0] if isinstance(r, tuple | list) else r for r in results)
+    out = pair_outcome(chosen, rejected)
+    return {
+        "acc": out.correct,
+        "acc_macro": out.correct,
+        "tie": out.tie,
+        "margin": out.margin,
+        "invalid": out.invalid,
+    }
+
+
+def reset() -> None:
+    """Forget loaded records and provenance (tests)."""
+    PROVENANCE.clear()
+    LENGTHS.clear()
+    _RECORDS.clear()
+
+
+__all__ = [
+    "ALL_DOMAINS",
+    "CONDITIONS",
+    "PROVENANCE",
+    "DataRequest",
+    "build_rows",
+    "builtin_task_dir",
+    "doc_to_choice",
+    "doc_to_text",
+    "load_docs",
+    "parse_request",
+    "process_results",
+    "task_dirs",
+    "task_names",
+]

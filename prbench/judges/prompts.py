@@ -1,0 +1,367 @@
+"""Every prompt prbench sends to a language model, in one place.
+
+The texts are prbench's own. Each prompt ends by asking for one fixed, machine-readable line
+(``Verdict: A``, ``Rating: 7``, ``Scores: [2, 0, 1]``) that the strict parsers in
+:mod:`prbench.judges.parsing` read; nothing else in a reply is ever taken as the answer.
+
+Prompt builders return a chat (a list of ``{"role", "content"}`` messages) so that every backend
+applies its own chat template. Changing a text here changes the cache keys of the backends' response
+caches and of the planner cache, so old cached replies are never reused for a new prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prbench.backends.base import Chat
+
+#: Bumped whenever a prompt text below changes (recorded in results and cache keys).
+PROMPT_VERSION = "1"
+
+NO_PROFILE = "(no information about this user is available)"
+
+
+def _profile_block(profile_text: str) -> str:
+    return profile_text.strip() or NO_PROFILE
+
+
+# -- pairwise judge ------------------------------------------------------------------------------
+
+PAIRWISE_SYSTEM = (
+    "You evaluate answers for one specific person. Two candidate answers to that person's question "
+    "are both competent; what matters is which one better fits this particular person: their "
+    "situation, constraints, experience and the things they evidently care about, as shown by "
+    "what they have written before. Do not prefer an answer for being longer or for its position."
+)
+
+PAIRWISE_USER = """\
+Here is what we know about the person, from posts they wrote earlier:
+<profile>
+{profile}
+</profile>
+
+Their question:
+<question>
+{question}
+</question>
+
+<answer_a>
+{answer_a}
+</answer_a>
+
+<answer_b>
+{answer_b}
+</answer_b>
+
+Think about what this person needs from an answer, then compare the two answers on that basis.
+Keep your reasoning short. Finish with exactly one final line of the form
+Verdict: A
+or
+Verdict: B
+naming the single answer that suits this person better. Do not write anything after that line."""
+
+
+def pairwise_chat(question: str, profile_text: str, answer_a: str, answer_b: str) -> Chat:
+    """The pairwise judge's chat for one order of two answers."""
+    return [
+        {"role": "system", "content": PAIRWISE_SYSTEM},
+        {
+            "role": "user",
+            "content": PAIRWISE_USER.format(
+                profile=_profile_block(profile_text),
+                question=question.strip(),
+                answer_a=answer_a.strip(),
+                answer_b=answer_b.strip(),
+            ),
+        },
+    ]
+
+
+# -- pointwise rating ----------------------------------------------------------------------------
+
+RATING_SYSTEM = (
+    "You grade one answer for one specific person. A generic answer that would suit anybody earns "
+    "a middling grade even when it is correct; a top grade needs an answer that is correct, useful "
+    "and clearly shaped around what this person cares about."
+)
+
+RATING_USER = """\
+Here is what we know about the person, from posts they wrote earlier:
+<profile>
+{profile}
+</profile>
+
+Their question:
+<question>
+{question}
+</question>
+
+The answer to grade:
+<answer>
+{answer}
+</answer>
+
+Grade how well this answer serves this particular person, as a whole number from {low} (useless \
+for them) to {high} (exactly what they need). Keep any reasoning short and finish with exactly one \
+final line of the form
+Rating: N
+where N is the whole number. Do not write anything after that line."""
+
+
+def rating_chat(
+    question: str, profile_text: str, answer: str, low: int = 0, high: int = 10
+) -> Chat:
+    """The pointwise rating judge's chat for one answer."""
+    return [
+        {"role": "system", "content": RATING_SYSTEM},
+        {
+            "role": "user",
+            "content": RATING_USER.format(
+                profile=_profile_block(profile_text),
+                question=question.strip(),
+                answer=answer.strip(),
+                low=low,
+                high=high,
+            ),
+        },
+    ]
+
+
+# -- rubric-aspect judge (downstream quality) ----------------------------------------------------
+
+RUBRIC_SYSTEM = (
+    "You check whether an answer covers specific points that the person who asked the question "
+    "expects. You judge each point on its own, strictly, and only on what the answer actually says."
+)
+
+RUBRIC_SCALE = (
+    "0 = the answer does not address this point at all\n"
+    "1 = the answer touches on it, but only partly, vaguely or in passing\n"
+    "2 = the answer addresses it clearly and usefully"
+)
+
+RUBRIC_LIST_USER = """\
+The person asked:
+<question>
+{question}
+</question>
+{narrative_block}
+Points this person expects a good answer to cover:
+{aspects}
+
+The answer to check:
+<answer>
+{answer}
+</answer>
+
+Score every point with this scale:
+{scale}
+
+Keep your reasoning short. Finish with exactly one final line holding one score per point, in the \
+order of the points, as a list of {n} whole numbers, for example
+Scores: [{example}]
+Do not write anything after that line."""
+
+RUBRIC_ONE_USER = """\
+The person asked:
+<question>
+{question}
+</question>
+{narrative_block}
+A point this person expects a good answer to cover:
+{aspect}
+
+The answer to check:
+<answer>
+{answer}
+</answer>
+
+Score the point with this scale:
+{scale}
+
+Keep your reasoning short. Finish with exactly one final line of the form
+Score: N
+where N is 0, 1 or 2. Do not write anything after that line."""
+
+
+def _aspect_line(aspect: str, reason: str = "") -> str:
+    line = aspect.strip()
+    if reason.strip():
+        line += f" (why it matters to them: {reason.strip()})"
+    return line
+
+
+def _narrative_block(narrative: str) -> str:
+    if not narrative.strip():
+        return ""
+    return f"\nWhat they added about their situation:\n<details>\n{narrative.strip()}\n</details>\n"
+
+
+def rubric_list_chat(
+    question: str,
+    aspects: Sequence[tuple[str, str]],
+    answer: str,
+    narrative: str = "",
+) -> Chat:
+    """The rubric judge's chat scoring all aspects (``(aspect, reason)`` pairs) in one reply."""
+    listing = "\n".join(f"{i}. {_aspect_line(a, r)}" for i, (a, r) in enumerate(aspects, start=1))
+    example = ", ".join(str((i * 2) % 3) for i in range(len(aspects)))
+    return [
+        {"role": "system", "content": RUBRIC_SYSTEM},
+        {
+            "role": "user",
+            "content": RUBRIC_LIST_USER.format(
+                question=question.strip(),
+                narrative_block=_narrative_block(narrative),
+                aspects=listing,
+                answer=answer.strip(),
+                scale=RUBRIC_SCALE,
+                n=len(aspects),
+                example=example,
+            ),
+        },
+    ]
+
+
+def rubric_one_chat(
+    question: str, aspect: tuple[str, str], answer: str, narrative: str = ""
+) -> Chat:
+    """The rubric judge's chat scoring one aspect (``(aspect, reason)``)."""
+    return [
+        {"role": "system", "content": RUBRIC_SYSTEM},
+        {
+            "role": "user",
+            "content": RUBRIC_ONE_USER.format(
+                question=question.strip(),
+                narrative_block=_narrative_block(narrative),
+                aspect=_aspect_line(*aspect),
+                answer=answer.strip(),
+                scale=RUBRIC_SCALE,
+            ),
+        },
+    ]
+
+
+# -- planner (profile condition) -----------------------------------------------------------------
+
+PLANNER_SYSTEM = (
+    "You help tailor answers to individual people. From a person's question and the posts they "
+    "wrote earlier, you work out what that person will expect a good answer to address."
+)
+
+PLANNER_USER = """\
+Posts this person wrote earlier:
+<profile>
+{profile}
+</profile>
+
+Their new question:
+<question>
+{question}
+</question>
+
+List the specific things this person is likely to expect an answer to address, given their \
+situation, constraints, skill level and interests as the posts reveal them. Prefer concrete, \
+personal expectations over generic qualities such as "be accurate". Give at most {max_items} \
+items, one per line, each line starting with "- ". Write nothing else."""
+
+
+def planner_chat(question: str, profile_text: str, max_items: int) -> Chat:
+    """The planner's chat: infer the aspects a user will expect."""
+    return [
+        {"role": "system", "content": PLANNER_SYSTEM},
+        {
+            "role": "user",
+            "content": PLANNER_USER.format(
+                profile=_profile_block(profile_text),
+                question=question.strip(),
+                max_items=max_items,
+            ),
+        },
+    ]
+
+
+PLAN_HEADER = "What this user is likely to expect from an answer (inferred from their posts):"
+
+
+# -- pair generation (rubric contrast) -----------------------------------------------------------
+
+GENERATOR_SYSTEM = (
+    "You write short, helpful, accurate answers to questions people post on Q&A forums, in a tone "
+    "that suits the person asking."
+)
+
+CHOSEN_USER = """\
+Posts the person asking wrote earlier (use them to match their background and way of writing):
+<profile>
+{profile}
+</profile>
+
+Their question:
+<question>
+{question}
+</question>
+
+This person expects the answer to address the following:
+{aspects}
+
+Write an answer to the question for this person. Address every point above naturally, as part of \
+good advice; do not list the points or say that you were given them. Use at most {max_words} \
+words. Reply with the answer only."""
+
+REJECTED_USER = """\
+Posts the person asking wrote earlier (use them to match their background and way of writing):
+<profile>
+{profile}
+</profile>
+
+Their question:
+<question>
+{question}
+</question>
+
+Points the answer must NOT address:
+{aspects}
+
+Write an answer to the question for this person that is accurate, helpful and written in a style \
+that suits them, but that leaves every point above out entirely (do not mention, hint at or argue \
+against them). Do not say that you are leaving anything out. Use at most {max_words} words. Reply \
+with the answer only."""
+
+
+def chosen_chat(
+    question: str, profile_text: str, aspects: Sequence[tuple[str, str]], max_words: int
+) -> Chat:
+    """The generator's chat for the answer that covers the user's aspects."""
+    listing = "\n".join(f"- {_aspect_line(a, r)}" for a, r in aspects)
+    return [
+        {"role": "system", "content": GENERATOR_SYSTEM},
+        {
+            "role": "user",
+            "content": CHOSEN_USER.format(
+                profile=_profile_block(profile_text),
+                question=question.strip(),
+                aspects=listing,
+                max_words=max_words,
+            ),
+        },
+    ]
+
+
+def rejected_chat(
+    question: str, profile_text: str, aspects: Sequence[tuple[str, str]], max_words: int
+) -> Chat:
+    """The generator's chat for the equally good answer that avoids the user's aspects."""
+    listing = "\n".join(f"- {a.strip()}" for a, _ in aspects)
+    return [
+        {"role": "system", "content": GENERATOR_SYSTEM},
+        {
+            "role": "user",
+            "content": REJECTED_USER.format(
+                profile=_profile_block(profile_text),
+                question=question.strip(),
+                aspects=listing,
+                max_words=max_words,
+            ),
+        },
+    ]

@@ -1,0 +1,113 @@
+"""``llm-rating``: an LLM grades each answer for one user on a 0-10 scale (pointwise).
+
+Being pointwise, it works wherever a reward model does: pairs are compared by their two grades, and
+Best-of-N picks the highest-graded candidate.
+
+Parse failures: a reply without a readable ``Rating: N`` line scores ``nan`` (never a number it
+did not state), and is counted in :meth:`LLMRatingScorer.stats`. With ``on_failure="raise"`` the
+scorer raises :class:`JudgeParseError` after reading the whole batch instead. ``nan`` makes the
+harness's comparison ``score(chosen) > score(rejected)`` false, so an unreadable grade never counts
+as a win; the count of such grades is in the results next to the accuracy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from prbench.backends.base import GenerationBackend
+from prbench.judges import prompts
+from prbench.judges.common import (
+    BackendOptions,
+    FailureCounter,
+    generate_in_batches,
+    resolve_backend,
+)
+from prbench.judges.parsing import ParseFailure, parse_rating
+from prbench.scoring.base import ScoreRequest
+
+
+class JudgeParseError(RuntimeError):
+    """Replies could not be parsed and the component was told to raise (``on_failure=raise``).
+
+    Attributes:
+        failures: ``(record id, failure)`` for every unreadable reply.
+    """
+
+    def __init__(self, component: str, failures: Sequence[tuple[str, ParseFailure]]) -> None:
+        self.failures = list(failures)
+        shown = "; ".join(f"record {rid!r}: {f}" for rid, f in self.failures[:5])
+        more = f" (and {len(self.failures) - 5} more)" if len(self.failures) > 5 else ""
+        super().__init__(f"{component}: {len(self.failures)} unreadable replies: {shown}{more}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMRatingOptions(BackendOptions):
+    """Options of ``llm-rating`` (backend and decoding options, see :class:`BackendOptions`)."""
+
+    low: int = dataclasses.field(default=0, metadata={"help": "lowest grade"})
+    high: int = dataclasses.field(default=10, metadata={"help": "highest grade"})
+    on_failure: Literal["nan", "raise"] = dataclasses.field(
+        default="nan", metadata={"help": "an unreadable grade scores nan (counted), or raises"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.low >= self.high:
+            raise ValueError("low must be below high")
+
+
+class LLMRatingScorer:
+    """A generative pointwise judge; implements :class:`prbench.scoring.base.Scorer`.
+
+    Args:
+        options: the scorer's options.
+        backend: a ready backend (tests, sharing one model); built from ``options`` otherwise.
+    """
+
+    name = "llm-rating"
+
+    def __init__(self, options: LLMRatingOptions, backend: GenerationBackend | None = None) -> None:
+        self.options = options
+        self.backend = resolve_backend(options, backend, self.name)
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        """Forget the counts gathered so far."""
+        self._counter = FailureCounter()
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        """One grade per request, ``nan`` where the reply had no readable grade."""
+        o = self.options
+        chats = [
+            prompts.rating_chat(r.question, r.profile.text, r.response, o.low, o.high)
+            for r in requests
+        ]
+        replies = generate_in_batches(self.backend, chats, o.generation_config(), o.batch_size)
+        out: list[float] = []
+        failures: list[tuple[str, ParseFailure]] = []
+        for request, reply in zip(requests, replies, strict=True):
+            parsed = parse_rating(reply, low=o.low, high=o.high, integer=True)
+            if isinstance(parsed, ParseFailure):
+                self._counter.add(parsed.reason)
+                failures.append((request.record_id, parsed))
+                out.append(math.nan)
+            else:
+                self._counter.add(None)
+                out.append(parsed)
+        if failures and o.on_failure == "raise":
+            raise JudgeParseError(self.name, failures)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """Counts since the last :meth:`reset_stats`, JSON-ready (for results files)."""
+        return {
+            "judge": self.name,
+            "backend": self.backend.fingerprint,
+            "prompt_version": prompts.PROMPT_VERSION,
+            "scale": [self.options.low, self.options.high],
+            "on_failure": self.options.on_failure,
+            **self._counter.as_dict(),
+        }

@@ -1,0 +1,138 @@
+"""Build chosen/rejected pairs from question + profile + rubric records with a generator LLM.
+
+Input rows have the benchmark schema without answers (id, question, profile, narrative,
+rubric_aspects, category). Kept pairs go to OUTPUT as full benchmark records; dropped ones, the
+settings and a report go to OUTPUT.build/. Run the same command again to resume after a crash.
+
+Examples:
+  prbench build lamp_qa.jsonl -o pairs.jsonl --model HuggingFaceTB/SmolLM2-135M-Instruct
+  prbench build in.jsonl -o pairs.jsonl --backend openai --model MODEL --base-url URL/v1
+  prbench build in.jsonl -o pairs.jsonl --model MODEL -O leak_check=both -O judge_check=true
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+#: Command-line shortcuts for common generator options (flag dest -> option name).
+SHORTCUTS = {
+    "backend": "backend",
+    "model": "model",
+    "gguf_file": "gguf_file",
+    "base_url": "base_url",
+    "device": "device",
+    "seed": "seed",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench build``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("input", help="source records: a .jsonl/.json/.parquet file or a folder")
+    parser.add_argument("-o", "--output", required=True, help="output .jsonl file (appended to)")
+    parser.add_argument(
+        "--generator", default="rubric-contrast",
+        help="pair-generator id (default: rubric-contrast)",
+    )
+    parser.add_argument(
+        "-O", "--option", action="append", default=[], metavar="KEY=VALUE",
+        help="a generator option (repeatable), e.g. -O min_length_ratio=0.8 "
+        "-O profile_builder_options='{\"k\": 5}'; `prbench build --list-options` lists them",
+    )
+    parser.add_argument("--backend", choices=("hf", "openai"), help="generation backend")
+    parser.add_argument("--model", help="generator model: hub id, local folder or served name")
+    parser.add_argument("--gguf-file", dest="gguf_file", help="GGUF file inside --model (hf)")
+    parser.add_argument("--base-url", dest="base_url", help="server URL (openai backend)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:0, auto (hf)")
+    parser.add_argument("--seed", type=int, help="sampling seed")
+    parser.add_argument(
+        "--batch-size", type=int, default=8,
+        help="records per generation call and per write (default 8)",
+    )
+    parser.add_argument("--limit", type=int, help="only the first N source records")
+    parser.add_argument(
+        "--overwrite", action="store_true",
+        help="start again: delete OUTPUT and its side files instead of resuming",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--list-options", action="store_true", help="list the generator's options and exit"
+    )
+
+
+def _options(args: argparse.Namespace) -> dict[str, str]:
+    from prbench.options import OptionsError
+
+    out: dict[str, str] = {}
+    for item in args.option:
+        if "=" not in item:
+            raise OptionsError(f"-O expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    for dest, name in SHORTCUTS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            if name in out and out[name] != str(value):
+                raise OptionsError(f"option {name!r} is given both as -O and as --{dest}")
+            out[name] = str(value)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a build; exit 0 when every source record is accounted for, 1 on errors."""
+    from prbench.options import OptionsError
+    from prbench.plugins import UnknownComponentError, get_registry
+    from prbench.records import DataSourceError, RecordValidationError
+
+    registry = get_registry(getattr(args, "plugin", []) or [])
+    try:
+        component = registry.get("pair-generator", args.generator)
+    except UnknownComponentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.list_options:
+        for row in component.describe_options():
+            print(f"{row['name']:<24} {row['type']:<22} default {row['default']:<18} {row['help']}")
+        return 0
+    from prbench.pairs.build import BuildError, build_pairs
+    from prbench.pairs.source import load_sources
+
+    try:
+        options = _options(args)
+        component.parse_options(options)
+        records = load_sources(args.input)  # bad input fails before a model is loaded
+    except (OptionsError, RecordValidationError, DataSourceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        generator = component.build(options)
+    except (OptionsError, ValueError, OSError, ImportError, RuntimeError) as exc:
+        print(f"error: cannot build the generator {args.generator!r}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        report = build_pairs(
+            args.input,
+            args.output,
+            generator,
+            batch_size=args.batch_size,
+            limit=args.limit,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            records=records,
+        )
+    except (BuildError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(report.summary())
+    print(f"pairs: {args.output}; report, settings and dropped pairs: {side_dir_of(args.output)}")
+    return 0 if report.complete else 1
+
+
+def side_dir_of(output: str) -> str:
+    """The side-file folder of an output path (for messages)."""
+    from pathlib import Path
+
+    from prbench.pairs.build import side_dir
+
+    return str(side_dir(Path(output)))

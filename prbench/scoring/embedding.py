@@ -1,0 +1,127 @@
+"""The ``embedding-similarity`` baseline scorer.
+
+Scores an answer by the cosine similarity between its embedding and the embedding of a query made
+from the question and (by default) the profile view of the task condition. It is a cheap,
+non-generative baseline: it rewards answers that talk about what the question and the user's
+posts talk about, with no notion of quality. It shares the encoder and on-disk embedding cache of
+the ``dense`` profile builder (:mod:`prbench.profiles.embed`).
+
+The query puts the question first by default (``query=question+profile``): sentence embedders
+truncate (MiniLM at 256 tokens), and a profile placed first would push the question out of the
+window on all but the shortest profiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Literal
+
+from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
+from prbench.scoring.base import ScoreRequest
+
+QUERY_MODES = ("question+profile", "profile+question", "question")
+SEPARATOR = "\n\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingSimilarityOptions:
+    """Options of the ``embedding-similarity`` scorer."""
+
+    model: str = dataclasses.field(
+        default="minilm",
+        metadata={"help": "minilm (bundled MiniLM), contriever, a hub id or a local folder"},
+    )
+    pretrained: str | None = dataclasses.field(
+        default=None,
+        metadata={"help": "lm-eval style synonym of model (pretrained=...); wins when given"},
+    )
+    encoder: EncoderKind = dataclasses.field(
+        default="auto",
+        metadata={"help": "auto | sentence-transformers | transformers-mean (mean pooling)"},
+    )
+    revision: str | None = dataclasses.field(
+        default=None, metadata={"help": "hub revision (branch, tag or commit) of the model"}
+    )
+    query: Literal["question+profile", "profile+question", "question"] = dataclasses.field(
+        default="question+profile",
+        metadata={"help": "the text compared with the answer: question then profile, profile "
+                          "then question, or the question only"},
+    )
+    max_length: int | None = dataclasses.field(
+        default=None, metadata={"help": "encoder truncation in tokens; none = the model's limit"}
+    )
+    batch_size: int = dataclasses.field(default=32, metadata={"help": "texts per forward pass"})
+    device: str = dataclasses.field(
+        default="auto", metadata={"help": "auto | cpu | cuda | cuda:N"}
+    )
+    cache: bool = dataclasses.field(
+        default=True, metadata={"help": "read/write the on-disk embedding cache"}
+    )
+    cache_dir: str | None = dataclasses.field(
+        default=None, metadata={"help": "embedding cache folder; none = the prbench cache"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.pretrained is not None and self.model != "minilm" and self.pretrained != self.model:
+            raise ValueError(
+                f"options 'model' ({self.model!r}) and 'pretrained' ({self.pretrained!r}) name "
+                "different models; give one of them"
+            )
+        if self.encoder not in ENCODER_KINDS:
+            raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
+        if self.batch_size < 1:
+            raise ValueError(f"option 'batch_size' must be >= 1, got {self.batch_size}")
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"option 'max_length' must be >= 1, got {self.max_length}")
+
+    @property
+    def model_name(self) -> str:
+        """The model to use (``pretrained`` when given, else ``model``)."""
+        return self.pretrained or self.model
+
+
+def build_query(request: ScoreRequest, mode: str) -> str:
+    """The query text of a request; an empty profile leaves the question alone."""
+    profile = request.profile.text if request.profile is not None else ""
+    if mode == "question" or not profile:
+        return request.question
+    if mode == "profile+question":
+        return profile + SEPARATOR + request.question
+    return request.question + SEPARATOR + profile
+
+
+class EmbeddingSimilarityScorer:
+    """cosine(embed(query), embed(answer)); higher means the answer is closer to the query.
+
+    Raises:
+        prbench.profiles.embed.ModelUnavailableError: the model cannot be found (at construction).
+    """
+
+    def __init__(self, options: EmbeddingSimilarityOptions | None = None) -> None:
+        self.options = options or EmbeddingSimilarityOptions()
+        o = self.options
+        self.encoder = Encoder(
+            EncoderSpec(model=o.model_name, encoder=o.encoder, revision=o.revision,
+                        max_length=o.max_length),
+            device=o.device, batch_size=o.batch_size, cache=o.cache, cache_dir=o.cache_dir,
+        )
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        """One cosine in [-1, 1] per request, in request order (batch-size independent)."""
+        import numpy as np
+
+        requests = list(requests)
+        if not requests:
+            return []
+        for i, r in enumerate(requests):
+            if not isinstance(r.response, str):
+                raise TypeError(
+                    f"request {i} (record {r.record_id!r}): response is a "
+                    f"{type(r.response).__name__}, not a string"
+                )
+        queries = [build_query(r, self.options.query) for r in requests]
+        vectors = self.encoder.encode(queries + [r.response for r in requests]).astype(np.float64)
+        q, a = vectors[: len(requests)], vectors[len(requests) :]
+        norms = np.maximum(np.linalg.norm(q, axis=1) * np.linalg.norm(a, axis=1), 1e-12)
+        return [float(x) for x in (q * a).sum(axis=1) / norms]

@@ -1,0 +1,280 @@
+"""The OpenAI-compatible HTTP backend against a real scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from _backend_fixtures import ScriptedOpenAIServer
+
+from prbench.backends import BackendSpec, GenerationConfig, build_backend
+from prbench.backends.http import (
+    BackendCapabilityError,
+    BackendRequestError,
+    BackendResponseError,
+    BackendTimeoutError,
+    OpenAIBackend,
+)
+
+GREEDY = GenerationConfig(max_new_tokens=32)
+
+
+def chat(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}]
+
+
+@pytest.fixture
+def server():
+    with ScriptedOpenAIServer() as srv:
+        yield srv
+
+
+def make_backend(server: ScriptedOpenAIServer, **overrides) -> OpenAIBackend:
+    fields = {"backend": "openai", "model": "tiny-judge", "base_url": server.base_url}
+    fields.update(overrides)
+    backend = build_backend(BackendSpec(**fields))
+    assert isinstance(backend, OpenAIBackend)
+    backend.backoff_base = 0.01
+    return backend
+
+
+def test_generate_sends_the_request_and_keeps_order(server):
+    backend = make_backend(server, cache_dir="")
+    config = GenerationConfig(max_new_tokens=7, temperature=0.5, top_p=0.9, seed=11, stop=("!!",))
+    out = backend.generate([chat("first"), chat("second"), chat("third")], config)
+    assert out == [f"reply to {w} (t=0.5, seed=11)" for w in ("first", "second", "third")]
+    assert len(server.requests) == 3
+    path, headers, body = next(
+        r for r in server.requests if r[2]["messages"][-1]["content"] == "second"
+    )
+    assert path == "/v1/chat/completions"
+    assert headers["Content-Type"] == "application/json"
+    assert body == {
+        "model": "tiny-judge",
+        "messages": chat("second"),
+        "max_tokens": 7,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "seed": 11,
+        "stop": ["!!"],
+    }
+    assert backend.fingerprint == f"openai:tiny-judge@{server.base_url}"
+
+
+def test_stop_strings_are_applied_to_the_answer(server):
+    server.reply_suffix = " STOP and more"
+    backend = make_backend(server)
+    out = backend.generate([chat("x")], GenerationConfig(stop=(" STOP",)))
+    assert out == ["reply to x (t=0.0, seed=0)"]
+
+
+def test_retry_after_a_500(server, caplog):
+    backend = make_backend(server)
+    with caplog.at_level(logging.WARNING, logger="prbench.backends.http"):
+        out = backend.generate([chat("FAIL500 once"), chat("fine")], GREEDY)
+    assert out == ["reply to FAIL500 once (t=0.0, seed=0)", "reply to fine (t=0.0, seed=0)"]
+    assert server.count("FAIL500") == 2
+    assert server.count("fine") == 1
+    assert backend.retries == 1
+    assert "HTTP 500" in caplog.text and "retry 1 of 5" in caplog.text
+
+
+def test_retries_exhausted_name_the_request_and_the_status(server):
+    backend = make_backend(server, max_retries=2)
+    with pytest.raises(BackendRequestError) as info:
+        backend.generate([chat("fine"), chat("ALWAYS503 busy")], GREEDY)
+    message = str(info.value)
+    assert "request 1 " in message and "3 attempts" in message and "HTTP 503" in message
+    assert server.count("ALWAYS503") == 3
+
+
+def test_backoff_grows_exponentially_and_honours_retry_after(server):
+    backend = make_backend(server, max_retries=3)
+    backend.backoff_base = 1.0
+    waits: list[float] = []
+    backend._sleep = waits.append
+    with pytest.raises(BackendRequestError):
+        backend.generate([chat("ALWAYS503")], GREEDY)
+    assert len(waits) == 3
+    for attempt, wait in enumerate(waits):
+        assert 0.5 * 2**attempt <= wait <= 2**attempt
+    waits.clear()
+    assert backend.generate([chat("RATE429")], GREEDY) == ["reply to RATE429 (t=0.0, seed=0)"]
+    assert len(waits) == 1 and waits[0] >= 2.0
+
+
+def test_client_errors_are_not_retried(server):
+    backend = make_backend(server)
+    with pytest.raises(BackendRequestError, match=r"HTTP 400.*max_tokens is too large"):
+        backend.generate([chat("BAD400")], GREEDY)
+    assert server.count("BAD400") == 1
+    assert backend.retries == 0
+
+
+def test_concurrency_limit_holds():
+    with ScriptedOpenAIServer(delay=0.3) as srv:
+        backend = make_backend(srv, max_concurrency=3, cache_dir="")
+        chats = [chat(f"question {i}") for i in range(9)]
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                backend.generate(chats, GREEDY)
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors
+        assert len(srv.requests) == 18
+        # two callers, 9 requests each, 0.3 s per request: the limit is reached and never passed
+        assert srv.max_in_flight == 3
+
+
+def test_cache_hit_makes_no_request(server):
+    backend = make_backend(server)
+    chats = [chat("a"), chat("b"), chat("a")]
+    first = backend.generate(chats, GREEDY)
+    assert first[0] == first[2]
+    assert len(server.requests) == 2  # identical requests within a call are sent once
+    again = make_backend(server)  # a new backend (a new run) reads the same on-disk cache
+    assert again.generate(chats, GREEDY) == first
+    assert len(server.requests) == 2
+    assert again.cache is not None and again.cache.hits == 2
+    root = Path(os.environ["PRBENCH_CACHE_DIR"], "responses")
+    assert again.cache.root == root
+    assert len(list(root.glob("*/*.json"))) == 2
+    # any change to the request is a different key
+    again.generate([chat("a")], GenerationConfig(max_new_tokens=32, seed=1))
+    assert len(server.requests) == 3
+
+
+def test_cache_can_be_disabled_or_moved(server, tmp_path):
+    off = make_backend(server, cache_dir="")
+    assert off.cache is None
+    off.generate([chat("a")], GREEDY)
+    off.generate([chat("a")], GREEDY)
+    assert len(server.requests) == 2
+    moved = make_backend(server, cache_dir=str(tmp_path / "mine"))
+    moved.generate([chat("a")], GREEDY)
+    moved.generate([chat("a")], GREEDY)
+    assert len(server.requests) == 3
+    assert len(list((tmp_path / "mine").glob("*/*.json"))) == 1
+
+
+def test_timeout_becomes_a_clear_error(server):
+    backend = make_backend(server, timeout=0.3, max_retries=1)
+    with pytest.raises(BackendTimeoutError) as info:
+        backend.generate([chat("SLOW answer")], GREEDY)
+    message = str(info.value)
+    assert "request 0" in message
+    assert "no complete response within 0.3 s" in message
+    assert "2 attempts" in message and "raise `timeout`" in message
+    assert isinstance(info.value, TimeoutError)
+    assert server.count("SLOW") == 2
+
+
+def test_unusable_answer_is_an_error_and_is_not_cached(server):
+    backend = make_backend(server)
+    for _ in range(2):
+        with pytest.raises(BackendResponseError, match="content is NoneType"):
+            backend.generate([chat("NOCONTENT")], GREEDY)
+    assert server.count("NOCONTENT") == 2
+
+
+def test_unreachable_server_is_retried_then_reported():
+    with ScriptedOpenAIServer() as srv:
+        url = srv.base_url
+    backend = build_backend(
+        BackendSpec(backend="openai", model="m", base_url=url, max_retries=1, cache_dir="")
+    )
+    backend.backoff_base = 0.01
+    with pytest.raises(BackendRequestError, match="2 attempts: connection failed"):
+        backend.generate([chat("hello")], GREEDY)
+
+
+def test_logprobs_is_not_offered(server):
+    backend = make_backend(server)
+    with pytest.raises(BackendCapabilityError, match="backend='hf'"):
+        backend.logprobs([chat("a")], ["b"])
+    assert isinstance(BackendCapabilityError("x"), NotImplementedError)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"base_url": ""}, "needs `base_url`"),
+        ({"base_url": "ftp://host/v1"}, "http"),
+        ({"base_url": "http://user:pw@host/v1"}, "must not carry credentials"),
+        ({"base_url": "http://host/v1", "max_concurrency": 0}, "max_concurrency"),
+        ({"base_url": "http://host/v1", "timeout": 0}, "timeout"),
+    ],
+)
+def test_bad_settings_are_rejected(fields, match):
+    with pytest.raises(ValueError, match=match):
+        build_backend(BackendSpec(backend="openai", model="m", **fields))
+
+
+def test_bad_chats_are_rejected_before_any_request(server):
+    backend = make_backend(server)
+    with pytest.raises(TypeError, match=r"chat 1, message 0: field 'content' must be a string"):
+        backend.generate([chat("a"), [{"role": "user", "content": None}]], GREEDY)
+    assert server.requests == []
+
+
+def test_api_key_reaches_the_server_and_never_appears_elsewhere(
+    server, monkeypatch, caplog, capsys, tmp_path
+):
+    secret = f"sk-prbench-{uuid.uuid4().hex}"
+    monkeypatch.setenv("PRBENCH_TEST_KEY", secret)
+    cache = tmp_path / "cache"
+    backend = make_backend(server, api_key_env="PRBENCH_TEST_KEY", cache_dir=str(cache))
+    texts: list[str] = [repr(backend), backend.fingerprint, repr(backend.spec)]
+    with caplog.at_level(logging.DEBUG):
+        texts += backend.generate([chat("hello"), chat("FAIL500 then fine")], GREEDY)
+        with pytest.raises(BackendRequestError) as info:
+            backend.generate([chat("ECHO401 who am I")], GREEDY)
+    texts += [str(info.value), repr(info.value)]
+    # the header reached the server, and the echoing server's error text was redacted
+    assert all(h.get("Authorization") == f"Bearer {secret}" for _, h, _ in server.requests)
+    assert "invalid credentials: Bearer ***" in str(info.value)
+    assert "$PRBENCH_TEST_KEY is set" in str(info.value)
+    assert "retry 1 of 5" in caplog.text
+    captured = capsys.readouterr()
+    texts += [caplog.text, captured.out, captured.err]
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert len(files) == 2
+    texts += [p.read_text(encoding="utf-8") for p in files]
+    for text in texts:
+        assert secret not in text
+
+
+def test_no_key_means_no_authorization_header(server, monkeypatch):
+    monkeypatch.delenv("PRBENCH_ABSENT_KEY", raising=False)
+    backend = make_backend(server, api_key_env="PRBENCH_ABSENT_KEY")
+    backend.generate([chat("a")], GREEDY)
+    assert "Authorization" not in server.requests[0][1]
+    with pytest.raises(BackendRequestError, match=r"\$PRBENCH_ABSENT_KEY is not set"):
+        backend.generate([chat("ECHO401")], GREEDY)
+
+
+def test_a_corrupt_cache_entry_is_reported_not_used(server):
+    from prbench.backends.cache import CacheError
+
+    backend = make_backend(server)
+    backend.generate([chat("a")], GREEDY)
+    assert backend.cache is not None
+    (entry,) = backend.cache.root.glob("*/*.json")
+    entry.write_text('{"response": ', encoding="utf-8")
+    with pytest.raises(CacheError, match=f"{entry}.*not valid JSON"):
+        backend.generate([chat("a")], GREEDY)
+    entry.unlink()
+    assert backend.generate([chat("a")], GREEDY) == ["reply to a (t=0.0, seed=0)"]
+    assert len(server.requests) == 2

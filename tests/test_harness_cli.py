@@ -1,0 +1,285 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prbench.harness import tasks
+from prbench.harness.cli import only_prbench_tasks, requested_tasks, scoped_cache_path
+from tests._harness_fixtures import read_log, results_and_manifest, run_eval, write_plugin
+from tests._records_fixtures import record, write_jsonl
+
+GROUP = "personalized_rewardbench_sample_noprofile"
+DOMAIN_TASKS = [
+    f"personalized_rewardbench_sample_{d}_noprofile"
+    for d in ("art_and_entertainment", "lifestyle_and_personal_development", "society_and_culture")
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_task_state() -> None:
+    tasks.reset()
+    yield
+    tasks.reset()
+
+
+@pytest.fixture
+def indexed(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Record the folders every TaskManager indexes."""
+    from lm_eval.tasks._index import TaskIndex
+
+    seen: list[list[str]] = []
+    build = TaskIndex.build
+
+    def recording(paths: Any, **kwargs: Any) -> Any:
+        paths = list(paths)
+        seen.append([str(p) for p in paths])
+        return build(paths, **kwargs)
+
+    monkeypatch.setattr(TaskIndex, "build", staticmethod(recording))
+    return seen
+
+
+def test_cache_path_depends_on_model_and_arguments() -> None:
+    a = scoped_cache_path("c", "prbench", {"scorer": "length"})
+    assert a == scoped_cache_path("c", "prbench", {"scorer": "length"})
+    assert a != scoped_cache_path("c", "prbench", {"scorer": "length", "prefer": "shorter"})
+    assert a.startswith("c_") and len(a) == len("c_") + 12
+
+
+def test_task_selection() -> None:
+    names = tasks.task_names()
+    assert requested_tasks(["a,b", "c"]) == ["a", "b", "c"]
+    assert only_prbench_tasks(["personalized_rewardbench_sample"], names)
+    assert only_prbench_tasks(["personalized_rewardbench_sample_*"], names)
+    assert not only_prbench_tasks(["personalized_rewardbench_sample", "hellaswag"], names)
+    assert not only_prbench_tasks(["my_task.yaml"], names)
+    assert not only_prbench_tasks([], names)
+
+
+def test_constant_scores_zero_with_all_ties(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], indexed: list[list[str]]
+) -> None:
+    code, out, _ = run_eval(
+        ["eval", "--tasks", GROUP, "--model_args", "scorer=constant",
+         "--output_path", str(tmp_path / "out")],
+        capsys,
+    )
+    assert code == 0
+    results, manifest, path = results_and_manifest(tmp_path / "out")
+    assert path.parent.name == "prbench-constant"  # unnamed runs are named after the scorer
+    group = results["results"][GROUP]
+    assert group["acc,none"] == 0 and group["tie,none"] == 1 and group["acc_macro,none"] == 0
+    for task in DOMAIN_TASKS:
+        assert results["results"][task]["acc,none"] == 0.0
+        assert results["n-samples"][task]["effective"] == 15
+    # the summary follows lm-eval's tables
+    assert "prbench summary: scorer constant" in out
+    assert "macro (domains)" in out and "95% CI" in out
+    assert "Art_and_Entertainment" in out and "[0.000, 0.000]" in out
+    # lm-eval's own ~14.7k tasks were not indexed
+    import lm_eval.tasks
+
+    builtin = str(Path(lm_eval.tasks.__file__).parent)
+    assert indexed and all(builtin not in paths for paths in indexed)
+    # the manifest
+    assert {"prbench", "lm_eval", "torch", "transformers"} <= set(manifest["versions"])
+    assert manifest["scorer"]["id"] == "constant" and manifest["scorer"]["options"] == {
+        "value": 0.0
+    }
+    assert manifest["results_file"] == str(path)
+    assert manifest["seeds"]["random_seed"] == 0
+    task_info = manifest["tasks"][DOMAIN_TASKS[0]]
+    assert task_info["condition"] == "noprofile" and task_info["profile_builder"] == "none"
+    assert all(len(d["file_hashes"]) == 3 for d in manifest["data"])
+    assert any(p["name"] == "prbench.tasks" for p in manifest["plugins"])
+    assert manifest["command"][:2] == ["prbench", "eval"]
+    section = manifest["summary"]["sections"][0]
+    assert section["title"] == GROUP and section["accuracy"]["micro"]["value"] == 0.0
+
+
+def test_oracle_upper_bound_and_length_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_eval(
+        ["eval", "--tasks", GROUP, "--model_args", "scorer=oracle-rubric",
+         "--output_path", str(tmp_path / "oracle")],
+        capsys,
+    )
+    assert code == 0
+    results, manifest, _ = results_and_manifest(tmp_path / "oracle")
+    assert results["results"][GROUP]["acc,none"] >= 0.9
+    assert "DIAGNOSTIC" in out and manifest["scorer"]["diagnostic"] is True
+    baseline = {
+        t["task"]: t["length_acc"] for t in manifest["summary"]["sections"][0]["tasks"]
+    }
+    tasks.reset()
+    code, _, _ = run_eval(
+        ["eval", "--tasks", GROUP, "--model_args", "scorer=length",
+         "--output_path", str(tmp_path / "length")],
+        capsys,
+    )
+    assert code == 0
+    length_results, _, _ = results_and_manifest(tmp_path / "length")
+    for task in DOMAIN_TASKS:
+        assert baseline[task] == pytest.approx(length_results["results"][task]["acc,none"])
+
+
+def test_limit_samples_and_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plugin = write_plugin(tmp_path)
+    log = tmp_path / "calls.jsonl"
+    argv = [
+        "--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2",
+        "--model_args", f"scorer=counting,log={log}", "--use_cache", str(tmp_path / "cache"),
+        "--log_samples",
+    ]
+    code, _, _ = run_eval([*argv, "--output_path", str(tmp_path / "first")], capsys)
+    assert code == 0
+    events = read_log(log)
+    assert len(events) == 1 and events[0]["n"] == 12  # one batched call: 3 tasks x 2 pairs x 2
+    first, manifest, path = results_and_manifest(tmp_path / "first")
+    assert manifest["scorer"]["calls"] == 1 and manifest["limit"] == 2
+    samples = sorted(path.parent.glob("samples_*.jsonl"))
+    assert len(samples) == 3
+    rows = [json.loads(line) for line in samples[0].read_text().splitlines()]
+    assert len(rows) == 2 and rows[0]["doc"]["profile_builder"] == "none"
+    assert {"acc", "tie", "margin"} <= set(rows[0])
+    for task in DOMAIN_TASKS:
+        assert first["n-samples"][task]["effective"] == 2
+
+    tasks.reset()
+    code, _, _ = run_eval([*argv, "--output_path", str(tmp_path / "second")], capsys)
+    assert code == 0
+    assert len(read_log(log)) == 1  # everything came from the cache: no scorer call
+    second, manifest, _ = results_and_manifest(tmp_path / "second")
+    assert manifest["scorer"]["built"] is False
+    for task in DOMAIN_TASKS:
+        assert second["results"][task]["acc,none"] == first["results"][task]["acc,none"]
+
+    # another scorer configuration with the same --use_cache path gets its own cache file
+    tasks.reset()
+    other = [a.replace(f"log={log}", f"log={log},bonus=1") for a in argv]
+    code, _, _ = run_eval([*other, "--output_path", str(tmp_path / "third")], capsys)
+    assert code == 0 and len(read_log(log)) == 2
+    assert len(list(tmp_path.glob("cache_*_rank0.db"))) == 2
+
+
+def test_any_data_in_the_schema_through_metadata(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    write_jsonl(
+        folder / "Society_and_Culture.jsonl",
+        [record(id=f"s{i}", chosen=f"A fitting answer number {i}, longer.") for i in range(3)],
+    )
+    meta = json.dumps({"prbench_data": str(folder)})
+    code, _, _ = run_eval(
+        ["eval", "--tasks",
+         "personalized_rewardbench_sample_society_and_culture_noprofile,"
+         "personalized_rewardbench_custom_noprofile",
+         "--model_args", "scorer=length", "--metadata", meta,
+         "--output_path", str(tmp_path / "out")],
+        capsys,
+    )
+    assert code == 0
+    results, manifest, _ = results_and_manifest(tmp_path / "out")
+    assert results["n-samples"]["personalized_rewardbench_custom_noprofile"]["effective"] == 3
+    domain_task = "personalized_rewardbench_sample_society_and_culture_noprofile"
+    assert results["n-samples"][domain_task]["effective"] == 3
+    assert manifest["tasks"][domain_task]["data"] == str(folder)
+    assert all(d["data"] == str(folder) for d in manifest["data"])
+    assert list(manifest["data"][0]["file_hashes"]) == [str(folder / "Society_and_Culture.jsonl")]
+
+
+def test_invalid_data_stops_with_the_validation_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", [record(), record(question="")])
+    code, _, err = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_custom_noprofile",
+         "--model_args", "scorer=length", "--metadata", f"prbench_data={bad}"],
+        capsys,
+    )
+    assert code == 1
+    assert f"{bad}:2" in err and "'question'" in err and "duplicate id" in err
+
+
+def test_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_custom_noprofile",
+         "--model_args", "scorer=lenght"],
+        capsys,
+    )
+    assert code == 1 and "did you mean 'length'" in err
+    code, _, err = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_art_and_entertainment_noprofile",
+         "--model_args", "scorer=length"],
+        capsys,
+    )
+    assert code == 1 and "offline" in err and "prbench_data" in err
+    code, out, _ = run_eval(["eval", "--lm-eval-help"], capsys)
+    assert code == 0 and "--model_args" in out and "--use_cache" in out
+
+
+def test_predict_only_has_no_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_eval(
+        ["eval", "--tasks", DOMAIN_TASKS[0], "--model_args", "scorer=length", "--limit", "2",
+         "--predict_only", "--output_path", str(tmp_path / "out")],
+        capsys,
+    )
+    assert code == 0 and "prbench summary" not in out
+    _, manifest, path = results_and_manifest(tmp_path / "out")
+    assert manifest["summary"] == {"sections": []}
+    assert len(list(path.parent.glob("samples_*.jsonl"))) == 1
+
+
+def test_hf_causal_lm_likelihood_baseline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests._hf_fixtures import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "tiny", kind="causal-lm")
+    code, out, _ = run_eval(
+        ["eval", "--model", "hf", "--model_args", f"pretrained={model},dtype=float32",
+         "--device", "cpu", "--batch_size", "4", "--tasks", GROUP, "--limit", "2",
+         "--output_path", str(tmp_path / "out"), "--log_samples"],
+        capsys,
+    )
+    assert code == 0
+    results, manifest, path = results_and_manifest(tmp_path / "out")
+    assert path.parent.name == str(model).replace("/", "__")
+    for task in DOMAIN_TASKS:
+        assert results["results"][task]["acc,none"] in (0.0, 0.5, 1.0)
+    sample = json.loads(next(path.parent.glob("samples_*.jsonl")).read_text().splitlines()[0])
+    loglik = [float(r[0][0]) for r in sample["resps"]]
+    assert all(v < 0 for v in loglik)  # real log-likelihoods, not rewards
+    assert sample["acc"] == (1.0 if loglik[0] > loglik[1] else 0.0)
+    assert manifest["scorer"] is None and manifest["lm_eval_model"] == "hf"
+    assert "prbench summary" in out
+
+
+@pytest.mark.slow
+def test_readme_command_with_the_embedding_scorer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's run command (with --limit to keep the test short): dense profile, MiniLM."""
+    code, out, _ = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_sample",
+         "--model_args", "scorer=embedding-similarity", "--output_path", str(tmp_path / "res"),
+         "--limit", "5"],
+        capsys,
+    )
+    assert code == 0
+    results, manifest, _ = results_and_manifest(tmp_path / "res")
+    assert "prbench summary: scorer embedding-similarity" in out
+    assert "personalized_rewardbench_sample: profile dense top-k, k=5" in out
+    for domain in ("Art_and_Entertainment", "Lifestyle_and_Personal_Development",
+                   "Society_and_Culture"):
+        assert domain in out
+    assert 0.0 <= results["results"]["personalized_rewardbench_sample"]["acc,none"] <= 1.0
+    builders = {d["profile_builder"]["description"] for d in manifest["data"]}
+    assert builders == {"dense(k=5,model=minilm,similarity=dot)"}
+    assert manifest["scorer"]["options"]["model"] == "minilm"

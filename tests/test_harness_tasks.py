@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prbench.harness import tasks
+from prbench.options import OptionsError
+from prbench.records import DOMAINS, RecordValidationError
+from tests._records_fixtures import record, write_jsonl
+
+SAMPLE_GROUPS = ("personalized_rewardbench_sample", "personalized_rewardbench_sample_noprofile")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_task_state() -> None:
+    tasks.reset()
+    yield
+    tasks.reset()
+
+
+def _kwargs(domain: str = "Art_and_Entertainment", condition: str = "noprofile", **more):
+    base = {
+        "prbench_domain": domain,
+        "prbench_condition": condition,
+        "prbench_default_data": "sample",
+        # what lm-eval merges in from --model_args and the YAML metadata: ignored here
+        "scorer": "length",
+        "version": 1.0,
+        "config_source": "x.yaml",
+    }
+    base.update(more)
+    return base
+
+
+def test_builtin_task_dir_is_the_checkout_folder_and_a_registered_plugin_dir() -> None:
+    root = tasks.builtin_task_dir()
+    assert root == Path(__file__).resolve().parent.parent / "tasks"
+    assert str(root) in tasks.task_dirs()
+    from prbench.plugins import get_registry
+
+    entries = [d for d in get_registry().task_dirs if d[0] == str(root)]
+    assert entries and entries[0][2] == "prbench.tasks"
+
+
+def test_plugin_task_dirs_are_listed(tmp_path: Path) -> None:
+    extra = tmp_path / "my_tasks"
+    extra.mkdir()
+    plugin = tmp_path / "taskplugin.py"
+    plugin.write_text(
+        "from prbench import hookimpl\n"
+        "@hookimpl\n"
+        "def register_task_dirs(register):\n"
+        f"    register({str(extra)!r}, description='mine')\n",
+        encoding="utf-8",
+    )
+    from prbench.plugins import get_registry
+
+    get_registry([plugin])
+    dirs = tasks.task_dirs()
+    assert dirs[0] == str(tasks.builtin_task_dir())
+    assert str(extra.resolve()) in dirs
+
+
+def test_task_index_has_every_domain_condition_and_group() -> None:
+    names = tasks.task_names()
+    for family in ("personalized_rewardbench", "personalized_rewardbench_sample"):
+        for suffix in ("", "_noprofile"):
+            assert family + suffix in names
+            for domain in DOMAINS:
+                assert f"{family}_{domain.lower()}{suffix}" in names
+    assert {"personalized_rewardbench_custom", "personalized_rewardbench_custom_noprofile"} <= names
+
+
+def test_group_configs_aggregate_micro_and_macro() -> None:
+    from lm_eval.tasks._index import TaskIndex
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    index = TaskIndex.build([tasks.builtin_task_dir()])
+    for group in SAMPLE_GROUPS:
+        cfg = load_yaml(index[group].yaml_path, resolve_func=False)
+        weights = {a["metric"]: a["weight_by_size"] for a in cfg["aggregate_metric_list"]}
+        assert weights["acc"] is True and weights["acc_macro"] is False
+        assert len(cfg["task"]) == 3
+    task_cfg = load_yaml(
+        index["personalized_rewardbench_art_and_entertainment"].yaml_path, resolve_func=False
+    )
+    assert task_cfg["dataset_kwargs"]["prbench_default_data"] == "QiyaoMa/Personalized-RewardBench"
+    assert task_cfg["output_type"] == "multiple_choice"
+    assert task_cfg["target_delimiter"] == ""
+    assert task_cfg["metadata"]["prbench_profile"] == "dense"
+
+
+def test_parse_request_validates_prbench_keys() -> None:
+    req = tasks.parse_request(_kwargs(condition="profile", prbench_profile="bm25"))
+    assert (req.builder, req.builder_options, req.source) == ("bm25", {"k": 5}, "sample")
+    req = tasks.parse_request(
+        _kwargs(
+            condition="profile", prbench_profile_k=3,
+            prbench_profile_options='{"k1": 1.2}', prbench_data="/data/x.jsonl",
+        )
+    )
+    assert req.builder == "dense"
+    assert req.builder_options == {"k1": 1.2, "k": 3}
+    assert req.source == "/data/x.jsonl"
+    req = tasks.parse_request(_kwargs(prbench_profile="bm25"))  # noprofile ignores the builder
+    assert (req.builder, req.builder_options) == ("none", {})
+    with pytest.raises(OptionsError, match="did you mean 'prbench_data'"):
+        tasks.parse_request(_kwargs(prbench_dta="x"))
+    with pytest.raises(OptionsError, match="JSON object"):
+        tasks.parse_request(_kwargs(condition="profile", prbench_profile_options="[1]"))
+    with pytest.raises(OptionsError, match="prbench_condition"):
+        tasks.parse_request(_kwargs(condition="sometimes"))
+
+
+def test_load_docs_noprofile_rows() -> None:
+    docs = tasks.load_docs(**_kwargs())["test"]
+    assert len(docs) == 15
+    row = docs[0]
+    assert row["domain"] == "Art_and_Entertainment"
+    assert row["profile_text"] == "" and row["profile_builder"] == "none"
+    assert row["profile_post_ids"] == []
+    hidden = json.loads(row["record_json"])
+    assert hidden["rubric_aspects"] and hidden["id"] == row["id"]
+    assert tasks.doc_to_text(row) == f"Question: {row['question']}\nAnswer: "
+    assert tasks.doc_to_choice(row) == [row["chosen"], row["rejected"]]
+    entry = tasks.PROVENANCE[-1]
+    assert entry["condition"] == "noprofile" and entry["n_records"] == 15
+    hashes = entry["file_hashes"]
+    assert len(hashes) == 3 and all(len(h) == 64 for h in hashes.values())
+
+
+def test_load_docs_profile_condition_keeps_k_posts() -> None:
+    docs = tasks.load_docs(
+        **_kwargs(condition="profile", prbench_profile="bm25", prbench_profile_k=2)
+    )["test"]
+    for row in docs:
+        assert 1 <= len(row["profile_post_ids"]) <= 2
+        assert row["profile_builder"].startswith("bm25(")
+        assert "k=2" in row["profile_builder"]
+        assert row["profile_text"].startswith("Post 1 (Category: ")
+        assert tasks.doc_to_text(row).startswith("Earlier posts by the user:\nPost 1")
+    assert tasks.PROVENANCE[-1]["profile_builder"]["options"]["k"] == 2
+
+
+def test_builder_without_k_ignores_it(caplog: pytest.LogCaptureFixture) -> None:
+    docs = tasks.load_docs(
+        **_kwargs(condition="profile", prbench_profile="all",
+                  prbench_profile_options={"max_tokens": 40})
+    )["test"]
+    assert all(row["profile_tokens"] <= 40 for row in docs)
+    assert "has no option 'k'" in caplog.text
+
+
+def test_custom_file_domains(tmp_path: Path) -> None:
+    data = write_jsonl(
+        tmp_path / "mine.jsonl",
+        [record(id="a1", domain="Society_and_Culture"), record(id="a2")],
+    )
+    docs = tasks.load_docs(**_kwargs(domain="Society_and_Culture", prbench_data=str(data)))
+    assert [r["id"] for r in docs["test"]] == ["a1"]
+    with pytest.raises(OptionsError, match=r"no record of domain 'Art_and_Entertainment'.*mine"):
+        tasks.load_docs(**_kwargs(prbench_data=str(data)))
+    every = tasks.load_docs(**_kwargs(domain=tasks.ALL_DOMAINS, prbench_data=str(data)))
+    assert [r["id"] for r in every["test"]] == ["a1", "a2"]
+
+
+def test_invalid_data_stops_with_the_validation_message(tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", [record(chosen=7)])
+    with pytest.raises(RecordValidationError) as err:
+        tasks.load_docs(**_kwargs(prbench_data=str(tmp_path)))
+    text = str(err.value)
+    assert f"{data}:1" in text and "'chosen'" in text and "record 'u1'" in text
+
+
+def test_process_results_strict() -> None:
+    doc = {"id": "x"}
+    assert tasks.process_results(doc, [(1.0, False), (1.0, False)]) == {
+        "acc": 0.0, "acc_macro": 0.0, "tie": 1.0, "margin": 0.0, "invalid": 0.0,
+    }
+    out = tasks.process_results(doc, [(2.0, False), (0.5, False)])
+    assert out["acc"] == 1.0 and out["margin"] == 1.5
+    out = tasks.process_results(doc, [(float("nan"), False), (0.5, False)])
+    assert out["acc"] == 0.0 and out["invalid"] == 1.0
+    with pytest.raises(ValueError, match="expected 2 results"):
+        tasks.process_results(doc, [(1.0, False)])

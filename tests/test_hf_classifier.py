@@ -1,0 +1,335 @@
+"""The ``hf-classifier`` scorer: invariance, BOS, truncation, prefix sharing, options."""
+
+from __future__ import annotations
+
+import logging
+import random
+import subprocess
+import sys
+
+import pytest
+
+from prbench.backends.chat_inputs import InputTooLongError
+from prbench.profiles.base import ProfileView
+from prbench.scoring.base import ScoreRequest
+from tests._hf_fixtures import build_tiny_model, sample_text
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Tiny RMs: (arch, tokenizer adds BOS, template adds BOS) -> folder."""
+    root = tmp_path_factory.mktemp("rms")
+    specs = {
+        "llama-tokbos": ("llama", True, False),
+        "qwen2-nobos": ("qwen2", False, False),
+        "llama-bothbos": ("llama", True, True),
+        "qwen2-tplbos": ("qwen2", False, True),
+    }
+    return {
+        name: build_tiny_model(
+            root / name, arch=arch, tokenizer_adds_bos=tok, template_adds_bos=tpl, seed=i
+        )
+        for i, (name, (arch, tok, tpl)) in enumerate(specs.items())
+    }
+
+
+def make_requests(n_questions=8, answers=2, seed=0, profile_words=(0, 30), answer_words=(3, 40)):
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_questions):
+        question = sample_text(rng, rng.randint(5, 20))
+        profile = ProfileView(text=sample_text(rng, rng.randint(*profile_words)))
+        for _ in range(answers):
+            out.append(
+                ScoreRequest(
+                    record_id=f"r{i}", question=question, profile=profile,
+                    response=sample_text(rng, rng.randint(*answer_words)),
+                )
+            )
+    return out
+
+
+def build(path, **options):
+    from prbench.plugins import get_registry
+
+    opts = {"pretrained": str(path), "progress": False, "cache": False, **options}
+    return get_registry().build("scorer", "hf-classifier", opts)
+
+
+def max_diff(a, b):
+    assert len(a) == len(b)
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+# -- exactness ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["llama-tokbos", "qwen2-nobos"])
+def test_scores_do_not_depend_on_batch_size_or_padding_side(models, name):
+    requests = make_requests(n_questions=10, seed=1)
+    ref_scorer = build(models[name], max_batch_size=1, prefix_sharing="off")
+    ref = ref_scorer.score(requests)
+    assert len(set(ref)) == len(ref), "distinct answers get distinct scores"
+    for batch_size in (3, 16):
+        for side in ("right", "left"):
+            scorer = build(
+                models[name], max_batch_size=batch_size, padding_side=side,
+                prefix_sharing="off", batch_tokens=100_000,
+            )
+            out = scorer.score(requests)
+            assert max_diff(out, ref) <= TOL, (batch_size, side)
+            assert scorer.stats["padded_tokens"] > scorer.stats["real_tokens"], "batches were padded"
+
+
+def test_batch_one_matches_the_models_own_forward(models):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    requests = make_requests(n_questions=3, seed=2)
+    scorer = build(models["llama-tokbos"], max_batch_size=1, prefix_sharing="off")
+    ours = scorer.score(requests)
+    model = AutoModelForSequenceClassification.from_pretrained(models["llama-tokbos"]).eval()
+    with torch.inference_mode():
+        theirs = [
+            model(input_ids=torch.as_tensor([ids])).logits[0, 0].item()
+            for ids in scorer.encode(requests)
+        ]
+    assert max_diff(ours, theirs) <= TOL
+    assert scorer.describe()["resolved"]["pooling"] == "last real token (prbench)"
+
+
+@pytest.mark.parametrize("name", ["llama-tokbos", "qwen2-tplbos"])
+@pytest.mark.parametrize("position", ["user", "system"])
+def test_prefix_sharing_gives_the_plain_scores(models, name, position):
+    pairs = make_requests(n_questions=6, answers=2, seed=3)
+    best_of_n = make_requests(n_questions=2, answers=16, seed=4)
+    requests = pairs + best_of_n
+    plain = build(models[name], prefix_sharing="off", profile_position=position).score(requests)
+    shared_scorer = build(
+        models[name], prefix_sharing="on", profile_position=position, prefix_min_tokens=4,
+        batch_tokens=600,
+    )
+    shared = shared_scorer.score(requests)
+    assert max_diff(shared, plain) <= TOL
+    assert shared_scorer.stats["shared_groups"] == 8
+    assert shared_scorer.stats["shared_tokens_saved"] > 0
+    auto = build(models[name], profile_position=position, prefix_min_tokens=4)
+    assert max_diff(auto.score(requests), plain) <= TOL
+    assert auto.describe()["resolved"]["prefix_sharing"].startswith("verified")
+
+
+def test_reduced_precision_and_eager_attention(models):
+    requests = make_requests(n_questions=4, seed=5)
+    ref = build(models["qwen2-nobos"]).score(requests)
+    eager = build(models["qwen2-nobos"], attn_implementation="eager").score(requests)
+    assert max_diff(eager, ref) <= TOL
+    bf16 = build(models["qwen2-nobos"], dtype="bfloat16")
+    low = bf16.score(requests)
+    assert bf16.describe()["resolved"]["dtype"] == "bfloat16"
+    assert max_diff(low, ref) < 0.5  # same model, coarser arithmetic
+
+
+# -- BOS --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("llama-tokbos", "tokenizer"),
+        ("llama-bothbos", "tokenizer+template"),
+        ("qwen2-tplbos", "template"),
+        ("qwen2-nobos", "absent"),
+    ],
+)
+def test_exactly_one_bos_whatever_adds_it(models, name, source):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(models[name])
+    scorer = build(models[name])
+    requests = make_requests(n_questions=2, seed=6)
+    expected = 0 if source == "absent" else 1
+    assert scorer.encoder.bos.source == source
+    for req, ids in zip(requests, scorer.encode(requests), strict=True):
+        leading = next((i for i, t in enumerate(ids) if t != tok.bos_token_id), len(ids))
+        assert leading == expected
+        assert ids.count(tok.bos_token_id) == expected
+        rendered = scorer.encoder.render(req.question, req.response, req.profile.text)
+        naive = tok(rendered)["input_ids"]  # what a harness that tokenises the text naively gets
+        if source == "tokenizer+template":
+            assert naive[:2] == [tok.bos_token_id] * 2  # the double-BOS trap ...
+        body = [t for t in tok(rendered, add_special_tokens=False)["input_ids"] if t != tok.bos_token_id]
+        assert ids[expected:] == body  # ... and ours is the same text with one BOS
+
+
+def test_bos_option_forces_or_disables(models):
+    tok_bos = models["llama-bothbos"]
+    never = build(tok_bos, bos="never")
+    ids = never.encode(make_requests(1, 1, seed=7))[0]
+    assert ids[0] != never.tokenizer.bos_token_id
+    always = build(models["qwen2-nobos"], bos="always")
+    assert always.encode(make_requests(1, 1, seed=7))[0][0] == always.tokenizer.bos_token_id
+
+
+def test_question_only_input_is_the_released_input(models):
+    from transformers import AutoTokenizer
+
+    path = models["qwen2-tplbos"]  # the template writes the BOS, as with Llama-3 templates
+    tok = AutoTokenizer.from_pretrained(path)
+    req = make_requests(1, 1, seed=8, profile_words=(0, 0))[0]
+    released = tok.apply_chat_template(
+        [{"role": "user", "content": req.question}, {"role": "assistant", "content": req.response}],
+        tokenize=True,
+    )
+    released = released["input_ids"] if isinstance(released, dict) or hasattr(released, "keys") else released
+    for position in ("none", "system", "user"):
+        assert build(path, profile_position=position).encode([req])[0] == list(released)
+
+
+def test_profile_positions(models):
+    scorer_user = build(models["llama-tokbos"], profile_position="user")
+    req = make_requests(1, 1, seed=9, profile_words=(20, 20))[0]
+    text_user = scorer_user.encoder.render(req.question, req.response, req.profile.text)
+    assert "<|system|>" not in text_user
+    assert text_user.index(req.profile.text) < text_user.index(req.question)
+    scorer_sys = build(models["llama-tokbos"], profile_position="system")
+    text_sys = scorer_sys.encoder.render(req.question, req.response, req.profile.text)
+    assert text_sys.index("<|system|>") < text_sys.index(req.profile.text) < text_sys.index("<|user|>")
+    scorer_none = build(models["llama-tokbos"], profile_position="none")
+    empty = ScoreRequest(record_id=req.record_id, question=req.question, response=req.response)
+    assert scorer_none.encode([req]) == scorer_user.encode([empty])
+    assert scorer_sys.describe()["options"]["profile_position"] == "system"
+    assert len({scorer_user.fingerprint, scorer_sys.fingerprint, scorer_none.fingerprint}) == 3
+
+
+# -- truncation ---------------------------------------------------------------------------------
+
+
+def _assistant_tail(scorer, ids):
+    marker = scorer.tokenizer.convert_tokens_to_ids("<|assistant|>")
+    return ids[ids.index(marker) :]
+
+
+@pytest.mark.parametrize("position", ["user", "system"])
+def test_truncation_cuts_the_profile_and_keeps_the_answer(models, position):
+    req = make_requests(1, 1, seed=10, profile_words=(400, 400), answer_words=(30, 30))[0]
+    full = build(models["llama-tokbos"], profile_position=position)
+    full_ids = full.encode([req])[0]
+    limit = len(full_ids) // 2
+    scorer = build(models["llama-tokbos"], profile_position=position, max_length=limit)
+    ids = scorer.encode([req])[0]
+    assert len(ids) <= limit
+    assert _assistant_tail(scorer, ids) == _assistant_tail(full, full_ids)
+    assert scorer.stats["truncated_profile"] == 1
+    assert len(ids) > limit - 40, "the cut keeps as much profile as fits"
+    text = scorer.tokenizer.decode(ids)
+    assert req.question in text
+    kept = text.split("earlier posts")[-1]
+    assert req.profile.text.split()[0] in kept
+
+
+def test_truncation_then_cuts_the_question_and_never_the_answer(models):
+    rng = random.Random(11)
+    req = ScoreRequest(
+        record_id="long-q", question=sample_text(rng, 300), response=sample_text(rng, 20),
+        profile=ProfileView(text=sample_text(rng, 50)),
+    )
+    full = build(models["qwen2-nobos"]).encode([req])[0]
+    scorer = build(models["qwen2-nobos"], max_length=len(full) // 3)
+    ids = scorer.encode([req])[0]
+    assert len(ids) <= len(full) // 3
+    assert scorer.stats["truncated_question"] == 1
+    assert _assistant_tail(scorer, ids) == _assistant_tail(scorer, full)
+    tiny = build(models["qwen2-nobos"], max_length=10)
+    with pytest.raises(InputTooLongError, match="long-q"):
+        tiny.encode([req])
+
+
+# -- options, loading, provenance ---------------------------------------------------------------
+
+
+def test_fingerprint_tracks_what_changes_scores(models):
+    path = models["llama-tokbos"]
+    base = build(path).fingerprint
+    assert build(path).fingerprint == base
+    for same in ({"batch_tokens": 123}, {"max_batch_size": 2}, {"padding_side": "left"},
+                 {"prefix_sharing": "off"}, {"device": "cpu"}, {"progress": True}):
+        assert build(path, **same).fingerprint == base, same
+    for other in ({"dtype": "bfloat16"}, {"max_length": 100}, {"profile_position": "system"},
+                  {"label_index": 0, "user_format": "{profile}\n{question}"},
+                  {"chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"}):
+        assert build(path, **other).fingerprint != base, other
+
+
+def test_chat_template_override_from_file(models, tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}")
+    scorer = build(models["qwen2-nobos"], chat_template=str(template))
+    req = make_requests(1, 1, seed=12)[0]
+    assert scorer.encoder.render(req.question, req.response, "").startswith("[user] ")
+    assert len(scorer.score([req])) == 1
+    with pytest.raises(ValueError, match="neither an existing file nor a Jinja template"):
+        build(models["qwen2-nobos"], chat_template="no-such-file.jinja")
+
+
+def test_cuda_request_falls_back_to_cpu(models, caplog):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with caplog.at_level(logging.WARNING):
+        scorer = build(models["qwen2-nobos"], device="cuda:0")
+    assert str(scorer.device) == "cpu"
+    assert "CUDA is not available" in caplog.text
+    assert len(scorer.score(make_requests(1, 1))) == 1
+
+
+def test_bad_options_fail_clearly(models):
+    from prbench.options import OptionsError
+
+    with pytest.raises(OptionsError, match="did you mean 'max_length'"):
+        build(models["qwen2-nobos"], max_lenght=10)
+    with pytest.raises(OptionsError, match="missing required option 'pretrained'"):
+        from prbench.plugins import get_registry
+
+        get_registry().build("scorer", "hf-classifier", {})
+    scorer = build(models["qwen2-nobos"], label_index=3)
+    with pytest.raises(ValueError, match="label_index=3"):
+        scorer.score(make_requests(1, 1))
+    with pytest.raises(ValueError, match="user_format"):
+        build(models["qwen2-nobos"], user_format="{question} only")
+
+
+def test_remote_code_runs_only_when_asked(models, tmp_path):
+    import json
+    import shutil
+
+    folder = tmp_path / "remote"
+    shutil.copytree(models["llama-tokbos"], folder)
+    (folder / "custom_rm.py").write_text(
+        "from transformers import LlamaForSequenceClassification\n"
+        "class CustomRM(LlamaForSequenceClassification):\n    pass\n"
+    )
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForSequenceClassification": "custom_rm.CustomRM"}
+    (folder / "config.json").write_text(json.dumps(config))
+    scorer = build(folder)
+    assert scorer.options.trust_remote_code is False
+    scorer.score(make_requests(1, 1))
+    assert type(scorer.model).__name__ == "LlamaForSequenceClassification"  # custom code ignored
+    trusted = build(folder, trust_remote_code=True)
+    trusted.score(make_requests(1, 1))
+    assert type(trusted.model).__name__ == "CustomRM"
+
+
+def test_registering_does_not_import_torch():
+    code = (
+        "import sys\n"
+        "from prbench.plugins import PluginRegistry\n"
+        "reg = PluginRegistry(load_entry_points=False)\n"
+        "assert 'hf-classifier' in reg.components['scorer']\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "assert 'transformers' not in sys.modules, 'transformers imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

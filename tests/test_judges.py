@@ -1,0 +1,304 @@
+"""llm-judge, llm-rating and rubric-judge around a scripted backend (parsing, orders, counting)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from _judges_fixtures import ScriptedBackend, tagged, user_text
+
+from prbench.judges.common import generate_in_batches
+from prbench.judges.pairwise import LLMJudgeOptions, LLMPairwiseJudge
+from prbench.judges.rating import JudgeParseError, LLMRatingOptions, LLMRatingScorer
+from prbench.judges.rubric import RubricItem, RubricJudge, RubricJudgeOptions
+from prbench.options import OptionsError
+from prbench.plugins import get_registry
+from prbench.profiles.base import ProfileView
+from prbench.records import RubricAspect
+from prbench.scoring.base import PairRequest, ScoreRequest
+
+
+def pair(rid: str, first: str, second: str, profile: str = "Post 1: no oven.") -> PairRequest:
+    return PairRequest(
+        record_id=rid, question="What should I cook?", first=first, second=second,
+        profile=ProfileView(text=profile),
+    )
+
+
+def prefers(word: str):
+    """A judge that picks the answer containing ``word`` (content-based, order-independent)."""
+
+    def respond(chat):
+        a, b = tagged(chat, "answer_a"), tagged(chat, "answer_b")
+        if word in a and word not in b:
+            return "Answer A fits the user.\nVerdict: A"
+        if word in b and word not in a:
+            return "Answer B fits the user.\nVerdict: B"
+        return "They are the same to me."
+
+    return respond
+
+
+def judge(respond, **options) -> tuple[LLMPairwiseJudge, ScriptedBackend]:
+    backend = ScriptedBackend(respond)
+    return LLMPairwiseJudge(LLMJudgeOptions(**options), backend=backend), backend
+
+
+def test_both_orders_are_judged_and_averaged():
+    j, backend = judge(prefers("STOVE"))
+    pairs = [pair("r1", "use the STOVE", "bake it"), pair("r2", "bake it", "use the STOVE")]
+    assert j.compare(pairs) == [1.0, 0.0]
+    assert len(backend.chats) == 4  # two orders per pair
+    shown = [(tagged(c, "answer_a"), tagged(c, "answer_b")) for c in backend.chats]
+    assert shown[0] == ("use the STOVE", "bake it") and shown[1] == ("bake it", "use the STOVE")
+    stats = j.stats()
+    assert stats["n_pairs"] == 2 and stats["n_replies"] == 4 and stats["n_parse_failures"] == 0
+    assert stats["position_bias"] == 0.5
+    assert stats["order_agreement"] == 1.0
+    assert stats["n_pairs_unjudged"] == 0
+
+
+def test_the_prompt_holds_profile_question_and_no_hidden_fields():
+    j, backend = judge(prefers("x"))
+    j.compare([pair("r1", "x one", "two", profile="Post 1 (Category: Cooking): I own a wok.")])
+    text = user_text(backend.chats[0])
+    assert "I own a wok." in text and "What should I cook?" in text
+    j.compare([pair("r2", "x one", "two", profile="")])
+    assert "no information about this user" in user_text(backend.chats[-1])
+
+
+def test_a_judge_that_always_says_a_is_pure_position_bias():
+    j, _ = judge(lambda chat: "Verdict: A")
+    out = j.compare([pair(f"r{i}", f"first {i}", f"second {i}") for i in range(3)])
+    assert out == [0.5, 0.5, 0.5]
+    stats = j.stats()
+    assert stats["position_bias"] == 1.0
+    assert stats["order_agreement"] == 0.0
+
+
+def test_one_unreadable_order_leaves_the_other():
+    def respond(chat):
+        if tagged(chat, "answer_a").startswith("good"):
+            return "Verdict: A"
+        return "Both have merits; I cannot choose."
+
+    j, _ = judge(respond)
+    assert j.compare([pair("r1", "good answer", "weak answer")]) == [1.0]
+    stats = j.stats()
+    assert stats["n_parse_failures"] == 1
+    assert stats["parse_failure_reasons"] == {"no-verdict": 1}
+    assert stats["n_pairs_both_orders_read"] == 0 and stats["order_agreement"] is None
+    detail = j.details()[0]
+    assert [o["failure"] for o in detail["orders"]] == [None, "no-verdict"]
+
+
+def test_a_pair_whose_every_order_failed_is_nan_never_a():
+    # The released code maps an unreadable verdict to "A" (p=1 in the first order); we must not.
+    j, _ = judge(lambda chat: "Verdict: A or B, hard to say")
+    out = j.compare([pair("r1", "one", "two"), pair("r2", "three", "four")])
+    assert all(math.isnan(p) for p in out)
+    stats = j.stats()
+    assert stats["n_pairs_unjudged"] == 2
+    assert stats["n_parse_failures"] == 4 and stats["parse_failure_reasons"] == {"both": 4}
+    assert stats["n_verdicts"] == 0 and stats["position_bias"] is None
+
+
+def test_conflicting_orders_give_one_half():
+    # position-consistent judge (always the answer shown second) -> orders disagree
+    j, _ = judge(lambda chat: "Verdict: B")
+    assert j.compare([pair("r1", "a", "b")]) == [0.5]
+    assert j.stats()["position_bias"] == 0.0
+
+
+def test_single_order_is_seeded_and_batch_independent():
+    pairs = [pair(f"r{i}", f"first {i}", f"second {i}") for i in range(40)]
+
+    def shown_first(seed, subset):
+        j, backend = judge(lambda chat: "Verdict: A", orders="one", seed=seed)
+        j.compare(subset)
+        return [tagged(c, "answer_a").startswith("first") for c in backend.chats]
+
+    full = shown_first(3, pairs)
+    assert len(full) == 40  # one order per pair
+    assert shown_first(3, pairs) == full
+    assert shown_first(3, pairs[10:20]) == full[10:20]  # the choice depends on the pair only
+    assert shown_first(4, pairs) != full
+    assert 8 < sum(full) < 32  # both positions are used
+
+
+def test_single_order_probability_maps_back_to_the_pair():
+    j, backend = judge(prefers("GOOD"), orders="one", seed=1)
+    pairs = [pair(f"r{i}", f"GOOD {i}", f"meh {i}") for i in range(12)]
+    assert j.compare(pairs) == [1.0] * 12
+    firsts = {tagged(c, "answer_a").startswith("GOOD") for c in backend.chats}
+    assert firsts == {True, False}
+
+
+def test_decoding_settings_and_batches_reach_the_backend():
+    j, backend = judge(lambda chat: "Verdict: A", seed=7, temperature=0.5, batch_size=3,
+                       max_new_tokens=64)
+    j.compare([pair(f"r{i}", "a", "b") for i in range(4)])
+    assert [len(batch) for batch, _ in backend.calls] == [3, 3, 2]
+    config = backend.calls[0][1]
+    assert (config.seed, config.temperature, config.max_new_tokens) == (7, 0.5, 64)
+
+
+def test_stats_reset():
+    j, _ = judge(lambda chat: "Verdict: A")
+    j.compare([pair("r1", "a", "b")])
+    j.reset_stats()
+    assert j.stats()["n_pairs"] == 0 and j.details() == []
+
+
+def test_generate_in_batches_checks_the_reply_count():
+    backend = ScriptedBackend(lambda chat: "x")
+    backend.generate = lambda chats, config: ["only one"]  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="returned 1 replies for 2 chats"):
+        generate_in_batches(backend, [[{"role": "user", "content": "a"}]] * 2,
+                            LLMJudgeOptions().generation_config(), 8)
+
+
+# -- llm-rating ------------------------------------------------------------------------------------
+
+
+def request(rid: str, response: str) -> ScoreRequest:
+    return ScoreRequest(record_id=rid, question="What should I cook?", response=response,
+                        profile=ProfileView(text="Post 1: no oven"))
+
+
+def test_rating_reads_grades_and_counts_failures():
+    replies = {"good": "Fits well.\nRating: 9", "bad": "Rating: 2/10", "odd": "A solid effort."}
+    backend = ScriptedBackend(lambda chat: replies[tagged(chat, "answer")])
+    scorer = LLMRatingScorer(LLMRatingOptions(), backend=backend)
+    out = scorer.score([request("r1", "good"), request("r2", "bad"), request("r3", "odd")])
+    assert out[:2] == [9.0, 2.0] and math.isnan(out[2])
+    stats = scorer.stats()
+    assert stats["n_replies"] == 3 and stats["n_parse_failures"] == 1
+    assert stats["parse_failure_reasons"] == {"no-verdict": 1}
+
+
+def test_rating_can_raise_instead_of_nan():
+    backend = ScriptedBackend(lambda chat: "Rating: 12")
+    scorer = LLMRatingScorer(LLMRatingOptions(on_failure="raise"), backend=backend)
+    with pytest.raises(JudgeParseError, match=r"record 'r1'.*out-of-range"):
+        scorer.score([request("r1", "x")])
+
+
+def test_rating_scale_is_in_the_prompt_and_checked():
+    backend = ScriptedBackend(lambda chat: "Rating: 5")
+    scorer = LLMRatingScorer(LLMRatingOptions(low=1, high=5), backend=backend)
+    assert scorer.score([request("r1", "x")]) == [5.0]
+    assert "from 1 (useless" in user_text(backend.chats[0])
+    with pytest.raises(ValueError, match="low must be below high"):
+        LLMRatingOptions(low=5, high=5)
+
+
+# -- rubric-judge ----------------------------------------------------------------------------------
+
+ASPECTS = (
+    RubricAspect("stovetop-only recipes", "no oven", "they have no oven"),
+    RubricAspect("child-friendly food", "two kids", "they cook for children"),
+)
+
+
+def test_rubric_list_mode_mean_and_unit_scale():
+    replies = {"full": "Scores: [2, 2]", "half": "Scores: [2, 0]", "short": "Scores: [1]"}
+    backend = ScriptedBackend(lambda chat: replies[tagged(chat, "answer")])
+    rj = RubricJudge(RubricJudgeOptions(), backend=backend)
+    items = [RubricItem("q?", ASPECTS, answer, key=answer) for answer in ("full", "half", "short")]
+    full, half, short = rj.judge(items)
+    assert full.aspect_scores == (2, 2) and full.mean == 2.0 and full.unit == 1.0
+    assert half.mean == 1.0 and half.unit == 0.5
+    assert not short.ok and math.isnan(short.mean) and short.failure.reason == "wrong-length"
+    assert len(backend.chats) == 3
+    prompt = user_text(backend.chats[0])
+    assert "1. stovetop-only recipes (why it matters to them: they have no oven)" in prompt
+    assert "<details>" not in prompt  # no narrative unless asked
+    stats = rj.stats()
+    assert stats["n_items"] == 3 and stats["n_items_failed"] == 1
+    assert stats["parse_failure_reasons"] == {"wrong-length": 1}
+
+
+def test_rubric_per_aspect_mode_one_call_per_aspect_and_strict_items():
+    def respond(chat):
+        aspect_is_kids = "child-friendly" in user_text(chat)
+        if tagged(chat, "answer") == "broken" and aspect_is_kids:
+            return "Score: maybe"
+        return "Score: 1" if aspect_is_kids else "Score: 2"
+
+    backend = ScriptedBackend(respond)
+    rj = RubricJudge(RubricJudgeOptions(mode="per-aspect", include_narrative=True), backend=backend)
+    ok, broken = rj.judge([
+        RubricItem("q?", ASPECTS, "fine", narrative="I have no oven."),
+        RubricItem("q?", ASPECTS, "broken"),
+    ])
+    assert len(backend.chats) == 4
+    assert ok.aspect_scores == (2, 1) and ok.mean == 1.5
+    assert broken.aspect_scores == (2, None) and math.isnan(broken.mean)
+    assert "I have no oven." in user_text(backend.chats[0])
+
+
+def test_rubric_judge_as_a_diagnostic_scorer_reads_hidden_fields():
+    backend = ScriptedBackend(lambda chat: "Scores: [2, 1]")
+    rj = RubricJudge(RubricJudgeOptions(), backend=backend)
+    hidden = {"narrative": "", "rubric_aspects": [
+        {"aspect": a.aspect, "evidence": a.evidence, "reason": a.reason} for a in ASPECTS]}
+    req = ScoreRequest(record_id="r1", question="q?", response="ans", hidden=hidden)
+    assert rj.score([req]) == [0.75]
+    raw = RubricJudge(RubricJudgeOptions(scale="raw"), backend=backend)
+    assert raw.score([req]) == [1.5]
+    with pytest.raises(ValueError, match="needs the hidden rubric"):
+        rj.score([ScoreRequest(record_id="r2", question="q?", response="ans")])
+    with pytest.raises(ValueError, match="no rubric aspects"):
+        rj.score([ScoreRequest(record_id="r3", question="q", response="a",
+                               hidden={"rubric_aspects": []})])
+
+
+def test_rubric_judge_raise_mode_names_the_item():
+    backend = ScriptedBackend(lambda chat: "no scores here")
+    rj = RubricJudge(RubricJudgeOptions(on_failure="raise"), backend=backend)
+    with pytest.raises(JudgeParseError, match=r"record 'cand-7'.*no-list"):
+        rj.judge([RubricItem("q?", ASPECTS, "x", key="cand-7")])
+
+
+# -- registration ----------------------------------------------------------------------------------
+
+
+def test_components_are_registered_with_flags():
+    reg = get_registry()
+    assert reg.get("scorer", "llm-judge").tags == ("pairwise",)
+    assert reg.get("scorer", "rubric-judge").diagnostic is True
+    assert reg.get("scorer", "llm-rating").diagnostic is False
+    assert reg.get("profile-builder", "planner").options is not None
+    assert reg.get("pair-generator", "rubric-contrast").options is not None
+
+
+def test_building_a_judge_without_a_model_is_a_clear_error():
+    with pytest.raises(ValueError, match="set the option `model`"):
+        get_registry().build("scorer", "llm-judge", {})
+    with pytest.raises(OptionsError, match="orders"):
+        get_registry().build("scorer", "llm-judge", {"model": "m", "orders": "three"})
+    with pytest.raises(OptionsError, match="unknown option 'temprature'"):
+        get_registry().build("scorer", "llm-rating", {"temprature": "0.3"})
+
+
+# -- with a real (tiny, random) causal LM ---------------------------------------------------
+
+
+def test_real_hf_backend_gibberish_is_counted_never_a_verdict(tmp_path):
+    from _judges_fixtures import tiny_chat_lm_long_context
+
+    folder = tiny_chat_lm_long_context(tmp_path / "tiny")
+    j = get_registry().build(
+        "scorer", "llm-judge",
+        {"model": str(folder), "device": "cpu", "max_new_tokens": 4, "cache_dir": ""},
+    )
+    out = j.compare([pair("r1", "use the stove", "bake it")])
+    stats = j.stats()
+    assert stats["n_replies"] == 2
+    assert stats["n_parse_failures"] == 2 - stats["n_verdicts"]
+    # whatever a random model says, a pair is nan exactly when none of its orders was readable
+    for p, detail in zip(out, j.details(), strict=True):
+        read = [o for o in detail["orders"] if o["verdict"] is not None]
+        assert math.isnan(p) == (not read)
+    assert stats["backend"].startswith("hf:")
