@@ -48,7 +48,11 @@ def build_model(folder: Path, hidden: int, layers: int) -> None:
     """A word-level tokenizer (adds one BOS) and a random Llama sequence classifier."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import AutoModelForSequenceClassification, LlamaConfig, PreTrainedTokenizerFast
+    from transformers import (
+        AutoModelForSequenceClassification,
+        LlamaConfig,
+        PreTrainedTokenizerFast,
+    )
 
     vocab = {tok: i for i, tok in enumerate(SPECIALS)}
     for i in range(VOCAB_WORDS):
@@ -113,7 +117,7 @@ def make_requests(n_pairs: int, *, profile: bool, seed: int) -> list:
     return out
 
 
-def naive_scores(model, tokenizer, requests, *, batch_size: int = 8) -> tuple[list[float], int, int]:
+def naive_scores(model, tokenizer, requests, *, batch_size: int = 8) -> tuple[list, int, int]:
     """The released path: dataset order, fixed batches, pad to longest, model's own forward."""
     import torch
 
@@ -238,7 +242,8 @@ def main() -> None:
         build_model(folder, args.hidden, args.layers)
         os.environ.setdefault("PRBENCH_CACHE_DIR", str(Path(tmp, "cache")))
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32).eval()
+        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
+        model.eval()
         scorer = HFClassifierScorer(
             HFClassifierOptions(pretrained=str(folder), cache=False, progress=False)
         )
@@ -260,7 +265,9 @@ def main() -> None:
           f"{'speed-up':>15} {'vs floor':>15} {'pad naive':>9} {'pad prb':>7} "
           f"{'tokens n/p/f (k)':>17} {'max|Δ|':>8}")
     for r in rows:
-        toks = f"{r['naive_tokens']/1e3:.1f}/{r['prbench_tokens']/1e3:.1f}/{r['floor_tokens']/1e3:.1f}"
+        toks = "/".join(
+            f"{r[k] / 1e3:.1f}" for k in ("naive_tokens", "prbench_tokens", "floor_tokens")
+        )
         speed = f"{r['speedup']:.2f}x ({r['wall_speedup']:.2f}x)"
         floor = f"{r['vs_floor']:.2f}x ({r['wall_vs_floor']:.2f}x)"
         print(f"{r['name']:<15} {r['pairs']:>5} {r['pps']['naive']:>9.2f} "

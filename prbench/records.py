@@ -162,14 +162,19 @@ class LoadReport:
         return not self.issues
 
 
-class _Checker:
-    """Validates rows into records, collecting issues."""
+class RecordChecker:
+    """Validates decoded rows into records, collecting every issue in ``issues``.
+
+    One checker per load: it remembers the ids it has seen to report duplicates. Subclass it to
+    validate variants of the schema (``prbench build`` checks records that have no answers yet).
+    """
 
     def __init__(self) -> None:
         self.issues: list[Issue] = []
         self.seen_ids: dict[str, str] = {}
 
     def problem(self, row: Row, rid: str | None, field: str | None, msg: str, code: str) -> None:
+        """Record one issue at ``row``."""
         self.issues.append(Issue(row.file, row.line, rid, field, msg, code, row.unit))
 
     def _text(
@@ -205,6 +210,7 @@ class _Checker:
         return value
 
     def record(self, row: Row, domain: str) -> Record | None:
+        """Validate one row; the record, or ``None`` after adding its issues."""
         data = row.data
         n_before = len(self.issues)
         if not isinstance(data, dict):
@@ -486,7 +492,7 @@ def validate(
 
 
 def _validate_rows(parts: Iterable[tuple[Path | str, str | list[Row]]]) -> LoadReport:
-    checker = _Checker()
+    checker = RecordChecker()
     records: list[Record] = []
     rows = 0
     files: list[str] = []

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 #: Special tokens of the fixture tokenizer (role markers are atomic tokens).
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>")
+SPECIAL_TOKENS = (
+    "<pad>", "<s>", "</s>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"
+)
 
-_WORDS = (
+_VOCABULARY = (
     "the a an of to in and or but with for on at by from about as into like over after before "
     "music film book song album painting artist guitar piano novel poem story theatre dance movie "
     "garden cooking recipe travel sleep habit exercise running budget career meditation morning "
@@ -38,7 +40,8 @@ _WORDS = (
     "is are was were be been being have has had do does did can could should would will may "
     "what why how when where who which because so if then than also just only very really "
     "practice play write read listen watch cook walk plan save spend move start stop keep help"
-).split()
+)
+_WORDS = tuple(_VOCABULARY.split())
 
 
 def chat_template(*, template_adds_bos: bool) -> str:

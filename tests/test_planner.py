@@ -10,7 +10,7 @@ from prbench.judges.rating import JudgeParseError
 from prbench.options import OptionsError
 from prbench.plugins import get_registry
 from prbench.profiles.planner import PlannerOptions, PlannerProfileBuilder
-from prbench.records import Record, _Checker
+from prbench.records import Record, RecordChecker
 
 PLAN = "- meals cooked on a stove only\n- vegetables children will eat\n- costs under forty dollars"
 
@@ -20,7 +20,7 @@ def records(n: int = 2) -> list[Record]:
     for i in range(n):
         row = source_row(f"r{i}")
         row.update(chosen="c", rejected="r")
-        rec = _Checker().record(Row("mem.jsonl", i + 1, row), "Lifestyle")
+        rec = RecordChecker().record(Row("mem.jsonl", i + 1, row), "Lifestyle")
         assert rec is not None
         out.append(rec)
     return out

@@ -19,7 +19,7 @@ from prbench.scoring.cache import ScoreCache, default_cache_path, fingerprint_of
 
 REPO = Path(__file__).resolve().parents[1]
 
-# -- the cache itself -------------------------------------------------------------------------------
+# -- the cache itself -----------------------------------------------------------------------------
 
 
 def test_round_trip_is_exact_and_fingerprints_are_isolated(tmp_path):
@@ -99,7 +99,7 @@ def test_several_processes_write_and_read_at_once(tmp_path):
     assert cache.get("w2-39-4") == 39.4
 
 
-# -- the cache behind hf-classifier -----------------------------------------------------------------
+# -- the cache behind hf-classifier ---------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

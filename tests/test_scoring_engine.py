@@ -150,7 +150,7 @@ def test_pad_batch_positions_do_not_depend_on_side():
         assert l_pos[row][l_mask[row].bool()].tolist() == list(range(len(seq)))
 
 
-# -- prefix grouping --------------------------------------------------------------------------------
+# -- prefix grouping ------------------------------------------------------------------------------
 
 
 def test_common_prefix_and_grouping():
@@ -207,7 +207,7 @@ def test_plan_batches_with_overhead_minimises_padding_plus_batches():
             assert len({lengths[i] for i in b}) == 1
 
 
-# -- shared prefix forward vs full forward (causal LM base, all positions) --------------------------
+# -- shared prefix forward vs full forward (causal LM base, all positions) ------------------------
 
 
 @pytest.fixture(scope="module")

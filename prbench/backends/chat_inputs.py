@@ -137,7 +137,9 @@ class BosPolicy:
             leading += 1
         expected = 1 if self.add else 0
         if leading != expected:
-            raise ValueError(f"{where}: input starts with {leading} BOS tokens, expected {expected}")
+            raise ValueError(
+                f"{where}: input starts with {leading} BOS tokens, expected {expected}"
+            )
 
 
 def resolve_bos(tokenizer: Any, mode: BosMode, rendered_sample: str) -> BosPolicy:
@@ -216,7 +218,8 @@ class ChatEncoder:
         self.template = chat_template or getattr(tokenizer, "chat_template", None)
         if not self.template or not isinstance(self.template, str):
             raise ValueError(
-                "the tokenizer has no (single) chat template; pass chat_template=<Jinja text or file>"
+                "the tokenizer has no (single) chat template; "
+                "pass chat_template=<Jinja text or file>"
             )
         sample = self.render("Hello?", "Hi.", "")
         self.bos = resolve_bos(tokenizer, bos, sample)

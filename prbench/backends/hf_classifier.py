@@ -62,7 +62,9 @@ class HFClassifierOptions:
     attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = _opt(
         "auto", "attention kernel (auto = transformers' default, usually sdpa)"
     )
-    max_length: int = _opt(8192, "most tokens per input; the profile is cut first, never the answer")
+    max_length: int = _opt(
+        8192, "most tokens per input; the profile is cut first, never the answer"
+    )
     profile_position: Literal["none", "system", "user"] = _opt(
         "user", "where the profile goes: nowhere, a system turn, or before the question"
     )
@@ -75,7 +77,9 @@ class HFClassifierOptions:
     label_index: int = _opt(0, "which logit is the reward")
     batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
     max_batch_size: int = _opt(0, "cap on sequences per batch; 0 = none")
-    padding_side: Literal["right", "left"] = _opt("right", "padding side (scores do not depend on it)")
+    padding_side: Literal["right", "left"] = _opt(
+        "right", "padding side (scores do not depend on it)"
+    )
     prefix_sharing: Literal["auto", "on", "off"] = _opt(
         "auto", "run a prompt shared by several answers once (auto: where supported and verified)"
     )
@@ -96,7 +100,8 @@ def resolve_device(requested: str) -> Any:
     if req.startswith("cuda") and not torch.cuda.is_available():
         logger.warning("device %r requested but CUDA is not available; using the CPU", requested)
         return torch.device("cpu")
-    if req == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    mps = getattr(torch.backends, "mps", None)
+    if req == "mps" and not (mps is not None and mps.is_available()):
         logger.warning("device 'mps' requested but MPS is not available; using the CPU")
         return torch.device("cpu")
     try:
@@ -122,7 +127,7 @@ def _file_digest(path: Path, *, full: bool) -> str:
     with path.open("rb") as f:
         if full or size <= 1 << 20:
             h.update(f.read())
-        else:  # big weight files: size, mtime and both ends (hashing GBs on every start is too slow)
+        else:  # big weight files: size, mtime and both ends (hashing GBs per start is too slow)
             h.update(f.read(1 << 16))
             f.seek(size - (1 << 16))
             h.update(f.read(1 << 16))
@@ -260,11 +265,15 @@ class HFClassifierScorer:
         }
         if opts.attn_implementation != "auto":
             kwargs["attn_implementation"] = opts.attn_implementation
+        if self.device.type != "cpu":  # load straight onto the accelerator
+            kwargs["device_map"] = str(self.device)
         model = AutoModelForSequenceClassification.from_pretrained(opts.pretrained, **kwargs)
         model.to(self.device).eval()
         num_labels = int(getattr(model.config, "num_labels", 1))
         if opts.label_index >= num_labels:
-            raise ValueError(f"label_index={opts.label_index} but the model has {num_labels} logits")
+            raise ValueError(
+                f"label_index={opts.label_index} but the model has {num_labels} logits"
+            )
         if getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = self.pad_id
         self.model = model
@@ -285,8 +294,12 @@ class HFClassifierScorer:
         return model
 
     def _decoder_parts(self, model: Any) -> tuple[Any, Any] | None:
-        """(decoder, head) when the model is a decoder with a linear ``score`` head whose own
-        forward is "head on the last token" — checked against the model's forward once."""
+        """The (decoder, head) pair when prbench can pool the model itself, else ``None``.
+
+        That is a decoder with a linear ``score`` head whose own forward applies the head at the
+        last token: transformers' generic classifier head, or any other head that agrees with
+        the model's own forward on a probe input.
+        """
         import torch
 
         head = getattr(model, "score", None)
@@ -344,6 +357,7 @@ class HFClassifierScorer:
                 base, groups, pad_id=self.pad_id, device=self.device, counter=self.stats,
                 pad_free_from=pad_free_threshold(self.device),
                 batch_overhead=batch_overhead_tokens(self.device),
+                max_batch_size=self.options.max_batch_size or None,
             )
             logits = head(torch.stack(hidden))[:, self.options.label_index].float().cpu().tolist()
         out, k = [], 0
@@ -440,7 +454,20 @@ class HFClassifierScorer:
     # -- public API ------------------------------------------------------------------------------
 
     def encode(self, requests: Sequence[ScoreRequest]) -> list[list[int]]:
-        """The exact token ids the model sees for each request."""
+        """The exact token ids the model sees for each request.
+
+        Raises:
+            TypeError: a request whose question or response is not a string (named by index and
+                record id).
+            InputTooLongError: an answer that does not fit in ``max_length`` on its own.
+        """
+        for i, r in enumerate(requests):
+            for field in ("question", "response"):
+                if not isinstance(getattr(r, field), str):
+                    raise TypeError(
+                        f"request {i} (record {r.record_id!r}): {field} must be a string, "
+                        f"got {type(getattr(r, field)).__name__}"
+                    )
         encoded = self.encoder.encode(
             [r.question for r in requests],
             [r.response for r in requests],
@@ -472,7 +499,9 @@ class HFClassifierScorer:
 
             def commit(indices: list[int], scores: list[float]) -> None:
                 if self.cache is not None:
-                    self.cache.put_many((keys[order[j]], s) for j, s in zip(indices, scores, strict=True))
+                    self.cache.put_many(
+                        (keys[order[j]], s) for j, s in zip(indices, scores, strict=True)
+                    )
 
             computed = self._compute([seqs[i] for i in order], groups, commit)
             known = {**known, **{keys[i]: s for i, s in zip(order, computed, strict=True)}}
@@ -492,7 +521,8 @@ class HFClassifierScorer:
                 "bos": dataclasses.asdict(self.encoder.bos),
                 "chat_template_sha256": template_sha256(self.encoder.template),
                 "pooling": self._pooling,
-                "prefix_sharing": self._sharing_note or ("pending" if self._sharing is None else ""),
+                "prefix_sharing": self._sharing_note
+                or ("pending" if self._sharing is None else ""),
                 "token_budget": self._token_budget,
                 "cache_path": str(self.cache.path) if self.cache is not None else None,
             },

@@ -15,7 +15,7 @@ from prbench.hookspecs import hookimpl
 
 
 @hookimpl
-def register_scorers(register) -> None:  # noqa: ANN001 - the pluggy callback
+def register_scorers(register) -> None:
     """Register ``hf-classifier``."""
     register(
         "hf-classifier",

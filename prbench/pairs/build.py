@@ -32,7 +32,7 @@ from typing import IO, Any
 from prbench.jsonio import Row
 from prbench.pairs.base import PairGenerator, PairOutcome
 from prbench.pairs.source import load_sources, output_row
-from prbench.records import Record, _Checker
+from prbench.records import Record, RecordChecker
 
 SIDE_DIR_SUFFIX = ".build"
 
@@ -156,7 +156,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[st
 
 def _check_row(row: dict[str, Any], record: Record) -> str | None:
     """The benchmark's record checks on an output row; the first problem, or ``None``."""
-    checker = _Checker()
+    checker = RecordChecker()
     checker.record(Row(record.source or "output", 0, row), record.domain)
     return str(checker.issues[0].message) if checker.issues else None
 

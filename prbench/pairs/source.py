@@ -23,8 +23,8 @@ from prbench.records import (
     KNOWN_FIELDS,
     LoadReport,
     Record,
+    RecordChecker,
     RecordValidationError,
-    _Checker,
     domain_from_path,
     resolve_files,
 )
@@ -34,7 +34,7 @@ PREVIOUS = {"chosen": "previous_chosen", "rejected": "previous_rejected"}
 RESERVED = ("previous_chosen", "previous_rejected", "pair_meta")
 
 
-class _SourceChecker(_Checker):
+class _SourceChecker(RecordChecker):
     """The record checks of :mod:`prbench.records`, with the answers optional."""
 
     def source_record(self, row: Row, domain: str) -> Record | None:

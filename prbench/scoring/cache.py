@@ -18,7 +18,6 @@ NFS); point ``path`` at local disk on clusters.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -27,7 +26,7 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +106,8 @@ class ScoreCache:
         self._init_db()
         if description is not None:
             self._write(
-                "INSERT OR IGNORE INTO scorers (fingerprint, description, created) VALUES (?, ?, ?)",
+                "INSERT OR IGNORE INTO scorers (fingerprint, description, created) "
+                "VALUES (?, ?, ?)",
                 [(fingerprint, json.dumps(description, sort_keys=True, default=str), time.time())],
             )
 
@@ -282,14 +282,3 @@ class ScoreCache:
     def __repr__(self) -> str:
         return f"ScoreCache({self.fingerprint[:12]}…, {str(self.path)!r})"
 
-
-@contextlib.contextmanager
-def open_cache(
-    fingerprint: str, path: str | os.PathLike[str] | None = None, **kwargs: Any
-) -> Iterator[ScoreCache]:
-    """``with open_cache(fp) as cache: ...`` — a :class:`ScoreCache` closed on exit."""
-    cache = ScoreCache(fingerprint, path, **kwargs)
-    try:
-        yield cache
-    finally:
-        cache.close()

@@ -34,7 +34,7 @@ CPU_PAD_FREE_FROM = 256
 
 
 def pad_free_threshold(device: Any) -> int | None:
-    """:data:`CPU_PAD_FREE_FROM` on a CPU; ``None`` on an accelerator (its masked kernels are fast)."""
+    """:data:`CPU_PAD_FREE_FROM` on a CPU; ``None`` on an accelerator (fast masked kernels)."""
     return CPU_PAD_FREE_FROM if getattr(device, "type", str(device)) == "cpu" else None
 
 
@@ -158,7 +158,9 @@ def is_oom_error(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+        "out of memory" in text
+        or "can't allocate memory" in text
+        or "cannot allocate memory" in text
     )
 
 
@@ -411,7 +413,8 @@ def auto_token_budget(
     if getattr(device, "type", str(device)) != "cuda" or not torch.cuda.is_available():
         return cpu_budget
     free, _total = torch.cuda.mem_get_info(device)
-    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    cfg = model.config
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
     hidden = int(getattr(cfg, "hidden_size", 4096))
     inter = int(getattr(cfg, "intermediate_size", 4 * hidden) or 4 * hidden)
     heads = int(getattr(cfg, "num_attention_heads", 32))

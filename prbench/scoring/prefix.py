@@ -159,9 +159,11 @@ def _check_cache(cache: Any) -> None:
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
     layers = getattr(cache, "layers", None)
-    if not isinstance(cache, DynamicCache) or any(type(x) is not DynamicLayer for x in layers or ()):
+    plain = isinstance(cache, DynamicCache) and all(type(x) is DynamicLayer for x in layers or ())
+    if not plain:
         raise NotImplementedError(
-            f"prefix sharing needs a DynamicCache of full-attention layers, got {type(cache).__name__}"
+            "prefix sharing needs a DynamicCache of full-attention layers, "
+            f"got {type(cache).__name__}"
         )
 
 
@@ -175,6 +177,7 @@ def shared_prefix_hidden(
     counter: dict[str, int] | None = None,
     pad_free_from: int | None = None,
     batch_overhead: int = 32,
+    max_batch_size: int | None = None,
 ) -> list[Any]:
     """Run each group's prefix once and all continuations from the cached prefix states.
 
@@ -200,6 +203,7 @@ def shared_prefix_hidden(
             :func:`prbench.scoring.engine.plan_batches`). ``None``: batch all prefixes together.
         batch_overhead: the cost of one more forward pass in tokens, for splitting prefixes and
             continuations into sub-batches (see :func:`prbench.scoring.engine.plan_batches`).
+        max_batch_size: the most sequences (prefixes, or continuations) per forward pass.
 
     Returns:
         One tensor per continuation, in group order and member order within a group.
@@ -223,7 +227,8 @@ def shared_prefix_hidden(
     prefix_last: list[Any] = [None] * len(groups)
     no_limit = max(plens) * len(plens)
     for sub in plan_batches(
-        plens, token_budget=no_limit, pad_free_from=pad_free_from, batch_overhead=batch_overhead
+        plens, token_budget=no_limit, pad_free_from=pad_free_from, batch_overhead=batch_overhead,
+        max_batch_size=max_batch_size,
     ):
         ids, mask, pos = pad_batch([groups[g].prefix for g in sub], pad_id=pad_id, device=device)
         out = base(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
@@ -240,7 +245,8 @@ def shared_prefix_hidden(
     result: list[Any] = [None] * len(conts)
     c_lens = [len(c[1]) for c in conts]
     for chunk in plan_batches(
-        c_lens, token_budget=max(c_lens) * len(c_lens), batch_overhead=batch_overhead
+        c_lens, token_budget=max(c_lens) * len(c_lens), batch_overhead=batch_overhead,
+        max_batch_size=max_batch_size,
     ):
         rows = [conts[k][0] for k in chunk]
         width = max(plens[g] for g in rows)
