@@ -60,6 +60,10 @@ class Row:
     data: Any
     unit: str = "line"
 
+    def issue(self, record_id: str | None, field: str | None, message: str, code: str) -> Issue:
+        """An :class:`Issue` at this row."""
+        return Issue(self.file, self.line, record_id, field, message, code, self.unit)
+
 
 def read_rows(path: Path) -> Iterator[Row | Issue]:
     """Yield the rows of one jsonl/json/parquet file, and an :class:`Issue` for each bad line.

@@ -175,7 +175,7 @@ class RecordChecker:
 
     def problem(self, row: Row, rid: str | None, field: str | None, msg: str, code: str) -> None:
         """Record one issue at ``row``."""
-        self.issues.append(Issue(row.file, row.line, rid, field, msg, code, row.unit))
+        self.issues.append(row.issue(rid, field, msg, code))
 
     def _text(
         self,

@@ -42,6 +42,24 @@ def indexed(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return seen
 
 
+def _eval_group(
+    scorer: str, output: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[str, dict[str, Any], dict[str, Any], Path]:
+    """``prbench eval`` of GROUP with ``scorer``, checked to succeed.
+
+    Returns:
+        (stdout, results, manifest, results file).
+    """
+    code, out, _ = run_eval(
+        ["eval", "--tasks", GROUP, "--model_args", f"scorer={scorer}",
+         "--output_path", str(output)],
+        capsys,
+    )
+    assert code == 0
+    results, manifest, path = results_and_manifest(output)
+    return out, results, manifest, path
+
+
 def test_cache_path_depends_on_model_and_arguments() -> None:
     a = scoped_cache_path("c", "prbench", {"scorer": "length"})
     assert a == scoped_cache_path("c", "prbench", {"scorer": "length"})
@@ -62,13 +80,7 @@ def test_task_selection() -> None:
 def test_constant_scores_zero_with_all_ties(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], indexed: list[list[str]]
 ) -> None:
-    code, out, _ = run_eval(
-        ["eval", "--tasks", GROUP, "--model_args", "scorer=constant",
-         "--output_path", str(tmp_path / "out")],
-        capsys,
-    )
-    assert code == 0
-    results, manifest, path = results_and_manifest(tmp_path / "out")
+    out, results, manifest, path = _eval_group("constant", tmp_path / "out", capsys)
     assert path.parent.name == "prbench-constant"  # unnamed runs are named after the scorer
     group = results["results"][GROUP]
     assert group["acc,none"] == 0 and group["tie,none"] == 1 and group["acc_macro,none"] == 0
@@ -103,26 +115,14 @@ def test_constant_scores_zero_with_all_ties(
 def test_oracle_upper_bound_and_length_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run_eval(
-        ["eval", "--tasks", GROUP, "--model_args", "scorer=oracle-rubric",
-         "--output_path", str(tmp_path / "oracle")],
-        capsys,
-    )
-    assert code == 0
-    results, manifest, _ = results_and_manifest(tmp_path / "oracle")
+    out, results, manifest, _ = _eval_group("oracle-rubric", tmp_path / "oracle", capsys)
     assert results["results"][GROUP]["acc,none"] >= 0.9
     assert "DIAGNOSTIC" in out and manifest["scorer"]["diagnostic"] is True
     baseline = {
         t["task"]: t["length_acc"] for t in manifest["summary"]["sections"][0]["tasks"]
     }
     tasks.reset()
-    code, _, _ = run_eval(
-        ["eval", "--tasks", GROUP, "--model_args", "scorer=length",
-         "--output_path", str(tmp_path / "length")],
-        capsys,
-    )
-    assert code == 0
-    length_results, _, _ = results_and_manifest(tmp_path / "length")
+    _, length_results, _, _ = _eval_group("length", tmp_path / "length", capsys)
     for task in DOMAIN_TASKS:
         assert baseline[task] == pytest.approx(length_results["results"][task]["acc,none"])
 

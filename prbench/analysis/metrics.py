@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_CONFIDENCE = 0.95
@@ -119,6 +120,22 @@ def _check_args(resamples: int, confidence: float) -> None:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
 
 
+def _resample(data: Any, rng: Any, resamples: int, stat: Literal["mean", "sum"]) -> Any:
+    """The ``stat`` of each of ``resamples`` bootstrap resamples of the 1-d array ``data``.
+
+    Draws in chunks so that large samples do not need a resamples x n matrix at once.
+    """
+    import numpy as np
+
+    out = np.empty(resamples)
+    chunk = max(1, min(resamples, 2_000_000 // data.size))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, data.size, size=(stop - start, data.size))
+        out[start:stop] = getattr(data[idx], stat)(axis=1)
+    return out
+
+
 def bootstrap_ci(
     values: Sequence[float],
     *,
@@ -137,14 +154,7 @@ def bootstrap_ci(
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         raise ValueError("cannot bootstrap an empty sample")
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples)
-    # Draw in chunks so that large samples do not need a resamples x n matrix at once.
-    chunk = max(1, min(resamples, 2_000_000 // data.size))
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, data.size, size=(stop - start, data.size))
-        means[start:stop] = data[idx].mean(axis=1)
+    means = _resample(data, np.random.default_rng(seed), resamples, "mean")
     low, high = _percentiles(means, confidence)
     return Estimate(
         value=float(data.mean()), low=low, high=high, n=int(data.size), confidence=confidence,
@@ -216,13 +226,7 @@ def domain_summary(
         data = np.asarray(values, dtype=float)
         if data.size == 0:
             raise ValueError(f"domain {name!r} has no pairs")
-        rng = np.random.default_rng([seed, offset])
-        sums = np.empty(resamples)
-        chunk = max(1, min(resamples, 2_000_000 // data.size))
-        for start in range(0, resamples, chunk):
-            stop = min(resamples, start + chunk)
-            idx = rng.integers(0, data.size, size=(stop - start, data.size))
-            sums[start:stop] = data[idx].sum(axis=1)
+        sums = _resample(data, np.random.default_rng([seed, offset]), resamples, "sum")
         draws[name] = (sums, data.size)
         low, high = _percentiles(sums / data.size, confidence)
         per_domain[name] = Estimate(

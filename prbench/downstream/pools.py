@@ -106,32 +106,13 @@ def _labels(
     row: Row, rid: str, field: str, value: Any, n_aspects: int, issues: list[Issue]
 ) -> tuple[int, ...] | None:
     if not isinstance(value, list) or any(isinstance(v, bool) or v not in LABELS for v in value):
-        issues.append(
-            Issue(
-                row.file,
-                row.line,
-                rid,
-                field,
-                f"expected a list of labels 0/1/2, got {value!r}",
-                "bad-coverage",
-                row.unit,
-            )
-        )
-        return None
-    if len(value) != n_aspects:
-        issues.append(
-            Issue(
-                row.file,
-                row.line,
-                rid,
-                field,
-                f"has {len(value)} labels but the record has {n_aspects} rubric aspects",
-                "bad-coverage",
-                row.unit,
-            )
-        )
-        return None
-    return tuple(value)
+        message = f"expected a list of labels 0/1/2, got {value!r}"
+    elif len(value) != n_aspects:
+        message = f"has {len(value)} labels but the record has {n_aspects} rubric aspects"
+    else:
+        return tuple(value)
+    issues.append(row.issue(rid, field, message, "bad-coverage"))
+    return None
 
 
 def validate_pools(path: str | os.PathLike[str], records: Sequence[Record]) -> PoolReport:
@@ -157,7 +138,7 @@ def _pool(
     n_before = len(issues)
 
     def bad(rid: str | None, field: str | None, msg: str, code: str) -> None:
-        issues.append(Issue(row.file, row.line, rid, field, msg, code, row.unit))
+        issues.append(row.issue(rid, field, msg, code))
 
     if not isinstance(data, dict):
         bad(None, None, "expected a JSON object", "not-object")

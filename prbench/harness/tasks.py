@@ -219,16 +219,12 @@ def _builder(req: DataRequest) -> tuple[Any, dict[str, Any]]:
 def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     """The task rows for a request (records of one domain with their profile views)."""
     from prbench.options import options_to_dict
+    from prbench.profiles.base import build_views
     from prbench.records import file_hashes, is_hub_id
 
     records = _records(req)
     builder, options = _builder(req)
-    views = builder.build(records)
-    if len(views) != len(records):
-        raise RuntimeError(
-            f"profile builder {req.builder!r} returned {len(views)} views for "
-            f"{len(records)} records"
-        )
+    views = build_views(builder, records, f"profile builder {req.builder!r}", RuntimeError)
     rows = []
     for record, view in zip(records, views, strict=True):
         rows.append(

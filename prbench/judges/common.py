@@ -1,8 +1,9 @@
-"""Options shared by every LLM-backed component (judges, the planner, pair generators).
+"""Options and helpers shared by every LLM-backed component (judges, the planner, pair generators).
 
 Each component's options dataclass inherits :class:`BackendOptions`, so the backend is chosen with
 the same flat options everywhere (``backend=hf,model=...,gguf_file=...`` or
-``backend=openai,model=...,base_url=...``) and the decoding settings sit next to them.
+``backend=openai,model=...,base_url=...``) and the decoding settings sit next to them. The judges
+also share :class:`LLMJudgeBase` (options, backend and parse-failure counts).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from prbench.backends.base import (
     GenerationConfig,
     build_backend,
 )
+from prbench.judges import prompts
 
 
 def _help(text: str) -> dict[str, str]:
@@ -194,4 +196,38 @@ class FailureCounter:
             "n_parse_failures": self.failures,
             "parse_failure_rate": self.failures / self.replies if self.replies else 0.0,
             "parse_failure_reasons": dict(sorted(self.reasons.items())),
+        }
+
+
+class LLMJudgeBase:
+    """What the LLM judges share: their options, their backend and their parse-failure counts.
+
+    A subclass sets :attr:`name`, extends :meth:`reset_stats` with its own counters and starts its
+    ``stats()`` with :meth:`_stats_head`.
+
+    Args:
+        options: the judge's options.
+        backend: a ready backend (tests, sharing one model); built from ``options`` otherwise.
+
+    Raises:
+        ValueError: no backend was given and the options name no model.
+    """
+
+    name = ""
+
+    def __init__(self, options: BackendOptions, backend: GenerationBackend | None = None) -> None:
+        self.options = options
+        self.backend = resolve_backend(options, backend, self.name)
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        """Forget the counts gathered so far."""
+        self._counter = FailureCounter()
+
+    def _stats_head(self) -> dict[str, Any]:
+        """The first entries of ``stats()``: the judge, its backend and the prompt version."""
+        return {
+            "judge": self.name,
+            "backend": self.backend.fingerprint,
+            "prompt_version": prompts.PROMPT_VERSION,
         }

@@ -22,15 +22,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from prbench.backends.base import GenerationBackend
 from prbench.judges import prompts
-from prbench.judges.common import (
-    BackendOptions,
-    FailureCounter,
-    generate_in_batches,
-    resolve_backend,
-    seeded_unit,
-)
+from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches, seeded_unit
 from prbench.judges.parsing import ParseFailure, parse_pairwise
 from prbench.scoring.base import PairRequest
 
@@ -61,7 +54,7 @@ class _OrderResult:
         return "second" if self.shown_first == "first" else "first"
 
 
-class LLMPairwiseJudge:
+class LLMPairwiseJudge(LLMJudgeBase):
     """A generative pairwise judge; implements :class:`prbench.scoring.base.PairwiseJudge`.
 
     Args:
@@ -70,23 +63,18 @@ class LLMPairwiseJudge:
     """
 
     name = "llm-judge"
-
-    def __init__(self, options: LLMJudgeOptions, backend: GenerationBackend | None = None) -> None:
-        self.options = options
-        self.backend = resolve_backend(options, backend, self.name)
-        self._details: list[dict[str, Any]] = []
-        self.reset_stats()
+    options: LLMJudgeOptions
 
     def reset_stats(self) -> None:
         """Forget the counts and details gathered so far."""
-        self._counter = FailureCounter()
+        super().reset_stats()
         self._pairs = 0
         self._unjudged = 0
         self._parsed = 0
         self._first_shown_won = 0
         self._both_parsed = 0
         self._orders_agree = 0
-        self._details = []
+        self._details: list[dict[str, Any]] = []
 
     def _orders(self, pair: PairRequest) -> list[str]:
         if self.options.orders == "both":
@@ -154,9 +142,7 @@ class LLMPairwiseJudge:
     def stats(self) -> dict[str, Any]:
         """Counts since the last :meth:`reset_stats`, JSON-ready (for results files)."""
         return {
-            "judge": self.name,
-            "backend": self.backend.fingerprint,
-            "prompt_version": prompts.PROMPT_VERSION,
+            **self._stats_head(),
             "orders": self.options.orders,
             "seed": self.options.seed,
             "n_pairs": self._pairs,

@@ -88,6 +88,13 @@ def strip_reasoning(text: str) -> str | ParseFailure:
     return text
 
 
+def _reply_body(text: str) -> str | ParseFailure:
+    """A judge's reply without its reasoning blocks; a failure if empty or a block never ends."""
+    if not text or not text.strip():
+        return _fail("empty", "the reply is empty", text or "")
+    return strip_reasoning(text)
+
+
 _MARKDOWN = re.compile(r"\*\*|__|`+|^#+\s*|^>\s*|[*\"“”]", re.MULTILINE)
 
 
@@ -134,9 +141,7 @@ def _labels_in(segment: str) -> set[str]:
 
 def parse_pairwise(text: str) -> str | ParseFailure:
     """Read a pairwise verdict: ``"A"``, ``"B"`` or a :class:`ParseFailure`."""
-    if not text or not text.strip():
-        return _fail("empty", "the reply is empty", text or "")
-    body = strip_reasoning(text)
+    body = _reply_body(text)
     if isinstance(body, ParseFailure):
         return body
     raw_body = body
@@ -234,9 +239,7 @@ def parse_rating(
         integer: refuse decimals.
         markers: the words that introduce the score line.
     """
-    if not text or not text.strip():
-        return _fail("empty", "the reply is empty", text or "")
-    body = strip_reasoning(text)
+    body = _reply_body(text)
     if isinstance(body, ParseFailure):
         return body
     body = _plain(body)
@@ -299,9 +302,7 @@ def parse_aspect_scores(text: str, n: int) -> tuple[int, ...] | ParseFailure:
     """Read one 0/1/2 score per rubric aspect (exactly ``n`` of them, in order)."""
     if n < 1:
         raise ValueError("parse_aspect_scores needs n >= 1")
-    if not text or not text.strip():
-        return _fail("empty", "the reply is empty", text or "")
-    body = strip_reasoning(text)
+    body = _reply_body(text)
     if isinstance(body, ParseFailure):
         return body
     body = _plain(body)
@@ -340,9 +341,7 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(.+?)\s*$", re.MULTILINE
 
 def parse_plan(text: str, max_items: int) -> list[str] | ParseFailure:
     """Read the planner's bulleted or numbered list (at most ``max_items`` distinct items)."""
-    if not text or not text.strip():
-        return _fail("empty", "the reply is empty", text or "")
-    body = strip_reasoning(text)
+    body = _reply_body(text)
     if isinstance(body, ParseFailure):
         return body
     items: list[str] = []

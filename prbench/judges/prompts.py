@@ -25,6 +25,14 @@ def _profile_block(profile_text: str) -> str:
     return profile_text.strip() or NO_PROFILE
 
 
+def _chat(system: str, user: str, **fields: object) -> Chat:
+    """A two-message chat: ``system``, then ``user`` with ``fields`` filled in."""
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user.format(**fields)},
+    ]
+
+
 # -- pairwise judge ------------------------------------------------------------------------------
 
 PAIRWISE_SYSTEM = (
@@ -63,18 +71,14 @@ naming the single answer that suits this person better. Do not write anything af
 
 def pairwise_chat(question: str, profile_text: str, answer_a: str, answer_b: str) -> Chat:
     """The pairwise judge's chat for one order of two answers."""
-    return [
-        {"role": "system", "content": PAIRWISE_SYSTEM},
-        {
-            "role": "user",
-            "content": PAIRWISE_USER.format(
-                profile=_profile_block(profile_text),
-                question=question.strip(),
-                answer_a=answer_a.strip(),
-                answer_b=answer_b.strip(),
-            ),
-        },
-    ]
+    return _chat(
+        PAIRWISE_SYSTEM,
+        PAIRWISE_USER,
+        profile=_profile_block(profile_text),
+        question=question.strip(),
+        answer_a=answer_a.strip(),
+        answer_b=answer_b.strip(),
+    )
 
 
 # -- pointwise rating ----------------------------------------------------------------------------
@@ -112,19 +116,15 @@ def rating_chat(
     question: str, profile_text: str, answer: str, low: int = 0, high: int = 10
 ) -> Chat:
     """The pointwise rating judge's chat for one answer."""
-    return [
-        {"role": "system", "content": RATING_SYSTEM},
-        {
-            "role": "user",
-            "content": RATING_USER.format(
-                profile=_profile_block(profile_text),
-                question=question.strip(),
-                answer=answer.strip(),
-                low=low,
-                high=high,
-            ),
-        },
-    ]
+    return _chat(
+        RATING_SYSTEM,
+        RATING_USER,
+        profile=_profile_block(profile_text),
+        question=question.strip(),
+        answer=answer.strip(),
+        low=low,
+        high=high,
+    )
 
 
 # -- rubric-aspect judge (downstream quality) ----------------------------------------------------
@@ -206,40 +206,32 @@ def rubric_list_chat(
     """The rubric judge's chat scoring all aspects (``(aspect, reason)`` pairs) in one reply."""
     listing = "\n".join(f"{i}. {_aspect_line(a, r)}" for i, (a, r) in enumerate(aspects, start=1))
     example = ", ".join(str((i * 2) % 3) for i in range(len(aspects)))
-    return [
-        {"role": "system", "content": RUBRIC_SYSTEM},
-        {
-            "role": "user",
-            "content": RUBRIC_LIST_USER.format(
-                question=question.strip(),
-                narrative_block=_narrative_block(narrative),
-                aspects=listing,
-                answer=answer.strip(),
-                scale=RUBRIC_SCALE,
-                n=len(aspects),
-                example=example,
-            ),
-        },
-    ]
+    return _chat(
+        RUBRIC_SYSTEM,
+        RUBRIC_LIST_USER,
+        question=question.strip(),
+        narrative_block=_narrative_block(narrative),
+        aspects=listing,
+        answer=answer.strip(),
+        scale=RUBRIC_SCALE,
+        n=len(aspects),
+        example=example,
+    )
 
 
 def rubric_one_chat(
     question: str, aspect: tuple[str, str], answer: str, narrative: str = ""
 ) -> Chat:
     """The rubric judge's chat scoring one aspect (``(aspect, reason)``)."""
-    return [
-        {"role": "system", "content": RUBRIC_SYSTEM},
-        {
-            "role": "user",
-            "content": RUBRIC_ONE_USER.format(
-                question=question.strip(),
-                narrative_block=_narrative_block(narrative),
-                aspect=_aspect_line(*aspect),
-                answer=answer.strip(),
-                scale=RUBRIC_SCALE,
-            ),
-        },
-    ]
+    return _chat(
+        RUBRIC_SYSTEM,
+        RUBRIC_ONE_USER,
+        question=question.strip(),
+        narrative_block=_narrative_block(narrative),
+        aspect=_aspect_line(*aspect),
+        answer=answer.strip(),
+        scale=RUBRIC_SCALE,
+    )
 
 
 # -- planner (profile condition) -----------------------------------------------------------------
@@ -268,17 +260,13 @@ items, one per line, each line starting with "- ". Write nothing else."""
 
 def planner_chat(question: str, profile_text: str, max_items: int) -> Chat:
     """The planner's chat: infer the aspects a user will expect."""
-    return [
-        {"role": "system", "content": PLANNER_SYSTEM},
-        {
-            "role": "user",
-            "content": PLANNER_USER.format(
-                profile=_profile_block(profile_text),
-                question=question.strip(),
-                max_items=max_items,
-            ),
-        },
-    ]
+    return _chat(
+        PLANNER_SYSTEM,
+        PLANNER_USER,
+        profile=_profile_block(profile_text),
+        question=question.strip(),
+        max_items=max_items,
+    )
 
 
 PLAN_HEADER = "What this user is likely to expect from an answer (inferred from their posts):"
@@ -334,18 +322,14 @@ def chosen_chat(
 ) -> Chat:
     """The generator's chat for the answer that covers the user's aspects."""
     listing = "\n".join(f"- {_aspect_line(a, r)}" for a, r in aspects)
-    return [
-        {"role": "system", "content": GENERATOR_SYSTEM},
-        {
-            "role": "user",
-            "content": CHOSEN_USER.format(
-                profile=_profile_block(profile_text),
-                question=question.strip(),
-                aspects=listing,
-                max_words=max_words,
-            ),
-        },
-    ]
+    return _chat(
+        GENERATOR_SYSTEM,
+        CHOSEN_USER,
+        profile=_profile_block(profile_text),
+        question=question.strip(),
+        aspects=listing,
+        max_words=max_words,
+    )
 
 
 def rejected_chat(
@@ -353,15 +337,11 @@ def rejected_chat(
 ) -> Chat:
     """The generator's chat for the equally good answer that avoids the user's aspects."""
     listing = "\n".join(f"- {a.strip()}" for a, _ in aspects)
-    return [
-        {"role": "system", "content": GENERATOR_SYSTEM},
-        {
-            "role": "user",
-            "content": REJECTED_USER.format(
-                profile=_profile_block(profile_text),
-                question=question.strip(),
-                aspects=listing,
-                max_words=max_words,
-            ),
-        },
-    ]
+    return _chat(
+        GENERATOR_SYSTEM,
+        REJECTED_USER,
+        profile=_profile_block(profile_text),
+        question=question.strip(),
+        aspects=listing,
+        max_words=max_words,
+    )

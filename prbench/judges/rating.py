@@ -17,14 +17,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from prbench.backends.base import GenerationBackend
 from prbench.judges import prompts
-from prbench.judges.common import (
-    BackendOptions,
-    FailureCounter,
-    generate_in_batches,
-    resolve_backend,
-)
+from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
 from prbench.judges.parsing import ParseFailure, parse_rating
 from prbench.scoring.base import ScoreRequest
 
@@ -59,7 +53,7 @@ class LLMRatingOptions(BackendOptions):
             raise ValueError("low must be below high")
 
 
-class LLMRatingScorer:
+class LLMRatingScorer(LLMJudgeBase):
     """A generative pointwise judge; implements :class:`prbench.scoring.base.Scorer`.
 
     Args:
@@ -68,15 +62,7 @@ class LLMRatingScorer:
     """
 
     name = "llm-rating"
-
-    def __init__(self, options: LLMRatingOptions, backend: GenerationBackend | None = None) -> None:
-        self.options = options
-        self.backend = resolve_backend(options, backend, self.name)
-        self.reset_stats()
-
-    def reset_stats(self) -> None:
-        """Forget the counts gathered so far."""
-        self._counter = FailureCounter()
+    options: LLMRatingOptions
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One grade per request, ``nan`` where the reply had no readable grade."""
@@ -104,9 +90,7 @@ class LLMRatingScorer:
     def stats(self) -> dict[str, Any]:
         """Counts since the last :meth:`reset_stats`, JSON-ready (for results files)."""
         return {
-            "judge": self.name,
-            "backend": self.backend.fingerprint,
-            "prompt_version": prompts.PROMPT_VERSION,
+            **self._stats_head(),
             "scale": [self.options.low, self.options.high],
             "on_failure": self.options.on_failure,
             **self._counter.as_dict(),

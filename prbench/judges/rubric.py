@@ -20,14 +20,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from prbench.backends.base import GenerationBackend
 from prbench.judges import prompts
-from prbench.judges.common import (
-    BackendOptions,
-    FailureCounter,
-    generate_in_batches,
-    resolve_backend,
-)
+from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
 from prbench.judges.parsing import ParseFailure, parse_aspect_scores, parse_rating
 from prbench.judges.rating import JudgeParseError
 from prbench.records import RubricAspect
@@ -127,7 +121,7 @@ def aspects_from_hidden(hidden: Mapping[str, Any] | None, where: str) -> tuple[R
     return tuple(out)
 
 
-class RubricJudge:
+class RubricJudge(LLMJudgeBase):
     """Scores answers per gold rubric aspect; a diagnostic :class:`Scorer` too.
 
     Args:
@@ -136,17 +130,11 @@ class RubricJudge:
     """
 
     name = "rubric-judge"
-
-    def __init__(
-        self, options: RubricJudgeOptions, backend: GenerationBackend | None = None
-    ) -> None:
-        self.options = options
-        self.backend = resolve_backend(options, backend, self.name)
-        self.reset_stats()
+    options: RubricJudgeOptions
 
     def reset_stats(self) -> None:
         """Forget the counts gathered so far."""
-        self._counter = FailureCounter()
+        super().reset_stats()
         self._items = 0
         self._failed_items = 0
 
@@ -242,9 +230,7 @@ class RubricJudge:
     def stats(self) -> dict[str, Any]:
         """Counts since the last :meth:`reset_stats`, JSON-ready (for results files)."""
         return {
-            "judge": self.name,
-            "backend": self.backend.fingerprint,
-            "prompt_version": prompts.PROMPT_VERSION,
+            **self._stats_head(),
             "mode": self.options.mode,
             "n_items": self._items,
             "n_items_failed": self._failed_items,

@@ -31,6 +31,7 @@ from prbench.judges.parsing import ParseFailure, clean_answer
 from prbench.options import options_to_dict
 from prbench.pairs.base import PairOutcome
 from prbench.pairs.filters import FilterOptions, PairFilter
+from prbench.profiles.base import build_views
 
 if TYPE_CHECKING:
     from prbench.backends.base import GenerationBackend
@@ -169,12 +170,8 @@ class RubricContrastGenerator:
         for r in records:
             if not r.rubric_aspects:
                 raise ValueError(f"{self.name}: record {r.id!r} has no rubric aspects")
-        views = self.profile_builder.build(records) if records else []
-        if len(views) != len(records):
-            raise ValueError(
-                f"{self.name}: profile builder {o.profile_builder!r} returned {len(views)} views "
-                f"for {len(records)} records"
-            )
+        what = f"{self.name}: profile builder {o.profile_builder!r}"
+        views = build_views(self.profile_builder, records, what) if records else []
         chats = []
         for record, view in zip(records, views, strict=True):
             aspects = self._aspects(record)

@@ -46,6 +46,29 @@ class ProfileBuilder(Protocol):
         ...
 
 
+def build_views(
+    builder: ProfileBuilder,
+    records: Sequence[Record],
+    what: str,
+    error: type[Exception] = ValueError,
+) -> list[ProfileView]:
+    """``builder.build(records)``, checked to hold one view per record.
+
+    Args:
+        builder: the profile builder.
+        records: the records to build views for.
+        what: names the builder in the error, e.g. ``"planner: retriever 'dense'"``.
+        error: the exception type to raise.
+
+    Raises:
+        ValueError: (or ``error``) the builder returned another number of views than records.
+    """
+    views = builder.build(records)
+    if len(views) != len(records):
+        raise error(f"{what} returned {len(views)} views for {len(records)} records")
+    return views
+
+
 def render_posts(items: Sequence[ProfileItem], fmt: str = POST_FORMAT) -> str:
     """Render posts one per paragraph with ``fmt`` (fields: index from 1, category, text, id)."""
     return "\n\n".join(

@@ -12,17 +12,14 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from prbench.profiles.base import POST_FORMAT, ProfileView
+from prbench.profiles.base import ProfileView
 from prbench.profiles.budget import (
-    DOC_FIELDS,
-    POST_FIELDS,
-    QUERY_FIELDS,
     TokenCounter,
     builder_id,
-    check_format,
-    check_positive,
+    check_ranked_options,
     doc_text,
     query_text,
+    ranked_option,
     ranked_view,
 )
 
@@ -75,7 +72,7 @@ def simple_stem(word: str) -> str:
 class BM25Options:
     """Options of the ``bm25`` profile builder."""
 
-    k: int = dataclasses.field(default=10, metadata={"help": "posts kept, best first"})
+    k: int = ranked_option("k")
     k1: float = dataclasses.field(default=1.5, metadata={"help": "BM25 term-frequency saturation"})
     b: float = dataclasses.field(default=0.75, metadata={"help": "BM25 length normalisation"})
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = dataclasses.field(
@@ -87,33 +84,16 @@ class BM25Options:
     stopwords: Literal["en", "none"] = dataclasses.field(
         default="en", metadata={"help": "drop English stop words (bm25s list), or none"}
     )
-    query_format: str = dataclasses.field(
-        default="{question}",
-        metadata={"help": "the query; fields {question} {category} {domain} {id}"},
-    )
-    doc_format: str = dataclasses.field(
-        default="{text}", metadata={"help": "a post as indexed; fields {text} {category} {id}"}
-    )
-    format: str = dataclasses.field(
-        default=POST_FORMAT,
-        metadata={"help": "rendering of one post; fields {index} {category} {text} {id}"},
-    )
-    max_tokens: int | None = dataclasses.field(
-        default=None, metadata={"help": "token budget of the rendered profile; none = no budget"}
-    )
-    tokenizer: str | None = dataclasses.field(
-        default=None,
-        metadata={"help": "count budget tokens with this tokenizer; none = whitespace words"},
-    )
+    query_format: str = ranked_option("query_format")
+    doc_format: str = ranked_option("doc_format")
+    format: str = ranked_option("format")
+    max_tokens: int | None = ranked_option("max_tokens")
+    tokenizer: str | None = ranked_option("tokenizer")
 
     def __post_init__(self) -> None:
-        check_positive(self.k, "k", allow_none=False)
-        check_positive(self.max_tokens, "max_tokens")
         if self.k1 < 0 or not 0 <= self.b <= 1:
             raise ValueError(f"options need k1 >= 0 and 0 <= b <= 1, got k1={self.k1}, b={self.b}")
-        check_format(self.query_format, QUERY_FIELDS, "query_format")
-        check_format(self.doc_format, DOC_FIELDS, "doc_format")
-        check_format(self.format, POST_FIELDS, "format")
+        check_ranked_options(self)
 
 
 class BM25Builder:

@@ -1,11 +1,11 @@
-"""Token counting, token budgets and the option checks shared by the profile builders."""
+"""Token counting, token budgets and the options and checks shared by the profile builders."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prbench.profiles.base import POST_FORMAT, ProfileView, render_posts
@@ -45,6 +45,50 @@ def check_positive(value: int | None, option: str, *, allow_none: bool = True) -
         return
     if value is None or value < 1:
         raise ValueError(f"option {option!r} must be >= 1, got {value!r}")
+
+
+#: The default and help text of each option the ranking builders (``bm25``, ``dense``) share (a
+#: builder may give its own help text).
+RANKED_OPTIONS: dict[str, tuple[Any, str]] = {
+    "k": (10, "posts kept, best first"),
+    "query_format": ("{question}", "the query; fields {question} {category} {domain} {id}"),
+    "doc_format": ("{text}", "a post as indexed; fields {text} {category} {id}"),
+    "format": (POST_FORMAT, "rendering of one post; fields {index} {category} {text} {id}"),
+    "max_tokens": (None, "token budget of the rendered profile; none = no budget"),
+    "tokenizer": (None, "count budget tokens with this tokenizer; none = whitespace words"),
+}
+
+
+def table_option(
+    table: Mapping[str, tuple[Any, str]], name: str, help: str | None = None
+) -> Any:
+    """A dataclass field for the shared option ``name`` of ``table`` (name -> (default, help)).
+
+    Args:
+        table: the shared options, e.g. :data:`RANKED_OPTIONS`.
+        name: a key of ``table``.
+        help: the component's own help text (replaces the shared one).
+    """
+    default, shared_help = table[name]
+    return dataclasses.field(default=default, metadata={"help": help or shared_help})
+
+
+def ranked_option(name: str, help: str | None = None) -> Any:
+    """A dataclass field for the shared ranking option ``name`` (see :func:`table_option`)."""
+    return table_option(RANKED_OPTIONS, name, help)
+
+
+def check_ranked_options(options: Any) -> None:
+    """Check the shared ranking options (``k``, ``max_tokens`` and the three templates).
+
+    Raises:
+        ValueError: a count below 1 or a bad template, naming the option.
+    """
+    check_positive(options.k, "k", allow_none=False)
+    check_positive(options.max_tokens, "max_tokens")
+    check_format(options.query_format, QUERY_FIELDS, "query_format")
+    check_format(options.doc_format, DOC_FIELDS, "doc_format")
+    check_format(options.format, POST_FIELDS, "format")
 
 
 def query_text(record: Record, fmt: str) -> str:

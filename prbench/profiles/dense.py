@@ -13,20 +13,18 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from prbench.profiles.base import POST_FORMAT, ProfileView
+from prbench.profiles.base import ProfileView
 from prbench.profiles.budget import (
-    DOC_FIELDS,
-    POST_FIELDS,
-    QUERY_FIELDS,
     TokenCounter,
     builder_id,
-    check_format,
-    check_positive,
+    check_ranked_options,
     doc_text,
     query_text,
+    ranked_option,
     ranked_view,
 )
-from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
+from prbench.profiles.embed import EncoderKind
+from prbench.profiles.encoder_options import EncoderOptions, encoder_option
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,69 +37,40 @@ _RUN_ONLY = ("batch_size", "device", "cache", "cache_dir")
 
 
 @dataclasses.dataclass(frozen=True)
-class DenseOptions:
+class DenseOptions(EncoderOptions):
     """Options of the ``dense`` profile builder."""
 
-    model: str = dataclasses.field(
-        default="minilm",
-        metadata={"help": "minilm (bundled MiniLM), contriever (facebook/contriever-msmarco), "
-                          "a hub id or a local folder"},
+    model: str = encoder_option(
+        "model",
+        help="minilm (bundled MiniLM), contriever (facebook/contriever-msmarco), "
+             "a hub id or a local folder",
     )
-    encoder: EncoderKind = dataclasses.field(
-        default="auto",
-        metadata={"help": "auto | sentence-transformers | transformers-mean (mean pooling); "
-                          "auto = sentence-transformers if the model has modules.json"},
+    encoder: EncoderKind = encoder_option(  # noqa: RUF009 (it returns a dataclasses.field)
+        "encoder",
+        help="auto | sentence-transformers | transformers-mean (mean pooling); "
+             "auto = sentence-transformers if the model has modules.json",
     )
-    revision: str | None = dataclasses.field(
-        default=None, metadata={"help": "hub revision (branch, tag or commit) of the model"}
-    )
-    k: int = dataclasses.field(default=10, metadata={"help": "posts kept, best first"})
+    revision: str | None = encoder_option("revision")
+    k: int = ranked_option("k")
     similarity: Literal["dot", "cosine"] = dataclasses.field(
         default="dot", metadata={"help": "dot product (as released) or cosine"}
     )
-    query_format: str = dataclasses.field(
-        default="{question}",
-        metadata={"help": "the query; fields {question} {category} {domain} {id}"},
+    query_format: str = ranked_option("query_format")
+    doc_format: str = ranked_option(
+        "doc_format", help="a post as embedded; fields {text} {category} {id}"
     )
-    doc_format: str = dataclasses.field(
-        default="{text}",
-        metadata={"help": "a post as embedded; fields {text} {category} {id}"},
-    )
-    format: str = dataclasses.field(
-        default=POST_FORMAT,
-        metadata={"help": "rendering of one post; fields {index} {category} {text} {id}"},
-    )
-    max_tokens: int | None = dataclasses.field(
-        default=None, metadata={"help": "token budget of the rendered profile; none = no budget"}
-    )
-    tokenizer: str | None = dataclasses.field(
-        default=None,
-        metadata={"help": "count budget tokens with this tokenizer; none = whitespace words"},
-    )
-    max_length: int | None = dataclasses.field(
-        default=None, metadata={"help": "encoder truncation in tokens; none = the model's limit"}
-    )
-    batch_size: int = dataclasses.field(default=32, metadata={"help": "texts per forward pass"})
-    device: str = dataclasses.field(
-        default="auto", metadata={"help": "auto | cpu | cuda | cuda:N"}
-    )
-    cache: bool = dataclasses.field(
-        default=True, metadata={"help": "read/write the on-disk embedding cache"}
-    )
-    cache_dir: str | None = dataclasses.field(
-        default=None, metadata={"help": "embedding cache folder; none = the prbench cache"}
-    )
+    format: str = ranked_option("format")
+    max_tokens: int | None = ranked_option("max_tokens")
+    tokenizer: str | None = ranked_option("tokenizer")
+    max_length: int | None = encoder_option("max_length")
+    batch_size: int = encoder_option("batch_size")
+    device: str = encoder_option("device")
+    cache: bool = encoder_option("cache")
+    cache_dir: str | None = encoder_option("cache_dir")
 
     def __post_init__(self) -> None:
-        if self.encoder not in ENCODER_KINDS:
-            raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
-        check_positive(self.k, "k", allow_none=False)
-        check_positive(self.batch_size, "batch_size", allow_none=False)
-        check_positive(self.max_tokens, "max_tokens")
-        check_positive(self.max_length, "max_length")
-        check_format(self.query_format, QUERY_FIELDS, "query_format")
-        check_format(self.doc_format, DOC_FIELDS, "doc_format")
-        check_format(self.format, POST_FIELDS, "format")
+        self.check_encoder_options()
+        check_ranked_options(self)
 
 
 def similarity_scores(query: np.ndarray, docs: np.ndarray, similarity: str) -> np.ndarray:
@@ -126,11 +95,7 @@ class DenseBuilder:
     def __init__(self, options: DenseOptions | None = None) -> None:
         self.options = options or DenseOptions()
         o = self.options
-        self.encoder = Encoder(
-            EncoderSpec(model=o.model, encoder=o.encoder, revision=o.revision,
-                        max_length=o.max_length),
-            device=o.device, batch_size=o.batch_size, cache=o.cache, cache_dir=o.cache_dir,
-        )
+        self.encoder = o.make_encoder()
         self.counter = TokenCounter(o.tokenizer, o.revision if o.tokenizer == o.model else None)
         self.id = builder_id("dense", o, ["k", "model", "similarity"], skip=_RUN_ONLY)
 

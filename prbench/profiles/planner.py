@@ -39,7 +39,7 @@ from prbench.judges.common import (
 )
 from prbench.judges.parsing import ParseFailure, parse_plan
 from prbench.paths import cache_dir
-from prbench.profiles.base import ProfileView, render_posts
+from prbench.profiles.base import ProfileView, build_views, render_posts
 
 if TYPE_CHECKING:
     from prbench.backends.base import GenerationBackend
@@ -184,12 +184,7 @@ class PlannerProfileBuilder:
             JudgeParseError: with ``on_failure="raise"``, when a plan could not be read.
         """
         o = self.options
-        inner = self.retriever.build(records)
-        if len(inner) != len(records):
-            raise ValueError(
-                f"planner: retriever {o.retriever!r} returned {len(inner)} views for "
-                f"{len(records)} records"
-            )
+        inner = build_views(self.retriever, records, f"planner: retriever {o.retriever!r}")
         config = o.generation_config()
         chats = [
             prompts.planner_chat(r.question, view.text, o.max_aspects)

@@ -17,7 +17,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Literal
 
-from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
+from prbench.profiles.embed import EncoderKind
+from prbench.profiles.encoder_options import EncoderOptions, encoder_option
 from prbench.scoring.base import ScoreRequest
 
 QUERY_MODES = ("question+profile", "profile+question", "question")
@@ -25,42 +26,26 @@ SEPARATOR = "\n\n"
 
 
 @dataclasses.dataclass(frozen=True)
-class EmbeddingSimilarityOptions:
+class EmbeddingSimilarityOptions(EncoderOptions):
     """Options of the ``embedding-similarity`` scorer."""
 
-    model: str = dataclasses.field(
-        default="minilm",
-        metadata={"help": "minilm (bundled MiniLM), contriever, a hub id or a local folder"},
-    )
+    model: str = encoder_option("model")
     pretrained: str | None = dataclasses.field(
         default=None,
         metadata={"help": "lm-eval style synonym of model (pretrained=...); wins when given"},
     )
-    encoder: EncoderKind = dataclasses.field(
-        default="auto",
-        metadata={"help": "auto | sentence-transformers | transformers-mean (mean pooling)"},
-    )
-    revision: str | None = dataclasses.field(
-        default=None, metadata={"help": "hub revision (branch, tag or commit) of the model"}
-    )
+    encoder: EncoderKind = encoder_option("encoder")  # noqa: RUF009 (returns a dataclasses.field)
+    revision: str | None = encoder_option("revision")
     query: Literal["question+profile", "profile+question", "question"] = dataclasses.field(
         default="question+profile",
         metadata={"help": "the text compared with the answer: question then profile, profile "
                           "then question, or the question only"},
     )
-    max_length: int | None = dataclasses.field(
-        default=None, metadata={"help": "encoder truncation in tokens; none = the model's limit"}
-    )
-    batch_size: int = dataclasses.field(default=32, metadata={"help": "texts per forward pass"})
-    device: str = dataclasses.field(
-        default="auto", metadata={"help": "auto | cpu | cuda | cuda:N"}
-    )
-    cache: bool = dataclasses.field(
-        default=True, metadata={"help": "read/write the on-disk embedding cache"}
-    )
-    cache_dir: str | None = dataclasses.field(
-        default=None, metadata={"help": "embedding cache folder; none = the prbench cache"}
-    )
+    max_length: int | None = encoder_option("max_length")
+    batch_size: int = encoder_option("batch_size")
+    device: str = encoder_option("device")
+    cache: bool = encoder_option("cache")
+    cache_dir: str | None = encoder_option("cache_dir")
 
     def __post_init__(self) -> None:
         if self.pretrained is not None and self.model != "minilm" and self.pretrained != self.model:
@@ -68,12 +53,7 @@ class EmbeddingSimilarityOptions:
                 f"options 'model' ({self.model!r}) and 'pretrained' ({self.pretrained!r}) name "
                 "different models; give one of them"
             )
-        if self.encoder not in ENCODER_KINDS:
-            raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
-        if self.batch_size < 1:
-            raise ValueError(f"option 'batch_size' must be >= 1, got {self.batch_size}")
-        if self.max_length is not None and self.max_length < 1:
-            raise ValueError(f"option 'max_length' must be >= 1, got {self.max_length}")
+        self.check_encoder_options()
 
     @property
     def model_name(self) -> str:
@@ -100,12 +80,7 @@ class EmbeddingSimilarityScorer:
 
     def __init__(self, options: EmbeddingSimilarityOptions | None = None) -> None:
         self.options = options or EmbeddingSimilarityOptions()
-        o = self.options
-        self.encoder = Encoder(
-            EncoderSpec(model=o.model_name, encoder=o.encoder, revision=o.revision,
-                        max_length=o.max_length),
-            device=o.device, batch_size=o.batch_size, cache=o.cache, cache_dir=o.cache_dir,
-        )
+        self.encoder = self.options.make_encoder(self.options.model_name)
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One cosine in [-1, 1] per request, in request order (batch-size independent)."""

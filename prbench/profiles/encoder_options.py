@@ -1,0 +1,89 @@
+"""The encoder options shared by the ``dense`` builder and the ``embedding-similarity`` scorer.
+
+Both components take the same encoder options (``model``, ``encoder``, ``revision``,
+``max_length``, ``batch_size``, ``device``, ``cache``, ``cache_dir``). Their options dataclasses
+declare these fields with :func:`encoder_option`, which supplies the shared default and help text,
+and inherit the checks and the :class:`~prbench.profiles.embed.Encoder` the options describe from
+:class:`EncoderOptions`.
+
+The fields are declared in each component rather than inherited as dataclass fields because a
+dataclass puts inherited fields first, and the order of a component's fields is visible: it is
+the order ``prbench scorers --options`` lists them in, and the order of the non-default options in
+a profile builder's id (:func:`prbench.profiles.budget.builder_id`).
+
+Importing this module is cheap (no numpy or torch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prbench.profiles.budget import check_positive, table_option
+from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
+
+#: The default and help text of each encoder option (a component may give its own help text).
+ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
+    "model": ("minilm", "minilm (bundled MiniLM), contriever, a hub id or a local folder"),
+    "encoder": ("auto", "auto | sentence-transformers | transformers-mean (mean pooling)"),
+    "revision": (None, "hub revision (branch, tag or commit) of the model"),
+    "max_length": (None, "encoder truncation in tokens; none = the model's limit"),
+    "batch_size": (32, "texts per forward pass"),
+    "device": ("auto", "auto | cpu | cuda | cuda:N"),
+    "cache": (True, "read/write the on-disk embedding cache"),
+    "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
+}
+
+
+def encoder_option(name: str, help: str | None = None) -> Any:
+    """A dataclass field for the shared encoder option ``name`` (see :func:`table_option`)."""
+    return table_option(ENCODER_OPTIONS, name, help)
+
+
+class EncoderOptions:
+    """Base of the options dataclasses that declare the encoder options with :func:`encoder_option`.
+
+    Provides the checks of those options (call :meth:`check_encoder_options` from
+    ``__post_init__``) and builds the encoder they describe.
+    """
+
+    model: str
+    encoder: EncoderKind
+    revision: str | None
+    max_length: int | None
+    batch_size: int
+    device: str
+    cache: bool
+    cache_dir: str | None
+
+    def check_encoder_options(self) -> None:
+        """Check ``encoder``, ``batch_size`` and ``max_length``.
+
+        Raises:
+            ValueError: an unknown encoder kind, or a size below 1 (naming the option).
+        """
+        if self.encoder not in ENCODER_KINDS:
+            raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
+        check_positive(self.batch_size, "batch_size", allow_none=False)
+        check_positive(self.max_length, "max_length")
+
+    def make_encoder(self, model: str | None = None) -> Encoder:
+        """The encoder these options describe.
+
+        Args:
+            model: the model to load instead of ``self.model`` (e.g. a synonym option's value).
+
+        Raises:
+            prbench.profiles.embed.ModelUnavailableError: the model cannot be found.
+        """
+        return Encoder(
+            EncoderSpec(
+                model=self.model if model is None else model,
+                encoder=self.encoder,
+                revision=self.revision,
+                max_length=self.max_length,
+            ),
+            device=self.device,
+            batch_size=self.batch_size,
+            cache=self.cache,
+            cache_dir=self.cache_dir,
+        )
