@@ -283,3 +283,15 @@ def test_readme_command_with_the_embedding_scorer(
     builders = {d["profile_builder"]["description"] for d in manifest["data"]}
     assert builders == {"dense(k=5,model=minilm,similarity=dot)"}
     assert manifest["scorer"]["options"]["model"] == "minilm"
+
+
+def test_misspelt_prbench_task_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+
+    assert main(["eval", "--tasks", "personalized_rewardbench_smaple", "--model_args",
+                 "scorer=length"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown task 'personalized_rewardbench_smaple'" in err
+    assert "did you mean 'personalized_rewardbench_sample'" in err
+    assert "personalized_rewardbench_sample_noprofile" in err
+    assert "art_and_entertainment" not in err.split("groups:")[1]

@@ -75,6 +75,29 @@ def only_prbench_tasks(requested: Sequence[str], names: set[str]) -> bool:
     return True
 
 
+def misspelt_task(requested: Sequence[str], names: set[str]) -> str | None:
+    """An error message for a requested name that looks like a misspelt prbench task, else None.
+
+    A name close to a prbench task (or starting with ``personalized_rewardbench``) that matches
+    none is almost surely a typo; anything else is left to lm-eval's own index.
+    """
+    from prbench.options import suggest
+    from prbench.records import DOMAINS
+
+    for item in requested:
+        if item.endswith(".yaml") or Path(item).exists() or fnmatch.filter(sorted(names), item):
+            continue
+        hint = suggest(item, names)
+        if hint or item.startswith("personalized_rewardbench"):
+            slugs = [d.lower() for d in DOMAINS]
+            groups = sorted(
+                n for n in names
+                if n.startswith("personalized_rewardbench") and not any(d in n for d in slugs)
+            )
+            return f"unknown task {item!r}{hint}; prbench's groups: {', '.join(groups)}"
+    return None
+
+
 @contextlib.contextmanager
 def _capture(model: str) -> Iterator[dict[str, Any]]:
     """Capture the results lm-eval saves and where it saves them; name unnamed prbench runs."""
@@ -194,8 +217,13 @@ def run(args: argparse.Namespace) -> int:
 
     dirs = tasks.task_dirs()
     own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
+    own_names = tasks.task_names(own)
+    typo = misspelt_task(requested_tasks(ns.tasks), own_names)
+    if typo:
+        print(f"error: {typo}", file=sys.stderr)
+        return 1
     skip_defaults = not args.index_lm_eval_tasks and only_prbench_tasks(
-        requested_tasks(ns.tasks), tasks.task_names(own)
+        requested_tasks(ns.tasks), own_names
     )
     bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
     bridge.install()
