@@ -275,7 +275,7 @@ def test_readme_command_with_the_embedding_scorer(
     assert code == 0
     results, manifest, _ = results_and_manifest(tmp_path / "res")
     assert "prbench summary: scorer embedding-similarity" in out
-    assert "personalized_rewardbench_sample: profile dense top-k, k=5" in out
+    assert "personalized_rewardbench_sample: profile dense(k=5)" in out
     for domain in ("Art_and_Entertainment", "Lifestyle_and_Personal_Development",
                    "Society_and_Culture"):
         assert domain in out
@@ -295,3 +295,16 @@ def test_misspelt_prbench_task_is_a_clear_error(capsys: pytest.CaptureFixture[st
     assert "did you mean 'personalized_rewardbench_sample'" in err
     assert "personalized_rewardbench_sample_noprofile" in err
     assert "art_and_entertainment" not in err.split("groups:")[1]
+
+
+def test_bootstrap_resamples_are_checked_before_the_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from prbench.cli import main
+
+    for bad in ("0", "-5", "many"):
+        with pytest.raises(SystemExit) as exc:
+            main(["eval", "--bootstrap-resamples", bad, "--tasks", GROUP,
+                  "--model_args", "scorer=length"])
+        assert exc.value.code == 2
+        assert "--bootstrap-resamples" in capsys.readouterr().err

@@ -93,3 +93,14 @@ def test_domain_intervals_do_not_depend_on_other_domains() -> None:
     assert one.domains["a"] == two.domains["a"]
     with pytest.raises(ValueError, match="no pairs"):
         domain_summary({"a": []})
+
+
+def test_domain_interval_does_not_depend_on_its_position() -> None:
+    # a domain's interval is the same whether it is summarised alone (one task) or after
+    # other domains (the group), and whatever the order of the domains
+    b = outcomes_from_counts(5, 11)
+    alone = domain_summary({"b": b}, resamples=500, seed=3)
+    second = domain_summary({"a": outcomes_from_counts(7, 12), "b": b}, resamples=500, seed=3)
+    first = domain_summary({"b": b, "a": outcomes_from_counts(7, 12)}, resamples=500, seed=3)
+    assert alone.domains["b"] == second.domains["b"] == first.domains["b"]
+    assert first.micro == second.micro and first.macro == second.macro

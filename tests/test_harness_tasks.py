@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,7 +90,8 @@ def test_group_configs_aggregate_micro_and_macro() -> None:
     assert task_cfg["dataset_kwargs"]["prbench_default_data"] == "QiyaoMa/Personalized-RewardBench"
     assert task_cfg["output_type"] == "multiple_choice"
     assert task_cfg["target_delimiter"] == ""
-    assert task_cfg["metadata"]["prbench_profile"] == "dense"
+    assert task_cfg["dataset_kwargs"]["prbench_default_profile_options"] == {"model": "contriever"}
+    assert task_cfg["dataset_kwargs"]["prbench_default_profile_k"] == 10
 
 
 def test_parse_request_validates_prbench_keys() -> None:
@@ -185,3 +187,58 @@ def test_process_results_strict() -> None:
     assert out["acc"] == 0.0 and out["invalid"] == 1.0
     with pytest.raises(ValueError, match="expected 2 results"):
         tasks.process_results(doc, [(1.0, False)])
+
+
+def test_hub_provenance_records_the_revision_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    # without prbench_revision the pinned revision is read, and the manifest must say which
+    import prbench.records as records
+
+    sample = records.load_records("sample")
+    asked: list[Any] = []
+
+    def fake_hub(source: str, **kwargs: Any) -> list[Any]:
+        asked.append((source, kwargs))
+        return sample
+
+    monkeypatch.setattr(records, "load_records", fake_hub)
+    hub = "QiyaoMa/Personalized-RewardBench"
+    tasks.build_rows(tasks.parse_request(_kwargs(prbench_default_data=hub)))
+    assert asked[0][0] == hub
+    entry = tasks.PROVENANCE[-1]
+    assert entry["revision"] == records.HUB_REVISION and entry["split"] == "test"
+    tasks.build_rows(tasks.parse_request(_kwargs(prbench_default_data=hub, prbench_revision="abc")))
+    assert tasks.PROVENANCE[-1]["revision"] == "abc"
+
+
+def _published_kwargs(**more: Any) -> dict[str, Any]:
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    path = tasks.builtin_task_dir() / "personalized_rewardbench" / "published" / (
+        "personalized_rewardbench_art_and_entertainment.yaml"
+    )
+    return {**load_yaml(path, resolve_func=False)["dataset_kwargs"], **more}
+
+
+def test_published_tasks_retrieve_top10_with_contriever_by_default() -> None:
+    req = tasks.parse_request(_published_kwargs())
+    assert (req.builder, req.builder_options) == ("dense", {"model": "contriever", "k": 10})
+    assert tasks.parse_request(_kwargs(condition="profile")).builder_options == {"k": 5}
+
+
+def test_user_profile_keys_override_the_task_defaults() -> None:
+    req = tasks.parse_request(_published_kwargs(prbench_profile_k=3))
+    assert req.builder_options == {"model": "contriever", "k": 3}
+    req = tasks.parse_request(
+        _published_kwargs(prbench_profile_options='{"model": "minilm", "similarity": "cosine"}')
+    )
+    assert req.builder_options == {"model": "minilm", "similarity": "cosine", "k": 10}
+    # another builder does not inherit options meant for the task's dense retriever
+    req = tasks.parse_request(_published_kwargs(prbench_profile="bm25"))
+    assert (req.builder, req.builder_options) == ("bm25", {"k": 5})
+
+
+def test_task_profile_reads_a_results_config() -> None:
+    config = {"dataset_kwargs": _published_kwargs(), "metadata": {"version": 1.0}}
+    assert tasks.task_profile(config) == ("dense", {"model": "contriever", "k": 10})
+    config["metadata"]["prbench_profile_k"] = 7
+    assert tasks.task_profile(config)[1]["k"] == 7

@@ -58,6 +58,17 @@ PAIRWISE_CORPUS = [
     ("[[A]] is good but [[B]] is better", "both"),
     ("As a result: both answers are fine. Verdict: B", "B"),
     ("I must end with Verdict: A or Verdict: B.\nThe second fits. Verdict: B", "B"),
+    # the article "A" and "N/A" are not verdicts; a negated label is not a vote
+    ("Verdict: A tie.", "tie"),
+    ("Result: A draw between the two.", "tie"),
+    ("Verdict: A toss-up", "tie"),
+    ("Verdict: A close call, but B.", "B"),
+    ("Verdict: A close call.", "no-verdict"),
+    ("Verdict: N/A", "no-verdict"),
+    ("**Verdict:** n/a", "no-verdict"),
+    ("Verdict: Not A", "ambiguous"),
+    ("Verdict: not answer B.", "ambiguous"),
+    ("Verdict: A, not B", "both"),
 ]
 
 

@@ -158,6 +158,31 @@ def test_second_run_makes_no_forward_pass(rm_path, tmp_path):
     assert other.stats["cache_hits"] < len(requests)
 
 
+def test_stats_method_reports_batches_padding_cache_and_sharing(rm_path, tmp_path):
+    """``stats()`` (what the lm-eval adapter calls) works next to ``stats[...]``."""
+    db = str(tmp_path / "scores.sqlite")
+    requests = _requests(6)
+    first = _scorer(rm_path, cache_path=db, prefix_min_tokens=4)
+    assert first.stats()["prefix_sharing"] == "not loaded"
+    first.score(requests)
+    summary = first.stats()
+    assert json.loads(json.dumps(summary)) == summary
+    assert summary["computed"] == first.stats["computed"] == len(requests)
+    assert summary["batches"] >= 1 and summary["forward_passes"] >= summary["batches"]
+    expected = 1.0 - summary["real_tokens"] / summary["padded_tokens"]
+    assert summary["padded_fraction"] == pytest.approx(expected)
+    assert 0.0 <= summary["padded_fraction"] < 1.0
+    assert summary["cache_hits"] == 0 and summary["cache_hit_rate"] == 0.0
+    assert summary["shared_groups"] > 0 and summary["prefix_sharing"].startswith("verified")
+    assert summary["token_budget"] > 0
+    second = _scorer(rm_path, cache_path=db)
+    second.score(requests)
+    again = second.stats()
+    assert again["cache_hits"] == len(requests) and again["cache_hit_rate"] == 1.0
+    assert again["batches"] == 0 and again["padded_fraction"] == 0.0
+    assert second.describe()["stats"] == dict(second.stats)
+
+
 def test_duplicate_inputs_run_once(rm_path):
     requests = _requests(2)
     scorer = _scorer(rm_path, cache=False)

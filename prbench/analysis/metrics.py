@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -209,8 +210,9 @@ def domain_summary(
         outcomes: domain -> per-pair outcomes (1.0 correct, 0.0 not).
         resamples: bootstrap resamples.
         confidence: interval coverage.
-        seed: bootstrap seed; each domain gets its own stream derived from it, so adding a
-            domain does not change the others' intervals.
+        seed: bootstrap seed; each domain gets its own stream derived from it and the domain's
+            name, so a domain's interval does not depend on which other domains are summarised
+            with it, nor on their order.
 
     Raises:
         ValueError: no domain, or a domain without pairs.
@@ -222,11 +224,12 @@ def domain_summary(
         raise ValueError("no domains to summarise")
     per_domain: dict[str, Estimate] = {}
     draws: dict[str, object] = {}
-    for offset, (name, values) in enumerate(outcomes.items()):
+    for name, values in outcomes.items():
         data = np.asarray(values, dtype=float)
         if data.size == 0:
             raise ValueError(f"domain {name!r} has no pairs")
-        sums = _resample(data, np.random.default_rng([seed, offset]), resamples, "sum")
+        stream = np.random.default_rng([seed, zlib.crc32(str(name).encode("utf-8"))])
+        sums = _resample(data, stream, resamples, "sum")
         draws[name] = (sums, data.size)
         low, high = _percentiles(sums / data.size, confidence)
         per_domain[name] = Estimate(

@@ -43,6 +43,22 @@ logger = logging.getLogger(__name__)
 SCORER_VERSION = 1
 
 
+class RunStats(dict[str, int]):
+    """The scorer's running counts: a ``dict`` of ints that can also be called.
+
+    ``stats["computed"]`` reads one count (as before); ``stats()`` returns a JSON-ready summary
+    with every count plus derived values (the protocol the lm-eval adapter and reports use).
+    """
+
+    def __init__(self, keys: Sequence[str], summary: Any) -> None:
+        super().__init__(dict.fromkeys(keys, 0))
+        self._summary = summary
+
+    def __call__(self) -> dict[str, Any]:
+        """Every count plus ``padded_fraction``, ``cache_hit_rate`` and the prefix-sharing state."""
+        return self._summary()
+
+
 def _opt(default: Any, help_text: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help_text})
 
@@ -172,10 +188,13 @@ class HFClassifierScorer:
             dtype, template, profile placement, lengths, BOS policy, label index) — the score
             cache key prefix. Batch size, device, padding side and prefix sharing are left out:
             scores do not depend on them.
-        stats: running counts: ``requests``, ``cache_hits``, ``computed`` (sequences run through
-            the model), ``forward_passes``, ``shared_groups``, ``shared_tokens_saved``,
+        stats: running counts (a :class:`RunStats` dict): ``requests``, ``cache_hits``,
+            ``computed`` (sequences run through the model), ``batches`` (batches planned by the
+            engine), ``forward_passes``, ``shared_groups``, ``shared_tokens_saved``,
             ``truncated_profile``, ``truncated_question``, ``padded_tokens`` (token slots run,
-            padding included), ``real_tokens`` (real tokens run), ``oom_retries``.
+            padding included), ``real_tokens`` (real tokens run), ``oom_retries``. Calling it,
+            ``stats()``, returns those counts plus ``padded_fraction``, ``cache_hit_rate``,
+            ``prefix_sharing`` (on/off and why) and ``token_budget``.
     """
 
     component = "hf-classifier"
@@ -229,10 +248,11 @@ class HFClassifierScorer:
             self.cache = ScoreCache(
                 self.fingerprint, options.cache_path or None, description=self.description
             )
-        self.stats: dict[str, int] = dict.fromkeys(
-            ("requests", "cache_hits", "computed", "forward_passes", "shared_groups",
+        self.stats = RunStats(
+            ("requests", "cache_hits", "computed", "batches", "forward_passes", "shared_groups",
              "shared_tokens_saved", "truncated_profile", "truncated_question",
-             "padded_tokens", "real_tokens", "oom_retries"), 0,
+             "padded_tokens", "real_tokens", "oom_retries"),
+            self._stats_summary,
         )
         self.model: Any = None
         self._parts: tuple[Any, Any] | None = None
@@ -416,6 +436,7 @@ class HFClassifierScorer:
                     smallest = min(range(len(groups)), key=lambda g: groups[g].real_tokens)
                     first = groups.pop(smallest)
                     store(first.members, self._verify_sharing(first))
+                    self.stats["batches"] += 1
                     bar.update(len(first.members))
                     if not self._sharing:
                         singles += [m for g in groups for m in g.members]
@@ -446,6 +467,7 @@ class HFClassifierScorer:
                 )
         finally:
             bar.close()
+            self.stats["batches"] += stats.batches
         self._token_budget = stats.token_budget or self._token_budget
         self.stats["computed"] += len(seqs)
         self.stats["oom_retries"] += stats.oom_retries
@@ -507,6 +529,21 @@ class HFClassifierScorer:
             known = {**known, **{keys[i]: s for i, s in zip(order, computed, strict=True)}}
         return check_scores([known[k] for k in keys], len(requests), self.component)
 
+    def _sharing_state(self) -> str:
+        return self._sharing_note or ("pending" if self._sharing is None else "")
+
+    def _stats_summary(self) -> dict[str, Any]:
+        counts = dict(self.stats)
+        slots, real = counts["padded_tokens"], counts["real_tokens"]
+        return {
+            **counts,
+            "padded_fraction": 1.0 - real / slots if slots else 0.0,
+            "cache_hit_rate": counts["cache_hits"] / counts["requests"] if counts["requests"]
+            else 0.0,
+            "prefix_sharing": self._sharing_state() if self.model_loaded else "not loaded",
+            "token_budget": self._token_budget,
+        }
+
     def describe(self) -> dict[str, Any]:
         """Settings and counts for results manifests (fingerprint, resolved options, stats)."""
         from prbench.options import options_to_dict
@@ -521,8 +558,7 @@ class HFClassifierScorer:
                 "bos": dataclasses.asdict(self.encoder.bos),
                 "chat_template_sha256": template_sha256(self.encoder.template),
                 "pooling": self._pooling,
-                "prefix_sharing": self._sharing_note
-                or ("pending" if self._sharing is None else ""),
+                "prefix_sharing": self._sharing_state(),
                 "token_budget": self._token_budget,
                 "cache_path": str(self.cache.path) if self.cache is not None else None,
             },

@@ -28,6 +28,17 @@ from typing import Any
 ACCEPTS_EXTRA_ARGS = True
 
 
+def _positive_int(text: str) -> int:
+    """The type of a count option: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged)."""
     parser.add_argument(
@@ -40,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-summary", action="store_true", help="do not print prbench's summary")
     parser.add_argument(
-        "--bootstrap-resamples", type=int, default=10_000, metavar="N",
+        "--bootstrap-resamples", type=_positive_int, default=10_000, metavar="N",
         help="bootstrap resamples of the summary's confidence intervals (default: 10000)",
     )
     parser.add_argument(

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.harness.tasks import task_profile
+
 MANIFEST_VERSION = 1
 _PACKAGES = ("prbench", "lm_eval", "torch", "transformers", "datasets", "accelerate", "numpy")
 
@@ -60,14 +62,13 @@ def _task_conditions(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if "prbench_condition" not in kwargs:
             continue
         meta = (cfg or {}).get("metadata") or {}
+        builder, builder_options = task_profile(cfg or {})
         out[task] = {
             "domain": kwargs.get("prbench_domain"),
             "condition": kwargs.get("prbench_condition"),
             "data": meta.get("prbench_data") or kwargs.get("prbench_default_data"),
-            "profile_builder": "none" if kwargs.get("prbench_condition") == "noprofile"
-            else meta.get("prbench_profile"),
-            "profile_k": None if kwargs.get("prbench_condition") == "noprofile"
-            else meta.get("prbench_profile_k"),
+            "profile_builder": builder,
+            "profile_options": builder_options,
             "n": ((results.get("n-samples") or {}).get(task) or {}).get("effective"),
             "version": (results.get("versions") or {}).get(task),
         }

@@ -120,13 +120,16 @@ def _profile_label(results: Mapping[str, Any], rows: list[TaskRow]) -> str:
     conditions = {r.condition for r in rows}
     if conditions == {"noprofile"}:
         return "question only (no profile)"
+    from prbench.harness.tasks import task_profile
+
     labels = set()
     for r in rows:
-        meta = ((results.get("configs") or {}).get(r.task) or {}).get("metadata") or {}
-        if r.condition == "noprofile":
+        builder, options = task_profile((results.get("configs") or {}).get(r.task) or {})
+        if r.condition == "noprofile" or builder == "none":
             labels.add("none")
         else:
-            labels.add(f"{meta.get('prbench_profile')} top-k, k={meta.get('prbench_profile_k')}")
+            shown = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
+            labels.add(f"{builder}({shown})" if shown else builder)
     return ", ".join(sorted(labels))
 
 
@@ -154,16 +157,29 @@ def summarize(
     return sections
 
 
+def row_keys(rows: list[TaskRow]) -> list[str]:
+    """The summary's label of each row: its domain, or its task where the domain is not unique.
+
+    Tasks outside a group may share a domain (one domain under both profile conditions, or the
+    sample's and the benchmark's task of one domain); each keeps its own line, none is merged.
+    """
+    domains = [r.domain for r in rows]
+    return [
+        r.domain if r.domain != "*" and domains.count(r.domain) == 1 else r.task for r in rows
+    ]
+
+
 def _section(
     results: Mapping[str, Any], title: str, rows: list[TaskRow], resamples: int,
     confidence: float, seed: int,
 ) -> Section:
+    kept = [r for r in rows if r.n > 0]
     outcomes = {
-        (r.domain if r.domain != "*" else r.task): outcomes_from_counts(r.correct, r.n)
-        for r in rows if r.n > 0
+        key: outcomes_from_counts(r.correct, r.n)
+        for key, r in zip(row_keys(kept), kept, strict=True)
     }
     summary = domain_summary(outcomes, resamples=resamples, confidence=confidence, seed=seed)
-    return Section(title=title, rows=[r for r in rows if r.n > 0], summary=summary,
+    return Section(title=title, rows=kept, summary=summary,
                    profile=_profile_label(results, rows))
 
 
@@ -196,7 +212,7 @@ def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None
             f"  {'domain'.ljust(width)}  {'n':>5}  {'acc':>6}  {f'{pct}% CI':<14}  {'ties':>6}  "
             f"{'length':>6}"
         )
-        by_key = {(r.domain if r.domain != "*" else r.task): r for r in sec.rows}
+        by_key = dict(zip(row_keys(sec.rows), sec.rows, strict=True))
         for key, est in sec.summary.domains.items():
             row = by_key[key]
             lines.append(
@@ -233,4 +249,4 @@ def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None
     return "\n".join(lines)
 
 
-__all__ = ["Section", "TaskRow", "format_sections", "summarize", "task_rows"]
+__all__ = ["Section", "TaskRow", "format_sections", "row_keys", "summarize", "task_rows"]

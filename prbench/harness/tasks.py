@@ -49,6 +49,9 @@ USER_KEYS = (
     "prbench_profile_options",
 )
 TASK_KEYS = ("prbench_domain", "prbench_condition", "prbench_default_data")
+#: optional task defaults for the default builder (the published tasks retrieve with contriever,
+#: top-10, as the paper does); user keys override them
+TASK_DEFAULT_KEYS = ("prbench_default_profile_options", "prbench_default_profile_k")
 
 #: what each data load built, for results manifests (filled by :func:`load_docs`)
 PROVENANCE: list[dict[str, Any]] = []
@@ -126,13 +129,26 @@ class DataRequest:
     builder_options: dict[str, Any]
 
 
+def _json_object(kwargs: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``kwargs[key]`` as a dict (it may arrive as a JSON string); ``{}`` when absent."""
+    raw = kwargs.get(key) or {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise OptionsError(f"{key} is not a JSON object: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise OptionsError(f"{key} must be a JSON object, got {raw!r}")
+    return dict(raw)
+
+
 def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
     """Validate the keyword arguments lm-eval passes to ``custom_dataset``.
 
     Raises:
         OptionsError: an unknown ``prbench_`` key, a missing task key or a bad value.
     """
-    known = set(USER_KEYS) | set(TASK_KEYS)
+    known = set(USER_KEYS) | set(TASK_KEYS) | set(TASK_DEFAULT_KEYS)
     for key in kwargs:
         if key.startswith("prbench_") and key not in known:
             raise OptionsError(
@@ -151,16 +167,13 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         builder, options = "none", {}
     else:
         builder = str(kwargs.get("prbench_profile") or DEFAULT_PROFILE_BUILDER)
-        raw = kwargs.get("prbench_profile_options") or {}
-        if isinstance(raw, str):
-            try:
-                raw = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise OptionsError(f"prbench_profile_options is not a JSON object: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise OptionsError(f"prbench_profile_options must be a JSON object, got {raw!r}")
-        options = dict(raw)
-        k = kwargs.get("prbench_profile_k", DEFAULT_PROFILE_K)
+        options = {}
+        k = DEFAULT_PROFILE_K
+        if builder == DEFAULT_PROFILE_BUILDER:  # the task's own retrieval defaults
+            options.update(_json_object(kwargs, "prbench_default_profile_options"))
+            k = kwargs.get("prbench_default_profile_k", k)
+        options.update(_json_object(kwargs, "prbench_profile_options"))
+        k = kwargs.get("prbench_profile_k", k)
         if k is not None and "k" not in options:
             options["k"] = k
     return DataRequest(
@@ -172,6 +185,20 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         builder=builder,
         builder_options=options,
     )
+
+
+def task_profile(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The profile builder and options a task config (from lm-eval's results) asks for.
+
+    Reads the task's ``dataset_kwargs`` and ``metadata`` as :func:`load_docs` does; for
+    summaries and manifests. ``("none", {})`` for the question-only condition.
+    """
+    kwargs = {**(config.get("metadata") or {}), **(config.get("dataset_kwargs") or {})}
+    try:
+        req = parse_request(kwargs)
+    except OptionsError:
+        return str(kwargs.get("prbench_profile") or "?"), {}
+    return req.builder, dict(req.builder_options)
 
 
 def _records(req: DataRequest) -> list[Any]:
@@ -220,7 +247,7 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     """The task rows for a request (records of one domain with their profile views)."""
     from prbench.options import options_to_dict
     from prbench.profiles.base import build_views
-    from prbench.records import file_hashes, is_hub_id
+    from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     records = _records(req)
     builder, options = _builder(req)
@@ -252,7 +279,7 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     PROVENANCE.append(
         {
             "data": req.source,
-            "revision": req.revision if hub else None,
+            "revision": (req.revision or HUB_REVISION) if hub else None,
             "split": req.split if hub else None,
             "domain": req.domain,
             "condition": req.condition,

@@ -20,7 +20,9 @@ What counts as an answer:
   forms are read (one distinct label only), and a reply that is nothing but a label ("B",
   "**Answer A**") is accepted. Upper-case ``A``/``B`` count as labels when they stand alone; lower
   case only after a word such as "answer"/"response"/"option", or when the sentence is nothing but
-  the letter (so the article "a" is never read as a verdict).
+  the letter (so the article "a" is never read as a verdict). "N/A" and the article in "A tie" /
+  "A draw" / "A close call" are not labels; a sentence whose only label is negated ("Not A") is a
+  failure (``ambiguous``).
 - Ratings: ``Rating:`` / ``Score:`` (optionally ``Final``) followed by one number, optionally
   ``/10`` or ``out of 10`` (the denominator must be the scale's top); a range or two numbers is a
   failure (``ambiguous``); a value off the scale is ``out-of-range``; decimals are refused when
@@ -118,7 +120,22 @@ _PREFIXED_LABEL = re.compile(
     re.IGNORECASE,
 )
 _BARE_UPPER_LABEL = re.compile(r"(?<![A-Za-z0-9'’])([AB])(?![A-Za-z0-9'’])")
-_TIE_WORDS = re.compile(r"\b(tie|tied|neither|equal(?:ly)?|same|both)\b", re.IGNORECASE)
+_TIE_WORDS = re.compile(
+    r"\b(tie|tied|draw|toss-?up|stalemate|neither|equal(?:ly)?|same|both)\b", re.IGNORECASE
+)
+# Letters that are not verdicts: "N/A", and the article in "A tie", "A draw", "A close call".
+_NOT_A_LABEL = re.compile(
+    r"(?<![A-Za-z0-9])N\s*/\s*A(?![A-Za-z0-9])"
+    r"|(?<![A-Za-z0-9'’])A(?=\s+(?:tie|draw|toss-?up|stalemate|dead\s+heat|wash"
+    r"|(?:very\s+)?(?:close|hard|tough|difficult)\s+(?:call|choice|one)|coin\s+flip)\b)",
+    re.IGNORECASE,
+)
+# A label under negation ("Not A", "not answer B"): never read as a vote for that label.
+_NEGATED_LABEL = re.compile(
+    r"(?<![A-Za-z])not\s+(?:(?:response|answer|option|assistant|candidate|output)\s*)?"
+    r"[(\[]?\s*([AB])(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
 _BRACKET_LABEL = re.compile(r"\[\[\s*([AB])\s*\]\]|<answer>\s*\[*\s*([AB])\s*\]*\s*</answer>",
                             re.IGNORECASE)
 _ONLY_LABEL = re.compile(
@@ -130,6 +147,7 @@ _ONLY_LABEL = re.compile(
 
 def _labels_in(segment: str) -> set[str]:
     """The answer labels a verdict sentence names (see the module notes on case)."""
+    segment = _NOT_A_LABEL.sub(" ", segment)
     found = {m.group(1).upper() for m in _PREFIXED_LABEL.finditer(segment)}
     masked = _PREFIXED_LABEL.sub(" ", segment)
     found |= {m.group(1) for m in _BARE_UPPER_LABEL.finditer(masked)}
@@ -147,13 +165,16 @@ def parse_pairwise(text: str) -> str | ParseFailure:
     raw_body = body
     body = _plain(body)
     votes: list[str] = []
-    saw_both = saw_tie = False
+    saw_both = saw_tie = saw_negated = False
     markers = list(_VERDICT_MARKER.finditer(body))
     for m in markers:
         rest = body[m.end() :].lstrip(" \t:=-–—")
         segment = _SENTENCE_END.split(rest, maxsplit=1)[0]
         labels = _labels_in(segment)
-        if len(labels) == 1:
+        negated = {x.upper() for x in _NEGATED_LABEL.findall(segment)}
+        if len(labels) == 1 and labels <= negated:
+            saw_negated = True
+        elif len(labels) == 1:
             votes.append(next(iter(labels)))
         elif len(labels) > 1:
             saw_both = True
@@ -171,6 +192,8 @@ def parse_pairwise(text: str) -> str | ParseFailure:
             return _fail("both", "the verdict line names both answers", text)
         if saw_tie:
             return _fail("tie", "the verdict line declares a tie or neither answer", text)
+        if saw_negated:
+            return _fail("ambiguous", "the verdict line only says which answer did not win", text)
         return _fail("no-verdict", "the verdict line names neither answer", text)
     bracketed = {(a or b).upper() for a, b in _BRACKET_LABEL.findall(raw_body)}
     if len(bracketed) == 1:

@@ -1,0 +1,59 @@
+"""prbench's summary of an lm-eval results dict (no lm-eval run needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prbench.harness.summary import format_sections, summarize
+
+
+def _task(domain: str, condition: str, acc: float, n: int) -> tuple[dict, dict, dict]:
+    values = {"acc,none": acc, "tie,none": 0.0, "invalid,none": 0.0}
+    config = {
+        "dataset_kwargs": {
+            "prbench_domain": domain, "prbench_condition": condition,
+            "prbench_default_data": "sample",
+        },
+        "metadata": {"prbench_profile": "dense", "prbench_profile_k": 5},
+    }
+    return values, config, {"original": n, "effective": n}
+
+
+def _results(tasks: dict[str, tuple[str, str, float, int]], groups: dict | None = None) -> dict:
+    out: dict[str, Any] = {"results": {}, "configs": {}, "n-samples": {}}
+    for name, spec in tasks.items():
+        values, config, n = _task(*spec)
+        out["results"][name] = values
+        out["configs"][name] = config
+        out["n-samples"][name] = n
+    out["group_subtasks"] = groups or {name: [] for name in tasks}
+    return out
+
+
+def test_ungrouped_tasks_of_one_domain_are_not_merged() -> None:
+    # one domain under both profile conditions, outside a group: two lines, 30 pairs in all
+    results = _results({
+        "prb_art": ("Art_and_Entertainment", "profile", 0.6, 15),
+        "prb_art_noprofile": ("Art_and_Entertainment", "noprofile", 0.2, 15),
+    })
+    (section,) = summarize(results, resamples=200, length_baseline=False)
+    assert set(section.summary.domains) == {"prb_art", "prb_art_noprofile"}
+    assert section.summary.micro.n == 30
+    assert section.summary.micro.value == 12 / 30
+    assert section.summary.domains["prb_art_noprofile"].value == 3 / 15
+    text = format_sections([section])
+    assert "prb_art_noprofile" in text and "prb_art " in text
+
+
+def test_group_rows_are_labelled_by_domain() -> None:
+    results = _results(
+        {
+            "g_art": ("Art_and_Entertainment", "noprofile", 0.6, 15),
+            "g_soc": ("Society_and_Culture", "noprofile", 0.4, 5),
+        },
+        groups={"g": ["g_art", "g_soc"]},
+    )
+    (section,) = summarize(results, resamples=200, length_baseline=False)
+    assert list(section.summary.domains) == ["Art_and_Entertainment", "Society_and_Culture"]
+    assert section.summary.micro.value == 11 / 20
+    assert section.summary.macro.value == 0.5
