@@ -183,8 +183,10 @@ class PluginRegistry:
         self.components: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
         self.task_dirs: list[tuple[str, str, str]] = []  # (path, description, plugin)
         self._load_defaults()
+        self.warnings: list[str] = []
         if load_entry_points:
             self._load_entry_points()
+            self._check_load_list()
         for path in plugin_files:
             self._load_file(Path(path))
 
@@ -232,6 +234,16 @@ class PluginRegistry:
                 version=dist.version if dist is not None else None,
             )
             self._admit(info, ep.load, external=True)
+
+    def _check_load_list(self) -> None:
+        """Warn about ``PRBENCH_LOAD_PLUGINS`` names that match no installed plugin."""
+        only = _split_env(self._env.get("PRBENCH_LOAD_PLUGINS")) or set()
+        known = {n for p in self.plugins.values() for n in (p.name, p.dist) if n}
+        for name in sorted(only - known):
+            self.warnings.append(
+                f"PRBENCH_LOAD_PLUGINS names {name!r}, which matches no installed plugin"
+                + suggest(name, known)
+            )
 
     def _load_file(self, path: Path) -> None:
         info = PluginInfo(name=path.stem, namespace=path.stem, origin="file", source=str(path))

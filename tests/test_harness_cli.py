@@ -308,3 +308,12 @@ def test_bootstrap_resamples_are_checked_before_the_run(
                   "--model_args", "scorer=length"])
         assert exc.value.code == 2
         assert "--bootstrap-resamples" in capsys.readouterr().err
+
+
+def test_task_fixed_keys_in_metadata_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+
+    code = main(["eval", "--tasks", "personalized_rewardbench_sample", "--model_args",
+                 "scorer=length", "--metadata", '{"prbench_condition": "noprofile"}'])
+    assert code == 1
+    assert "--metadata sets prbench_condition" in capsys.readouterr().err

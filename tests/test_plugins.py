@@ -263,3 +263,9 @@ def test_load_plugins_env_var(site: Path) -> None:
 def test_requirements_lists_installed_plugin_dists(site: Path) -> None:
     result = run_cli(site, "plugins", "--requirements", PRBENCH_DISABLE_PLUGINS="broken")
     assert result.stdout.strip().splitlines() == ["prbench-plugin-template==0.1.0"]
+
+
+def test_load_list_naming_no_plugin_is_warned(site: Path) -> None:
+    result = run_cli(site, "plugins", PRBENCH_LOAD_PLUGINS="prbench-plugin-templat")
+    assert "warning: PRBENCH_LOAD_PLUGINS names 'prbench-plugin-templat'" in result.stdout
+    assert "did you mean 'prbench-plugin-template'" in result.stdout

@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"    error: {p.error}")
         if p.disabled:
             print(f"    disabled: {p.disabled}")
+    for warning in registry.warnings:
+        print(f"warning: {warning}")
     failed = registry.failed()
     if failed:
         print(f"\n{len(failed)} plugin(s) failed to load; their components are unavailable.")

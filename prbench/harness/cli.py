@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -84,6 +85,20 @@ def only_prbench_tasks(requested: Sequence[str], names: set[str]) -> bool:
         if not fnmatch.filter(sorted(names), item):
             return False
     return True
+
+
+def reserved_metadata_keys(metadata: Any) -> list[str]:
+    """Task-fixed ``prbench_`` keys given in ``--metadata`` (lm-eval would crash on them)."""
+    from prbench.harness.tasks import TASK_DEFAULT_KEYS, TASK_KEYS
+
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except json.JSONDecodeError:
+            return []  # lm-eval reports malformed JSON itself
+    if not isinstance(metadata, dict):
+        return []
+    return [k for k in (*TASK_KEYS, *TASK_DEFAULT_KEYS) if k in metadata]
 
 
 def misspelt_task(requested: Sequence[str], names: set[str]) -> str | None:
@@ -219,6 +234,15 @@ def run(args: argparse.Namespace) -> int:
             ns.model = "prbench"
         if ns.model == "prbench" and not hasattr(ns, "batch_size"):
             ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
+
+    reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
+    if reserved:
+        print(
+            f"error: --metadata sets {', '.join(reserved)}, which the task YAMLs fix; choose the "
+            "domain and condition by task name (e.g. personalized_rewardbench_sample_noprofile)",
+            file=sys.stderr,
+        )
+        return 1
 
     if getattr(ns, "use_cache", None):
         ns.use_cache = scoped_cache_path(ns.use_cache, ns.model, ns.model_args)
