@@ -117,15 +117,25 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if (origin is tuple or tp is tuple) else items
     if origin is dict or tp is dict:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise OptionsError(f"{where}: invalid JSON object {value!r}: {exc}") from exc
-        if not isinstance(value, dict):
-            raise OptionsError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
+        return as_mapping(value, where)
     return value
+
+
+def as_mapping(value: Any, where: str) -> dict[str, Any]:
+    """A mapping given as a dict or as a JSON object string (``--metadata`` / ``model_args``).
+
+    Raises:
+        OptionsError: invalid JSON, or JSON that is not an object; the message starts with
+            ``where``.
+    """
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise OptionsError(f"{where}: invalid JSON object {value!r}: {exc}") from exc
+    if not isinstance(value, dict):
+        raise OptionsError(f"{where}: expected a JSON object (a mapping), got {value!r}")
+    return dict(value)
 
 
 def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:

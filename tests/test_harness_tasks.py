@@ -242,3 +242,13 @@ def test_task_profile_reads_a_results_config() -> None:
     assert tasks.task_profile(config) == ("dense", {"model": "contriever", "k": 10})
     config["metadata"]["prbench_profile_k"] = 7
     assert tasks.task_profile(config)[1]["k"] == 7
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("{not json", "prbench_profile_options: invalid JSON object"),
+     ("[1, 2]", "prbench_profile_options: expected a JSON object")],
+)
+def test_profile_options_must_be_a_json_object(value: str, message: str) -> None:
+    with pytest.raises(OptionsError, match=message):
+        tasks.parse_request(_kwargs(condition="profile", prbench_profile_options=value))

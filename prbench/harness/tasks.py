@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.options import OptionsError, suggest
+from prbench.options import OptionsError, as_mapping, suggest
 
 log = logging.getLogger(__name__)
 
@@ -129,19 +129,6 @@ class DataRequest:
     builder_options: dict[str, Any]
 
 
-def _json_object(kwargs: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """``kwargs[key]`` as a dict (it may arrive as a JSON string); ``{}`` when absent."""
-    raw = kwargs.get(key) or {}
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise OptionsError(f"{key} is not a JSON object: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise OptionsError(f"{key} must be a JSON object, got {raw!r}")
-    return dict(raw)
-
-
 def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
     """Validate the keyword arguments lm-eval passes to ``custom_dataset``.
 
@@ -170,9 +157,11 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         options = {}
         k = DEFAULT_PROFILE_K
         if builder == DEFAULT_PROFILE_BUILDER:  # the task's own retrieval defaults
-            options.update(_json_object(kwargs, "prbench_default_profile_options"))
+            key = "prbench_default_profile_options"
+            options.update(as_mapping(kwargs.get(key) or {}, key))
             k = kwargs.get("prbench_default_profile_k", k)
-        options.update(_json_object(kwargs, "prbench_profile_options"))
+        key = "prbench_profile_options"
+        options.update(as_mapping(kwargs.get(key) or {}, key))
         k = kwargs.get("prbench_profile_k", k)
         if k is not None and "k" not in options:
             options["k"] = k
