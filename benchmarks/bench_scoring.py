@@ -245,7 +245,7 @@ def main() -> None:
         model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
         model.eval()
         scorer = HFClassifierScorer(
-            HFClassifierOptions(pretrained=str(folder), cache=False, progress=False)
+            HFClassifierOptions(pretrained=str(folder))
         )
         warm = make_requests(2, profile=False, seed=99)
         naive_scores(model, tokenizer, warm)

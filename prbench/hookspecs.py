@@ -32,10 +32,15 @@ class ComponentRegister(Protocol):
     """The ``register`` callback passed to the component hooks.
 
     Args:
-        name: the component id, kebab-case (``"embedding-similarity"``). Unique per component kind
-            across all plugins; a duplicate is an error naming both plugins.
-        factory: a callable ``factory(options) -> component`` or a ``"module:attribute"`` string
-            naming one. It is only resolved and called when the component is used.
+        name: the component id, kebab-case (``"embedding-similarity"``), without ``/`` or spaces.
+            An id another plugin also registers stays reachable as ``<plugin>/<id>``; asking for
+            the bare id is then an error naming both. An invalid id is dropped and recorded
+            against the plugin (``prbench plugins`` shows it ``partial``).
+        factory: a callable or a ``"module:attribute"`` string naming one. It is built as
+            ``factory(options)`` when ``options`` is given and as ``factory()`` otherwise; a
+            factory whose signature does not fit is reported at registration (strings are read
+            from their source, never imported) and the component dropped. It is only resolved
+            and called when the component is used.
         description: one line shown by ``prbench scorers`` / ``prbench plugins``.
         options: a dataclass type whose fields are the component's options (validated: an unknown
             option is an error). ``None`` means the component takes no options.
@@ -61,7 +66,10 @@ class TaskDirRegister(Protocol):
     """The ``register`` callback passed to :func:`register_task_dirs`.
 
     Args:
-        path: a directory of lm-eval task YAML files (searched recursively).
+        path: a directory of lm-eval task YAML files (searched recursively); one that does not
+            exist is dropped and recorded against the plugin. A task YAML there reuses
+            prbench's shared task settings with the line
+            ``class: !function prbench.harness.plugin_task.PersonalizedRewardBenchTask``.
         description: one line shown by ``prbench plugins``.
     """
 

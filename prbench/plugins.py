@@ -4,7 +4,11 @@ Plugins load in a fixed order: the built-in default plugins (:mod:`prbench.defau
 installed distributions' entry points (group ``prbench``), then ``--plugin path.py`` files. Each
 plugin's hooks are called one plugin at a time, so every component knows which plugin registered
 it, and a plugin whose import or hook raises is recorded with its error and skipped while the
-others keep working.
+others keep working. A single bad registration (an invalid id, an id the same plugin already used,
+options that are not a dataclass, a factory whose signature does not fit, a task folder that does
+not exist) is recorded against its plugin (status ``partial``) and only that component is dropped.
+Two plugins may register the same id: both stay available under their qualified ids
+(``<namespace>/<id>``) and only asking for the bare, now ambiguous id is an error.
 
 Environment variables:
 
@@ -30,6 +34,7 @@ from typing import Any
 import pluggy
 
 from prbench import hookspecs
+from prbench.factory_check import callable_problem, factory_problem
 from prbench.options import OptionsError, describe_options, parse_options, suggest
 
 ENTRY_POINT_GROUP = "prbench"
@@ -56,6 +61,14 @@ class UnknownComponentError(KeyError):
         return str(self.args[0]) if self.args else "unknown component"
 
 
+class AmbiguousComponentError(UnknownComponentError):
+    """A bare component id that two or more plugins registered; the message names them all."""
+
+
+class _Rejected(Exception):
+    """One registration a plugin made that cannot be kept (recorded against the plugin)."""
+
+
 @dataclasses.dataclass
 class PluginInfo:
     """What is known about one plugin: where it came from and what it did.
@@ -71,6 +84,8 @@ class PluginInfo:
         components: ``kind:id`` of each component it registered.
         task_dirs: task directories it registered.
         error: the error text if its import or a hook failed (the plugin is then skipped).
+        problems: registrations that were dropped or are only reachable by qualified id, each
+            with its reason (the plugin's other components keep working).
         disabled: why it was not loaded (env vars), or ``None``.
     """
 
@@ -84,14 +99,19 @@ class PluginInfo:
     components: list[str] = dataclasses.field(default_factory=list)
     task_dirs: list[str] = dataclasses.field(default_factory=list)
     error: str | None = None
+    problems: list[str] = dataclasses.field(default_factory=list)
     disabled: str | None = None
 
     @property
     def status(self) -> str:
-        """``ok``, ``failed`` or ``disabled``."""
+        """``ok``, ``partial`` (some registrations dropped), ``failed`` or ``disabled``."""
         if self.disabled:
             return "disabled"
-        return "failed" if self.error else "ok"
+        if self.error:
+            return "failed"
+        if self.problems:
+            return "partial" if (self.components or self.task_dirs) else "failed"
+        return "ok"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (for ``prbench plugins --json`` and results manifests)."""
@@ -147,9 +167,20 @@ class Component:
         return obj
 
     def build(self, raw_options: Mapping[str, Any] | None = None) -> Any:
-        """Validate the options and build the component."""
+        """Validate the options and build the component.
+
+        The factory is called as ``factory(options)`` when the component declares options and as
+        ``factory()`` otherwise.
+
+        Raises:
+            OptionsError: invalid options.
+            PluginError: the factory's signature does not fit that call (names the plugin).
+        """
         options = self.parse_options(raw_options)
         factory = self.resolve_factory()
+        problem = callable_problem(factory, takes_options=self.options is not None)
+        if problem:
+            raise PluginError(f"{self.kind} {self.name!r} of plugin {self.plugin!r} {problem}")
         return factory(options) if self.options is not None else factory()
 
     def describe_options(self) -> list[dict[str, str]]:
@@ -180,7 +211,10 @@ class PluginRegistry:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
         self.plugins: dict[str, PluginInfo] = {}
+        #: kind -> bare id -> the first component registered under it
         self.components: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
+        #: kind -> qualified id -> component (every component, ambiguous bare ids included)
+        self.qualified: dict[str, dict[str, Component]] = {kind: {} for kind in KINDS}
         self.task_dirs: list[tuple[str, str, str]] = []  # (path, description, plugin)
         self._load_defaults()
         self.warnings: list[str] = []
@@ -264,13 +298,26 @@ class PluginRegistry:
 
         self._admit(info, load, external=False)
 
-    def _record(self, info: PluginInfo) -> None:
+    def _record(self, info: PluginInfo) -> bool:
+        """Add ``info`` to :attr:`plugins`; a second plugin of one name is recorded as failed.
+
+        Returns:
+            True when the plugin may load.
+        """
         if info.name in self.plugins:
             other = self.plugins[info.name]
-            raise PluginError(
-                f"two plugins are named {info.name!r}: {_origin(other)} and {_origin(info)}"
+            info.error = (
+                f"not loaded: another plugin is already named {info.name!r} ({_origin(other)}); "
+                "rename one of them"
             )
+            key = f"{info.name} ({info.source})"
+            n = 2
+            while key in self.plugins:
+                key, n = f"{info.name} ({info.source}) #{n}", n + 1
+            self.plugins[key] = info
+            return False
         self.plugins[info.name] = info
+        return True
 
     def _admit(self, info: PluginInfo, load: Callable[[], Any], *, external: bool) -> None:
         reason = self._disabled_reason([info.name, info.dist], external=external)
@@ -278,7 +325,8 @@ class PluginRegistry:
             info.disabled = reason
             self._record(info)
             return
-        self._record(info)
+        if not self._record(info):
+            return
         try:
             module = load()
         except Exception as exc:  # a broken plugin must not take the others down
@@ -319,20 +367,22 @@ class PluginRegistry:
                     tags: tuple[str, ...] = (),
                     _kind: str = kind,
                 ) -> None:
-                    self._add_component(
-                        Component(
-                            kind=_kind,
-                            name=name,
-                            plugin=info.name,
-                            namespace=info.namespace,
-                            factory=factory,
-                            description=description,
-                            options=options,
-                            diagnostic=diagnostic,
-                            tags=tuple(tags),
-                        ),
-                        info,
+                    component = Component(
+                        kind=_kind,
+                        name=name,
+                        plugin=info.name,
+                        namespace=info.namespace,
+                        factory=factory,
+                        description=description,
+                        options=options,
+                        diagnostic=diagnostic,
+                        tags=tuple(tags),
                     )
+                    try:
+                        self._add_component(component, info)
+                    except _Rejected as exc:
+                        info.problems.append(str(exc))
+                        return
                     added.append((_kind, name))
 
                 fn(register=register)
@@ -341,16 +391,18 @@ class PluginRegistry:
 
                 def register_dir(path: str, *, description: str = "") -> None:
                     if not Path(path).is_dir():
-                        raise PluginError(f"task directory does not exist: {path}")
+                        info.problems.append(
+                            f"task directory dropped, it does not exist: {path}"
+                        )
+                        return
                     dirs.append((str(Path(path).resolve()), description, info.name))
 
                 fn(register=register_dir)
-        except PluginError:
-            raise
         except Exception as exc:
             for kind, name in added:
-                del self.components[kind][name]
+                self._remove_component(kind, info.namespace, name)
             self.pm.unregister(module)
+            info.problems.clear()
             info.error = _format_error("a hook raised", exc)
             return
         info.components = [f"{kind}:{name}" for kind, name in added]
@@ -358,22 +410,52 @@ class PluginRegistry:
         self.task_dirs.extend(dirs)
 
     def _add_component(self, component: Component, info: PluginInfo) -> None:
-        if not component.name or component.name != component.name.strip() or "/" in component.name:
-            raise PluginError(
-                f"{_origin(info)} registered an invalid {component.kind} id {component.name!r}"
+        """Keep one registration, or raise :class:`_Rejected` with the reason it is dropped.
+
+        A bare id another plugin already registered is kept under its qualified id only, and the
+        clash is noted against the newcomer.
+        """
+        kind, name = component.kind, component.name
+        if (
+            not isinstance(name, str) or not name or name != name.strip()
+            or "/" in name or any(ch.isspace() for ch in name)
+        ):
+            raise _Rejected(
+                f"{kind} {name!r} dropped: invalid id (ids are non-empty, without '/' or spaces; "
+                "kebab-case such as 'my-scorer')"
             )
-        if component.options is not None and not dataclasses.is_dataclass(component.options):
-            raise PluginError(
-                f"{_origin(info)}: options of {component.kind} {component.name!r} must be a "
-                "dataclass type"
+        if component.options is not None and not (
+            isinstance(component.options, type) and dataclasses.is_dataclass(component.options)
+        ):
+            raise _Rejected(
+                f"{kind} {name!r} dropped: options= must be a dataclass type, got "
+                f"{component.options!r}"
             )
-        existing = self.components[component.kind].get(component.name)
-        if existing is not None:
-            raise PluginError(
-                f"{component.kind} {component.name!r} is registered twice: by "
-                f"{_origin(self.plugins[existing.plugin])} and by {_origin(info)}"
+        problem = factory_problem(component.factory, takes_options=component.options is not None)
+        if problem:
+            raise _Rejected(f"{kind} {name!r} dropped: it {problem}")
+        qualified = component.qualified_id
+        if qualified in self.qualified[kind]:
+            raise _Rejected(
+                f"{kind} {name!r} dropped: registered twice by this plugin ({qualified!r} exists)"
             )
-        self.components[component.kind][component.name] = component
+        self.qualified[kind][qualified] = component
+        existing = self.components[kind].get(name)
+        if existing is None:
+            self.components[kind][name] = component
+            return
+        info.problems.append(
+            f"{kind} {name!r} is also registered by {_origin(self.plugins[existing.plugin])}; "
+            f"the bare id is ambiguous: use {existing.qualified_id!r} or {qualified!r}"
+        )
+
+    def _remove_component(self, kind: str, namespace: str, name: str) -> None:
+        component = self.qualified[kind].pop(f"{namespace}/{name}", None)
+        if component is not None and self.components[kind].get(name) is component:
+            del self.components[kind][name]
+            rest = [c for c in self.qualified[kind].values() if c.name == name]
+            if rest:
+                self.components[kind][name] = rest[0]
 
     # -- lookup ----------------------------------------------------------------------------------
 
@@ -381,22 +463,34 @@ class PluginRegistry:
         """Resolve ``id`` or ``namespace/id`` to a component of ``kind``.
 
         Raises:
+            AmbiguousComponentError: a bare id that several plugins registered; the message names
+                the plugins and the qualified ids to use.
             UnknownComponentError: nothing matches; the message suggests close matches and names
-                plugins that failed to load.
+                plugins that failed to load or dropped registrations.
         """
         if kind not in self.components:
             raise UnknownComponentError(f"unknown component kind {kind!r}; kinds: {KINDS}")
-        table = self.components[kind]
+        table = self.qualified[kind]
         namespace, _, name = component_id.rpartition("/")
-        found = table.get(name)
-        if found is not None and (not namespace or namespace in (found.namespace, found.plugin)):
-            return found
-        choices = list(table) + [c.qualified_id for c in table.values()]
+        found = [
+            c for c in table.values()
+            if c.name == name and (not namespace or namespace in (c.namespace, c.plugin))
+        ]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            owners = " and ".join(repr(c.plugin) for c in found)
+            ids = " or ".join(repr(c.qualified_id) for c in found)
+            raise AmbiguousComponentError(
+                f"{kind} {component_id!r} is ambiguous: plugins {owners} both register it; "
+                f"ask for {ids}"
+            )
+        choices = sorted({c.name for c in table.values()}) + list(table)
         message = f"unknown {kind} {component_id!r}{suggest(component_id, choices)}"
-        message += f"; available: {', '.join(sorted(table)) or 'none'}"
-        failed = [p for p in self.plugins.values() if p.error]
+        message += f"; available: {', '.join(sorted(self.components[kind])) or 'none'}"
+        failed = [p.name for p in self.plugins.values() if p.status in ("failed", "partial")]
         if failed:
-            message += "; plugins that failed to load: " + ", ".join(p.name for p in failed)
+            message += "; plugins that failed to load or dropped components: " + ", ".join(failed)
         raise UnknownComponentError(message)
 
     def build(self, kind: str, component_id: str, options: Mapping[str, Any] | None = None) -> Any:
@@ -404,12 +498,22 @@ class PluginRegistry:
         return self.get(kind, component_id).build(options)
 
     def list(self, kind: str) -> list[Component]:
-        """Components of one kind, sorted by id."""
-        return sorted(self.components[kind].values(), key=lambda c: c.name)
+        """Components of one kind (every plugin's, ambiguous ids included), sorted by id."""
+        return sorted(self.qualified[kind].values(), key=lambda c: (c.name, c.qualified_id))
 
     def failed(self) -> list[PluginInfo]:
-        """Plugins whose import or hooks failed."""
-        return [p for p in self.plugins.values() if p.error]
+        """Plugins whose import or hooks failed, or that registered nothing usable."""
+        return [p for p in self.plugins.values() if p.status == "failed"]
+
+    def troubled(self) -> list[PluginInfo]:
+        """Plugins that failed or dropped some registrations (status ``failed`` or ``partial``)."""
+        return [p for p in self.plugins.values() if p.status in ("failed", "partial")]
+
+    def describe_trouble(self, info: PluginInfo) -> str:
+        """One line for a failed or partial plugin: its name, status and first reason."""
+        reasons = [info.error] if info.error else list(info.problems)
+        more = f" (+{len(reasons) - 1} more, see `prbench plugins`)" if len(reasons) > 1 else ""
+        return f"plugin {info.name!r} {info.status}: {reasons[0] if reasons else '?'}{more}"
 
     def provenance(self) -> list[dict[str, Any]]:
         """Loaded plugins with versions and components (recorded in every results manifest)."""
@@ -461,6 +565,7 @@ def reset_registry() -> None:
 
 __all__ = [
     "KINDS",
+    "AmbiguousComponentError",
     "Component",
     "OptionsError",
     "PluginError",

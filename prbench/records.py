@@ -1,23 +1,38 @@
 """The record schema of Personalized RewardBench, and loading with validation.
 
 A record is one (user, question) with the user's past posts (``profile``), the hidden ``narrative``
-and ``rubric_aspects``, and the ``chosen``/``rejected`` pair. Sources: one ``.jsonl``/``.json``/
-``.parquet`` file, a directory of per-domain files (the domain is the file name), the bundled
-sample (``sample``), or a hub dataset id with a pinned revision.
+and ``rubric_aspects``, and the ``chosen``/``rejected`` pair. Sources: one ``.jsonl``/``.ndjson``/
+``.json``/``.parquet`` file, a directory of per-domain files (the domain is the file name), the
+bundled sample (``sample``), or a hub dataset id at a revision (:data:`HUB_REVISION` unless given).
 
 Validation names the file, line (or row), record id and field of every problem, and nothing is
-dropped silently: a row that cannot become a record is reported as an error.
+dropped silently: a row that cannot become a record is reported as an error, a path of a folder
+that is not read is listed in :attr:`LoadReport.skipped` with the reason, and an unknown field is
+a warning (an error when it looks like a misspelt schema field whose value would be lost).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.jsonio import SUFFIXES, Issue, Row, read_rows
+from prbench.jsonio import (
+    SUFFIXES,
+    Issue,
+    Row,
+    read_rows,
+    scan_folder,
+    summarize,
+    text_problems,
+)
+from prbench.options import suggest
+
+log = logging.getLogger(__name__)
 
 DOMAINS = (
     "Art_and_Entertainment",
@@ -25,7 +40,8 @@ DOMAINS = (
     "Society_and_Culture",
 )
 HUB_DATASET = "QiyaoMa/Personalized-RewardBench"
-#: The hub revision the tasks pin. Change it together with the task README's version log.
+#: The hub revision read when none is given. It is the ``main`` branch, not pinned to a commit yet;
+#: every results manifest records the revision read. Change it together with the task README.
 HUB_REVISION = "main"
 SAMPLE_DIR = Path(__file__).parent / "data" / "sample" / "pairs"
 SAMPLE_POOLS = Path(__file__).parent / "data" / "sample" / "pools.jsonl"
@@ -41,6 +57,11 @@ KNOWN_FIELDS = (
     "rejected",
     "domain",
 )
+#: an unknown top-level key at least this close (difflib ratio, case-insensitive) to a schema
+#: field that the record lacks is taken for a misspelling of it: an error, not a warning
+TYPO_CUTOFF = 0.85
+#: deepest nesting of lists/objects a record may have (deeper input breaks later JSON/Arrow steps)
+MAX_DEPTH = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,13 +114,6 @@ class Record:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     source: str = ""
 
-    def hidden(self) -> dict[str, Any]:
-        """The fields no real RM may see (for diagnostic scorers and judges)."""
-        return {
-            "narrative": self.narrative,
-            "rubric_aspects": [dataclasses.asdict(a) for a in self.rubric_aspects],
-        }
-
     def to_dict(self) -> dict[str, Any]:
         """The record in the published schema, extra fields included."""
         out: dict[str, Any] = {
@@ -149,12 +163,17 @@ class LoadReport:
             file-level issues such as a BOM, which do not invalidate the rows).
         rows: rows read, including invalid ones.
         files: the files read.
+        warnings: things that do not stop a load (an unknown field, kept as an extra field).
+        skipped: every path of a source folder that was not read, with the reason (``line`` is
+            ``None``, ``code`` starts with ``skipped-``).
     """
 
     records: list[Record]
     issues: list[Issue]
     rows: int
     files: list[str]
+    warnings: list[Issue] = dataclasses.field(default_factory=list)
+    skipped: list[Issue] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -171,6 +190,7 @@ class RecordChecker:
 
     def __init__(self) -> None:
         self.issues: list[Issue] = []
+        self.warnings: list[Issue] = []
         self.seen_ids: dict[str, str] = {}
 
     def problem(self, row: Row, rid: str | None, field: str | None, msg: str, code: str) -> None:
@@ -223,6 +243,8 @@ class RecordChecker:
             )
             return None
         rid = self._id(row, data)
+        self.check_strings(row, rid, data)
+        self.check_keys(row, rid, data, KNOWN_FIELDS)
         question = self._text(row, rid, data, "question", required=True)
         chosen = self._text(row, rid, data, "chosen", required=True)
         rejected = self._text(row, rid, data, "rejected", required=True)
@@ -257,6 +279,39 @@ class RecordChecker:
             extra=extra,
             source=f"{row.file}:{row.line}",
         )
+
+    def check_strings(self, row: Row, rid: str | None, data: Mapping[str, Any]) -> None:
+        """Report a lone surrogate in any text and nesting deeper than :data:`MAX_DEPTH`.
+
+        Such a record would pass the type checks and crash later (in Arrow, a tokenizer, a
+        results file); see :func:`prbench.jsonio.text_problems`.
+        """
+        for field, message, code in text_problems(data, MAX_DEPTH):
+            self.problem(row, rid, field, message, code)
+
+    def check_keys(
+        self, row: Row, rid: str | None, data: Mapping[str, Any], known: Sequence[str]
+    ) -> None:
+        """Warn about each unknown top-level key; an error when it is a misspelt schema field.
+
+        A key within :data:`TYPO_CUTOFF` of a field in ``known`` that the record lacks (e.g.
+        ``choosen``, ``rubric_aspect``) is an error naming the key and the field it resembles;
+        any other unknown key is kept as an extra field and gets a warning (with the closest
+        schema fields, if any).
+        """
+        for key in data:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(str(key).lower(), known, n=1, cutoff=TYPO_CUTOFF)
+            if close and close[0] not in data:
+                msg = (
+                    f"unknown field; did you mean {close[0]!r}? It looks like a misspelling of "
+                    "that schema field, whose value would otherwise be lost; rename it"
+                )
+                self.problem(row, rid, key, msg, "misspelt-field")
+            else:
+                msg = f"unknown field, kept as an extra field{suggest(str(key), known)}"
+                self.warnings.append(row.issue(rid, key, msg, "unknown-field"))
 
     def _id(self, row: Row, data: Mapping[str, Any]) -> str | None:
         if "id" not in data:
@@ -307,119 +362,82 @@ class RecordChecker:
             return None
         items: list[ProfileItem] = []
         seen: dict[str, int] = {}
-        ok = True
         for i, item in enumerate(value):
-            field = f"profile[{i}]"
-            if not isinstance(item, dict):
-                self.problem(
-                    row,
-                    rid,
-                    field,
-                    f"expected an object {{id, category, text}}, got "
-                    f"{type(item).__name__} {_short(item)}",
-                    "bad-profile-item",
-                )
-                ok = False
-                continue
-            text = item.get("text")
-            if not isinstance(text, str) or not text.strip():
-                what = (
-                    "missing" if "text" not in item else f"not a non-empty string ({_short(text)})"
-                )
-                self.problem(row, rid, f"{field}.text", f"is {what}", "bad-profile-item")
-                ok = False
-                continue
-            pid = item.get("id", i)
-            if isinstance(pid, bool) or not isinstance(pid, str | int):
-                self.problem(
-                    row,
-                    rid,
-                    f"{field}.id",
-                    f"expected a string, got {_short(pid)}",
-                    "bad-profile-item",
-                )
-                ok = False
-                continue
-            cat = item.get("category", "")
-            if not isinstance(cat, str):
-                self.problem(
-                    row,
-                    rid,
-                    f"{field}.category",
-                    f"expected a string, got {_short(cat)}",
-                    "bad-profile-item",
-                )
-                ok = False
-                continue
-            if str(pid) in seen:
-                self.problem(
-                    row,
-                    rid,
-                    f"{field}.id",
-                    f"duplicate post id {str(pid)!r} (also profile[{seen[str(pid)]}])",
-                    "duplicate-post-id",
-                )
-                ok = False
-                continue
-            seen[str(pid)] = i
-            extra = {k: v for k, v in item.items() if k not in ("id", "category", "text")}
-            items.append(ProfileItem(id=str(pid), category=cat, text=text, extra=extra))
-        return tuple(items) if ok else None
+            post = _post(item, i, seen)
+            if isinstance(post, ProfileItem):
+                items.append(post)
+            else:
+                self.problem(row, rid, *post)
+        return tuple(items) if len(items) == len(value) else None
 
     def _rubric(
         self, row: Row, rid: str | None, data: Mapping[str, Any]
     ) -> tuple[RubricAspect, ...] | None:
         value = data.get("rubric_aspects", [])
-        if value is None:
-            value = []
         if not isinstance(value, list):
             self.problem(
                 row,
                 rid,
                 "rubric_aspects",
-                f"expected a list, got {type(value).__name__}",
+                f"expected a list, got {type(value).__name__} {_short(value)}",
                 "wrong-type",
             )
             return None
         out: list[RubricAspect] = []
-        ok = True
         for i, item in enumerate(value):
-            field = f"rubric_aspects[{i}]"
-            if (
-                not isinstance(item, dict)
-                or not isinstance(item.get("aspect"), str)
-                or not str(item.get("aspect", "")).strip()
-            ):
-                self.problem(
-                    row,
-                    rid,
-                    f"{field}.aspect" if isinstance(item, dict) else field,
-                    "every rubric aspect needs a non-empty string 'aspect'",
-                    "bad-rubric-aspect",
-                )
-                ok = False
-                continue
-            bad = [k for k in ("evidence", "reason") if k in item and not isinstance(item[k], str)]
-            if bad:
-                self.problem(
-                    row,
-                    rid,
-                    f"{field}.{bad[0]}",
-                    "expected a string",
-                    "bad-rubric-aspect",
-                )
-                ok = False
-                continue
-            extra = {k: v for k, v in item.items() if k not in ("aspect", "evidence", "reason")}
-            out.append(
-                RubricAspect(
-                    aspect=item["aspect"],
-                    evidence=item.get("evidence", ""),
-                    reason=item.get("reason", ""),
-                    extra=extra,
-                )
-            )
-        return tuple(out) if ok else None
+            aspect = _aspect(item, i)
+            if isinstance(aspect, RubricAspect):
+                out.append(aspect)
+            else:
+                self.problem(row, rid, *aspect)
+        return tuple(out) if len(out) == len(value) else None
+
+
+def _post(item: Any, i: int, seen: dict[str, int]) -> ProfileItem | tuple[str, str, str]:
+    """Profile item ``i`` as a :class:`ProfileItem`, or ``(field, message, code)`` of its fault.
+
+    ``seen`` maps the post ids met so far to their index (updated here).
+    """
+    field = f"profile[{i}]"
+    if not isinstance(item, dict):
+        got = f"{type(item).__name__} {_short(item)}"
+        return field, f"expected an object {{id, category, text}}, got {got}", "bad-profile-item"
+    text = item.get("text")
+    if not isinstance(text, str) or not text.strip():
+        what = "missing" if "text" not in item else f"not a non-empty string ({_short(text)})"
+        return f"{field}.text", f"is {what}", "bad-profile-item"
+    pid = item.get("id", i)
+    if isinstance(pid, bool) or not isinstance(pid, str | int):
+        return f"{field}.id", f"expected a string, got {_short(pid)}", "bad-profile-item"
+    cat = item.get("category", "")
+    if not isinstance(cat, str):
+        return f"{field}.category", f"expected a string, got {_short(cat)}", "bad-profile-item"
+    if str(pid) in seen:
+        also = f"also profile[{seen[str(pid)]}]"
+        return f"{field}.id", f"duplicate post id {str(pid)!r} ({also})", "duplicate-post-id"
+    seen[str(pid)] = i
+    extra = {k: v for k, v in item.items() if k not in ("id", "category", "text")}
+    return ProfileItem(id=str(pid), category=cat, text=text, extra=extra)
+
+
+def _aspect(item: Any, i: int) -> RubricAspect | tuple[str, str, str]:
+    """Rubric aspect ``i`` as a :class:`RubricAspect`, or ``(field, message, code)``."""
+    field = f"rubric_aspects[{i}]"
+    if not isinstance(item, dict) or not str(item.get("aspect") or "").strip():
+        where = f"{field}.aspect" if isinstance(item, dict) else field
+        return where, "every rubric aspect needs a non-empty string 'aspect'", "bad-rubric-aspect"
+    if not isinstance(item["aspect"], str):
+        return f"{field}.aspect", "expected a string", "bad-rubric-aspect"
+    bad = [k for k in ("evidence", "reason") if k in item and not isinstance(item[k], str)]
+    if bad:
+        return f"{field}.{bad[0]}", "expected a string", "bad-rubric-aspect"
+    extra = {k: v for k, v in item.items() if k not in ("aspect", "evidence", "reason")}
+    return RubricAspect(
+        aspect=item["aspect"],
+        evidence=item.get("evidence", ""),
+        reason=item.get("reason", ""),
+        extra=extra,
+    )
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -433,22 +451,41 @@ def domain_from_path(path: Path) -> str:
 
 
 def resolve_files(source: str | os.PathLike[str]) -> list[Path]:
-    """The record files a local source names (one file, or every data file in a directory).
+    """The record files a local source names (one file, or the data files of a directory).
 
     Raises:
         DataSourceError: the path does not exist or a directory holds no data files.
     """
-    path = Path(source)
-    if str(source) == "sample":
-        path = SAMPLE_DIR
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in SUFFIXES and p.is_file())
-        if not files:
-            raise DataSourceError(f"{path}: no {', '.join(SUFFIXES)} files in this directory")
-        return files
-    raise DataSourceError(f"{source}: no such file or directory")
+    return scan_source(source)[0]
+
+
+def scan_source(source: str | os.PathLike[str]) -> tuple[list[Path], list[Issue]]:
+    """The files of a local source to read, and every path of a folder that is not read.
+
+    A single path that exists in any form (a FIFO, a device, a broken link) is returned as is:
+    reading it reports what it is. A folder is listed by :func:`prbench.jsonio.scan_folder`
+    (a file named after one of :data:`DOMAINS` is read, so that an unreadable one is an error).
+
+    Raises:
+        DataSourceError: the path does not exist, or a directory holds no data files.
+    """
+    path = SAMPLE_DIR if str(source) == "sample" else Path(source)
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        raise DataSourceError(f"{source}: no such file or directory") from None
+    except OSError as exc:
+        raise DataSourceError(f"{source}: cannot be read: {exc.strerror or exc}") from None
+    if not path.is_dir():
+        return [path], []
+    try:
+        files, skipped = scan_folder(path, DOMAINS)
+    except OSError as exc:
+        raise DataSourceError(f"{path}: cannot list the folder: {exc.strerror or exc}") from None
+    if not files:
+        listed = "".join(f"\n  {i}" for i in skipped)
+        raise DataSourceError(f"{path}: no {', '.join(SUFFIXES)} files in this directory{listed}")
+    return files, skipped
 
 
 def is_hub_id(source: str) -> bool:
@@ -456,7 +493,7 @@ def is_hub_id(source: str) -> bool:
     text = str(source)
     return (
         text.count("/") == 1
-        and not Path(text).exists()
+        and not os.path.lexists(text)
         and not text.startswith((".", "/", "~"))
         and not text.endswith(SUFFIXES)
     )
@@ -483,15 +520,17 @@ def validate(
     wanted = set(domains) if domains is not None else None
     if is_hub_id(str(source)):
         return _validate_rows(_hub_rows(str(source), revision, split, wanted))
-    files = resolve_files(source)
+    files, skipped = scan_source(source)
     if wanted is not None:
         files = [f for f in files if domain_from_path(f) in wanted]
         if not files:
             raise DataSourceError(f"{source}: no file for the domains {sorted(wanted)}")
-    return _validate_rows((f, domain_from_path(f)) for f in files)
+    return _validate_rows(((f, domain_from_path(f)) for f in files), skipped)
 
 
-def _validate_rows(parts: Iterable[tuple[Path | str, str | list[Row]]]) -> LoadReport:
+def _validate_rows(
+    parts: Iterable[tuple[Path | str, str | list[Row]]], skipped: Sequence[Issue] = ()
+) -> LoadReport:
     checker = RecordChecker()
     records: list[Record] = []
     rows = 0
@@ -517,7 +556,14 @@ def _validate_rows(parts: Iterable[tuple[Path | str, str | list[Row]]]) -> LoadR
             record = checker.record(item, domain)
             if record is not None:
                 records.append(record)
-    return LoadReport(records=records, issues=checker.issues, rows=rows, files=files)
+    return LoadReport(
+        records=records,
+        issues=checker.issues,
+        rows=rows,
+        files=files,
+        warnings=checker.warnings,
+        skipped=list(skipped),
+    )
 
 
 def _hub_rows(
@@ -560,6 +606,8 @@ def load_records(
 ) -> list[Record]:
     """Load and validate records; any issue stops the load.
 
+    Warnings and skipped folder paths do not stop it; they are logged, one line per kind.
+
     Raises:
         RecordValidationError: one or more problems, every one listed with file, line, id, field.
         DataSourceError: the source does not exist or cannot be reached.
@@ -571,6 +619,8 @@ def load_records(
         raise RecordValidationError(
             [Issue(", ".join(report.files), None, None, None, "no records", "empty-file")]
         )
+    for line in summarize(report.warnings) + [str(i) for i in report.skipped]:
+        log.warning("prbench data: %s", line)
     return report.records
 
 

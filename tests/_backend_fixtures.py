@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,7 +178,8 @@ def smollm2_gguf() -> Path | None:
 class ScriptedOpenAIServer:
     """A real HTTP server on 127.0.0.1 (port 0) answering ``POST /v1/chat/completions``.
 
-    What it does with a request depends on the last message's content:
+    What it does with a request depends on the last message's content (or on ``route(content)``
+    when ``route`` is set, so that a test can script a judge whose prompt holds a marker):
 
     * ``FAIL500 ...``: HTTP 500 the first time this exact content arrives, then an answer;
     * ``ALWAYS503 ...``: HTTP 503 every time;
@@ -187,8 +189,12 @@ class ScriptedOpenAIServer:
       behaved server, to check the client redacts it);
     * ``SLOW ...``: waits ``slow_seconds`` (or until the server stops) before answering;
     * ``NOCONTENT ...``: a 200 whose message content is null;
-    * anything else: after ``delay`` seconds, the answer
-      ``"reply to <content> (t=<temperature>, seed=<seed>)"`` plus ``reply_suffix``.
+    * ``NOTJSON ...``: a 200 whose body is not JSON;
+    * ``NOCHOICES ...``: a 200 with ``{"choices": []}``;
+    * ``GARBLED ...``: a 200 that is not JSON the first time, then an answer;
+    * ``MISSING404 ...``: HTTP 404 (an unknown model);
+    * anything else: after ``delay`` seconds, the answer ``answer(content)`` when ``answer`` is set,
+      else ``"reply to <content> (t=<temperature>, seed=<seed>)"`` plus ``reply_suffix``.
 
     Attributes:
         requests: every request received, as ``(path, headers, body)``.
@@ -201,6 +207,8 @@ class ScriptedOpenAIServer:
         self.delay = delay
         self.slow_seconds = slow_seconds
         self.reply_suffix = ""
+        self.route: Callable[[str], str] | None = None
+        self.answer: Callable[[str], str] | None = None
         self.requests: list[tuple[str, dict[str, str], dict]] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -244,11 +252,14 @@ class ScriptedOpenAIServer:
                 if body["messages"][-1]["content"].startswith(content_prefix)
             )
 
-    def respond(self, headers: dict[str, str], body: dict) -> tuple[int, dict[str, str], dict]:
-        content = body["messages"][-1]["content"]
+    def respond(
+        self, headers: dict[str, str], body: dict
+    ) -> tuple[int, dict[str, str], dict | bytes]:
+        text = body["messages"][-1]["content"]
         with self._lock:
-            first = content not in self._seen
-            self._seen.add(content)
+            first = text not in self._seen
+            self._seen.add(text)
+        content = self.route(text) if self.route is not None else text
         if content.startswith("FAIL500") and first:
             return 500, {}, {"error": {"message": "scripted failure"}}
         if content.startswith("ALWAYS503"):
@@ -260,12 +271,20 @@ class ScriptedOpenAIServer:
         if content.startswith("ECHO401"):
             auth = headers.get("Authorization", "")
             return 401, {}, {"error": {"message": f"invalid credentials: {auth}"}}
+        if content.startswith("MISSING404"):
+            return 404, {}, {"error": {"message": f"model {body.get('model')!r} not found"}}
+        if content.startswith("NOTJSON") or (content.startswith("GARBLED") and first):
+            return 200, {}, b"<html>502 Bad Gateway</html>"
+        if content.startswith("NOCHOICES"):
+            return 200, {}, {"id": "x", "object": "chat.completion", "choices": []}
         if content.startswith("SLOW"):
             self._stop.wait(self.slow_seconds)
         elif self.delay:
             self._stop.wait(self.delay)
         message: dict = {"role": "assistant", "content": None}
-        if not content.startswith("NOCONTENT"):
+        if self.answer is not None and not content.startswith("NOCONTENT"):
+            message["content"] = self.answer(text)
+        elif not content.startswith("NOCONTENT"):
             message["content"] = (
                 f"reply to {content} (t={body.get('temperature')}, seed={body.get('seed')})"
                 + self.reply_suffix
@@ -304,7 +323,7 @@ def _make_handler(server: ScriptedOpenAIServer) -> type:
             finally:
                 with server._lock:
                     server.in_flight -= 1
-            data = json.dumps(answer).encode()
+            data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -73,3 +73,44 @@ def tiny_bert(folder: Path, *, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     BertModel(config).eval().save_pretrained(folder)
     return folder
+
+
+def remote_code_model(folder: Path) -> tuple[Path, Path]:
+    """A copy of MiniLM whose config and tokenizer need code shipped in the folder.
+
+    ``config.json`` and ``tokenizer_config.json`` name an unknown model type and tokenizer class
+    through ``auto_map`` entries pointing at ``custom_code.py``, which writes a marker file when it
+    is imported (whether transformers runs it from the folder or from its modules cache). The
+    classes work, so a loader that does trust the code gets a usable model.
+
+    Returns:
+        ``(folder, marker)``: the model folder and the file that exists once the code has run.
+    """
+    import json
+
+    shutil.copytree(minilm_dir(), folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    for weights in minilm_dir().glob("*.safetensors"):  # 90 MB: link rather than copy
+        (folder / weights.name).symlink_to(weights)
+    marker = folder.parent / f"{folder.name}-code-ran"
+    (folder / "custom_code.py").write_text(
+        "from pathlib import Path\n"
+        "from transformers import BertConfig, BertModel, BertTokenizer\n"
+        f"Path({str(marker)!r}).write_text('imported')\n"
+        "class CustomConfig(BertConfig):\n"
+        "    model_type = 'prbench_remote_code_test'\n"
+        "class CustomModel(BertModel):\n"
+        "    config_class = CustomConfig\n"
+        "class CustomTokenizer(BertTokenizer):\n"
+        "    pass\n"
+    )
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "prbench_remote_code_test"
+    config["auto_map"] = {
+        "AutoConfig": "custom_code.CustomConfig", "AutoModel": "custom_code.CustomModel",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    tok_config = json.loads((folder / "tokenizer_config.json").read_text())
+    tok_config["tokenizer_class"] = "CustomTokenizer"
+    tok_config["auto_map"] = {"AutoTokenizer": ["custom_code.CustomTokenizer", None]}
+    (folder / "tokenizer_config.json").write_text(json.dumps(tok_config))
+    return folder, marker

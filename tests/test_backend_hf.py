@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 import pytest
 from _backend_fixtures import CHATML_TEMPLATE, build_tiny_chat_lm, smollm2_backend, smollm2_gguf
 
-from prbench.backends import BackendSpec, GenerationConfig, build_backend
+from prbench.backends import BackendSpec, GenerationConfig, GenerationFailure, build_backend
 from prbench.backends.hf_causal import HFCausalBackend, plan, split_gguf_path
 
 CHATS = [
@@ -188,10 +189,15 @@ def test_a_gguf_path_is_split_into_folder_and_file(tmp_path):
     assert split_gguf_path(str(tmp_path / "absent.gguf"), "") == (str(tmp_path / "absent.gguf"), "")
 
 
-def test_inputs_longer_than_the_context_are_refused(backend):
+def test_a_prompt_longer_than_the_context_fails_that_chat_only(backend, caplog):
     long_chat = [{"role": "user", "content": "word " * 2000}]
-    with pytest.raises(ValueError, match=r"chat 1: the prompt is \d+ tokens, more than"):
-        backend.generate([CHATS[0], long_chat], GREEDY)
+    with caplog.at_level(logging.WARNING, logger="prbench.backends.hf_causal"):
+        short, failed = backend.generate([CHATS[0], long_chat], GREEDY)
+    assert short == backend.generate([CHATS[0]], GREEDY)[0]
+    assert isinstance(failed, GenerationFailure) and failed.reason == "prompt-too-long"
+    assert re.match(r"chat 1: the prompt is \d+ tokens, more than the model's context "
+                    r"\(512 positions\)", failed.detail)
+    assert "recorded as invalid" in caplog.text
     with pytest.raises(ValueError, match="prompt\\+continuation"):
         backend.logprobs([CHATS[0]], ["word " * 2000])
 

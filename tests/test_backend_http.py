@@ -11,12 +11,16 @@ from pathlib import Path
 import pytest
 from _backend_fixtures import ScriptedOpenAIServer
 
-from prbench.backends import BackendSpec, GenerationConfig, build_backend
+from prbench.backends import (
+    BackendFatalError,
+    BackendSpec,
+    GenerationConfig,
+    GenerationFailure,
+    build_backend,
+)
 from prbench.backends.http import (
     BackendCapabilityError,
     BackendRequestError,
-    BackendResponseError,
-    BackendTimeoutError,
     OpenAIBackend,
 )
 
@@ -83,13 +87,17 @@ def test_retry_after_a_500(server, caplog):
     assert "HTTP 500" in caplog.text and "retry 1 of 5" in caplog.text
 
 
-def test_retries_exhausted_name_the_request_and_the_status(server):
+def test_retries_exhausted_fail_that_item_only(server, caplog):
     backend = make_backend(server, max_retries=2)
-    with pytest.raises(BackendRequestError) as info:
-        backend.generate([chat("fine"), chat("ALWAYS503 busy")], GREEDY)
-    message = str(info.value)
-    assert "request 1 " in message and "3 attempts" in message and "HTTP 503" in message
+    with caplog.at_level(logging.WARNING, logger="prbench.backends.http"):
+        fine, failed = backend.generate([chat("fine"), chat("ALWAYS503 busy")], GREEDY)
+    assert fine == "reply to fine (t=0.0, seed=0)"
+    assert isinstance(failed, GenerationFailure) and failed.reason == "http-503"
+    assert "request 1 " in failed.detail and "3 attempts" in failed.detail
+    assert "HTTP 503" in failed.detail and "overloaded" in failed.detail
+    assert "recorded as invalid" in caplog.text
     assert server.count("ALWAYS503") == 3
+    assert backend.failed == 1
 
 
 def test_backoff_grows_exponentially_and_honours_retry_after(server):
@@ -97,8 +105,8 @@ def test_backoff_grows_exponentially_and_honours_retry_after(server):
     backend.backoff_base = 1.0
     waits: list[float] = []
     backend._sleep = waits.append
-    with pytest.raises(BackendRequestError):
-        backend.generate([chat("ALWAYS503")], GREEDY)
+    (failed,) = backend.generate([chat("ALWAYS503")], GREEDY)
+    assert isinstance(failed, GenerationFailure)
     assert len(waits) == 3
     for attempt, wait in enumerate(waits):
         assert 0.5 * 2**attempt <= wait <= 2**attempt
@@ -107,12 +115,25 @@ def test_backoff_grows_exponentially_and_honours_retry_after(server):
     assert len(waits) == 1 and waits[0] >= 2.0
 
 
-def test_client_errors_are_not_retried(server):
+def test_client_errors_are_not_retried_and_fail_that_item(server):
     backend = make_backend(server)
-    with pytest.raises(BackendRequestError, match=r"HTTP 400.*max_tokens is too large"):
-        backend.generate([chat("BAD400")], GREEDY)
+    failed, fine = backend.generate([chat("BAD400"), chat("fine")], GREEDY)
+    assert isinstance(failed, GenerationFailure) and failed.reason == "http-400"
+    assert "after 1 attempt:" in failed.detail and "max_tokens is too large" in failed.detail
+    assert fine == "reply to fine (t=0.0, seed=0)"
     assert server.count("BAD400") == 1
     assert backend.retries == 0
+
+
+def test_unknown_model_stops_the_run_with_one_line_naming_server_and_fix(server):
+    backend = make_backend(server, max_retries=3)
+    with pytest.raises(BackendFatalError) as info:
+        backend.generate([chat("fine"), chat("MISSING404")], GREEDY)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"{server.base_url}/chat/completions answered HTTP 404" in message
+    assert "not found" in message and "check base_url" in message and "'tiny-judge'" in message
+    assert server.count("MISSING404") == 1  # not retried
 
 
 def test_concurrency_limit_holds():
@@ -150,7 +171,7 @@ def test_cache_hit_makes_no_request(server):
     assert again.cache is not None and again.cache.hits == 2
     root = Path(os.environ["PRBENCH_CACHE_DIR"], "responses")
     assert again.cache.root == root
-    assert len(list(root.glob("*/*.json"))) == 2
+    assert len(again.cache) == 2 and again.cache.path == root / "responses.sqlite"
     # any change to the request is a different key
     again.generate([chat("a")], GenerationConfig(max_new_tokens=32, seed=1))
     assert len(server.requests) == 3
@@ -166,38 +187,64 @@ def test_cache_can_be_disabled_or_moved(server, tmp_path):
     moved.generate([chat("a")], GREEDY)
     moved.generate([chat("a")], GREEDY)
     assert len(server.requests) == 3
-    assert len(list((tmp_path / "mine").glob("*/*.json"))) == 1
+    assert moved.cache is not None and moved.cache.path.parent == tmp_path / "mine"
+    assert len(moved.cache) == 1
 
 
-def test_timeout_becomes_a_clear_error(server):
+def test_a_timeout_on_every_attempt_fails_that_item(server):
     backend = make_backend(server, timeout=0.3, max_retries=1)
-    with pytest.raises(BackendTimeoutError) as info:
-        backend.generate([chat("SLOW answer")], GREEDY)
-    message = str(info.value)
-    assert "request 0" in message
-    assert "no complete response within 0.3 s" in message
-    assert "2 attempts" in message and "raise `timeout`" in message
-    assert isinstance(info.value, TimeoutError)
+    failed, fine = backend.generate([chat("SLOW answer"), chat("quick")], GREEDY)
+    assert isinstance(failed, GenerationFailure) and failed.reason == "timeout"
+    assert "request 0" in failed.detail
+    assert "no complete response within 0.3 s" in failed.detail
+    assert "2 attempts" in failed.detail and "raise `timeout`" in failed.detail
+    assert fine == "reply to quick (t=0.0, seed=0)"
     assert server.count("SLOW") == 2
 
 
-def test_unusable_answer_is_an_error_and_is_not_cached(server):
+@pytest.mark.parametrize(
+    ("kind", "problem"),
+    [
+        ("NOCONTENT", "content is NoneType"),
+        ("NOTJSON", "not JSON"),
+        ("NOCHOICES", "no choices"),
+    ],
+)
+def test_a_malformed_reply_is_retried_then_fails_that_item_and_is_not_cached(
+    server, kind, problem
+):
+    backend = make_backend(server, max_retries=2)
+    for run in range(2):
+        fine, failed = backend.generate([chat("fine"), chat(f"{kind} please")], GREEDY)
+        assert fine == "reply to fine (t=0.0, seed=0)"
+        assert isinstance(failed, GenerationFailure) and failed.reason == "bad-response"
+        assert "malformed reply" in failed.detail and problem in failed.detail
+        assert server.count(kind) == 3 * (run + 1)  # asked again: a failure is never cached
+    assert server.count("fine") == 1  # the good answer was cached
+    assert backend.retries == 4
+
+
+def test_a_malformed_reply_once_is_retried_like_a_5xx(server):
     backend = make_backend(server)
-    for _ in range(2):
-        with pytest.raises(BackendResponseError, match="content is NoneType"):
-            backend.generate([chat("NOCONTENT")], GREEDY)
-    assert server.count("NOCONTENT") == 2
+    assert backend.generate([chat("GARBLED once")], GREEDY) == [
+        "reply to GARBLED once (t=0.0, seed=0)"
+    ]
+    assert server.count("GARBLED") == 2 and backend.retries == 1
 
 
-def test_unreachable_server_is_retried_then_reported():
+def test_unreachable_server_is_retried_then_stops_the_run():
     with ScriptedOpenAIServer() as srv:
         url = srv.base_url
     backend = build_backend(
         BackendSpec(backend="openai", model="m", base_url=url, max_retries=1, cache_dir="")
     )
     backend.backoff_base = 0.01
-    with pytest.raises(BackendRequestError, match="2 attempts: connection failed"):
+    with pytest.raises(BackendRequestError) as info:
         backend.generate([chat("hello")], GREEDY)
+    message = str(info.value)
+    assert isinstance(info.value, BackendFatalError) and "\n" not in message
+    assert f"cannot reach the server at {url}: connection failed" in message
+    assert "all 2 attempts" in message and "start the server or fix `base_url`" in message
 
 
 def test_logprobs_is_not_offered(server):
@@ -249,9 +296,9 @@ def test_api_key_reaches_the_server_and_never_appears_elsewhere(
     assert "retry 1 of 5" in caplog.text
     captured = capsys.readouterr()
     texts += [caplog.text, captured.out, captured.err]
-    files = [p for p in cache.rglob("*") if p.is_file()]
-    assert len(files) == 2
-    texts += [p.read_text(encoding="utf-8") for p in files]
+    files = [p for p in cache.rglob("*") if p.is_file()]  # the database, its WAL and index
+    assert files and backend.cache is not None and len(backend.cache) == 2
+    texts += [p.read_bytes().decode("utf-8", "replace") for p in files]
     for text in texts:
         assert secret not in text
 
@@ -265,16 +312,30 @@ def test_no_key_means_no_authorization_header(server, monkeypatch):
         backend.generate([chat("ECHO401")], GREEDY)
 
 
-def test_a_corrupt_cache_entry_is_reported_not_used(server):
-    from prbench.backends.cache import CacheError
+def test_an_unreadable_cache_entry_is_asked_again_and_overwritten(server, caplog):
+    import sqlite3
 
     backend = make_backend(server)
     backend.generate([chat("a")], GREEDY)
     assert backend.cache is not None
-    (entry,) = backend.cache.root.glob("*/*.json")
-    entry.write_text('{"response": ', encoding="utf-8")
-    with pytest.raises(CacheError, match=f"{entry}.*not valid JSON"):
-        backend.generate([chat("a")], GREEDY)
-    entry.unlink()
-    assert backend.generate([chat("a")], GREEDY) == ["reply to a (t=0.0, seed=0)"]
+    with sqlite3.connect(backend.cache.path) as conn:
+        conn.execute("UPDATE responses SET response = '{\"choices\": '")
+    with caplog.at_level(logging.WARNING):
+        assert backend.generate([chat("a")], GREEDY) == ["reply to a (t=0.0, seed=0)"]
+    assert "unreadable" in caplog.text and str(backend.cache.path) in caplog.text
     assert len(server.requests) == 2
+    assert backend.generate([chat("a")], GREEDY) == ["reply to a (t=0.0, seed=0)"]
+    assert len(server.requests) == 2, "the fresh reply replaced the damaged entry"
+
+
+def test_a_corrupt_cache_file_names_itself(server, tmp_path):
+    from prbench.store import StoreError
+
+    folder = tmp_path / "responses"
+    folder.mkdir()
+    (folder / "responses.sqlite").write_bytes(b"not a database at all" * 200)
+    with pytest.raises(StoreError) as info:
+        make_backend(server, cache_dir=str(folder))
+    text = str(info.value)
+    assert str(folder / "responses.sqlite") in text
+    assert 'cache_dir=""' in text and "move the file aside" in text

@@ -371,3 +371,74 @@ def test_smollm2_builds_a_pair_end_to_end(tmp_path):
     else:  # only an empty or duplicated answer can drop a pair with these settings
         assert set(dropped[0]["reasons"]) <= {"empty-chosen", "empty-rejected", "identical"}
         assert dropped[0]["raw"]["chosen"] is not None
+
+
+class FlakyBackend(ScriptedBackend):
+    """The scripted generator, except that records named ``down-*`` fail in the backend."""
+
+    def __init__(self, *, down: bool = True) -> None:
+        super().__init__(scripted_generator)
+        self.down = down
+
+    def generate(self, chats, config):
+        from prbench.backends import GenerationFailure
+
+        out = super().generate(chats, config)
+        return [
+            GenerationFailure("http-503", "request 3 to the server failed after 6 attempts")
+            if self.down and rid_of(chat).startswith("down") else reply
+            for chat, reply in zip(chats, out, strict=True)
+        ]
+
+
+def test_a_backend_failure_is_not_written_and_is_retried_by_the_next_run(tmp_path):
+    path = write_jsonl(tmp_path / "src.jsonl", [source_row(i) for i in ("ok-1", "down-1", "ok-2")])
+    out = tmp_path / "o.jsonl"
+    gen, _ = generator(FlakyBackend())
+    report = build_pairs(path, out, gen, progress=False)
+    assert (report.n_kept, report.n_dropped, report.n_failed) == (2, 0, 1)
+    assert not report.complete
+    assert report.failures == [{
+        "id": "down-1",
+        "detail": "chosen: http-503: request 3 to the server failed after 6 attempts; "
+                  "rejected: http-503: request 3 to the server failed after 6 attempts",
+    }]
+    assert "1 record(s) could not be generated" in report.summary()
+    assert "run the same command again" in report.summary()
+    assert not (side_dir(out) / "dropped.jsonl").read_text("utf-8")
+    saved = json.loads((side_dir(out) / "report.json").read_text("utf-8"))
+    assert saved["n_failed"] == 1 and saved["failures"][0]["id"] == "down-1"
+    gen2, backend2 = generator(FlakyBackend(down=False))
+    report2 = build_pairs(path, out, gen2, progress=False)
+    assert report2.complete and report2.n_kept == 3 and report2.n_failed == 0
+    assert {rid_of(c) for c in backend2.chats} == {"down-1"}
+
+
+def test_a_judge_reply_that_could_not_be_generated_is_retried_not_dropped(tmp_path):
+    from prbench.backends import GenerationFailure
+    from prbench.judges.rubric import RubricJudge, RubricJudgeOptions
+
+    class DownJudge(ScriptedBackend):
+        def generate(self, chats, config):
+            return [GenerationFailure("timeout", "no reply") for _ in chats]
+
+    path = write_jsonl(tmp_path / "src.jsonl", [source_row("ok-1")])
+    judge = RubricJudge(RubricJudgeOptions(), backend=DownJudge(lambda chat: ""))
+    gen = RubricContrastGenerator(
+        RubricContrastOptions(profile_builder="all", judge_check=True),
+        backend=ScriptedBackend(scripted_generator), judge=judge,
+    )
+    report = build_pairs(path, tmp_path / "o.jsonl", gen, progress=False)
+    assert (report.n_kept, report.n_dropped, report.n_failed) == (0, 0, 1)
+    assert "rubric judge" in report.failures[0]["detail"]
+
+
+@pytest.mark.parametrize("env", ["1", "0"])
+def test_build_shows_a_progress_bar_unless_turned_off(source, tmp_path, monkeypatch, capsys, env):
+    monkeypatch.setenv("PRBENCH_PROGRESS", env)
+    build_pairs(source, tmp_path / "o.jsonl", generator()[0], batch_size=2)
+    err = capsys.readouterr().err
+    if env == "1":
+        assert "prbench build" in err and "/6 " in err and "pair/s" in err
+    else:
+        assert err == ""

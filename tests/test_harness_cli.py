@@ -90,7 +90,15 @@ def test_constant_scores_zero_with_all_ties(
     # the summary follows lm-eval's tables
     assert "prbench summary: scorer constant" in out
     assert "macro (domains)" in out and "95% CI" in out
-    assert "Art_and_Entertainment" in out and "[0.000, 0.000]" in out
+    assert "Art_and_Entertainment" in out and "[0.000, 0.000]*" in out
+    # a zero-width interval is explained; the bootstrap says it is stratified
+    assert "* zero-width interval: every pair behind it had the same outcome" in out
+    assert "percentile bootstrap stratified by domain" in out
+    assert "--limit" not in out
+    # lm-eval's tables show acc_macro once per table, on the group's row, not per domain
+    macro_rows = [line for line in out.splitlines() if "|acc_macro" in line]
+    assert len(macro_rows) == 2  # the group in the tasks table and in the groups table; was 5
+    assert group["acc_macro,none"] == 0 and "acc_macro,none" in results["results"][DOMAIN_TASKS[0]]
     # lm-eval's own ~14.7k tasks were not indexed
     import lm_eval.tasks
 
@@ -135,14 +143,18 @@ def test_limit_samples_and_cache(tmp_path: Path, capsys: pytest.CaptureFixture[s
         "--model_args", f"scorer=counting,log={log}", "--use_cache", str(tmp_path / "cache"),
         "--log_samples",
     ]
-    code, _, _ = run_eval([*argv, "--output_path", str(tmp_path / "first")], capsys)
+    code, out, _ = run_eval([*argv, "--output_path", str(tmp_path / "first")], capsys)
     assert code == 0
+    assert "--limit 2: only part of each task was evaluated" in out
     events = read_log(log)
     assert len(events) == 1 and events[0]["n"] == 12  # one batched call: 3 tasks x 2 pairs x 2
     first, manifest, path = results_and_manifest(tmp_path / "first")
     assert manifest["scorer"]["calls"] == 1 and manifest["limit"] == 2
     samples = sorted(path.parent.glob("samples_*.jsonl"))
     assert len(samples) == 3
+    assert [line for line in out.splitlines() if line.startswith("samples: ")] == [
+        f"samples: {s}" for s in samples
+    ]
     rows = [json.loads(line) for line in samples[0].read_text().splitlines()]
     assert len(rows) == 2 and rows[0]["doc"]["profile_builder"] == "none"
     assert {"acc", "tie", "margin"} <= set(rows[0])
@@ -167,7 +179,7 @@ def test_limit_samples_and_cache(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_any_data_in_the_schema_through_metadata(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "data"
     folder.mkdir()
@@ -185,6 +197,8 @@ def test_any_data_in_the_schema_through_metadata(
         capsys,
     )
     assert code == 0
+    # lm-eval's "--metadata can be passed" hint is not repeated when --metadata was given
+    assert not [r for r in caplog.records if "Custom kwargs can be passed" in r.getMessage()]
     results, manifest, _ = results_and_manifest(tmp_path / "out")
     assert results["n-samples"]["personalized_rewardbench_custom_noprofile"]["effective"] == 3
     domain_task = "personalized_rewardbench_sample_society_and_culture_noprofile"
@@ -317,3 +331,94 @@ def test_task_fixed_keys_in_metadata_are_rejected(capsys: pytest.CaptureFixture[
                  "scorer=length", "--metadata", '{"prbench_condition": "noprofile"}'])
     assert code == 1
     assert "--metadata sets prbench_condition" in capsys.readouterr().err
+
+
+def test_metadata_hint_is_shown_once_without_metadata(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    code, _, _ = run_eval(
+        ["eval", "--tasks", GROUP, "--model_args", "scorer=constant", "--limit", "1",
+         "--no-progress"],
+        capsys,
+    )
+    assert code == 0
+    hints = [r for r in caplog.records if "Custom kwargs can be passed" in r.getMessage()]
+    assert len(hints) == 1  # lm-eval logs it once per task: three here
+
+
+def test_argument_errors_are_one_line_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_eval(["eval", "--model_args", "scorer=length"], capsys)
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith(
+        "error: no --tasks given: name the tasks to run, e.g. --tasks "
+        "personalized_rewardbench_sample (prbench's groups: "
+    )
+    assert "personalized_rewardbench_sample_noprofile" in line
+    code, _, err = run_eval(
+        ["eval", "--tasks", GROUP, "--model_args", "scorer=length", "--log_samples"], capsys
+    )
+    assert code == 1
+    assert err.strip() == (
+        "error: --log_samples writes per-pair samples files and needs a folder for them: add "
+        "--output_path DIR (e.g. --output_path results)"
+    )
+    code, _, err = run_eval(["eval", "--tasks", GROUP, "--predict_only"], capsys)
+    assert code == 1 and err.strip().startswith("error: --predict_only writes per-pair samples")
+
+
+def test_user_errors_of_any_command_are_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``prbench`` turns data, option and id errors of every command into ``error:`` + exit 1."""
+    import prbench.commands.validate as validate
+    from prbench.cli import main
+    from prbench.options import OptionsError
+    from prbench.plugins import UnknownComponentError
+    from prbench.records import DataSourceError, RecordValidationError
+
+    for exc in (
+        DataSourceError("data.jsonl: no such file"),
+        RecordValidationError("data.jsonl:3: record 'r1': field 'chosen' is missing"),
+        OptionsError("scorer 'length': unknown option 'x'"),
+        UnknownComponentError("unknown scorer 'x'"),
+    ):
+        def boom(args: Any, exc: Exception = exc) -> int:
+            raise exc
+
+        monkeypatch.setattr(validate, "run", boom)
+        assert main(["validate", "sample"]) == 1
+        assert capsys.readouterr().err == f"error: {exc}\n"
+
+    def bug(args: Any) -> int:
+        raise RuntimeError("a real bug keeps its traceback")
+
+    monkeypatch.setattr(validate, "run", bug)
+    with pytest.raises(RuntimeError):
+        main(["validate", "sample"])
+
+
+def test_no_progress_turns_bars_off_for_the_command_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    import prbench.commands.validate as validate
+    from prbench.cli import main
+    from prbench.progress import progress_enabled
+
+    monkeypatch.setenv("PRBENCH_PROGRESS", "1")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    seen: dict[str, Any] = {}
+
+    def record(args: Any) -> int:
+        seen["enabled"] = progress_enabled()
+        seen["tqdm"] = os.environ.get("TQDM_DISABLE")
+        return 0
+
+    monkeypatch.setattr(validate, "run", record)
+    assert main(["validate", "sample"]) == 0
+    assert seen == {"enabled": True, "tqdm": None}  # PRBENCH_PROGRESS=1 forces bars on
+    assert main(["validate", "--no-progress", "sample"]) == 0
+    assert seen == {"enabled": False, "tqdm": "1"}  # prbench's and the libraries' bars off
+    assert os.environ["PRBENCH_PROGRESS"] == "1" and "TQDM_DISABLE" not in os.environ

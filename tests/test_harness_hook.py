@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import sysconfig
@@ -190,4 +191,9 @@ def test_plain_lm_eval_runs_the_task(tmp_path: Path) -> None:
     cells = [[c.strip() for c in line.split("|")] for line in table if line.startswith("|")]
     values = {row[5]: float(row[7]) for row in cells[:5]}
     assert values["acc"] == 0.0 and values["tie"] == 1.0 and values["acc_macro"] == 0.0
-    assert list((tmp_path / "out").rglob("results_*.json"))
+    [results] = (tmp_path / "out").rglob("results_*.json")
+    # plain lm_eval writes prbench's manifest next to the results, as `prbench eval` does
+    [manifest_file] = results.parent.glob("prbench_manifest_*.json")
+    manifest = json.loads(manifest_file.read_text())
+    assert manifest["command"][0] == "lm_eval" and manifest["summary"]["sections"]
+    assert "prbench manifest:" in out

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from prbench.harness import tasks
-from prbench.harness.lm import PRBenchLM, parse_batch_size, resolve_device
+from prbench.harness.lm import PRBenchLM, lm_device, parse_batch_size
 from prbench.options import OptionsError
 from prbench.plugins import UnknownComponentError, get_registry
 from tests._harness_fixtures import read_log, write_plugin
@@ -51,8 +51,8 @@ def test_batch_size_and_device_parsing() -> None:
         parse_batch_size("lots")
     with pytest.raises(OptionsError, match="batch_size"):
         parse_batch_size("0")
-    assert resolve_device("cpu") == "cpu"
-    assert resolve_device(None) is None
+    assert lm_device("cpu") == "cpu"
+    assert lm_device(None) is None
 
 
 def test_unknown_scorer_and_option_are_errors() -> None:
@@ -81,10 +81,20 @@ def test_lm_eval_arguments_map_to_scorer_options(plugin: Path) -> None:
     assert lm.options.unit == "words"
 
 
+def test_model_args_win_over_lm_eval_defaults(plugin: Path) -> None:
+    # lm-eval passes its --device default (cuda:0) and --batch_size beside --model_args
+    lm = PRBenchLM.create_from_arg_string(
+        "scorer=counting,device=cpu,batch_size=3", {"device": "cuda:0", "batch_size": 8}
+    )
+    assert lm.options.device == "cpu" and lm.options.batch_size == 3
+    lm = PRBenchLM.create_from_arg_obj({"scorer": "counting"}, {"batch_size": 5, "device": None})
+    assert lm.options.batch_size == 5
+
+
 def test_pretrained_reaches_a_scorer_that_has_it() -> None:
     lm = PRBenchLM(scorer="embedding-similarity", pretrained="/models/mine", device="cpu")
     assert lm.options.pretrained == "/models/mine"
-    assert lm._scorer is None  # nothing is loaded until something is scored
+    assert lm._runtime is None  # nothing is loaded until something is scored
 
 
 def test_one_batched_call_in_request_order(plugin: Path, tmp_path: Path) -> None:
@@ -167,3 +177,136 @@ def test_other_tasks_are_refused() -> None:
     with pytest.raises(NotImplementedError, match="perplexity"):
         lm.loglikelihood_rolling([inst])
     assert lm.loglikelihood([]) == []
+
+
+# -- the runtime behind the adapter ---------------------------------------------------------------
+
+RUNTIME_PLUGIN = '''
+import dataclasses
+import json
+from prbench import hookimpl
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    log: str = ""
+    progress: bool = True
+
+
+class Remembering:
+    def __init__(self, options):
+        self.options = options
+
+    def _log(self, **event):
+        with open(self.options.log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event) + "\\n")
+
+    def score(self, requests):
+        self._log(kind="score", n=len(requests))
+        return [float(len(r.response)) for r in requests]
+
+    def fingerprint(self):
+        return "remembering-v1"
+
+    def describe(self):
+        return {"model": "remembering", "progress": self.options.progress}
+
+    def close(self):
+        self._log(kind="close")
+
+
+@hookimpl
+def register_scorers(register):
+    register("remembering", Remembering, options=Options, description="test: cached, closable")
+'''
+
+
+@pytest.fixture
+def runtime_plugin(tmp_path: Path) -> Path:
+    path = tmp_path / "runtime_test_plugin.py"
+    path.write_text(RUNTIME_PLUGIN, encoding="utf-8")
+    get_registry([path])
+    return path
+
+
+def test_runtime_options_cache_and_describe(runtime_plugin: Path, tmp_path: Path) -> None:
+    log, db = tmp_path / "calls.jsonl", tmp_path / "scores.sqlite"
+    requests = _instances(TASK, limit=4)
+    lm = PRBenchLM(scorer="remembering", log=str(log), cache_path=str(db), chunk_size="5",
+                   progress="false")
+    assert lm.runtime_options.chunk_size == 5 and lm.options.progress is False
+    first = lm.loglikelihood(requests)
+    # 8 answers, two per (question, profile): chunks of at most 5 never split a pair
+    assert [e["n"] for e in read_log(log)] == [4, 4]
+    info = lm.describe()["scorer"]["runtime"]
+    assert info["fingerprint"] == "remembering-v1" and info["runtime"]["chunk_size"] == 5
+    assert info["runtime"]["cache_path"] == str(db) and info["stats"]["computed"] == 8
+    assert info["scorer"] == {"model": "remembering", "progress": False}
+    lm.close()
+    assert read_log(log)[-1] == {"kind": "close"}
+    lm.close()
+    assert [e["kind"] for e in read_log(log)].count("close") == 1
+    again = PRBenchLM(scorer="remembering", log=str(log), cache_path=str(db), progress="false")
+    assert again.loglikelihood(requests) == first
+    assert again.describe()["scorer"]["runtime"]["stats"]["cache_hits"] == 8
+    assert [e["kind"] for e in read_log(log)].count("score") == 2, "nothing recomputed"
+    off = PRBenchLM(scorer="remembering", log=str(log), cache="false", progress="false")
+    off.loglikelihood(requests)
+    assert off.describe()["scorer"]["runtime"]["runtime"]["cache"] is False
+    with pytest.raises(OptionsError, match=r"unknown option 'chunksize'.*'chunk_size'"):
+        PRBenchLM(scorer="remembering", chunksize=3)
+
+
+def test_scorer_closed_at_exit_of_plain_lm_eval_use(runtime_plugin: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests._harness_fixtures import subprocess_env
+
+    log = tmp_path / "calls.jsonl"
+    script = (
+        "from prbench.plugins import get_registry\n"
+        f"get_registry([{str(runtime_plugin)!r}])\n"
+        "from prbench.harness.lm import PRBenchLM\n"
+        f"lm = PRBenchLM(scorer='remembering', log={str(log)!r}, cache='false', progress='0')\n"
+        "lm.runtime\n"
+        "print('done')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], env=subprocess_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert read_log(log) == [{"kind": "close"}]
+
+
+def test_lm_eval_default_device_is_silent(caplog: pytest.LogCaptureFixture,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from prbench import devices
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(devices, "_warned", set())
+    monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--model", "prbench"])
+    with caplog.at_level("DEBUG"):
+        assert lm_device("cuda:0") == "cpu"  # lm-eval's default: nobody asked for CUDA
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--device", "cuda:0"])
+    caplog.clear()
+    for _ in range(3):
+        assert lm_device("cuda:0") == "cpu"
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "CUDA is not available" in warned[0].getMessage()
+
+
+def test_runtime_describe_lands_in_the_manifest(runtime_plugin: Path, tmp_path: Path) -> None:
+    from prbench.harness.manifest import build_manifest
+
+    lm = PRBenchLM(scorer="remembering", log=str(tmp_path / "calls.jsonl"),
+                   cache_path=str(tmp_path / "s.sqlite"), progress="false")
+    lm.loglikelihood(_instances(TASK, limit=2))
+    results = {"config": {"model": "prbench", **lm.get_model_info()}}
+    doc = build_manifest(results, argv=["prbench", "eval"], results_path=None, summary=None)
+    runtime = doc["scorer"]["runtime"]
+    assert runtime["fingerprint"] == "remembering-v1"
+    assert runtime["scorer"]["model"] == "remembering" and runtime["stats"]["computed"] == 4
+    assert runtime["runtime"]["cache_path"] == str(tmp_path / "s.sqlite")

@@ -57,3 +57,28 @@ def test_group_rows_are_labelled_by_domain() -> None:
     assert list(section.summary.domains) == ["Art_and_Entertainment", "Society_and_Culture"]
     assert section.summary.micro.value == 11 / 20
     assert section.summary.macro.value == 0.5
+
+
+def test_limit_zero_width_and_stratified_bootstrap_are_stated() -> None:
+    results = _results(
+        {
+            "g_art": ("Art_and_Entertainment", "noprofile", 1.0, 4),  # all right: zero width
+            "g_soc": ("Society_and_Culture", "noprofile", 0.5, 6),
+        },
+        groups={"g": ["g_art", "g_soc"]},
+    )
+    (section,) = summarize(results, resamples=200, length_baseline=False)
+    text = format_sections([section], limit=4.0)
+    lines = text.splitlines()
+    assert "  --limit 4: only part of each task was evaluated; these are not benchmark results" in (
+        lines
+    )
+    art = next(line for line in lines if line.lstrip().startswith("Art_and_Entertainment"))
+    soc = next(line for line in lines if line.lstrip().startswith("Society_and_Culture"))
+    assert "[1.000, 1.000]*" in art and "*" not in soc
+    assert "percentile bootstrap stratified by domain" in text
+    assert lines[-1].startswith("* zero-width interval: every pair behind it had the same outcome")
+    # a fractional --limit is a share of each task; no zero-width note when there is none
+    other = _results({"t": ("Art_and_Entertainment", "noprofile", 0.5, 4)})
+    text = format_sections(summarize(other, resamples=200, length_baseline=False), limit=0.25)
+    assert "--limit 25% of the pairs" in text and "zero-width" not in text

@@ -27,12 +27,19 @@ def models(tmp_path_factory):
         "llama-bothbos": ("llama", True, True),
         "qwen2-tplbos": ("qwen2", False, True),
     }
-    return {
+    built = {
         name: build_tiny_model(
             root / name, arch=arch, tokenizer_adds_bos=tok, template_adds_bos=tpl, seed=i
         )
         for i, (name, (arch, tok, tpl)) in enumerate(specs.items())
     }
+    # Two labels, and BOS from both the tokenizer and the template: the three places where the
+    # released script's numbers differ from prbench's default format.
+    built["llama-bothbos-2labels"] = build_tiny_model(
+        root / "llama-bothbos-2labels", arch="llama", tokenizer_adds_bos=True,
+        template_adds_bos=True, num_labels=2, seed=7,
+    )
+    return built
 
 
 def make_requests(n_questions=8, answers=2, seed=0, profile_words=(0, 30), answer_words=(3, 40)):
@@ -54,7 +61,7 @@ def make_requests(n_questions=8, answers=2, seed=0, profile_words=(0, 30), answe
 def build(path, **options):
     from prbench.plugins import get_registry
 
-    opts = {"pretrained": str(path), "progress": False, "cache": False, **options}
+    opts = {"pretrained": str(path), **options}
     return get_registry().build("scorer", "hf-classifier", opts)
 
 
@@ -67,21 +74,19 @@ def max_diff(a, b):
 
 
 @pytest.mark.parametrize("name", ["llama-tokbos", "qwen2-nobos"])
-def test_scores_do_not_depend_on_batch_size_or_padding_side(models, name):
+def test_scores_do_not_depend_on_batch_size(models, name):
     requests = make_requests(n_questions=10, seed=1)
     ref_scorer = build(models[name], max_batch_size=1, prefix_sharing="off")
     ref = ref_scorer.score(requests)
     assert len(set(ref)) == len(ref), "distinct answers get distinct scores"
     for batch_size in (3, 16):
-        for side in ("right", "left"):
-            scorer = build(
-                models[name], max_batch_size=batch_size, padding_side=side,
-                prefix_sharing="off", batch_tokens=100_000,
-            )
-            out = scorer.score(requests)
-            assert max_diff(out, ref) <= TOL, (batch_size, side)
-            stats = scorer.stats
-            assert stats["padded_tokens"] > stats["real_tokens"], "batches were padded"
+        scorer = build(
+            models[name], max_batch_size=batch_size, prefix_sharing="off", batch_tokens=100_000,
+        )
+        out = scorer.score(requests)
+        assert max_diff(out, ref) <= TOL, batch_size
+        stats = scorer.stats
+        assert stats["padded_tokens"] > stats["real_tokens"], "batches were padded"
     for batch_size in (1, 3, 16):  # the default path: prefix sharing where verified
         scorer = build(models[name], max_batch_size=batch_size, prefix_min_tokens=4)
         assert max_diff(scorer.score(requests), ref) <= TOL, batch_size
@@ -123,6 +128,31 @@ def test_prefix_sharing_gives_the_plain_scores(models, name, position):
     auto = build(models[name], profile_position=position, prefix_min_tokens=4)
     assert max_diff(auto.score(requests), plain) <= TOL
     assert auto.describe()["resolved"]["prefix_sharing"].startswith("verified")
+
+
+def test_resumed_scores_equal_uninterrupted_ones_bit_for_bit(models):
+    """A run cut after some groups and resumed by a fresh scorer stores exactly the same scores.
+
+    The resumed run verifies prefix sharing on a different group than the uninterrupted run did
+    (its smallest missing one); that check must not change what is stored for that group.
+    """
+    requests = make_requests(n_questions=9, answers=2, seed=21)
+    # Two groups per batch: 9 groups give four full batches and the smallest group alone last,
+    # so both runs batch every other group identically.
+    opts = {"max_batch_size": 2, "batch_tokens": 1_000_000, "prefix_min_tokens": 4}
+    whole = build(models["llama-tokbos"], **opts)
+    uninterrupted = whole.score(requests)
+    assert whole.stats["shared_groups"] == 9
+    size: dict[str, int] = {}
+    for req, ids in zip(requests, whole.encode(requests), strict=True):
+        size[req.record_id] = size.get(req.record_id, 0) + len(ids)
+    smallest = min(size, key=size.__getitem__)  # what the first run verified and stored first
+    first = [i for i, r in enumerate(requests) if r.record_id == smallest]
+    rest = [i for i, r in enumerate(requests) if r.record_id != smallest]
+    done = build(models["llama-tokbos"], **opts).score([requests[i] for i in first])
+    resumed = build(models["llama-tokbos"], **opts).score([requests[i] for i in rest])
+    by_index = dict(zip(first + rest, done + resumed, strict=True))
+    assert [by_index[i] for i in range(len(requests))] == uninterrupted  # exact, not approximate
 
 
 def test_reduced_precision_and_eager_attention(models):
@@ -178,20 +208,126 @@ def test_bos_option_forces_or_disables(models):
     assert always.encode(make_requests(1, 1, seed=7))[0][0] == always.tokenizer.bos_token_id
 
 
+def released_ids(tok, question, response, chat_template=None, max_length=8192):
+    """The released pointwise script's input: the chat as text, then the tokenizer's defaults."""
+    messages = [{"role": "user", "content": question}, {"role": "assistant", "content": response}]
+    text = tok.apply_chat_template(messages, tokenize=False, chat_template=chat_template)
+    return tok(text, truncation=True, max_length=max_length)["input_ids"]
+
+
+def released_reference(path, requests, chat_template=None):
+    """Scores computed the released way, one input at a time, by the model's own forward."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    out = []
+    with torch.inference_mode():
+        for r in requests:
+            ids = released_ids(tok, r.question, r.response, chat_template)
+            logits = model(input_ids=torch.as_tensor([ids])).logits[0]
+            out.append(
+                logits[0].item() if logits.numel() == 1 else torch.softmax(logits, -1)[-1].item()
+            )
+    return out
+
+
 def test_question_only_input_is_the_released_input(models):
     from transformers import AutoTokenizer
 
-    path = models["qwen2-tplbos"]  # the template writes the BOS, as with Llama-3 templates
+    path = models["llama-bothbos"]  # the tokenizer adds a BOS and the template writes one
     tok = AutoTokenizer.from_pretrained(path)
     req = make_requests(1, 1, seed=8, profile_words=(0, 0))[0]
-    released = tok.apply_chat_template(
-        [{"role": "user", "content": req.question}, {"role": "assistant", "content": req.response}],
-        tokenize=True,
+    released = released_ids(tok, req.question, req.response)
+    assert released[:2] == [tok.bos_token_id] * 2  # the released input starts with two BOS
+    assert build(path, input_format="released").encode([req])[0] == released
+    for position in ("none", "system", "user"):  # prbench's format: the same, with one BOS
+        assert build(path, profile_position=position).encode([req])[0] == released[1:]
+
+
+def sample_requests():
+    """The bundled sample's pairs as question-only requests (chosen, rejected per record)."""
+    from prbench.records import load_records
+
+    records = load_records("sample")
+    return [
+        ScoreRequest(record_id=r.id, question=r.question, response=answer)
+        for r in records
+        for answer in (r.chosen, r.rejected)
+    ]
+
+
+def accuracy(scores):
+    return sum(c > r for c, r in zip(scores[::2], scores[1::2], strict=True)) / (len(scores) // 2)
+
+
+@pytest.mark.parametrize("name", ["llama-bothbos-2labels", "llama-tokbos"])
+def test_released_format_reproduces_the_released_script(models, name):
+    requests = sample_requests()
+    reference = released_reference(models[name], requests)
+    scorer = build(models[name], input_format="released", batch_tokens=4096)
+    released = scorer.score(requests)
+    delta = max_diff(released, reference)
+    print(f"{name}: {len(requests) // 2} pairs, released vs input_format=released "
+          f"max|d|={delta:.2e}, accuracy {accuracy(reference):.4f} / {accuracy(released):.4f}")
+    assert delta <= TOL
+    assert accuracy(released) == accuracy(reference)
+    assert scorer.describe()["resolved"]["pooling"] == "the model's own forward"
+    assert scorer.describe()["resolved"]["prefix_sharing"] == "off (input_format=released)"
+    default = build(models[name]).score(requests)
+    print(f"{name}: input_format=prbench max|d|={max_diff(default, reference):.2e}, "
+          f"accuracy {accuracy(default):.4f}")
+    if name == "llama-bothbos-2labels":  # prbench: one BOS and the raw logit of label 0
+        assert max_diff(default, reference) > 1e-3
+        assert all(0.0 < s < 1.0 for s in released)  # softmax[-1], not a logit
+    else:  # one BOS, one label, no trailing pad: both formats give the released numbers
+        assert max_diff(default, reference) <= TOL
+
+
+def test_released_pooling_skips_a_trailing_pad_token(models):
+    path = models["llama-tokbos"]
+    ends_in_pad = (
+        "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}<pad>"
     )
-    if hasattr(released, "keys"):  # a BatchEncoding in recent transformers
-        released = released["input_ids"]
-    for position in ("none", "system", "user"):
-        assert build(path, profile_position=position).encode([req])[0] == list(released)
+    requests = make_requests(n_questions=3, seed=13, profile_words=(0, 0))
+    reference = released_reference(path, requests, ends_in_pad)
+    released = build(path, input_format="released", chat_template=ends_in_pad)
+    assert max_diff(released.score(requests), reference) <= TOL
+    assert released.stats["padded_tokens"] > released.stats["real_tokens"], "right-padded batch"
+    ids = released.encode(requests)
+    assert all(seq[-1] == released.tokenizer.pad_token_id for seq in ids)
+    plain = build(path, input_format="released")  # the same text without the final <pad> ...
+    assert max_diff(plain.score(requests), reference) <= TOL  # ... is read at the same token
+    ours = build(path, chat_template=ends_in_pad).score(requests)  # prbench reads the last token
+    assert max_diff(ours, reference) > 1e-3
+
+
+def test_released_truncation_keeps_the_first_tokens(models):
+    from transformers import AutoTokenizer
+
+    path = models["llama-bothbos"]
+    tok = AutoTokenizer.from_pretrained(path)
+    req = make_requests(1, 1, seed=14, profile_words=(0, 0), answer_words=(80, 80))[0]
+    full = released_ids(tok, req.question, req.response)
+    scorer = build(path, input_format="released", max_length=len(full) // 2)
+    assert scorer.encode([req])[0] == full[: len(full) // 2]  # the end of the answer is cut
+    assert scorer.stats["truncated_end"] == 1
+    assert len(scorer.score([req])) == 1
+
+
+def test_released_format_shows_no_profile(models):
+    path = models["llama-tokbos"]
+    req = make_requests(1, 1, seed=15, profile_words=(20, 20))[0]
+    with pytest.raises(ValueError, match=r"record 'r0'.*_noprofile task.*profile_position=none"):
+        build(path, input_format="released").encode([req])
+    dropped = build(path, input_format="released", profile_position="none")
+    empty = ScoreRequest(record_id=req.record_id, question=req.question, response=req.response)
+    assert dropped.encode([req]) == build(path, input_format="released").encode([empty])
+    for clash in ({"bos": "never"}, {"label_index": 1}, {"prefix_sharing": "on"}):
+        with pytest.raises(ValueError, match="input_format=released cannot be combined"):
+            build(path, input_format="released", **clash)
+    assert build(path).fingerprint() != build(path, input_format="released").fingerprint()
 
 
 def test_profile_positions(models):
@@ -208,7 +344,8 @@ def test_profile_positions(models):
     empty = ScoreRequest(record_id=req.record_id, question=req.question, response=req.response)
     assert scorer_none.encode([req]) == scorer_user.encode([empty])
     assert scorer_sys.describe()["options"]["profile_position"] == "system"
-    assert len({scorer_user.fingerprint, scorer_sys.fingerprint, scorer_none.fingerprint}) == 3
+    prints = {s.fingerprint() for s in (scorer_user, scorer_sys, scorer_none)}
+    assert len(prints) == 3
 
 
 # -- truncation -----------------------------------------------------------------------------------
@@ -259,15 +396,15 @@ def test_truncation_then_cuts_the_question_and_never_the_answer(models):
 
 def test_fingerprint_tracks_what_changes_scores(models):
     path = models["llama-tokbos"]
-    base = build(path).fingerprint
-    assert build(path).fingerprint == base
-    for same in ({"batch_tokens": 123}, {"max_batch_size": 2}, {"padding_side": "left"},
-                 {"prefix_sharing": "off"}, {"device": "cpu"}, {"progress": True}):
-        assert build(path, **same).fingerprint == base, same
+    base = build(path).fingerprint()
+    assert build(path).fingerprint() == base
+    for same in ({"batch_tokens": 123}, {"max_batch_size": 2},
+                 {"prefix_sharing": "off"}, {"device": "cpu"}):
+        assert build(path, **same).fingerprint() == base, same
     for other in ({"dtype": "bfloat16"}, {"max_length": 100}, {"profile_position": "system"},
                   {"label_index": 0, "user_format": "{profile}\n{question}"},
                   {"chat_template": "{% for m in messages %}{{ m['content'] }}\n{% endfor %}"}):
-        assert build(path, **other).fingerprint != base, other
+        assert build(path, **other).fingerprint() != base, other
 
 
 def test_chat_template_override_from_file(models, tmp_path):
@@ -281,11 +418,14 @@ def test_chat_template_override_from_file(models, tmp_path):
         build(models["qwen2-nobos"], chat_template="no-such-file.jinja")
 
 
-def test_cuda_request_falls_back_to_cpu(models, caplog):
+def test_cuda_request_falls_back_to_cpu(models, caplog, monkeypatch):
     import torch
+
+    import prbench.devices
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
+    monkeypatch.setattr(prbench.devices, "_warned", set())  # warned once per process
     with caplog.at_level(logging.WARNING):
         scorer = build(models["qwen2-nobos"], device="cuda:0")
     assert str(scorer.device) == "cpu"

@@ -230,3 +230,19 @@ def test_strip_reasoning_keeps_text_after_the_last_block():
     assert strip_reasoning("plain") == "plain"
     failure = parse_pairwise("<think>" + "long " * 100)
     assert isinstance(failure, ParseFailure) and len(failure.excerpt) <= 200
+
+
+def test_a_reply_the_backend_could_not_produce_fails_every_parser():
+    from prbench.backends import GenerationFailure
+
+    missing = GenerationFailure("http-503", "request 0 failed after 6 attempts: HTTP 503")
+    results = [
+        parse_pairwise(missing),
+        parse_rating(missing),
+        parse_aspect_scores(missing, 2),
+        parse_plan(missing, 5),
+        clean_answer(missing),
+    ]
+    for result in results:
+        assert isinstance(result, ParseFailure) and result.reason == "generation-failed"
+        assert result.detail == "http-503: request 0 failed after 6 attempts: HTTP 503"

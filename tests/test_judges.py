@@ -302,3 +302,214 @@ def test_real_hf_backend_gibberish_is_counted_never_a_verdict(tmp_path):
         read = [o for o in detail["orders"] if o["verdict"] is not None]
         assert math.isnan(p) == (not read)
     assert stats["backend"].startswith("hf:")
+
+
+# -- replies that cannot be used: invalid items, never verdicts, never a crashed run ---------------
+
+BAD_KINDS = {
+    "r-503": "ALWAYS503",
+    "r-timeout": "SLOW",
+    "r-notjson": "NOTJSON",
+    "r-nochoices": "NOCHOICES",
+    "r-null": "NOCONTENT",
+}
+
+
+def _marked(rid: str) -> str:
+    return f"What should I cook? [{rid}]"
+
+
+def _route(content: str) -> str:
+    """Send a prompt to the server's scripted failure named by the record id it mentions."""
+    for rid, kind in BAD_KINDS.items():
+        if f"[{rid}]" in content:
+            return f"{kind} {rid}"
+    return content
+
+
+def _http_judge(server, cache_dir: str, **options) -> LLMPairwiseJudge:
+    server.route = _route
+    server.answer = lambda content: prefers("STOVE")([{"role": "user", "content": content}])
+    j = get_registry().build(
+        "scorer", "llm-judge",
+        {"backend": "openai", "model": "judge", "base_url": server.base_url, "max_retries": "1",
+         "timeout": "0.5", "cache_dir": cache_dir, **options},
+    )
+    j.backend.backoff_base = 0.01
+    return j
+
+
+def test_bad_http_replies_are_invalid_items_with_reasons_and_the_run_finishes(tmp_path):
+    from _backend_fixtures import ScriptedOpenAIServer
+
+    pairs = [PairRequest(record_id=rid, question=_marked(rid), first="use the STOVE",
+                         second="bake it", profile=ProfileView(text="no oven"))
+             for rid in ["r-ok", *BAD_KINDS]]
+    pairs.append(PairRequest(record_id="r-ok2", question=_marked("r-ok2"), first="bake it",
+                             second="use the STOVE", profile=ProfileView(text="no oven")))
+    with ScriptedOpenAIServer(slow_seconds=2.0) as server:
+        j = _http_judge(server, str(tmp_path / "responses"))
+        out = j.compare(pairs)
+        assert out[0] == 1.0 and out[-1] == 0.0
+        assert all(math.isnan(p) for p in out[1:-1])
+        stats = j.stats()
+        assert stats["n_pairs"] == 7 and stats["n_pairs_unjudged"] == 5
+        assert stats["n_generation_failures"] == 10 and stats["n_parse_failures"] == 0
+        assert stats["generation_failure_reasons"] == {
+            "bad-response": 6, "http-503": 2, "timeout": 2
+        }
+        by_item: dict[str, set[str]] = {}
+        for failure in stats["failures"]:
+            assert failure["stage"] == "generation" and failure["shown_first"] in (
+                "first", "second")
+            by_item.setdefault(failure["item"], set()).add(failure["reason"])
+        assert by_item == {"r-503": {"http-503"}, "r-timeout": {"timeout"},
+                           "r-notjson": {"bad-response"}, "r-nochoices": {"bad-response"},
+                           "r-null": {"bad-response"}}
+        detail = next(f["detail"] for f in stats["failures"] if f["item"] == "r-null")
+        assert "content is NoneType" in detail and "2 attempts" in detail
+        described = j.describe()
+        assert described["component"] == "llm-judge"
+        assert described["stats"]["failures"] == stats["failures"]
+        assert described["options"]["base_url"] == server.base_url
+        # nothing unusable was cached: a new run asks only for the failed items again
+        sent = len(server.requests)
+        again = _http_judge(server, str(tmp_path / "responses"))
+        out2 = again.compare(pairs)
+        assert out2[0] == 1.0 and out2[-1] == 0.0 and all(math.isnan(p) for p in out2[1:-1])
+        assert len(server.requests) - sent == 10 * 2  # 10 failed chats, 2 attempts each
+
+
+def test_a_fatal_backend_error_stops_the_judge_with_one_line():
+    from _backend_fixtures import ScriptedOpenAIServer
+
+    from prbench.backends import BackendFatalError
+
+    with ScriptedOpenAIServer() as server:
+        j = _http_judge(server, "")
+        server.route = lambda content: "MISSING404"
+        with pytest.raises(BackendFatalError) as info:
+            j.compare([pair("r1", "use the STOVE", "bake it")])
+    assert "answered HTTP 404" in str(info.value) and "\n" not in str(info.value)
+
+
+class _FailingBackend(ScriptedBackend):
+    """A scripted backend whose reply is a generation failure where ``respond`` says ``FAIL``."""
+
+    def generate(self, chats, config):
+        from prbench.backends import GenerationFailure
+
+        return [
+            GenerationFailure("http-503", "request to the server failed after 6 attempts")
+            if r == "FAIL" else r
+            for r in super().generate(chats, config)
+        ]
+
+
+def test_callers_that_need_every_reply_get_a_clear_error_not_a_failure_object():
+    from prbench.backends import BackendFatalError, GenerationFailedError
+
+    backend = _FailingBackend(lambda chat: "FAIL" if user_text(chat) == "b" else "fine")
+    chats = [[{"role": "user", "content": t}] for t in ("a", "b")]
+    config = LLMJudgeOptions().generation_config()
+    with pytest.raises(GenerationFailedError) as info:
+        generate_in_batches(backend, chats, config, 8)
+    assert isinstance(info.value, BackendFatalError) and info.value.index == 1
+    assert "chat 1 got no reply (http-503: request to the server failed" in str(info.value)
+    kept = generate_in_batches(backend, chats, config, 8, keep_failures=True)
+    assert kept[0] == "fine" and kept[1].reason == "http-503"
+
+
+def test_rating_turns_a_generation_failure_into_nan_with_its_reason():
+    replies = {"good": "Rating: 8", "down": "FAIL", "odd": "no idea"}
+    backend = _FailingBackend(lambda chat: replies[tagged(chat, "answer")])
+    scorer = LLMRatingScorer(LLMRatingOptions(), backend=backend)
+    out = scorer.score([request("r1", "good"), request("r2", "down"), request("r3", "odd")])
+    assert out[0] == 8.0 and math.isnan(out[1]) and math.isnan(out[2])
+    stats = scorer.stats()
+    assert stats["n_generation_failures"] == 1 and stats["generation_failure_reasons"] == {
+        "http-503": 1}
+    assert stats["n_parse_failures"] == 1 and stats["parse_failure_rate"] == 0.5
+    assert [(f["item"], f["stage"], f["reason"]) for f in stats["failures"]] == [
+        ("r2", "generation", "http-503"), ("r3", "parse", "no-verdict")]
+    assert scorer.describe()["stats"]["failures"] == stats["failures"]
+
+
+def test_rubric_item_with_a_failed_aspect_reply_is_nan_never_averaged():
+    def respond(chat):
+        return "FAIL" if "child-friendly" in user_text(chat) else "Score: 2"
+
+    rj = RubricJudge(RubricJudgeOptions(mode="per-aspect"), backend=_FailingBackend(respond))
+    (result,) = rj.judge([RubricItem("What should I cook?", ASPECTS, "Use the stove.", key="k1")])
+    assert math.isnan(result.mean) and result.failure is not None
+    assert result.failure.reason == "generation-failed" and "http-503" in result.failure.detail
+    assert result.aspect_scores[0] == 2 and result.aspect_scores[1] is None
+    stats = rj.stats()
+    assert stats["n_items_failed"] == 1
+    assert [(f["item"], f["aspect"], f["stage"]) for f in stats["failures"]] == [
+        ("k1", 1, "generation")]
+
+
+@pytest.mark.parametrize("env", ["1", "0"])
+def test_judging_shows_a_progress_bar_unless_turned_off(monkeypatch, capsys, env):
+    monkeypatch.setenv("PRBENCH_PROGRESS", env)
+    j, _ = judge(prefers("STOVE"), batch_size=1)
+    j.compare([pair("r1", "use the STOVE", "bake it"), pair("r2", "bake it", "STOVE")])
+    err = capsys.readouterr().err
+    if env == "1":
+        assert "llm-judge" in err and "/4 " in err and "verdict/s" in err
+    else:
+        assert err == ""
+
+
+def _eval_judge(server, tmp_path, capsys) -> tuple[int, str]:
+    from prbench.harness import tasks
+    from tests._harness_fixtures import run_eval
+
+    tasks.reset()
+    args = (f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},"
+            "max_retries=0,cache_dir=")
+    try:
+        code, _, err = run_eval(
+            ["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "2",
+             "--model_args", args, "--output_path", str(tmp_path / "out")],
+            capsys,
+        )
+    finally:
+        tasks.reset()
+    return code, err
+
+
+def test_prbench_eval_with_a_failing_judge_server_finishes_and_reports_invalid_items(
+    tmp_path, capsys
+):
+    from _backend_fixtures import ScriptedOpenAIServer
+
+    from tests._harness_fixtures import results_and_manifest
+
+    with ScriptedOpenAIServer() as server:
+        # the first Art_and_Entertainment pair (its question mentions the northern lights) fails
+        server.route = lambda content: "ALWAYS503" if "northern" in content else content
+        server.answer = lambda content: "Verdict: A"
+        code, _ = _eval_judge(server, tmp_path, capsys)
+    assert code == 0  # the run finished and wrote its results
+    results, manifest, _ = results_and_manifest(tmp_path / "out")
+    art = "personalized_rewardbench_sample_art_and_entertainment_noprofile"
+    assert results["results"][art]["invalid,none"] == 0.5
+    stats = manifest["scorer"]["stats"]
+    assert stats["n_pairs_unjudged"] == 1 and stats["generation_failure_reasons"] == {"http-503": 2}
+    assert {(f["item"], f["reason"]) for f in stats["failures"]} == {("ae-01", "http-503")}
+
+
+def test_prbench_eval_stops_with_one_line_when_the_judge_server_rejects_the_model(
+    tmp_path, capsys
+):
+    from _backend_fixtures import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer() as server:
+        server.route = lambda content: "MISSING404"
+        code, err = _eval_judge(server, tmp_path, capsys)
+    assert code == 1  # main() caught it: one error line, no traceback, no results
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert f"{server.base_url}/chat/completions answered HTTP 404" in line
+    assert "check base_url" in line

@@ -38,6 +38,8 @@ def test_wheel_ships_tasks_sample_and_hook(wheel: zipfile.ZipFile) -> None:
     assert "prbench/data/sample/README.md" in names
     assert "prbench_lm_eval.pth" in names
     assert "_prbench_lm_eval_startup.py" in names
+    # what a plugin's task YAML names with `class: !function ...` (CONTRIBUTING, plugin tasks)
+    assert "prbench/harness/plugin_task.py" in names
     assert not [n for n in names if "/.parts/" in n or n.endswith(".pyc")]
 
 

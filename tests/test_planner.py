@@ -87,7 +87,7 @@ def test_default_cache_lives_under_prbench_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path))
     builder, _ = planner()
     builder.build(records(1))
-    assert list((tmp_path / "planner").rglob("*.json"))
+    assert (tmp_path / "planner" / "plans.sqlite").is_file()
 
 
 def test_an_unreadable_plan_is_empty_flagged_and_counted():
@@ -164,3 +164,48 @@ def test_planner_with_a_real_tiny_model_caches_by_its_fingerprint(tmp_path):
     second = get_registry().build("profile-builder", "planner", options)
     assert [v.text for v in second.build(records(2))] == [v.text for v in views]
     assert second.stats()["n_generated"] == 0 and second.stats()["n_cache_hits"] == 2
+
+
+class _DownFor(ScriptedBackend):
+    """Answers with PLAN, except a generation failure for chats mentioning ``(<rid>)``."""
+
+    def __init__(self, rid: str) -> None:
+        super().__init__(lambda chat: PLAN)
+        self.rid = rid
+
+    def generate(self, chats, config):
+        from prbench.backends import GenerationFailure
+
+        out = super().generate(chats, config)
+        return [
+            GenerationFailure("timeout", "no complete response within 120 s")
+            if f"({self.rid})" in user_text(chat) else reply
+            for chat, reply in zip(chats, out, strict=True)
+        ]
+
+
+def test_a_plan_the_backend_could_not_generate_is_empty_counted_and_not_cached(tmp_path):
+    backend = _DownFor("r1")
+    builder = PlannerProfileBuilder(
+        PlannerOptions(retriever="all", plan_cache_dir=str(tmp_path)), backend=backend
+    )
+    ok, failed = builder.build(records(2))
+    assert ok.extra["plan"] and failed.extra["plan"] == [] and failed.text == ""
+    assert failed.extra["plan_failure"] == "generation-failed"
+    assert builder.stats()["parse_failure_reasons"] == {"generation-failed": 1}
+    again, backend2 = planner(plan_cache_dir=str(tmp_path))
+    views = again.build(records(2))
+    assert len(backend2.chats) == 1 and "(r1)" in user_text(backend2.chats[0])  # only r1 again
+    assert views[1].extra["plan"]
+
+
+@pytest.mark.parametrize("env", ["1", "0"])
+def test_planning_shows_a_progress_bar_unless_turned_off(monkeypatch, capsys, env):
+    monkeypatch.setenv("PRBENCH_PROGRESS", env)
+    builder, _ = planner(batch_size=1)
+    builder.build(records(3))
+    err = capsys.readouterr().err
+    if env == "1":
+        assert "planner" in err and "/3 " in err and "plan/s" in err
+    else:
+        assert err == ""

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from prbench.plugins import PluginError, PluginRegistry, UnknownComponentError
+from prbench.plugins import (
+    AmbiguousComponentError,
+    PluginError,
+    PluginRegistry,
+    UnknownComponentError,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "plugins" / "prbench-plugin-template"
@@ -61,20 +66,155 @@ def test_file_plugin_loads_last_and_builds_with_options(tmp_path: Path) -> None:
     assert scorer.score([ScoreRequest("r", "q", "abc")]) == [6.0]
 
 
-def test_duplicate_component_names_both_plugins(tmp_path: Path) -> None:
+def test_duplicate_id_is_ambiguous_only_when_asked_for(tmp_path: Path) -> None:
     a = plugin_file(tmp_path, "first_plugin", SCORER_PLUGIN.format(name="same"))
     b = plugin_file(tmp_path, "second_plugin", SCORER_PLUGIN.format(name="same"))
-    with pytest.raises(PluginError) as err:
-        PluginRegistry(plugin_files=[a, b], env=NO_EP)
-    message = str(err.value)
-    assert "'same' is registered twice" in message
-    assert "first_plugin" in message and "second_plugin" in message
+    registry = PluginRegistry(plugin_files=[a, b], env=NO_EP)  # loading does not fail
+    assert registry.plugins["first_plugin"].status == "ok"
+    second = registry.plugins["second_plugin"]
+    assert second.status == "partial"
+    assert "'same' is also registered by plugin 'first_plugin'" in second.problems[0]
+    assert "use 'first_plugin/same' or 'second_plugin/same'" in second.problems[0]
+    with pytest.raises(AmbiguousComponentError) as err:
+        registry.get("scorer", "same")
+    assert str(err.value) == (
+        "scorer 'same' is ambiguous: plugins 'first_plugin' and 'second_plugin' both register "
+        "it; ask for 'first_plugin/same' or 'second_plugin/same'"
+    )
+    assert registry.get("scorer", "second_plugin/same").plugin == "second_plugin"
+    assert [c.qualified_id for c in registry.list("scorer") if c.name == "same"] == [
+        "first_plugin/same", "second_plugin/same"
+    ]
+    assert registry.get("scorer", "length").name == "length"  # everything else unaffected
 
 
-def test_duplicate_of_a_builtin_is_an_error(tmp_path: Path) -> None:
+def test_duplicate_of_a_builtin_leaves_the_builtin_reachable(tmp_path: Path) -> None:
     path = plugin_file(tmp_path, "shadow", SCORER_PLUGIN.format(name="length"))
-    with pytest.raises(PluginError, match=r"prbench\.baselines.*shadow"):
-        PluginRegistry(plugin_files=[path], env=NO_EP)
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    assert registry.plugins["shadow"].status == "partial"
+    assert "prbench.baselines" in registry.plugins["shadow"].problems[0]
+    with pytest.raises(AmbiguousComponentError, match=r"'prbench/length' or 'shadow/length'"):
+        registry.build("scorer", "length")
+    assert registry.get("scorer", "prbench/length").plugin == "prbench.baselines"
+    assert registry.get("scorer", "constant").plugin == "prbench.baselines"
+
+
+BAD_REGISTRATIONS = """
+import dataclasses
+
+class Takes:
+    def __init__(self, options):
+        self.options = options
+    def score(self, requests):
+        return [0.0] * len(requests)
+
+def no_args():
+    return Takes(None)
+
+@dataclasses.dataclass(frozen=True)
+class Opts:
+    x: int = 1
+
+@hookimpl
+def register_scorers(register):
+    register("bad/id", Takes, options=Opts)
+    register("good-one", Takes, options=Opts, description="survives")
+    register("good-one", Takes, options=Opts)
+    register("no-options", Takes)
+    register("no-params", no_args, options=Opts)
+    register("lazy-no-options", "prbench.default_plugins.baselines:LengthScorer")
+    register("not-a-dataclass", Takes, options=dict)
+
+@hookimpl
+def register_task_dirs(register):
+    register("/no/such/task/folder")
+"""
+
+
+def test_bad_registrations_are_dropped_and_recorded(tmp_path: Path) -> None:
+    path = plugin_file(tmp_path, "messy", BAD_REGISTRATIONS)
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    info = registry.plugins["messy"]
+    assert info.status == "partial" and info.error is None
+    assert info.components == ["scorer:good-one"]
+    problems = "\n".join(info.problems)
+    assert "scorer 'bad/id' dropped: invalid id" in problems
+    assert "scorer 'good-one' dropped: registered twice by this plugin" in problems
+    assert (
+        "scorer 'no-options' dropped: it is registered without options= but its factory "
+        "requires an argument" in problems
+    )
+    assert (
+        "scorer 'no-params' dropped: it is registered with options= but its factory takes "
+        "no argument" in problems
+    )
+    assert "scorer 'lazy-no-options' dropped: it is registered without options=" in problems
+    assert "scorer 'not-a-dataclass' dropped: options= must be a dataclass type" in problems
+    assert "task directory dropped, it does not exist: /no/such/task/folder" in problems
+    assert len(info.problems) == 7
+    assert registry.get("scorer", "good-one").description == "survives"
+    assert registry.build("scorer", "good-one").score(["r"]) == [0.0]
+    with pytest.raises(UnknownComponentError, match="dropped components: messy"):
+        registry.get("scorer", "no-options")
+    assert "/no/such/task/folder" not in [d[0] for d in registry.task_dirs]
+    assert registry.get("scorer", "length")  # the others keep working
+
+
+def test_plugin_that_registers_nothing_usable_is_failed(tmp_path: Path) -> None:
+    path = plugin_file(
+        tmp_path, "allbad",
+        """
+        @hookimpl
+        def register_scorers(register):
+            register("has space", "os:getcwd")
+        """,
+    )
+    registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+    assert registry.plugins["allbad"].status == "failed"
+    assert [p.name for p in registry.failed()] == ["allbad"]
+
+
+def test_factory_signature_is_checked_again_at_build(tmp_path: Path) -> None:
+    """A string factory whose __init__ is inherited cannot be read from the source: build says."""
+    module = tmp_path / "inherits_mod.py"
+    module.write_text(
+        "class Base:\n    def __init__(self, options):\n        self.options = options\n"
+        "class Child(Base):\n    pass\n"
+    )
+    path = plugin_file(
+        tmp_path, "inherits",
+        """
+        @hookimpl
+        def register_scorers(register):
+            register("child", "inherits_mod:Child")
+        """,
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        registry = PluginRegistry(plugin_files=[path], env=NO_EP)
+        assert registry.plugins["inherits"].status == "ok"  # undecidable from the source
+        with pytest.raises(PluginError) as err:
+            registry.build("scorer", "child")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("inherits_mod", None)
+    assert str(err.value) == (
+        "scorer 'child' of plugin 'inherits' is registered without options= but its factory "
+        "requires an argument; it is built as factory(): register it with options=<dataclass> "
+        "(it then gets the options instance) or give the parameter a default"
+    )
+
+
+def test_two_plugins_of_one_name_do_not_stop_loading(tmp_path: Path) -> None:
+    a = plugin_file(tmp_path, "twin", SCORER_PLUGIN.format(name="twin-a"))
+    other = tmp_path / "other"
+    other.mkdir()
+    b = plugin_file(other, "twin", SCORER_PLUGIN.format(name="twin-b"))
+    registry = PluginRegistry(plugin_files=[a, b], env=NO_EP)
+    assert registry.plugins["twin"].status == "ok"
+    (second,) = [p for key, p in registry.plugins.items() if key != "twin" and p.name == "twin"]
+    assert second.status == "failed" and "another plugin is already named 'twin'" in second.error
+    assert registry.get("scorer", "twin-a") and "twin-b" not in registry.components["scorer"]
 
 
 def test_plugin_that_raises_on_import_is_recorded_and_skipped(tmp_path: Path) -> None:
@@ -85,7 +225,7 @@ def test_plugin_that_raises_on_import_is_recorded_and_skipped(tmp_path: Path) ->
     assert "RuntimeError: no weights here" in registry.plugins["broken"].error
     assert "broken.py:" in registry.plugins["broken"].error
     assert registry.get("scorer", "fine-scorer")
-    with pytest.raises(UnknownComponentError, match="failed to load: broken"):
+    with pytest.raises(UnknownComponentError, match="failed to load or dropped components: broken"):
         registry.get("scorer", "whatever")
 
 
@@ -223,11 +363,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
+#: the plugins of the site fixture: tests stay independent of other installed plugins
+SITE_PLUGINS = "template,broken"
+
+
 def run_cli(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "PYTHONPATH": str(site), **env}
-    for key in ("PRBENCH_LOAD_PLUGINS", "PRBENCH_DISABLE_PLUGINS"):
-        if key not in env:
-            full_env.pop(key, None)
+    full_env["PRBENCH_LOAD_PLUGINS"] = env.get("PRBENCH_LOAD_PLUGINS", SITE_PLUGINS)
+    if "PRBENCH_DISABLE_PLUGINS" not in env:
+        full_env.pop("PRBENCH_DISABLE_PLUGINS", None)
     return subprocess.run(
         [sys.executable, "-m", "prbench.cli", *args],
         capture_output=True,

@@ -305,13 +305,17 @@ def test_missing_local_folder_is_named(tmp_path: Path) -> None:
         Encoder(EncoderSpec(model=str(tmp_path / "empty")))
 
 
-def test_cuda_request_without_cuda_falls_back_to_cpu() -> None:
+def test_cuda_request_without_cuda_falls_back_to_cpu(caplog, monkeypatch) -> None:
     import torch
+
+    from prbench import devices
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.warns(UserWarning, match="CUDA is not available"):
+    monkeypatch.setattr(devices, "_warned", set())
+    with caplog.at_level("WARNING", logger="prbench.devices"):
         assert embed.resolve_device("cuda:0") == "cpu"
+    assert "CUDA is not available" in caplog.text
     assert embed.resolve_device("auto") == "cpu"
 
 
@@ -338,3 +342,91 @@ def test_minilm_sentence_transformers_and_mean_pooling_paths_agree() -> None:
                  encoder="transformers-mean", similarity="cosine")[0]
     assert [i.id for i in st.items] == [i.id for i in mean.items]
     np.testing.assert_allclose(st.extra["scores"], mean.extra["scores"], atol=1e-5)
+
+
+# -- remote code ---------------------------------------------------------------------------------
+
+
+def _load_remote(component: str, folder: Path, **extra: object) -> object:
+    from prbench.scoring.base import ScoreRequest
+
+    reg = get_registry()
+    if component == "encoder-mean":
+        spec = EncoderSpec(model=str(folder), encoder="transformers-mean", **extra)
+        return Encoder(spec, device="cpu", cache=False).encode(["a text"])
+    if component == "encoder-sentence-transformers":
+        spec = EncoderSpec(model=str(folder), encoder="sentence-transformers", **extra)
+        return Encoder(spec, device="cpu", cache=False).encode(["a text"])
+    if component == "embedding-similarity":
+        scorer = reg.build("scorer", component, {"model": str(folder), "cache": False, **extra})
+        return scorer.score([ScoreRequest(record_id="r", question="q?", response="an answer")])
+    if component == "dense":
+        options = {"model": str(folder), "encoder": "transformers-mean", "cache": False}
+        return reg.build("profile-builder", "dense", {**options, **extra}).build([SLEEP])
+    # the all and bm25 builders load only a tokenizer (to count budget tokens)
+    return reg.build("profile-builder", component, {"tokenizer": str(folder), **extra}).build(
+        [SLEEP]
+    )
+
+
+@pytest.mark.parametrize(
+    "component",
+    ["encoder-mean", "encoder-sentence-transformers", "embedding-similarity", "dense", "all",
+     "bm25"],
+)
+def test_model_code_never_runs_unless_asked(
+    component: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder whose config needs its own code: nothing runs, and the error names the option.
+
+    transformers asks on standard input when ``trust_remote_code`` is left unset; the answer
+    "y" (as from a pipe) is what an attacker would feed it, so it is what ``input`` returns here.
+    """
+    from _profiles_fixtures import remote_code_model
+
+    monkeypatch.setattr("builtins.input", lambda *args, **kwargs: "y")
+    folder, marker = remote_code_model(tmp_path / f"rc_{component.replace('-', '_')}")
+    with pytest.raises(ModelUnavailableError) as info:
+        _load_remote(component, folder)
+    assert not marker.exists(), "the folder's code ran"
+    assert str(folder) in str(info.value)
+    assert "trust_remote_code=true" in str(info.value)
+
+
+def test_model_code_runs_when_the_option_is_set(tmp_path: Path) -> None:
+    from _profiles_fixtures import remote_code_model
+
+    folder, marker = remote_code_model(tmp_path / "rc_trusted_dense")
+    views = _load_remote("dense", folder, trust_remote_code=True)
+    assert marker.exists()
+    assert len(views) == 1 and views[0].text
+    rows = {r["name"] for r in get_registry().get("profile-builder", "all").describe_options()}
+    assert "trust_remote_code" in rows
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("builder", "bars"),
+    [("dense", ("profiles: dense", "embedding")), ("bm25", ("profiles: bm25",)),
+     ("all", ("profiles: all",))],
+)
+def test_profile_building_and_embedding_show_progress_bars(
+    builder: str, bars: tuple[str, ...], tiny_model: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    options = {"model": str(tiny_model), "cache": False} if builder == "dense" else {}
+    records = [SLEEP, WATERCOLOR]
+    monkeypatch.setenv("PRBENCH_PROGRESS", "1")
+    build(builder, records, **options)
+    err = capsys.readouterr().err
+    for label in bars:
+        assert label in err
+    assert "/2 [" in err and "record/s" in err  # the count of records and a rate
+    if builder == "dense":
+        assert "/8 [" in err and "text/s" in err  # the embedding bar of the 8 posts
+    monkeypatch.setenv("PRBENCH_PROGRESS", "0")  # what --no-progress sets
+    build(builder, records, **options)
+    err = capsys.readouterr().err
+    assert not any(label in err for label in bars)

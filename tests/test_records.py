@@ -1,4 +1,4 @@
-"""Record loading and validation, including a corpus of malformed inputs."""
+"""Record loading and validation (the corpus of malformed inputs is in test_malformed_corpus)."""
 
 from __future__ import annotations
 
@@ -65,138 +65,6 @@ def test_missing_path_is_a_clear_error(tmp_path: Path) -> None:
         validate(tmp_path / "nope.jsonl")
 
 
-# Each case: file name, raw bytes, expected (code, line, record id, field) of the first issue.
-GOOD = json.dumps(record())
-CASES: dict[str, tuple[str, bytes, tuple[str, int | None, str | None, str | None]]] = {
-    "invalid-json": ("d.jsonl", b'{"id": "u1", "question": }\n', ("invalid-json", 1, None, None)),
-    "truncated-json": (
-        "d.jsonl",
-        (GOOD + "\n" + GOOD.replace('"u1"', '"u2"')[:60]).encode(),
-        ("truncated-json", 2, None, None),
-    ),
-    "bom": ("d.jsonl", b"\xef\xbb\xbf" + GOOD.encode() + b"\n", ("bom", 1, None, None)),
-    "not-utf8": (
-        "d.jsonl",
-        GOOD.encode()
-        + b"\n"
-        + json.dumps(record(id="u2")).encode().replace(b"sourdough", b"sourd\xf6ugh")
-        + b"\n",
-        ("not-utf8", 2, None, None),
-    ),
-    "blank-line": (
-        "d.jsonl",
-        (GOOD + "\n\n" + json.dumps(record(id="u2")) + "\n").encode(),
-        ("blank-line", 2, None, None),
-    ),
-    "not-object": ("d.jsonl", b'["u1", "a question"]\n', ("not-object", 1, None, None)),
-    "missing-id": (
-        "d.jsonl",
-        json.dumps(record(id=None)).encode(),
-        ("missing-field", 1, None, "id"),
-    ),
-    "missing-question": (
-        "d.jsonl",
-        json.dumps(record(question=None)).encode(),
-        ("missing-field", 1, "u1", "question"),
-    ),
-    "empty-answer": (
-        "d.jsonl",
-        json.dumps(record(chosen="   ")).encode(),
-        ("empty-answer", 1, "u1", "chosen"),
-    ),
-    "non-string-answer": (
-        "d.jsonl",
-        json.dumps(record(rejected=["a", "b"])).encode(),
-        ("non-string-answer", 1, "u1", "rejected"),
-    ),
-    "null-answer": (
-        "d.jsonl",
-        json.dumps({**record(), "chosen": None}).encode(),
-        ("non-string-answer", 1, "u1", "chosen"),
-    ),
-    "duplicate-id": (
-        "d.jsonl",
-        (GOOD + "\n" + GOOD + "\n").encode(),
-        ("duplicate-id", 2, "u1", "id"),
-    ),
-    "identical-answers": (
-        "d.jsonl",
-        json.dumps(record(rejected=record()["chosen"])).encode(),
-        ("identical-answers", 1, "u1", "rejected"),
-    ),
-    "profile-not-list": (
-        "d.jsonl",
-        json.dumps(record(profile="I like bread")).encode(),
-        ("wrong-type", 1, "u1", "profile"),
-    ),
-    "profile-item-not-object": (
-        "d.jsonl",
-        json.dumps(record(profile=["just text"])).encode(),
-        ("bad-profile-item", 1, "u1", "profile[0]"),
-    ),
-    "profile-item-without-text": (
-        "d.jsonl",
-        json.dumps(record(profile=[{"id": "p", "category": "Cooking"}])).encode(),
-        ("bad-profile-item", 1, "u1", "profile[0].text"),
-    ),
-    "profile-duplicate-post-id": (
-        "d.jsonl",
-        json.dumps(record(profile=[{"id": "p", "text": "a"}, {"id": "p", "text": "b"}])).encode(),
-        ("duplicate-post-id", 1, "u1", "profile[1].id"),
-    ),
-    "rubric-not-list": (
-        "d.jsonl",
-        json.dumps(record(rubric_aspects={"aspect": "x"})).encode(),
-        ("wrong-type", 1, "u1", "rubric_aspects"),
-    ),
-    "rubric-item-without-aspect": (
-        "d.jsonl",
-        json.dumps(record(rubric_aspects=[{"evidence": "e"}])).encode(),
-        ("bad-rubric-aspect", 1, "u1", "rubric_aspects[0].aspect"),
-    ),
-    "question-wrong-type": (
-        "d.jsonl",
-        json.dumps(record(question=42)).encode(),
-        ("wrong-type", 1, "u1", "question"),
-    ),
-    "empty-file": ("d.jsonl", b"\n\n", ("empty-file", None, None, None)),
-    "json-not-a-list": ("d.json", b'{"id": "u1"}', ("not-a-list", None, None, None)),
-    "json-row-error": (
-        "d.json",
-        json.dumps([record(), record(id="u2", chosen=3)]).encode(),
-        ("non-string-answer", 2, "u2", "chosen"),
-    ),
-}
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_input_is_reported_precisely(
-    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    name, raw, (code, line, rid, field) = CASES[case]
-    path = tmp_path / name
-    path.write_bytes(raw)
-    report = validate(path)
-    first = report.issues[0]
-    assert (first.code, first.line, first.record_id, first.field) == (code, line, rid, field)
-    assert first.file == str(path)
-    with pytest.raises(RecordValidationError) as err:
-        load_records(path)
-    assert str(first) in str(err.value)
-
-    assert main(["validate", str(path)]) == 1
-    err_text = capsys.readouterr().err
-    where = f"{path}:{line}" if line is not None and name.endswith(".jsonl") else str(path)
-    assert where in err_text
-    if line is not None and name.endswith(".json"):
-        assert f"row {line}" in err_text
-    if rid is not None:
-        assert f"record {rid!r}" in err_text
-    if field is not None:
-        assert f"field {field!r}" in err_text
-    assert f"[{code}]" in err_text
-
-
 def test_every_bad_record_is_counted_and_good_ones_survive(tmp_path: Path) -> None:
     rows = [record(id="a"), "{broken", record(id="b", chosen=""), "", record(id="c")]
     path = write_jsonl(tmp_path / "d.jsonl", rows)
@@ -210,3 +78,98 @@ def test_all_issues_of_a_record_are_reported_not_only_the_first(tmp_path: Path) 
     path = write_jsonl(tmp_path / "d.jsonl", [record(question="", chosen=5, profile=3)])
     fields = {i.field for i in validate(path).issues}
     assert fields == {"question", "chosen", "profile"}
+
+
+def test_cr_only_line_endings_are_lines(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_bytes("\r".join(json.dumps(record(id=f"u{i}")) for i in range(3)).encode() + b"\r")
+    report = validate(path)
+    assert report.ok and report.rows == 3
+    assert [r.source.rsplit(":", 1)[1] for r in report.records] == ["1", "2", "3"]
+
+
+def test_a_folder_reads_ndjson_and_lists_every_skipped_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", [record(id="a1")])
+    write_jsonl(tmp_path / "Society_and_Culture.ndjson", [record(id="s1")])
+    write_jsonl(tmp_path / "Art_and_Entertainment.jsonl.bak", [record(id="old")])
+    (tmp_path / "nested").mkdir()
+    write_jsonl(tmp_path / "nested" / "Lifestyle.jsonl", [record(id="n1")])
+    (tmp_path / "README.txt").write_text("notes")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / ".hidden.jsonl").write_text("{")
+    report = validate(tmp_path)
+    assert report.ok
+    assert [(r.domain, r.id) for r in report.records] == [
+        ("Art_and_Entertainment", "a1"),
+        ("Society_and_Culture", "s1"),
+    ]
+    skipped = {Path(i.file).name: i.code for i in report.skipped}
+    assert skipped == {
+        ".hidden.jsonl": "skipped-hidden",
+        "Art_and_Entertainment.jsonl.bak": "skipped-backup",
+        "README.txt": "skipped-file-type",
+        "dangling": "skipped-file-type",
+        "nested": "skipped-folder",
+    }
+    dangling = next(i for i in report.skipped if i.file.endswith("dangling"))
+    assert "broken symbolic link" in dangling.message
+
+    assert main(["validate", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "OK: 2 records in 2 file(s); 0 warning(s), 5 path(s) skipped." in out
+    assert f"{tmp_path / 'nested'}: skipped: a sub-folder" in err
+    assert main(["validate", str(tmp_path), "--format", "json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert {Path(s["path"]).name for s in payload["skipped"]} == set(skipped)
+
+
+def test_null_optional_fields_are_errors_like_any_wrong_type(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "d.jsonl",
+        [{**record(id="a"), "rubric_aspects": None}, {**record(id="b"), "narrative": None}],
+    )
+    got = [(i.record_id, i.field, i.code) for i in validate(path).issues]
+    assert got == [("a", "rubric_aspects", "wrong-type"), ("b", "narrative", "wrong-type")]
+
+
+def test_eval_data_path_rejects_a_lone_surrogate_before_datasets(tmp_path: Path) -> None:
+    from prbench.harness import tasks
+
+    path = write_jsonl(tmp_path / "d.jsonl", [record(rejected="Keep it cold \udbff.")])
+    kwargs = {
+        "prbench_domain": tasks.ALL_DOMAINS,
+        "prbench_condition": "noprofile",
+        "prbench_default_data": "sample",
+        "prbench_data": str(path),
+    }
+    tasks.reset()
+    try:
+        with pytest.raises(RecordValidationError) as err:
+            tasks.load_docs(**kwargs)
+    finally:
+        tasks.reset()
+    assert f"{path}:1: record 'u1': field 'rejected'" in str(err.value)
+    assert "[lone-surrogate]" in str(err.value)
+
+
+def test_custom_task_rows_keep_each_records_domain(tmp_path: Path) -> None:
+    from prbench.harness import tasks
+
+    write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", [record(id="a1")])
+    write_jsonl(tmp_path / "mixed.jsonl", [record(id="m1", domain="Society_and_Culture")])
+    tasks.reset()
+    try:
+        docs = tasks.load_docs(
+            prbench_domain=tasks.ALL_DOMAINS,
+            prbench_condition="noprofile",
+            prbench_default_data="sample",
+            prbench_data=str(tmp_path),
+        )["test"]
+    finally:
+        tasks.reset()
+    assert [(d["id"], d["domain"], d["category"]) for d in docs] == [
+        ("a1", "Art_and_Entertainment", "cooking"),
+        ("m1", "Society_and_Culture", "cooking"),
+    ]

@@ -99,7 +99,7 @@ def test_several_processes_write_and_read_at_once(tmp_path):
     assert cache.get("w2-39-4") == 39.4
 
 
-# -- the cache behind hf-classifier ---------------------------------------------------------------
+# -- the cache behind hf-classifier, through the scorer runtime ----------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -127,75 +127,87 @@ def _requests(n_questions, seed=0):
     return out
 
 
-def _scorer(rm_path, **options):
-    from prbench.backends.hf_classifier import HFClassifierOptions, HFClassifierScorer
+def _runtime(rm_path, **options):
+    from prbench.scoring.runtime import build_runtime
 
-    return HFClassifierScorer(
-        HFClassifierOptions(pretrained=str(rm_path), **{"progress": False, **options})
-    )
+    return build_runtime("hf-classifier", {"pretrained": str(rm_path), "progress": False,
+                                           **options})
 
 
 def test_second_run_makes_no_forward_pass(rm_path, tmp_path):
     db = str(tmp_path / "scores.sqlite")
     requests = _requests(6)
-    first = _scorer(rm_path, cache_path=db)
+    first = _runtime(rm_path, cache_path=db)
     scores = first.score(requests)
-    assert first.stats["computed"] == len(requests) and first.stats["forward_passes"] > 0
+    assert first.stats()["computed"] == len(requests)
+    assert first.scorer.stats["forward_passes"] > 0
     # another process-like instance, other batch settings: same fingerprint, all cached
-    second = _scorer(rm_path, cache_path=db, max_batch_size=1, prefix_sharing="off")
+    second = _runtime(rm_path, cache_path=db, max_batch_size=1, prefix_sharing="off")
+    assert second.fingerprint == first.fingerprint
     assert second.score(requests) == scores
-    assert second.stats["forward_passes"] == 0 and second.stats["computed"] == 0
-    assert second.stats["cache_hits"] == len(requests)
-    assert not second.model_loaded, "a fully cached run never loads the weights"
+    assert second.scorer.stats["forward_passes"] == 0 and second.stats()["computed"] == 0
+    assert second.stats()["cache_hits"] == len(requests)
+    assert not second.scorer.model_loaded, "a fully cached run never loads the weights"
     # new requests: only they run
     more = _requests(3, seed=1)
     mixed = second.score(requests + more)
-    assert second.stats["computed"] == len(more)
+    assert second.stats()["computed"] == len(more)
     assert mixed[: len(requests)] == scores
     # a different setting that changes scores does not reuse them
-    other = _scorer(rm_path, cache_path=db, profile_position="system")
+    other = _runtime(rm_path, cache_path=db, profile_position="system")
+    assert other.fingerprint != first.fingerprint
     other.score(requests)
-    assert other.stats["cache_hits"] < len(requests)
+    assert other.stats()["cache_hits"] == 0
 
 
-def test_stats_method_reports_batches_padding_cache_and_sharing(rm_path, tmp_path):
-    """``stats()`` (what the lm-eval adapter calls) works next to ``stats[...]``."""
+def test_stats_and_describe_report_batches_padding_cache_and_sharing(rm_path, tmp_path):
     db = str(tmp_path / "scores.sqlite")
     requests = _requests(6)
-    first = _scorer(rm_path, cache_path=db, prefix_min_tokens=4)
-    assert first.stats()["prefix_sharing"] == "not loaded"
+    first = _runtime(rm_path, cache_path=db, prefix_min_tokens=4)
+    assert first.scorer.stats()["prefix_sharing"] == "not loaded"
     first.score(requests)
-    summary = first.stats()
-    assert json.loads(json.dumps(summary)) == summary
-    assert summary["computed"] == first.stats["computed"] == len(requests)
+    info = first.describe()
+    assert json.loads(json.dumps(info)) == info
+    summary = info["scorer_stats"]
+    assert summary["computed"] == first.scorer.stats["computed"] == len(requests)
     assert summary["batches"] >= 1 and summary["forward_passes"] >= summary["batches"]
     expected = 1.0 - summary["real_tokens"] / summary["padded_tokens"]
     assert summary["padded_fraction"] == pytest.approx(expected)
     assert 0.0 <= summary["padded_fraction"] < 1.0
-    assert summary["cache_hits"] == 0 and summary["cache_hit_rate"] == 0.0
     assert summary["shared_groups"] > 0 and summary["prefix_sharing"].startswith("verified")
     assert summary["token_budget"] > 0
-    second = _scorer(rm_path, cache_path=db)
+    assert info["stats"]["cache_hits"] == 0 and info["stats"]["cache_hit_rate"] == 0.0
+    assert info["fingerprint"] == first.scorer.fingerprint() == info["scorer"]["fingerprint"]
+    assert info["runtime"]["cache_path"] == db
+    second = _runtime(rm_path, cache_path=db)
     second.score(requests)
-    again = second.stats()
-    assert again["cache_hits"] == len(requests) and again["cache_hit_rate"] == 1.0
-    assert again["batches"] == 0 and again["padded_fraction"] == 0.0
-    assert second.describe()["stats"] == dict(second.stats)
+    again = second.describe()
+    assert again["stats"]["cache_hits"] == len(requests) and again["stats"]["cache_hit_rate"] == 1.0
+    assert again["scorer_stats"]["batches"] == 0 and again["scorer_stats"]["padded_fraction"] == 0.0
 
 
 def test_duplicate_inputs_run_once(rm_path):
     requests = _requests(2)
-    scorer = _scorer(rm_path, cache=False)
-    out = scorer.score(requests + requests)
+    rt = _runtime(rm_path, cache=False)
+    out = rt.score(requests + requests)
     assert out[: len(requests)] == out[len(requests) :]
-    assert scorer.stats["computed"] == len(requests)
+    assert rt.scorer.stats["computed"] == len(requests) == rt.stats()["computed"]
+
+
+def test_close_releases_the_model(rm_path):
+    rt = _runtime(rm_path, cache=False)
+    rt.score(_requests(1))
+    assert rt.scorer.model_loaded
+    rt.close()
+    assert not rt.scorer.model_loaded
 
 
 CHILD = """
 import json, sys, time
-from prbench.backends.hf_classifier import HFClassifierOptions, HFClassifierScorer
+from prbench.backends.hf_classifier import HFClassifierScorer
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
+from prbench.scoring.runtime import build_runtime
 
 plain = HFClassifierScorer._forward_plain
 
@@ -208,7 +220,7 @@ rows = json.load(open(sys.argv[1]))
 requests = [ScoreRequest(record_id=r["id"], question=r["q"], response=r["a"],
                          profile=ProfileView(text=r["p"])) for r in rows]
 options = json.load(open(sys.argv[2]))
-HFClassifierScorer(HFClassifierOptions(**options)).score(requests)
+build_runtime("hf-classifier", options).score(requests)
 print("finished")
 """
 
@@ -228,9 +240,10 @@ def test_kill_minus_nine_then_resume(rm_path, tmp_path):
     requests = _requests(20, seed=5)
     rows = [{"id": r.record_id, "q": r.question, "a": r.response, "p": r.profile.text}
             for r in requests]
-    # batch size 1 makes every score bit-identical however the rerun is batched
+    # batch size 1 makes every score bit-identical however the rerun is batched; chunks of 2
+    # requests (one question's two answers) are committed one by one
     options = {"pretrained": str(rm_path), "cache_path": str(db), "max_batch_size": 1,
-               "prefix_sharing": "off", "progress": False}
+               "prefix_sharing": "off", "progress": False, "chunk_size": 2}
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     (tmp_path / "opts.json").write_text(json.dumps(options))
     (tmp_path / "child.py").write_text(CHILD)
@@ -242,7 +255,7 @@ def test_kill_minus_nine_then_resume(rm_path, tmp_path):
     )
     deadline = time.monotonic() + 240
     try:
-        while _count_rows(db) < 5:
+        while _count_rows(db) < 6:
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "the child committed nothing in time"
             time.sleep(0.05)
@@ -251,13 +264,14 @@ def test_kill_minus_nine_then_resume(rm_path, tmp_path):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     done = _count_rows(db)
-    assert 5 <= done < len(requests), "killed half-way"
+    assert 6 <= done < len(requests) and done % 2 == 0, "killed half-way, whole chunks kept"
 
-    resumed = _scorer(rm_path, **{k: v for k, v in options.items() if k != "pretrained"})
+    rerun = {k: v for k, v in options.items() if k != "pretrained"}
+    resumed = _runtime(rm_path, **rerun)
     scores = resumed.score(requests)
-    assert resumed.stats["cache_hits"] == done
-    assert resumed.stats["computed"] == len(requests) - done, "only the missing ones ran"
-    reference = _scorer(rm_path, cache=False, max_batch_size=1, prefix_sharing="off")
+    assert resumed.stats()["cache_hits"] == done
+    assert resumed.stats()["computed"] == len(requests) - done, "only the missing ones ran"
+    reference = _runtime(rm_path, cache=False, max_batch_size=1, prefix_sharing="off")
     assert scores == reference.score(requests)
-    again = _scorer(rm_path, **{k: v for k, v in options.items() if k != "pretrained"})
-    assert again.score(requests) == scores and again.stats["computed"] == 0
+    again = _runtime(rm_path, **rerun)
+    assert again.score(requests) == scores and again.stats()["computed"] == 0

@@ -1,11 +1,25 @@
 """Model backends shared by scorers, judges, planners, pair generators and Best-of-N policies."""
 
 from prbench.backends.base import (
+    BackendFatalError,
     BackendSpec,
     Chat,
     GenerationBackend,
     GenerationConfig,
+    GenerationFailedError,
+    GenerationFailure,
+    Reply,
     build_backend,
 )
 
-__all__ = ["BackendSpec", "Chat", "GenerationBackend", "GenerationConfig", "build_backend"]
+__all__ = [
+    "BackendFatalError",
+    "BackendSpec",
+    "Chat",
+    "GenerationBackend",
+    "GenerationConfig",
+    "GenerationFailedError",
+    "GenerationFailure",
+    "Reply",
+    "build_backend",
+]

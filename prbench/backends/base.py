@@ -4,6 +4,16 @@ A chat is a list of ``{"role": ..., "content": ...}`` messages (OpenAI style). E
 generates text for a batch of chats and, where it can, returns the log-probability of given
 continuations. Judges, planners and pair generators embed :class:`BackendSpec` fields in their
 options and call :func:`build_backend`.
+
+Failures come in two kinds, and every backend keeps them apart:
+
+* **per item** -- a generation that failed for one chat (an HTTP server answering 5xx, a timeout,
+  or a malformed reply on every attempt; a prompt longer than the model's context): ``generate``
+  returns a :class:`GenerationFailure` in that chat's place and carries on with the others.
+  Callers turn it into an ``invalid`` item (``nan``), never into a verdict, and keep its reason.
+* **for the whole run** -- a setting every request shares is wrong (a rejected API key, an unknown
+  model or route, a server nobody answers at): ``generate`` raises :class:`BackendFatalError`,
+  whose message is one line naming the server and the fix.
 """
 
 from __future__ import annotations
@@ -13,6 +23,53 @@ from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 Chat = list[dict[str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationFailure:
+    """The place-holder ``generate`` returns for a chat whose generation failed.
+
+    It is not text: callers must check for it (``isinstance(reply, GenerationFailure)``), count
+    the item as invalid and keep :attr:`reason`. Backends never cache it.
+
+    Attributes:
+        reason: a stable code: ``http-<status>`` (a 5xx/429 on every attempt, or a 4xx that
+            concerns this request only), ``timeout``, ``bad-response`` (a 200 whose body is not a
+            chat completion with text), ``prompt-too-long``.
+        detail: a one-line explanation (the endpoint, the attempts, an excerpt of the reply).
+    """
+
+    reason: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
+#: What ``generate`` returns per chat: the completion, or why there is none.
+Reply = str | GenerationFailure
+
+
+class BackendFatalError(RuntimeError):
+    """An error that concerns every request of the run, so the run stops (one-line message).
+
+    Raised for a rejected API key (401/403), an unknown model or route (404), a TLS failure, or a
+    server that cannot be reached on any attempt. Responses received before it stay cached.
+    """
+
+
+class GenerationFailedError(BackendFatalError):
+    """A caller that needs every reply got a :class:`GenerationFailure` (it names the chat).
+
+    Attributes:
+        failure: the backend's failure.
+        index: the chat's position in the caller's batch.
+    """
+
+    def __init__(self, index: int, failure: GenerationFailure, backend: str) -> None:
+        self.failure = failure
+        self.index = index
+        super().__init__(f"backend {backend}: chat {index} got no reply ({failure})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,8 +97,12 @@ class GenerationBackend(Protocol):
 
     fingerprint: str
 
-    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[str]:
-        """One completion per chat, in order."""
+    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[Reply]:
+        """One completion per chat, in order; a :class:`GenerationFailure` where one failed.
+
+        Raises:
+            BackendFatalError: an error no request of the run can get past.
+        """
         ...
 
     def logprobs(self, chats: Sequence[Chat], continuations: Sequence[str]) -> list[float]:
@@ -68,7 +129,8 @@ class BackendSpec:
             never an option, so it never lands in results or logs.
         max_concurrency: parallel requests (openai).
         timeout: per-request timeout in seconds (openai).
-        max_retries: retries on 429/5xx/timeouts, with exponential backoff (openai).
+        max_retries: retries on 429/5xx/timeouts/malformed replies, with exponential backoff
+            (openai).
         cache_dir: on-disk response cache (openai): ``"auto"`` (the default) keeps it under
             ``prbench.paths.cache_dir("responses")``, a path puts it there, ``""`` disables it.
         batch_size: chats per generate call (hf).

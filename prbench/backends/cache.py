@@ -1,10 +1,16 @@
-"""An on-disk response cache: one JSON file per request, keyed by a hash of the whole request.
+"""The HTTP response cache: one SQLite file, one row per request, keyed by a hash of the request.
 
 The key is the SHA-256 of the canonical JSON (sorted keys, no whitespace) of everything that
 determines a response: the endpoint URL and the full request body (model, messages, decoding
-settings, seed, stop strings). Credentials are never part of the key or of a stored entry.
-Writes go to a temporary file that is renamed into place, so concurrent writers and a crash
-mid-write never leave a truncated entry; an entry that cannot be read is reported, never used.
+settings, seed, stop strings). Credentials are never part of the key or of a stored entry. The
+request is stored next to its response, so an entry can be inspected and checked against hash
+collisions.
+
+The file (``<root>/responses.sqlite``) is a :class:`prbench.store.SQLiteStore` (namespace
+``responses``): safe to share between processes, each write one transaction (a crash never leaves a
+half-written entry). A damaged file raises :class:`prbench.store.StoreError` naming it and the ways
+out (``cache_dir=""``, or move the file aside); an entry that cannot be read, or that was written
+for a different request, counts as a miss (warned about) and is overwritten by the fresh reply.
 """
 
 from __future__ import annotations
@@ -13,14 +19,24 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from prbench.store import SQLiteStore
+
 logger = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+#: Table layout version of the ``responses`` namespace.
+SCHEMA_VERSION = 1
+
+#: The database file inside the cache folder.
+FILE_NAME = "responses.sqlite"
+
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, request TEXT NOT NULL, "
+    "response TEXT NOT NULL, created REAL NOT NULL)",
+)
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -29,58 +45,54 @@ def request_key(request: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-class CacheError(RuntimeError):
-    """A cache entry exists but cannot be read or does not match its request."""
-
-
 class ResponseCache:
-    """One JSON file per request under ``root/<key[:2]>/<key>.json``.
+    """Responses of a generation endpoint in ``root/responses.sqlite`` (see the module docstring).
 
-    Each file holds ``{"format", "key", "request", "response", "created"}``: the request is stored
-    next to the response so an entry can be inspected (and checked against hash collisions).
+    Args:
+        root: the cache folder (created if missing).
+
+    Attributes:
+        hits: look-ups answered from the cache.
+        misses: look-ups that found nothing usable.
+
+    Raises:
+        prbench.store.StoreError: the file is damaged, not a database, or of another schema.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.path = self.root / FILE_NAME
+        self.store = SQLiteStore(
+            self.path, namespace="responses", schema_version=SCHEMA_VERSION, tables=_TABLES,
+            label="response cache", off_hint='the backend option cache_dir=""',
+        )
         self.hits = 0
         self.misses = 0
 
-    def path_for(self, key: str) -> Path:
-        """The file that holds (or would hold) the entry for ``key``."""
-        return self.root / key[:2] / f"{key}.json"
-
     def get(self, request: dict[str, Any]) -> Any | None:
-        """Return the stored response for ``request``, or None when there is none.
-
-        Raises:
-            CacheError: the entry exists but is corrupt or was written for a different request.
-        """
+        """Return the stored response for ``request``, or None when there is none usable."""
         key = request_key(request)
-        path = self.path_for(key)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        rows = self.store.query("SELECT request, response FROM responses WHERE key = ?", (key,))
+        if not rows:
             self.misses += 1
             return None
         try:
-            entry = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CacheError(
-                f"response cache entry {path} is not valid JSON ({exc}); delete it to refetch"
-            ) from exc
-        if not isinstance(entry, dict) or "response" not in entry:
-            raise CacheError(f"response cache entry {path} has no 'response' field; delete it")
-        if entry.get("request") != json.loads(json.dumps(request)):
-            raise CacheError(
-                f"response cache entry {path} was written for a different request "
-                "(hash collision or edited file); delete it"
-            )
+            stored_request, response = json.loads(rows[0][0]), json.loads(rows[0][1])
+        except (TypeError, ValueError) as exc:
+            logger.warning("response cache %s: entry %s is unreadable (%s); asking again",
+                           self.path, key, exc)
+            self.misses += 1
+            return None
+        if stored_request != json.loads(json.dumps(request)):
+            logger.warning("response cache %s: entry %s was written for a different request "
+                           "(hash collision or edited row); asking again", self.path, key)
+            self.misses += 1
+            return None
         self.hits += 1
-        return entry["response"]
+        return response
 
     def put(self, request: dict[str, Any], response: Any, *, redact: str = "") -> Path:
-        """Store ``response`` for ``request`` atomically and return the file written.
+        """Store ``response`` for ``request`` (one transaction) and return the cache file.
 
         Args:
             request: the request description the key is computed from (no credentials).
@@ -89,25 +101,21 @@ class ResponseCache:
                 entry is replaced by ``***`` (a guard against servers that echo credentials).
         """
         key = request_key(request)
-        path = self.path_for(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entry = {
-            "format": CACHE_FORMAT,
-            "key": key,
-            "request": request,
-            "response": response,
-            "created": time.time(),
-        }
-        text = json.dumps(entry, ensure_ascii=False, sort_keys=True)
-        if redact and redact in text:
-            text = text.replace(redact, "***")
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:8]}-", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        logger.debug("cached response %s", path)
-        return path
+        texts = [json.dumps(request, ensure_ascii=False, sort_keys=True),
+                 json.dumps(response, ensure_ascii=False, sort_keys=True)]
+        if redact:
+            texts = [t.replace(redact, "***") for t in texts]
+        self.store.write(
+            "INSERT OR REPLACE INTO responses (key, request, response, created) "
+            "VALUES (?, ?, ?, ?)",
+            [(key, texts[0], texts[1], time.time())],
+        )
+        logger.debug("cached response %s in %s", key, self.path)
+        return self.path
+
+    def __len__(self) -> int:
+        return int(self.store.query("SELECT COUNT(*) FROM responses")[0][0])
+
+    def close(self) -> None:
+        """Close this process's connection (reopened on the next use)."""
+        self.store.close()

@@ -6,7 +6,8 @@ results:
 - **where the profile goes** (``profile_position``): ``none`` (never shown), ``system`` (a system
   turn before the question) or ``user`` (in the user turn, before the question). With an empty
   profile every position yields ``[user: question, assistant: answer]`` — the released script's
-  input, unchanged.
+  chat (its token ids can still differ in the BOS; :meth:`ChatEncoder.encode_released` gives
+  them exactly).
 - **exactly one BOS**: the chat template is rendered to text, tokenised without special tokens,
   every leading BOS is stripped, and exactly one is put back when the model expects one (the
   tokenizer adds one by itself, or the template writes one). Templates that write a BOS *and*
@@ -174,8 +175,9 @@ class EncodedInput:
 
     Attributes:
         ids: the token ids (exactly the model input).
-        truncated: ``""``, ``"profile"`` or ``"question"`` — what was cut to fit.
-        removed_chars: characters cut from the profile (or question).
+        truncated: ``""``, ``"profile"``, ``"question"`` or ``"end"`` (the released format's cut
+            of the last tokens) — what was cut to fit.
+        removed_chars: characters cut from the profile (or question); 0 for ``"end"``.
     """
 
     ids: list[int]
@@ -274,6 +276,27 @@ class ChatEncoder:
                 enc = EncodedInput(ids)
             self.bos.check(enc.ids, where)
             out.append(enc)
+        return out
+
+    def encode_released(
+        self, questions: Sequence[str], responses: Sequence[str]
+    ) -> list[EncodedInput]:
+        """The released pointwise script's input for each (question, answer); no profile.
+
+        The chat is rendered to text through the template, then tokenised with the tokenizer's
+        default special tokens — no BOS policy, so a tokenizer that adds a BOS to a template that
+        writes one gives two, as the released script does — and an input over ``max_length`` keeps
+        its first ``max_length`` tokens (the tokenizer's own truncation, which cuts the end; the
+        answer is the end). Such inputs are marked ``truncated="end"``.
+        """
+        texts = [self.render(q, r, "") for q, r in zip(questions, responses, strict=True)]
+        out = []
+        for text, ids in zip(texts, self.tokenizer(texts)["input_ids"], strict=True):
+            if len(ids) <= self.max_length:
+                out.append(EncodedInput(list(ids)))
+                continue
+            cut = self.tokenizer(text, truncation=True, max_length=self.max_length)["input_ids"]
+            out.append(EncodedInput(list(cut), "end", 0))
         return out
 
     def _length(self, question: str, response: str, profile: str) -> list[int]:

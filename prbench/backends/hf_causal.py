@@ -14,6 +14,10 @@
 * ``logprobs`` sums the log-probabilities of a continuation's tokens (tokenised on their own,
   without special tokens) after the rendered prompt; left padding plus explicit position ids
   keep it independent of the batch, and only the continuation's logits are computed.
+* A chat whose prompt is longer than the model's context gets a
+  :class:`~prbench.backends.base.GenerationFailure` (``prompt-too-long``) in its place; the other
+  chats are generated. An empty or unreadable output is text like any other: the caller's parser
+  counts it as a failure (never a verdict).
 * ``device="auto"`` takes CUDA when present; ``cuda``/``cuda:N`` without CUDA falls back to the CPU
   with a warning. ``dtype="auto"`` is float32 on the CPU and the checkpoint's dtype on a GPU.
 """
@@ -27,9 +31,10 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prbench.backends.base import BackendSpec, Chat, GenerationConfig
+from prbench.backends.base import BackendSpec, Chat, GenerationConfig, GenerationFailure, Reply
 from prbench.backends.chat_inputs import load_chat_template, resolve_bos, template_sha256
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
+from prbench.devices import resolve_device
 
 if TYPE_CHECKING:
     import torch
@@ -37,27 +42,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _PROBE_CHAT: Chat = [{"role": "user", "content": "Hello"}]
-
-
-def resolve_device(device: str) -> str:
-    """Map a device setting to one this machine has (``cuda*`` without CUDA -> ``cpu``, warned).
-
-    Raises:
-        ValueError: a device string torch does not understand.
-    """
-    import torch
-
-    setting = device.strip().lower() or "auto"
-    if setting == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        parsed = torch.device(setting)
-    except RuntimeError as exc:
-        raise ValueError(f"unknown device {device!r}: {exc}") from None
-    if parsed.type == "cuda" and not torch.cuda.is_available():
-        logger.warning("device %r asked for, but CUDA is not available: running on the CPU", device)
-        return "cpu"
-    return setting
 
 
 def resolve_dtype(dtype: str, device: str) -> Any:
@@ -218,24 +202,32 @@ class HFCausalBackend:
                 mask[i, width - len(row) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
+    def _context(self) -> int | None:
+        """The model's context length in positions, when its config states one."""
+        config = self.model.config
+        limit = getattr(config, "max_position_embeddings", None) or getattr(
+            config, "n_positions", None
+        )
+        return limit if isinstance(limit, int) else None
+
+    def _too_long(self, i: int, n: int, what: str) -> str:
+        return (
+            f"chat {i}: the {what} is {n} tokens, more than the model's context "
+            f"({self._context()} positions); shorten the chat"
+        )
+
     def _check_lengths(self, lengths: list[int], what: str, new_tokens: int = 0) -> None:
         """Refuse inputs longer than the model's context; warn when generation would overrun it.
 
         Raises:
             ValueError: an input (named by its position) exceeds the context length.
         """
-        config = self.model.config
-        limit = getattr(config, "max_position_embeddings", None) or getattr(
-            config, "n_positions", None
-        )
-        if not isinstance(limit, int) or not lengths:
+        limit = self._context()
+        if limit is None or not lengths:
             return
         for i, n in enumerate(lengths):
             if n > limit:
-                raise ValueError(
-                    f"chat {i}: the {what} is {n} tokens, more than the model's context "
-                    f"({limit} positions); shorten the chat"
-                )
+                raise ValueError(self._too_long(i, n, what))
         longest = max(lengths)
         if longest + new_tokens > limit:
             logger.warning(
@@ -248,17 +240,31 @@ class HFCausalBackend:
 
     # -- generation -----------------------------------------------------------------------------
 
-    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[str]:
-        """One completion per chat, in order (see the module docstring for determinism)."""
+    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[Reply]:
+        """One completion per chat, in order (see the module docstring for determinism).
+
+        A chat whose prompt does not fit the model's context gets a ``prompt-too-long``
+        :class:`~prbench.backends.base.GenerationFailure`; the others are generated.
+        """
         check_chats(chats)
         check_config(config)
         prompts = [self.encode_chat(chat) for chat in chats]
-        self._check_lengths([len(p) for p in prompts], "prompt", config.max_new_tokens)
-        outputs: list[str] = [""] * len(prompts)
-        lengths = [len(p) + config.max_new_tokens for p in prompts]
+        limit = self._context()
+        outputs: list[Reply] = [""] * len(prompts)
+        todo: list[int] = []
+        for i, prompt in enumerate(prompts):
+            if limit is not None and len(prompt) > limit:
+                detail = self._too_long(i, len(prompt), "prompt")
+                logger.warning("%s; the item is recorded as invalid", detail)
+                outputs[i] = GenerationFailure(reason="prompt-too-long", detail=detail)
+            else:
+                todo.append(i)
+        self._check_lengths([len(prompts[i]) for i in todo], "prompt", config.max_new_tokens)
+        lengths = [len(prompts[i]) + config.max_new_tokens for i in todo]
         for batch in plan(lengths, self.spec.batch_size):
-            texts = self._generate_batch([prompts[i] for i in batch], config)
-            for i, text in zip(batch, texts, strict=True):
+            items = [todo[b] for b in batch]
+            texts = self._generate_batch([prompts[i] for i in items], config)
+            for i, text in zip(items, texts, strict=True):
                 outputs[i] = text
         return outputs
 

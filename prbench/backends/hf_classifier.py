@@ -4,17 +4,26 @@ The reward is ``logits[label_index]`` at the input's last token, for the chat
 ``[user: question, assistant: answer]`` (plus the profile where ``profile_position`` puts it)
 rendered by the tokenizer's chat template (see :mod:`prbench.backends.chat_inputs` for the BOS and
 truncation rules). Scoring goes through the shared batching engine
-(:mod:`prbench.scoring.engine`), shares prompts between answers where the model allows it
-(:mod:`prbench.scoring.prefix`) and remembers scores in the persistent score cache
-(:mod:`prbench.scoring.cache`), so a rerun — or a run killed half-way — computes only what is
-missing. The model is loaded on first need: a fully cached run never loads the weights.
+(:mod:`prbench.scoring.engine`) and shares prompts between answers where the model allows it
+(:mod:`prbench.scoring.prefix`). Dedup, the persistent score cache (keyed by
+:meth:`HFClassifierScorer.fingerprint`) and chunked scoring come from the scorer runtime every
+scorer gets (:mod:`prbench.scoring.runtime`). The model is loaded on first need: a fully cached
+run never loads the weights.
 
 Decoder reward models with a ``score`` head (Llama, Qwen2/3, Mistral, Gemma, ... — the
 ``*ForSequenceClassification`` classes built on transformers' generic head) run through prbench's
 own forward: real-token position ids and pooling at the last real token by attention mask, which
-makes scores independent of batch size and padding side, and immune to a pad token that also
+makes scores independent of batch size and padding, and immune to a pad token that also
 appears in the text (pad = eos is common). Other models (BERT-style encoders, custom heads) run
 their own ``forward`` with right padding.
+
+``input_format=released`` instead reproduces the paper's released pointwise script exactly: the
+chat ``[user: question, assistant: answer]`` rendered to text, tokenised with the tokenizer's
+default special tokens (a tokenizer that adds a BOS on top of the template's gives two), cut to
+``max_length`` tokens from the end, right-padded, pooled by the model's own forward (which reads the
+last token that is not the pad token, so a text ending in the pad token is read one token early),
+and the reward is the logit for one label or ``softmax(logits)[-1]`` for more. That script shows no
+profile, so a request with one is an error unless ``profile_position=none``.
 """
 
 from __future__ import annotations
@@ -34,8 +43,9 @@ from prbench.backends.chat_inputs import (
     load_chat_template,
     template_sha256,
 )
+from prbench.devices import torch_device
 from prbench.scoring.base import ScoreRequest, check_scores
-from prbench.scoring.cache import ScoreCache, fingerprint_of
+from prbench.scoring.cache import fingerprint_of
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +65,7 @@ class RunStats(dict[str, int]):
         self._summary = summary
 
     def __call__(self) -> dict[str, Any]:
-        """Every count plus ``padded_fraction``, ``cache_hit_rate`` and the prefix-sharing state."""
+        """Every count plus ``padded_fraction`` and the prefix-sharing state."""
         return self._summary()
 
 
@@ -90,40 +100,18 @@ class HFClassifierOptions:
     bos: Literal["auto", "always", "never"] = _opt(
         "auto", "exactly one BOS when the tokenizer or template uses one (auto), always, or never"
     )
+    input_format: Literal["prbench", "released"] = _opt(
+        "prbench", "prbench (one BOS, profile placement, profile-first truncation) or released "
+        "(the paper's pointwise script exactly; no profile; see README)"
+    )
     label_index: int = _opt(0, "which logit is the reward")
     batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
     max_batch_size: int = _opt(0, "cap on sequences per batch; 0 = none")
-    padding_side: Literal["right", "left"] = _opt(
-        "right", "padding side (scores do not depend on it)"
-    )
     prefix_sharing: Literal["auto", "on", "off"] = _opt(
         "auto", "run a prompt shared by several answers once (auto: where supported and verified)"
     )
     prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing")
-    cache: bool = _opt(True, "use the persistent score cache")
-    cache_path: str = _opt("", "score-cache SQLite file (default: <prbench cache>/scores/)")
     trust_remote_code: bool = _opt(False, "run code shipped with the model (only if you trust it)")
-    progress: bool = _opt(True, "show a progress bar")
-
-
-def resolve_device(requested: str) -> Any:
-    """A ``torch.device`` for ``requested``; CUDA/MPS without the hardware falls back to CPU."""
-    import torch
-
-    req = (requested or "auto").strip().lower()
-    if req == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if req.startswith("cuda") and not torch.cuda.is_available():
-        logger.warning("device %r requested but CUDA is not available; using the CPU", requested)
-        return torch.device("cpu")
-    mps = getattr(torch.backends, "mps", None)
-    if req == "mps" and not (mps is not None and mps.is_available()):
-        logger.warning("device 'mps' requested but MPS is not available; using the CPU")
-        return torch.device("cpu")
-    try:
-        return torch.device(req)
-    except RuntimeError as exc:
-        raise ValueError(f"unknown device {requested!r}: {exc}") from exc
 
 
 def resolve_dtype(requested: str, device: Any) -> str:
@@ -180,20 +168,46 @@ def model_identity(pretrained: str, revision: str) -> dict[str, Any]:
     return {"hub_id": pretrained, "revision": revision, "commit": commit}
 
 
+def check_released_options(options: HFClassifierOptions) -> None:
+    """Refuse options that ``input_format=released`` cannot honour (it fixes BOS, label, pooling).
+
+    Raises:
+        ValueError: ``bos``, ``label_index`` or ``prefix_sharing=on`` set with the released format.
+    """
+    clashes = []
+    if options.bos != "auto":
+        clashes.append(f"bos={options.bos} (released: the template's and tokenizer's BOS as is)")
+    if options.label_index != 0:
+        clashes.append(
+            f"label_index={options.label_index} (released: the logit for one label, "
+            "softmax[-1] for more)"
+        )
+    if options.prefix_sharing == "on":
+        clashes.append("prefix_sharing=on (released: the model's own forward)")
+    if clashes:
+        raise ValueError("input_format=released cannot be combined with " + "; ".join(clashes))
+
+
+def released_rewards(logits: Any) -> list[float]:
+    """The released script's reward per row: the logit for one label, else softmax's last entry."""
+    import torch
+
+    if logits.shape[-1] == 1:
+        return logits[:, 0].float().cpu().tolist()
+    return torch.softmax(logits, dim=-1)[:, -1].float().cpu().tolist()
+
+
 class HFClassifierScorer:
     """A reward model from a ``*ForSequenceClassification`` checkpoint (see module docstring).
 
     Attributes:
-        fingerprint: hex id of everything that changes the scores (model files or hub commit,
-            dtype, template, profile placement, lengths, BOS policy, label index) — the score
-            cache key prefix. Batch size, device, padding side and prefix sharing are left out:
-            scores do not depend on them.
-        stats: running counts (a :class:`RunStats` dict): ``requests``, ``cache_hits``,
+        description: what :meth:`fingerprint` hashes.
+        stats: running counts (a :class:`RunStats` dict): ``requests``,
             ``computed`` (sequences run through the model), ``batches`` (batches planned by the
             engine), ``forward_passes``, ``shared_groups``, ``shared_tokens_saved``,
             ``truncated_profile``, ``truncated_question``, ``padded_tokens`` (token slots run,
             padding included), ``real_tokens`` (real tokens run), ``oom_retries``. Calling it,
-            ``stats()``, returns those counts plus ``padded_fraction``, ``cache_hit_rate``,
+            ``stats()``, returns those counts plus ``padded_fraction``,
             ``prefix_sharing`` (on/off and why) and ``token_budget``.
     """
 
@@ -206,8 +220,11 @@ class HFClassifierScorer:
             raise ValueError(f"label_index must be >= 0, got {options.label_index}")
         if options.batch_tokens < 0 or options.max_batch_size < 0:
             raise ValueError("batch_tokens and max_batch_size must be >= 0")
+        self.released = options.input_format == "released"
+        if self.released:
+            check_released_options(options)
         self.options = options
-        self.device = resolve_device(options.device)
+        self.device = torch_device(options.device)
         self.dtype_name = resolve_dtype(options.dtype, self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(
             options.pretrained, revision=options.revision,
@@ -240,17 +257,12 @@ class HFClassifierScorer:
             "chat_template": template_sha256(self.encoder.template),
             "bos": {"add": self.encoder.bos.add, "id": self.encoder.bos.bos_id},
             "label_index": options.label_index,
+            "input_format": options.input_format,
             "trust_remote_code": options.trust_remote_code,
         }
-        self.fingerprint = fingerprint_of(self.description)
-        self.cache: ScoreCache | None = None
-        if options.cache:
-            self.cache = ScoreCache(
-                self.fingerprint, options.cache_path or None, description=self.description
-            )
         self.stats = RunStats(
-            ("requests", "cache_hits", "computed", "batches", "forward_passes", "shared_groups",
-             "shared_tokens_saved", "truncated_profile", "truncated_question",
+            ("requests", "computed", "batches", "forward_passes", "shared_groups",
+             "shared_tokens_saved", "truncated_profile", "truncated_question", "truncated_end",
              "padded_tokens", "real_tokens", "oom_retries"),
             self._stats_summary,
         )
@@ -297,9 +309,11 @@ class HFClassifierScorer:
         if getattr(model.config, "pad_token_id", None) is None:
             model.config.pad_token_id = self.pad_id
         self.model = model
-        self._parts = self._decoder_parts(model)
+        self._parts = None if self.released else self._decoder_parts(model)
         self._pooling = "last real token (prbench)" if self._parts else "the model's own forward"
-        if opts.prefix_sharing == "off":
+        if self.released:
+            self._sharing, self._sharing_note = False, "off (input_format=released)"
+        elif opts.prefix_sharing == "off":
             self._sharing, self._sharing_note = False, "off (option)"
         else:
             ok, why = prefix_sharing_support(model) if self._parts else (False, "no decoder head")
@@ -348,8 +362,7 @@ class HFClassifierScorer:
 
         from prbench.scoring.engine import last_token_index, pad_batch
 
-        side = self.options.padding_side if self._parts else "right"
-        ids, mask, pos = pad_batch(seqs, pad_id=self.pad_id, side=side, device=self.device)
+        ids, mask, pos = pad_batch(seqs, pad_id=self.pad_id, side="right", device=self.device)
         with torch.inference_mode():
             if self._parts:
                 base, head = self._parts
@@ -363,6 +376,8 @@ class HFClassifierScorer:
         self.stats["forward_passes"] += 1
         self.stats["padded_tokens"] += int(mask.numel())
         self.stats["real_tokens"] += int(mask.sum())
+        if self.released:
+            return released_rewards(logits)
         return logits[:, self.options.label_index].float().cpu().tolist()
 
     def _forward_shared(self, groups: Sequence[Any]) -> list[list[float]]:
@@ -386,8 +401,13 @@ class HFClassifierScorer:
             k += len(g.members)
         return out
 
-    def _verify_sharing(self, group: Any) -> list[float]:
-        """Score one group plainly and shared; keep sharing only if they agree."""
+    def _verify_sharing(self, group: Any) -> None:
+        """Score one group plainly and shared; keep sharing only if they agree.
+
+        Both results are thrown away: the group is then scored like every other group, so a
+        stored score never depends on which group a run happened to verify on (a resumed run
+        verifies on a different one) and resumed runs give the uninterrupted run's scores.
+        """
         plain = self._forward_plain([list(group.prefix) + list(s) for s in group.suffixes])
         shared = self._forward_shared([group])[0]
         tol = 1e-3 if self.dtype_name == "float32" else 5e-2
@@ -399,16 +419,12 @@ class HFClassifierScorer:
         )
         if not self._sharing:
             logger.warning("prefix sharing %s", self._sharing_note)
-        return plain
 
-    def _compute(
-        self, seqs: list[list[int]], keys: list[Hashable], commit: Any
-    ) -> list[float]:
-        """Scores for ``seqs`` (``commit(indices, scores)`` after every batch)."""
+    def _compute(self, seqs: list[list[int]], keys: list[Hashable]) -> list[float]:
+        """Scores for ``seqs``; ``keys`` group the sequences that may share a prompt."""
         from prbench.scoring.engine import (
             BatchStats,
             batch_overhead_tokens,
-            make_progress,
             pad_free_threshold,
             run_batches,
         )
@@ -417,14 +433,12 @@ class HFClassifierScorer:
         self._load()
         results: list[float] = [math.nan] * len(seqs)
         opts = self.options
-        bar = make_progress(len(seqs), enabled=opts.progress, desc=self.component)
         stats = BatchStats()
         cap = opts.max_batch_size or None
 
         def store(indices: Sequence[int], scores: Sequence[float]) -> None:
             for i, s in zip(indices, scores, strict=True):
                 results[i] = s
-            commit(list(indices), list(scores))
 
         try:
             singles = list(range(len(seqs)))
@@ -433,11 +447,7 @@ class HFClassifierScorer:
                     seqs, keys, min_prefix_tokens=opts.prefix_min_tokens
                 )
                 if groups and self._sharing is None:
-                    smallest = min(range(len(groups)), key=lambda g: groups[g].real_tokens)
-                    first = groups.pop(smallest)
-                    store(first.members, self._verify_sharing(first))
-                    self.stats["batches"] += 1
-                    bar.update(len(first.members))
+                    self._verify_sharing(min(groups, key=lambda g: g.real_tokens))
                     if not self._sharing:
                         singles += [m for g in groups for m in g.members]
                         groups = []
@@ -453,7 +463,7 @@ class HFClassifierScorer:
                         [g.real_tokens for g in groups],
                         lambda batch: self._forward_shared([groups[g] for g in batch]),
                         token_budget=self._token_budget, max_batch_size=cap, on_batch=on_groups,
-                        progress=bar, weights=[len(g.members) for g in groups], stats=stats,
+                        weights=[len(g.members) for g in groups], stats=stats,
                     )
             if singles:
                 run_batches(
@@ -463,10 +473,9 @@ class HFClassifierScorer:
                     pad_free_from=pad_free_threshold(self.device),
                     batch_overhead=batch_overhead_tokens(self.device),
                     on_batch=lambda batch, out: store([singles[j] for j in batch], out),
-                    progress=bar, stats=stats,
+                    stats=stats,
                 )
         finally:
-            bar.close()
             self.stats["batches"] += stats.batches
         self._token_budget = stats.token_budget or self._token_budget
         self.stats["computed"] += len(seqs)
@@ -490,6 +499,8 @@ class HFClassifierScorer:
                         f"request {i} (record {r.record_id!r}): {field} must be a string, "
                         f"got {type(getattr(r, field)).__name__}"
                     )
+        if self.released:
+            return self._encode_released(requests)
         encoded = self.encoder.encode(
             [r.question for r in requests],
             [r.response for r in requests],
@@ -501,33 +512,43 @@ class HFClassifierScorer:
                 self.stats[f"truncated_{e.truncated}"] += 1
         return [e.ids for e in encoded]
 
+    def _encode_released(self, requests: Sequence[ScoreRequest]) -> list[list[int]]:
+        """The released script's inputs (its chat has no profile: one is an error)."""
+        if self.options.profile_position != "none":
+            for i, r in enumerate(requests):
+                if r.profile.text:
+                    raise ValueError(
+                        f"request {i} (record {r.record_id!r}) has a profile, but "
+                        "input_format=released reproduces the released pointwise script, which "
+                        "shows the reward model no profile; use a _noprofile task, or "
+                        "profile_position=none to drop the profile"
+                    )
+        encoded = self.encoder.encode_released(
+            [r.question for r in requests], [r.response for r in requests]
+        )
+        self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated)
+        return [e.ids for e in encoded]
+
+    def fingerprint(self) -> str:
+        """A hex id of everything that changes the scores (the score-cache key prefix).
+
+        It covers the model files or hub commit, dtype, template, profile placement, lengths,
+        BOS policy, label index and input format; not batch size, device or prefix sharing
+        (scores do not depend on them). The scorer runtime keys the persistent score cache
+        with it.
+        """
+        return fingerprint_of(self.description)
+
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
-        """One reward per request, in order (cached scores are reused; new ones are cached)."""
+        """One reward per request, in order (the runtime dedups and caches; this computes)."""
         requests = list(requests)
         if not requests:
             return []
         self.stats["requests"] += len(requests)
         seqs = self.encode(requests)
-        keys = [ScoreCache.make_key(s) for s in seqs]
-        known = self.cache.get_many(keys) if self.cache is not None else {}
-        self.stats["cache_hits"] += sum(1 for k in keys if k in known)
-        todo: dict[str, int] = {}  # key -> index of its first occurrence (duplicates run once)
-        for i, k in enumerate(keys):
-            if k not in known and k not in todo:
-                todo[k] = i
-        if todo:
-            order = list(todo.values())
-            groups = [(requests[i].question, requests[i].profile.text) for i in order]
-
-            def commit(indices: list[int], scores: list[float]) -> None:
-                if self.cache is not None:
-                    self.cache.put_many(
-                        (keys[order[j]], s) for j, s in zip(indices, scores, strict=True)
-                    )
-
-            computed = self._compute([seqs[i] for i in order], groups, commit)
-            known = {**known, **{keys[i]: s for i, s in zip(order, computed, strict=True)}}
-        return check_scores([known[k] for k in keys], len(requests), self.component)
+        groups = [(r.question, r.profile.text) for r in requests]
+        scores = self._compute(seqs, groups)
+        return check_scores(scores, len(requests), self.component)
 
     def _sharing_state(self) -> str:
         return self._sharing_note or ("pending" if self._sharing is None else "")
@@ -538,8 +559,6 @@ class HFClassifierScorer:
         return {
             **counts,
             "padded_fraction": 1.0 - real / slots if slots else 0.0,
-            "cache_hit_rate": counts["cache_hits"] / counts["requests"] if counts["requests"]
-            else 0.0,
             "prefix_sharing": self._sharing_state() if self.model_loaded else "not loaded",
             "token_budget": self._token_budget,
         }
@@ -550,7 +569,7 @@ class HFClassifierScorer:
 
         return {
             "component": self.component,
-            "fingerprint": self.fingerprint,
+            "fingerprint": self.fingerprint(),
             "options": options_to_dict(self.options),
             "resolved": {
                 "device": str(self.device),
@@ -560,12 +579,16 @@ class HFClassifierScorer:
                 "pooling": self._pooling,
                 "prefix_sharing": self._sharing_state(),
                 "token_budget": self._token_budget,
-                "cache_path": str(self.cache.path) if self.cache is not None else None,
             },
             "stats": dict(self.stats),
         }
 
     def close(self) -> None:
-        """Close the score cache connection."""
-        if self.cache is not None:
-            self.cache.close()
+        """Release the model weights (and accelerator memory); a later score() reloads them."""
+        from prbench.scoring.engine import free_accelerator_memory
+
+        loaded = self.model is not None
+        self.model = None
+        self._parts = None
+        if loaded:
+            free_accelerator_memory()

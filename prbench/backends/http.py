@@ -8,8 +8,21 @@ Standard library only (``http.client`` and threads). What it does:
   sent as ``Authorization: Bearer ...``; it is never stored on the backend, in the cache, in a
   fingerprint, in a log line or in an error message (any text that echoes it is redacted);
 * at most ``max_concurrency`` requests in flight per backend, across threads and calls;
-* retries on HTTP 429, HTTP 5xx, timeouts and dropped connections, with exponential backoff
-  (jittered, at least the server's ``Retry-After``), up to ``max_retries`` times;
+* retries on HTTP 408/409/429, HTTP 5xx, timeouts, dropped connections and malformed 200 replies
+  (not JSON, no ``choices``, ``content: null``), with exponential backoff (jittered, at least the
+  server's ``Retry-After``), up to ``max_retries`` times;
+* what failures mean (see :mod:`prbench.backends.base`):
+
+  - **per item** -- a 408/409/429/5xx, a timeout or a malformed reply on every attempt, or a
+    client error that concerns this request only (400, 413, 422, ... e.g. a prompt longer than the
+    served context): ``generate`` returns a :class:`~prbench.backends.base.GenerationFailure` for
+    that chat (reason ``http-<status>``, ``timeout``, ``bad-response``, ``connection``) and the
+    other chats go on; the caller records the item as invalid;
+  - **fatal** -- 401/403 (the API key), 404 (``base_url`` or ``model``), a TLS failure, or a
+    server that refused or dropped the connection on every attempt of a request: no request can
+    succeed, so :class:`BackendRequestError` (a
+    :class:`~prbench.backends.base.BackendFatalError`) stops the run with one line naming the
+    server and the fix. Requests already in flight finish and are cached;
 * ``timeout`` is a deadline for the whole exchange (connect, send, the full response), not only
   for each socket read;
 * an on-disk response cache keyed by the endpoint URL plus the whole request body (see
@@ -17,7 +30,8 @@ Standard library only (``http.client`` and threads). What it does:
   ``prbench.paths.cache_dir("responses")``, a path puts it there, ``""`` turns it off. A cached
   request is never sent again, so a crashed run resumes where it stopped and re-running a judge
   costs nothing; with ``temperature > 0`` the same seed gives back the same stored sample, which
-  is the backend's contract (outputs are a function of model, chat and config).
+  is the backend's contract (outputs are a function of model, chat and config). Only usable
+  replies are stored: a failed item is asked again by the next run.
 
 Identical requests within one call are sent once. The chat API returns log-probabilities only
 for tokens the server generates, so :meth:`OpenAIBackend.logprobs` is not available here.
@@ -39,27 +53,28 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from prbench import __version__
-from prbench.backends.base import BackendSpec, Chat, GenerationConfig
+from prbench.backends.base import (
+    BackendFatalError,
+    BackendSpec,
+    Chat,
+    GenerationConfig,
+    GenerationFailure,
+    Reply,
+)
 from prbench.backends.cache import ResponseCache
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
 
 logger = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+#: Statuses no request of the run can get past: the key, or the URL/model name, is wrong.
+FATAL_STATUSES = frozenset({401, 403, 404})
 _EXCERPT = 300
 _MIN_SECRET = 8
 
 
-class BackendRequestError(RuntimeError):
-    """A request failed for good (a non-retryable status, or retries exhausted)."""
-
-
-class BackendTimeoutError(BackendRequestError, TimeoutError):
-    """A request ran past ``timeout`` on every attempt."""
-
-
-class BackendResponseError(BackendRequestError):
-    """The server answered 200 but the body is not a usable chat completion."""
+class BackendRequestError(BackendFatalError):
+    """A failure that concerns the whole run (bad key, unknown model or route, TLS, no server)."""
 
 
 class BackendCapabilityError(NotImplementedError):
@@ -96,6 +111,7 @@ class OpenAIBackend:
         backoff_max: the longest wait between two attempts.
         requests_sent: HTTP requests sent so far (attempts, retries included).
         retries: retries made so far.
+        failed: requests given up as per-item failures so far.
 
     Raises:
         ValueError: a missing or malformed setting.
@@ -152,6 +168,7 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self.requests_sent = 0
         self.retries = 0
+        self.failed = 0
 
     def __repr__(self) -> str:
         cache = self.cache.root if self.cache else None
@@ -161,21 +178,23 @@ class OpenAIBackend:
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[str]:
+    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[Reply]:
         """One completion per chat, in order (cached responses are not requested again).
 
+        A chat whose request failed for good gets a
+        :class:`~prbench.backends.base.GenerationFailure` in its place (see the module docstring).
+
         Raises:
-            BackendRequestError: a request failed (its position in ``chats`` is named).
-            BackendTimeoutError: a request timed out on every attempt.
-            BackendResponseError: a response has no message text.
+            BackendRequestError: a failure no request can get past (the key, the URL or model,
+                TLS, or no server answering); one line naming the server and the fix.
         """
         check_chats(chats)
         check_config(config)
         bodies = [self.request_body(chat, config) for chat in chats]
         responses = self._fetch_all(bodies)
         return [
-            cut_at_stop(self._message_text(i, response), config.stop)
-            for i, response in enumerate(responses)
+            r if isinstance(r, GenerationFailure) else cut_at_stop(_message_text(r), config.stop)
+            for r in responses
         ]
 
     def logprobs(self, chats: Sequence[Chat], continuations: Sequence[str]) -> list[float]:
@@ -206,31 +225,33 @@ class OpenAIBackend:
             body["stop"] = list(config.stop)
         return body
 
-    def _fetch_all(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Return the response for every body: from the cache, else from the server."""
+    def _fetch_all(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any] | GenerationFailure]:
+        """Return the response (or the failure) for every body: from the cache, else the server."""
         keyed = [{"url": self.endpoint, "body": body} for body in bodies]
         first_of: dict[str, int] = {}
         duplicate_of: list[int] = []
         for i, request in enumerate(keyed):
             text = json.dumps(request, sort_keys=True, ensure_ascii=False)
             duplicate_of.append(first_of.setdefault(text, i))
-        results: dict[int, dict[str, Any]] = {}
+        results: dict[int, dict[str, Any] | GenerationFailure] = {}
         missing: list[int] = []
         for i in sorted(set(duplicate_of)):
             cached = self.cache.get(keyed[i]) if self.cache is not None else None
-            if cached is not None:
+            if cached is not None and not _problem(cached):
                 results[i] = cached
             else:
                 missing.append(i)
         if missing:
             self._send_all(missing, bodies, keyed, results)
+        failed = sum(isinstance(r, GenerationFailure) for r in results.values())
         logger.info(
-            "%s: %d chats, %d unique, %d from cache, %d requested",
+            "%s: %d chats, %d unique, %d from cache, %d requested, %d failed",
             self.fingerprint,
             len(bodies),
             len(set(duplicate_of)),
             len(set(duplicate_of)) - len(missing),
             len(missing),
+            failed,
         )
         return [results[duplicate_of[i]] for i in range(len(bodies))]
 
@@ -239,16 +260,17 @@ class OpenAIBackend:
         indices: list[int],
         bodies: list[dict[str, Any]],
         keyed: list[dict[str, Any]],
-        results: dict[int, dict[str, Any]],
+        results: dict[int, dict[str, Any] | GenerationFailure],
     ) -> None:
-        """Send the requests at ``indices`` concurrently, cache each success, raise the first error.
+        """Send the requests at ``indices`` concurrently; cache each usable response.
 
-        After an error no new request starts; requests already in flight finish and are cached.
+        A per-item failure is stored in ``results``; a fatal error (or any other exception) stops
+        new requests from starting, lets those in flight finish (and be cached), then is raised.
         """
         first_error: BaseException | None = None
         workers = min(self.spec.max_concurrency, len(indices))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prbench-http") as pool:
-            futures: dict[Future[dict[str, Any]], int] = {
+            futures: dict[Future[dict[str, Any] | GenerationFailure], int] = {
                 pool.submit(self._post, i, bodies[i]): i for i in indices
             }
             for future in as_completed(futures):
@@ -263,16 +285,8 @@ class OpenAIBackend:
                             other.cancel()
                     continue
                 response = future.result()
-                try:
-                    self._message_text(i, response)  # never cache an unusable answer
-                except BackendResponseError as exc:
-                    if first_error is None:
-                        first_error = exc
-                        for other in futures:
-                            other.cancel()
-                    continue
                 results[i] = response
-                if self.cache is not None:
+                if self.cache is not None and not isinstance(response, GenerationFailure):
                     self.cache.put(keyed[i], response, redact=self._secret())
         if first_error is not None:
             raise first_error
@@ -293,12 +307,17 @@ class OpenAIBackend:
         secret = self._secret()
         return text.replace(secret, "***") if secret else text
 
-    def _post(self, index: int, body: dict[str, Any]) -> dict[str, Any]:
-        """Send one request with retries; return the decoded JSON response."""
+    def _post(self, index: int, body: dict[str, Any]) -> dict[str, Any] | GenerationFailure:
+        """Send one request with retries: the decoded, usable response, or why there is none.
+
+        Raises:
+            BackendRequestError: a fatal failure (see the module docstring).
+        """
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         attempts = self.spec.max_retries + 1
+        code = ""
         reason = ""
-        timed_out = False
+        unreachable = True  # every attempt so far failed to connect
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
@@ -307,39 +326,35 @@ class OpenAIBackend:
                         self.requests_sent += 1
                     status, headers, data = self._exchange(payload)
             except _Timeout:
-                timed_out = True
-                reason = f"no complete response within {self.spec.timeout:g} s"
+                unreachable = False
+                code, reason = "timeout", f"no complete response within {self.spec.timeout:g} s"
             except ssl.SSLError as exc:
                 raise BackendRequestError(
-                    f"request {index} to {self.endpoint}: TLS failed: {self._redact(str(exc))}"
+                    f"TLS with {self.base_url} failed: {_one_line(self._redact(str(exc)))} "
+                    "(check base_url's scheme and the server's certificate)"
                 ) from None
             except (OSError, http.client.HTTPException) as exc:
-                timed_out = False
+                code = "connection"
                 reason = f"connection failed ({type(exc).__name__}: {self._redact(str(exc))})"
             else:
-                timed_out = False
-                excerpt = self._redact(data[:_EXCERPT].decode("utf-8", "replace"))
+                unreachable = False
+                excerpt = _one_line(self._redact(data[:_EXCERPT].decode("utf-8", "replace")))
                 if status == 200:
-                    try:
-                        decoded = json.loads(data)
-                    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                        raise BackendResponseError(
-                            f"request {index} to {self.endpoint}: the response is not JSON "
-                            f"({exc}); it begins {excerpt!r}"
-                        ) from None
-                    if not isinstance(decoded, dict):
-                        raise BackendResponseError(
-                            f"request {index} to {self.endpoint}: expected a JSON object, "
-                            f"got {type(decoded).__name__}"
-                        )
-                    return decoded
-                if status not in RETRY_STATUSES:
+                    decoded, problem = _decode(data)
+                    if not problem:
+                        assert decoded is not None
+                        return decoded
+                    code = "bad-response"
+                    reason = f"malformed reply: {problem}; it begins {excerpt!r}"
+                elif status in FATAL_STATUSES:
                     raise BackendRequestError(
-                        f"request {index} to {self.endpoint} failed: HTTP {status}: "
-                        f"{excerpt}{self._hint(status)}"
+                        f"{self.endpoint} answered HTTP {status}: {excerpt}{self._hint(status)}"
                     )
-                reason = f"HTTP {status}: {excerpt}"
-                retry_after = _retry_after(headers.get("Retry-After"))
+                elif status not in RETRY_STATUSES:
+                    return self._give_up(index, f"http-{status}", f"HTTP {status}: {excerpt}", 1)
+                else:
+                    code, reason = f"http-{status}", f"HTTP {status}: {excerpt}"
+                    retry_after = _retry_after(headers.get("Retry-After"))
             if attempt + 1 == attempts:
                 break
             delay = min(self.backoff_max, self.backoff_base * 2**attempt)
@@ -358,16 +373,29 @@ class OpenAIBackend:
                 delay,
             )
             self._sleep(delay)
-        message = (
-            f"request {index} to {self.endpoint} failed after {attempts} attempt"
-            f"{'s' if attempts != 1 else ''}: {reason}"
-        )
-        if timed_out:
-            raise BackendTimeoutError(
-                message + " (raise `timeout` or `max_retries`, or check that the server is up "
-                "and not overloaded)"
+        if unreachable:
+            resume = " (responses received so far are cached: re-running resumes)" if (
+                self.cache is not None
+            ) else ""
+            raise BackendRequestError(
+                f"cannot reach the server at {self.base_url}: {_one_line(reason)} on all "
+                f"{attempts} attempt{'s' if attempts != 1 else ''}; start the server or fix "
+                f"`base_url`{resume}"
             )
-        raise BackendRequestError(message)
+        if code == "timeout":
+            reason += " (raise `timeout` or `max_retries` if the server is slow or overloaded)"
+        return self._give_up(index, code, reason, attempts)
+
+    def _give_up(self, index: int, code: str, reason: str, attempts: int) -> GenerationFailure:
+        """Record a request that failed for good as a per-item failure."""
+        detail = (
+            f"request {index} to {self.endpoint} failed after {attempts} attempt"
+            f"{'s' if attempts != 1 else ''}: {_one_line(reason)}"
+        )
+        with self._lock:
+            self.failed += 1
+        logger.warning("%s; the item is recorded as invalid", detail)
+        return GenerationFailure(reason=code, detail=detail)
 
     def _hint(self, status: int) -> str:
         if status in (401, 403):
@@ -410,24 +438,45 @@ class OpenAIBackend:
         finally:
             conn.close()
 
-    def _message_text(self, index: int, response: dict[str, Any]) -> str:
-        """The assistant message of a chat-completion response."""
-        try:
-            choice = response["choices"][0]
-            content = choice["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            excerpt = self._redact(json.dumps(response)[:_EXCERPT])
-            raise BackendResponseError(
-                f"request {index} to {self.endpoint}: no choices[0].message.content in the "
-                f"response: {excerpt}"
-            ) from None
-        if not isinstance(content, str):
-            raise BackendResponseError(
-                f"request {index} to {self.endpoint}: the message content is "
-                f"{type(content).__name__}, not text (finish_reason="
-                f"{choice.get('finish_reason')!r}); the model gave no answer"
-            )
-        return content
+
+def _problem(response: Any) -> str:
+    """Why a decoded response is not a usable chat completion (``""`` when it is)."""
+    if not isinstance(response, dict):
+        return f"expected a JSON object, got {type(response).__name__}"
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return "no choices in the response"
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict) or "content" not in message:
+        return "no choices[0].message.content in the response"
+    content = message["content"]
+    if not isinstance(content, str):
+        return (
+            f"the message content is {type(content).__name__}, not text (finish_reason="
+            f"{choice.get('finish_reason')!r})"
+        )
+    return ""
+
+
+def _decode(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The response body as a usable chat completion, or ``(None, why not)``."""
+    try:
+        decoded = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, f"not JSON ({exc})"
+    problem = _problem(decoded)
+    return (None, problem) if problem else (decoded, "")
+
+
+def _message_text(response: dict[str, Any]) -> str:
+    """The assistant message of a response :func:`_problem` passed."""
+    return str(response["choices"][0]["message"]["content"])
+
+
+def _one_line(text: str) -> str:
+    """``text`` with runs of whitespace (newlines included) folded to one space."""
+    return " ".join(text.split())
 
 
 def _tighten(conn: http.client.HTTPConnection, deadline: float) -> None:

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the plugin table; exit 1 when a plugin failed to load."""
+    """Print the plugin table; exit 1 when a plugin failed to load or dropped registrations."""
     registry = get_registry(args.plugin)
     plugins = list(registry.plugins.values())
     if not args.all:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.json:
         print(json.dumps([p.as_dict() for p in plugins], indent=2))
-        return 1 if registry.failed() else 0
+        return 1 if registry.troubled() else 0
     for p in plugins:
         version = f" {p.version}" if p.version else ""
         dist = f"{p.dist}{version}" if p.dist else p.source
@@ -55,12 +55,19 @@ def run(args: argparse.Namespace) -> int:
             print(f"    task dir: {d}")
         if p.error:
             print(f"    error: {p.error}")
+        for problem in p.problems:
+            print(f"    problem: {problem}")
         if p.disabled:
             print(f"    disabled: {p.disabled}")
     for warning in registry.warnings:
         print(f"warning: {warning}")
     failed = registry.failed()
+    partial = [p for p in registry.troubled() if p.status == "partial"]
     if failed:
         print(f"\n{len(failed)} plugin(s) failed to load; their components are unavailable.")
-        return 1
-    return 0
+    if partial:
+        print(
+            f"\n{len(partial)} plugin(s) loaded in part: the registrations listed under "
+            "'problem' were dropped or need a qualified id; everything else works."
+        )
+    return 1 if failed or partial else 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from prbench.plugins import KINDS, get_registry
+from prbench.plugins import KINDS, UnknownComponentError, get_registry
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,11 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the components of one kind."""
+    """Print the components of one kind; exit 1 (one line) for an unknown or ambiguous id."""
     registry = get_registry(args.plugin)
-    components = (
-        [registry.get(args.kind, i) for i in args.ids] if args.ids else registry.list(args.kind)
-    )
+    try:
+        components = (
+            [registry.get(args.kind, i) for i in args.ids] if args.ids else registry.list(args.kind)
+        )
+    except UnknownComponentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     width = max((len(c.qualified_id) for c in components), default=10)
     for c in components:
         flags = []
@@ -40,4 +45,6 @@ def run(args: argparse.Namespace) -> int:
             for row in rows:
                 help_text = f"  {row['help']}" if row["help"] else ""
                 print(f"    {row['name']}: {row['type']} = {row['default']}{help_text}")
+    for info in registry.troubled():
+        print(f"warning: {registry.describe_trouble(info)}", file=sys.stderr)
     return 0

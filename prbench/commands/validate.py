@@ -1,12 +1,20 @@
-"""Check a data file or folder against the record schema and print per-domain statistics."""
+"""Check a data file or folder against the record schema and print per-domain statistics.
+
+Problems go to stderr one per line (file, line, record, field, code) and exit 1; warnings (unknown
+fields, kept as extra fields) go to stderr one line per kind, and every path of a folder that was
+not read is listed with the reason; both are counted in the summary and do not change the exit
+status.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
-from prbench.records import DataSourceError, validate
+from prbench.jsonio import summarize
+from prbench.records import DataSourceError, LoadReport, validate
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=("text", "markdown", "json"),
         default="text",
-        help="how to print the statistics",
+        help="how to print the statistics (json: also the problems, warnings and skipped paths)",
     )
 
 
@@ -53,19 +61,34 @@ def run(args: argparse.Namespace) -> int:
 
         pool_report = validate_pools(pools_path, report.records)
     issues = list(report.issues) + (list(pool_report.issues) if pool_report else [])
+    for line in summarize(report.warnings):
+        print(f"warning: {line}", file=sys.stderr)
+    for skipped in report.skipped:
+        print(skipped, file=sys.stderr)
+    common = {
+        "files": report.files,
+        "rows": report.rows,
+        "valid": len(report.records),
+        "warnings": [dataclasses.asdict(w) for w in report.warnings],
+        "skipped": [{"path": s.file, "reason": s.message, "code": s.code} for s in report.skipped],
+    }
     if issues:
         for issue in issues:
             print(issue, file=sys.stderr)
         bad = len({(i.file, i.line) for i in report.issues})
         print(
             f"\n{len(issues)} problem(s); {report.rows} rows read, {len(report.records)} valid, "
-            f"{bad} row(s) or line(s) with problems, in {', '.join(report.files)}",
+            f"{bad} row(s) or line(s) with problems, {_notes(report)}, "
+            f"in {', '.join(report.files)}",
             file=sys.stderr,
         )
+        if args.format == "json":
+            problems = [dataclasses.asdict(i) for i in issues]
+            print(json.dumps({"ok": False, "problems": problems, **common}, indent=2))
         return 1
     rows = domain_stats(report.records)
     if args.format == "json":
-        payload = {"files": report.files, "domains": rows}
+        payload = {"ok": True, **common, "domains": rows}
         if pool_report is not None:
             payload["pools"] = pool_report.stats()
         print(json.dumps(payload, indent=2))
@@ -75,5 +98,16 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(pool_report.format(markdown=args.format == "markdown"))
     if args.format == "text":
-        print(f"\nOK: {len(report.records)} records in {len(report.files)} file(s).")
+        print(
+            f"\nOK: {len(report.records)} records in {len(report.files)} file(s); {_notes(report)}."
+        )
+    elif report.warnings or report.skipped:
+        print(f"\n{_notes(report)}.")
     return 0
+
+
+def _notes(report: LoadReport) -> str:
+    """``"N warning(s), M path(s) skipped"`` for the summary line."""
+    kinds = len(summarize(report.warnings))
+    of = f" ({kinds} kind(s))" if report.warnings else ""
+    return f"{len(report.warnings)} warning(s){of}, {len(report.skipped)} path(s) skipped"

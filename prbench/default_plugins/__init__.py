@@ -11,4 +11,5 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "prbench.default_plugins.profiles",
     "prbench.default_plugins.embedding",
     "prbench.default_plugins.tasks",
+    "prbench.default_plugins.downstream",
 )

@@ -9,11 +9,17 @@ A pool file is jsonl, one object per benchmark record::
 ``coverage`` has one label per rubric aspect of the record, in rubric order: 0 absent, 1 partly
 covered, 2 well covered (the LaMP-QA judging scale). ``pair_labels`` labels the record's own
 chosen and rejected answers in the same format.
+
+Pools written by ``prbench bon`` from a policy have no gold labels: their candidates carry no
+``coverage`` and the pool no ``pair_labels`` (quality then comes from the ``rubric-judge``), and
+the pool records how it was generated under ``policy``. A candidate with ``coverage`` is checked;
+a pool must label all of its candidates or none.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -32,12 +38,14 @@ class Candidate:
 
     id: str
     text: str
-    coverage: tuple[int, ...]
+    coverage: tuple[int, ...] | None
     note: str = ""
 
     @property
-    def quality(self) -> float:
-        """Mean coverage on the 0-1 scale (labels / 2)."""
+    def quality(self) -> float | None:
+        """Mean coverage on the 0-1 scale (labels / 2); ``None`` without gold labels."""
+        if self.coverage is None:
+            return None
         return statistics.fmean(self.coverage) / 2 if self.coverage else 0.0
 
 
@@ -47,9 +55,33 @@ class Pool:
 
     record_id: str
     candidates: tuple[Candidate, ...]
-    chosen_labels: tuple[int, ...]
-    rejected_labels: tuple[int, ...]
+    chosen_labels: tuple[int, ...] | None
+    rejected_labels: tuple[int, ...] | None
     source: str = ""
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def labelled(self) -> bool:
+        """True when every candidate has gold coverage labels."""
+        return all(c.coverage is not None for c in self.candidates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The pool in the file format (``extra`` keys such as ``policy`` kept)."""
+        out: dict[str, Any] = {"id": self.record_id, **self.extra}
+        if self.chosen_labels is not None and self.rejected_labels is not None:
+            out["pair_labels"] = {
+                "chosen": list(self.chosen_labels), "rejected": list(self.rejected_labels)
+            }
+        cands = []
+        for c in self.candidates:
+            item: dict[str, Any] = {"id": c.id, "text": c.text}
+            if c.coverage is not None:
+                item["coverage"] = list(c.coverage)
+            if c.note:
+                item["note"] = c.note
+            cands.append(item)
+        out["candidates"] = cands
+        return out
 
 
 @dataclasses.dataclass
@@ -61,29 +93,39 @@ class PoolReport:
     records: Mapping[str, Record]
 
     def stats(self) -> dict[str, Any]:
-        """Counts and checks of the pools (printed by ``prbench validate``)."""
+        """Counts and checks of the pools (printed by ``prbench validate``).
+
+        The label statistics are over the labelled pools only (``labelled_pools`` of them).
+        """
         n_cand = [len(p.candidates) for p in self.pools]
+        gold = [p for p in self.pools if p.labelled]
+        paired = [p for p in gold if p.chosen_labels is not None and p.rejected_labels is not None]
         best_is_longest = 0
-        for p in self.pools:
-            top = max(sum(c.coverage) for c in p.candidates)
+        for p in gold:
+            top = max(sum(c.coverage or ()) for c in p.candidates)
             longest = max(p.candidates, key=lambda c: len(c.text.split()))
-            if sum(longest.coverage) == top:
+            if sum(longest.coverage or ()) == top:
                 best_is_longest += 1
-        all_cover = sum(1 for p in self.pools if all(v == 2 for v in p.chosen_labels))
-        return {
+        all_cover = sum(1 for p in paired if all(v == 2 for v in p.chosen_labels or ()))
+        out: dict[str, Any] = {
             "pools": len(self.pools),
             "candidates_per_pool": statistics.fmean(n_cand) if n_cand else 0.0,
-            "mean_quality": statistics.fmean(c.quality for p in self.pools for c in p.candidates)
-            if self.pools
-            else 0.0,
-            "best_is_longest": best_is_longest / len(self.pools) if self.pools else 0.0,
-            "chosen_covers_all": all_cover / len(self.pools) if self.pools else 0.0,
-            "rejected_mean_quality": statistics.fmean(
-                statistics.fmean(p.rejected_labels) / 2 for p in self.pools
+            "mean_quality": statistics.fmean(
+                c.quality for p in gold for c in p.candidates if c.quality is not None
             )
-            if self.pools
+            if gold
+            else 0.0,
+            "best_is_longest": best_is_longest / len(gold) if gold else 0.0,
+            "chosen_covers_all": all_cover / len(paired) if paired else 0.0,
+            "rejected_mean_quality": statistics.fmean(
+                statistics.fmean(p.rejected_labels or (0,)) / 2 for p in paired
+            )
+            if paired
             else 0.0,
         }
+        if len(gold) != len(self.pools):
+            out["labelled_pools"] = len(gold)
+        return out
 
     def format(self, *, markdown: bool = False) -> str:
         """The statistics as a two-column table."""
@@ -159,14 +201,19 @@ def _pool(
     n_aspects = len(by_id[rid].rubric_aspects)
     labels = data.get("pair_labels")
     chosen = rejected = None
-    if not isinstance(labels, dict):
+    cands = data.get("candidates")
+    unlabelled = isinstance(cands, list) and not any(
+        isinstance(c, dict) and "coverage" in c for c in cands
+    )
+    if labels is None and unlabelled:
+        pass  # a generated pool: no gold labels anywhere
+    elif not isinstance(labels, dict):
         bad(rid, "pair_labels", "expected {chosen: [...], rejected: [...]}", "missing-field")
     else:
         chosen = _labels(row, rid, "pair_labels.chosen", labels.get("chosen"), n_aspects, issues)
         rejected = _labels(
             row, rid, "pair_labels.rejected", labels.get("rejected"), n_aspects, issues
         )
-    cands = data.get("candidates")
     out: list[Candidate] = []
     if not isinstance(cands, list) or not cands:
         bad(rid, "candidates", "expected a non-empty list", "missing-field")
@@ -188,12 +235,20 @@ def _pool(
         if not isinstance(note, str):
             bad(rid, f"{field}.note", "must be a string", "bad-candidate")
             continue
+        if unlabelled:
+            out.append(Candidate(id=cid, text=text, coverage=None, note=note))
+            continue
+        if "coverage" not in c:
+            bad(rid, f"{field}.coverage", "missing: label every candidate of a pool or none",
+                "bad-coverage")
+            continue
         cov = _labels(row, rid, f"{field}.coverage", c.get("coverage"), n_aspects, issues)
         if cov is not None:
             out.append(Candidate(id=cid, text=text, coverage=cov, note=note))
-    if len(issues) > n_before or chosen is None or rejected is None:
+    if len(issues) > n_before or (not unlabelled and (chosen is None or rejected is None)):
         return None
-    return Pool(rid, tuple(out), chosen, rejected, f"{row.file}:{row.line}")
+    extra = {k: v for k, v in data.items() if k not in ("id", "pair_labels", "candidates")}
+    return Pool(rid, tuple(out), chosen, rejected, f"{row.file}:{row.line}", extra)
 
 
 def load_pools(path: str | os.PathLike[str], records: Sequence[Record]) -> list[Pool]:
@@ -208,3 +263,15 @@ def load_pools(path: str | os.PathLike[str], records: Sequence[Record]) -> list[
     if report.issues:
         raise RecordValidationError(report.issues)
     return report.pools
+
+
+def write_pools(path: str | os.PathLike[str], pools: Sequence[Pool]) -> Path:
+    """Write pools as jsonl (atomically: a temporary file renamed over ``path``)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for pool in pools:
+            fh.write(json.dumps(pool.to_dict(), ensure_ascii=False) + "\n")
+    os.replace(tmp, target)
+    return target

@@ -12,6 +12,12 @@ Used by the start-up hook (:mod:`prbench.harness._startup`, for plain ``lm_eval`
   indexed after lm-eval's built-ins and before a user's ``--include_path`` (which still wins), and
   so that ``prbench eval`` can skip indexing the ~14.7k built-in tasks.
 
+Under plain ``lm_eval`` the bridge also keeps the output honest and short: a plugin that failed
+or dropped registrations gets one warning line naming it, prbench's own errors (an unknown scorer,
+bad options, invalid data) end the run with one ``error:`` line instead of a traceback, and
+lm-eval's ``--metadata`` hint (repeated for every task with a ``custom_dataset``) is shown once, or
+not at all when ``--metadata`` was given.
+
 Upstream lm-eval is adding entry-point discovery for the groups ``lm_eval.models`` and
 ``lm_eval.tasks`` (prbench declares both). Where the installed lm-eval reads a group itself, the
 bridge stands aside for that group.
@@ -37,6 +43,9 @@ TASKS_GROUP = "lm_eval.tasks"
 
 #: set by ``prbench eval`` when every requested task is a prbench task
 _settings: dict[str, Any] = {"include_defaults": None, "extra_dirs": ()}
+#: the start of lm-eval's hint logged for every task that has a ``custom_dataset``
+METADATA_HINT = "Custom kwargs can be passed to `--metadata`"
+_state: dict[str, Any] = {"warned": None}
 
 
 @functools.lru_cache(maxsize=32)
@@ -122,7 +131,121 @@ def _prbench_dirs() -> list[str]:
     from prbench.harness.tasks import task_dirs
 
     dirs = [] if lm_eval_discovers(TASKS_GROUP) else task_dirs()
+    warn_troubled_plugins()
     return _merge_paths(dirs, list(_settings["extra_dirs"]))
+
+
+def warn_troubled_plugins(stream: Any = None) -> list[str]:
+    """Write one warning line per failed or partial plugin (once per loaded registry).
+
+    Returns:
+        The lines written (empty after the first call).
+    """
+    from prbench.plugins import get_registry
+
+    registry = get_registry()
+    if _state["warned"] is registry:  # a new registry (after reset_registry) warns again
+        return []
+    _state["warned"] = registry
+    lines = [f"prbench: warning: {registry.describe_trouble(p)}" for p in registry.troubled()]
+    out = sys.stderr if stream is None else stream
+    for line in lines:
+        out.write(line + "\n")
+    return lines
+
+
+class MetadataHintFilter(logging.Filter):
+    """Drops lm-eval's per-task ``--metadata`` hint: all of them, or all but the first."""
+
+    def __init__(self, *, metadata_given: bool) -> None:
+        super().__init__("prbench-metadata-hint")
+        self.metadata_given = metadata_given
+        self.seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a hint already shown, or for every hint when metadata was given."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a record that cannot format is not ours to judge
+            return True
+        if METADATA_HINT not in message:
+            return True
+        if self.metadata_given or self.seen:
+            return False
+        self.seen = True
+        return True
+
+
+def quiet_metadata_hint(*, metadata_given: bool) -> MetadataHintFilter:
+    """Install (or update) the hint filter on lm-eval's task logger.
+
+    Args:
+        metadata_given: ``--metadata`` was passed: the hint is then never shown.
+    """
+    logger = logging.getLogger("lm_eval.api.task")
+    for existing in logger.filters:
+        if isinstance(existing, MetadataHintFilter):
+            existing.metadata_given = metadata_given
+            existing.seen = False
+            return existing
+    hint_filter = MetadataHintFilter(metadata_given=metadata_given)
+    logger.addFilter(hint_filter)
+    return hint_filter
+
+
+def _argv_has_metadata(argv: list[str]) -> bool:
+    return any(a == "--metadata" or a.startswith("--metadata=") for a in argv)
+
+
+def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``sys.excepthook`` that prints prbench's user errors as one line, others as before."""
+
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        from prbench.cli import one_line, user_errors
+
+        if isinstance(exc, user_errors()):
+            sys.stderr.write(f"error: {one_line(exc)}\n")
+            return
+        fixed = lm_eval_error_fix(exc)
+        if fixed:
+            sys.stderr.write(f"error: {fixed}\n")
+            return
+        previous(exc_type, exc, tb)
+
+    hook._prbench_clean_errors = True  # type: ignore[attr-defined]
+    return hook
+
+
+def lm_eval_error_fix(exc: BaseException) -> str | None:
+    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None."""
+    message = str(exc)
+    if not isinstance(exc, ValueError) or not message.startswith(
+        ("Tasks not found", "Specify --output_path", "Need to specify task")
+    ):
+        return None
+    if message.startswith("Tasks not found"):
+        return (
+            f"{message}; list the known tasks with `lm_eval ls tasks` (prbench's start with "
+            "personalized_rewardbench, e.g. personalized_rewardbench_sample)"
+        )
+    if message.startswith("Specify --output_path"):
+        return f"{message}: add --output_path DIR (e.g. --output_path results)"
+    return f"{message}: add --tasks, e.g. --tasks personalized_rewardbench_sample"
+
+
+def _running_lm_eval_cli() -> bool:
+    """True in a process started as the ``lm_eval`` command (or ``python -m lm_eval``)."""
+    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if first is None:
+        return False
+    return first.name in ("lm_eval", "lm-eval") or (
+        first.name == "__main__.py" and first.parent.name == "lm_eval"
+    )
+
+
+def _install_clean_errors() -> None:
+    if _running_lm_eval_cli() and not getattr(sys.excepthook, "_prbench_clean_errors", False):
+        sys.excepthook = clean_errors_hook(sys.excepthook)
 
 
 def patch_task_manager(manager_cls: type | None = None) -> bool:
@@ -161,12 +284,65 @@ def patch_task_manager(manager_cls: type | None = None) -> bool:
 
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
+    _install_clean_errors()
+    if _argv_has_metadata(sys.argv):
+        quiet_metadata_hint(metadata_given=True)
+    elif not any(isinstance(f, MetadataHintFilter)
+                 for f in logging.getLogger("lm_eval.api.task").filters):
+        quiet_metadata_hint(metadata_given=False)
     if name == "lm_eval.models":
         register_model()
+        if _running_lm_eval_cli():
+            patch_results_saving()
     elif name == "lm_eval.tasks.manager":
         manager = getattr(module, "TaskManager", None)
         if manager is not None:
             patch_task_manager(manager)
+
+
+def patch_results_saving(tracker_cls: type | None = None) -> bool:
+    """Under plain ``lm_eval``: write prbench's manifest next to a ``prbench`` run's results.
+
+    ``prbench eval`` writes the manifest itself; plain ``lm_eval`` gets the same file (versions,
+    plugins, scorer and runtime, data, summary with bootstrap intervals) from this wrap of
+    ``EvaluationTracker.save_results_aggregated``. A failure to write it is a warning, never a
+    lost results file.
+
+    Returns:
+        ``True`` if the method was wrapped now (``False``: wrapped before).
+    """
+    if tracker_cls is None:
+        from lm_eval.loggers.evaluation_tracker import EvaluationTracker as tracker_cls
+    save = tracker_cls.save_results_aggregated
+    if getattr(save, "_prbench_manifest", False):
+        return False
+
+    @functools.wraps(save)
+    def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
+        save(self, results=results, samples=samples)
+        if not (results.get("config") or {}).get("prbench"):
+            return  # not a prbench run
+        try:
+            from prbench.harness import manifest, summary, tasks
+            from prbench.plugins import get_registry
+
+            saved = {
+                "output_path": self.output_path, "date_id": getattr(self, "date_id", None),
+                "model_dir": self.general_config_tracker.model_name_sanitized,
+            }
+            written = manifest.write_run_manifest(
+                results, saved, argv=["lm_eval", *sys.argv[1:]],
+                sections=summary.summarize(results), plugins=get_registry().provenance(),
+                data=list(tasks.PROVENANCE),
+            )
+            if written is not None:
+                print(f"prbench manifest: {written[1]}", file=sys.stderr)
+        except Exception as exc:  # the results are saved; the manifest is extra
+            log.warning("prbench: could not write the manifest: %s", exc)
+
+    save_results_aggregated._prbench_manifest = True  # type: ignore[attr-defined]
+    tracker_cls.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
+    return True
 
 
 def install() -> None:
@@ -177,10 +353,15 @@ def install() -> None:
 
 __all__ = [
     "MODEL_NAME",
+    "clean_errors_hook",
     "configure",
     "install",
     "lm_eval_discovers",
+    "lm_eval_error_fix",
     "on_lm_eval_import",
+    "patch_results_saving",
     "patch_task_manager",
+    "quiet_metadata_hint",
     "register_model",
+    "warn_troubled_plugins",
 ]

@@ -127,6 +127,7 @@ def misspelt_task(requested: Sequence[str], names: set[str]) -> str | None:
 @contextlib.contextmanager
 def _capture(model: str) -> Iterator[dict[str, Any]]:
     """Capture the results lm-eval saves and where it saves them; name unnamed prbench runs."""
+    import lm_eval.utils
     from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
 
     from prbench.harness.lm import DEFAULT_SCORER
@@ -134,6 +135,10 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
     captured: dict[str, Any] = {}
     save = EvaluationTracker.save_results_aggregated
     original_name = GeneralConfigTracker.__dict__["_get_model_name"]
+    original_table = lm_eval.utils.make_table
+
+    def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
+        return original_table(without_leaf_macro(result_dict), column, sort_results)
 
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
         save(self, results=results, samples=samples)
@@ -151,11 +156,30 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
 
     EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
     GeneralConfigTracker._get_model_name = staticmethod(get_model_name)  # type: ignore[method-assign]
+    lm_eval.utils.make_table = make_table
     try:
         yield captured
     finally:
         EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
         GeneralConfigTracker._get_model_name = original_name  # type: ignore[method-assign]
+        lm_eval.utils.make_table = original_table
+
+
+def without_leaf_macro(result_dict: dict[str, Any]) -> dict[str, Any]:
+    """lm-eval's results for its printed table, without ``acc_macro`` on single prbench tasks.
+
+    ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
+    aggregates a group metric from its tasks' values), where it only repeats ``acc``. The table
+    shows it once, on the group's row; the results file keeps every value.
+    """
+    configs = result_dict.get("configs") or {}
+    rows = {}
+    for task, values in (result_dict.get("results") or {}).items():
+        kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
+        if isinstance(values, dict) and "prbench_condition" in kwargs:
+            values = {k: v for k, v in values.items() if not k.startswith("acc_macro")}
+        rows[task] = values
+    return {**result_dict, "results": rows}
 
 
 def scoped_cache_path(path: str, model: str, model_args: Any) -> str:
@@ -213,13 +237,10 @@ def run(args: argparse.Namespace) -> int:
     expected = (
         RecordValidationError, DataSourceError, OptionsError, UnknownComponentError, PluginError,
     )
-    try:
-        registry = get_registry(getattr(args, "plugin", None) or ())
-    except PluginError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    for info in registry.failed():
-        print(f"warning: plugin {info.name} not loaded: {info.error}", file=sys.stderr)
+    registry = get_registry(getattr(args, "plugin", None) or ())
+    from prbench.harness import bridge
+
+    bridge.warn_troubled_plugins()  # one line per failed or partial plugin
 
     from lm_eval.utils import setup_logging
 
@@ -234,6 +255,10 @@ def run(args: argparse.Namespace) -> int:
             ns.model = "prbench"
         if ns.model == "prbench" and not hasattr(ns, "batch_size"):
             ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
+        problem = argument_problem(ns, tasks_hint=_groups_hint)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 1
 
     reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
     if reserved:
@@ -248,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         ns.use_cache = scoped_cache_path(ns.use_cache, ns.model, ns.model_args)
         print(f"prbench: response cache {ns.use_cache}_rank<r>.db", file=sys.stderr)
 
-    from prbench.harness import bridge, tasks
+    from prbench.harness import tasks
 
     dirs = tasks.task_dirs()
     own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
@@ -262,6 +287,7 @@ def run(args: argparse.Namespace) -> int:
     )
     bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
     bridge.install()
+    bridge.quiet_metadata_hint(metadata_given=bool(getattr(ns, "metadata", None)))
     tasks.PROVENANCE.clear()
     tasks.LENGTHS.clear()
     try:
@@ -270,12 +296,19 @@ def run(args: argparse.Namespace) -> int:
     except expected as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # lm-eval's own argument checks, with the fix added
+        fixed = bridge.lm_eval_error_fix(exc)
+        if fixed is None:
+            raise
+        print(f"error: {fixed}", file=sys.stderr)
+        return 1
     finally:
         bridge.configure()
     results = captured.get("results")
     if results is None:  # not rank 0 of a multi-process run, or nothing evaluated
         return 0
-    _report(args, results, captured, registry, length_baseline=not getattr(ns, "samples", None))
+    _report(args, results, captured, registry, length_baseline=not getattr(ns, "samples", None),
+            limit=getattr(ns, "limit", None))
     return 0
 
 
@@ -286,6 +319,7 @@ def _report(
     registry: Any,
     *,
     length_baseline: bool,
+    limit: float | None = None,
 ) -> None:
     from prbench.harness import manifest, summary, tasks
 
@@ -299,21 +333,61 @@ def _report(
         scorer["changed_options"] = _changed_options(registry, scorer)
     if sections and not args.no_summary:
         print()
-        print(summary.format_sections(sections, scorer=scorer or None))
-    path = manifest.results_file(
-        captured.get("output_path"), captured.get("model_dir"), str(captured.get("date_id"))
-    )
-    if path is None:
-        return
-    data = {"sections": [s.as_dict() for s in sections]}
+        print(summary.format_sections(sections, scorer=scorer or None, limit=limit))
     argv = [
         "prbench", *(f"--plugin={p}" for p in getattr(args, "plugin", None) or ()), "eval",
         *(getattr(args, "extra_args", None) or []),
     ]
-    doc = manifest.build_manifest(
-        results, argv=argv,
-        results_path=path, summary=data, data=list(tasks.PROVENANCE),
-        plugins=registry.provenance(),
+    written = manifest.write_run_manifest(
+        results, captured, argv=argv, sections=sections, plugins=registry.provenance(),
+        data=list(tasks.PROVENANCE),
     )
-    written = manifest.write_manifest(manifest.manifest_path(path), doc)
-    print(f"\nresults: {path}\nmanifest: {written}")
+    if written is None:
+        return
+    path, manifest_file = written
+    print(f"\nresults: {path}\nmanifest: {manifest_file}")
+    for sample_file in samples_files(path, captured.get("date_id")):
+        print(f"samples: {sample_file}")
+
+
+def samples_files(results_path: Path, date_id: Any) -> list[Path]:
+    """The per-task samples files lm-eval wrote next to ``results_path`` in this run."""
+    if not date_id:
+        return []
+    return sorted(results_path.parent.glob(f"samples_*_{date_id}.jsonl"))
+
+
+def _groups_hint() -> str:
+    from prbench.harness import tasks
+    from prbench.records import DOMAINS
+
+    slugs = [d.lower() for d in DOMAINS]
+    groups = sorted(
+        n for n in tasks.task_names()
+        if n.startswith("personalized_rewardbench") and not any(d in n for d in slugs)
+    )
+    return ", ".join(groups)
+
+
+def argument_problem(ns: argparse.Namespace, *, tasks_hint: Any = None) -> str | None:
+    """A one-line error with the fix for lm-eval arguments it would reject with a traceback.
+
+    Args:
+        ns: the parsed ``lm_eval run`` arguments.
+        tasks_hint: a callable returning the task groups to suggest when ``--tasks`` is missing.
+    """
+    if getattr(ns, "config", None):
+        return None  # a --config YAML may set these; lm-eval checks the merged result
+    if not requested_tasks(getattr(ns, "tasks", None)):
+        groups = tasks_hint() if tasks_hint is not None else ""
+        example = "personalized_rewardbench_sample"
+        listing = f" (prbench's groups: {groups})" if groups else ""
+        return f"no --tasks given: name the tasks to run, e.g. --tasks {example}{listing}"
+    wants_samples = getattr(ns, "log_samples", False) or getattr(ns, "predict_only", False)
+    if wants_samples and not getattr(ns, "output_path", None):
+        flag = "--predict_only" if getattr(ns, "predict_only", False) else "--log_samples"
+        return (
+            f"{flag} writes per-pair samples files and needs a folder for them: add "
+            "--output_path DIR (e.g. --output_path results)"
+        )
+    return None

@@ -5,12 +5,17 @@ pairwise judge or a baseline) and its options; options are validated by the scor
 dataclass, so a typo is an error with suggestions. lm-eval asks for the "log-likelihood" of each
 answer (``[chosen, rejected]`` for every pair); the adapter answers with the reward instead. It
 reads the structured row from ``Instance.doc`` (question, profile view, category, domain), sends
-every request of the run to the scorer in one batched call (the scorer's batching engine splits it)
-and returns the scores in request order. Pairwise judges (tag ``pairwise``) get one comparison per
-pair; the chosen answer's result is P(chosen better), the rejected one's 1 - P.
+every request of the run through the scorer's runtime (:mod:`prbench.scoring.runtime`: dedup,
+persistent score cache, chunks, out-of-memory back-off, stats) and returns the scores in request
+order. Pairwise judges (tag ``pairwise``) get one comparison per pair; the chosen answer's result is
+P(chosen better), the rejected one's 1 - P. The runtime's options (``cache``, ``cache_path``,
+``chunk_size``, ``progress``) are taken from ``--model_args`` for every scorer; ``describe()`` of
+the runtime is recorded in the results and the manifest, and the scorer is closed when the process
+ends (or on :meth:`PRBenchLM.close`).
 
 lm-eval's own arguments map to scorer options where the scorer has them: ``--device``
-(``cuda:0`` falls back to ``cpu`` without CUDA), ``--batch_size`` (a string; ``auto`` keeps the
+(``cuda:0`` falls back to ``cpu`` without CUDA; warned only when ``--device`` was given, since
+lm-eval passes ``cuda:0`` when it is not), ``--batch_size`` (a string; ``auto`` keeps the
 scorer's default) and ``pretrained=`` (which also names lm-eval's output folder; for a scorer
 without a ``pretrained`` option it is only a label). Under ``accelerate launch`` each process
 scores its shard of the pairs and lm-eval gathers the metrics.
@@ -18,14 +23,17 @@ scores its shard of the pairs and lm-eval gathers the metrics.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from lm_eval.api.model import LM
 
+from prbench.devices import lm_eval_default_device, resolve_device
 from prbench.options import OptionsError, options_to_dict
 
 log = logging.getLogger(__name__)
@@ -58,18 +66,30 @@ def parse_batch_size(value: Any) -> int | None:
     return size
 
 
-def resolve_device(device: Any) -> str | None:
-    """The device to use: ``cuda...`` falls back to ``cpu`` (with a warning) without CUDA."""
+def lm_device(device: Any) -> str | None:
+    """The device for the scorer from lm-eval's ``device`` argument (``None``: none given).
+
+    A CUDA device without CUDA falls back to ``cpu``, warned only when the user asked for it (not
+    for lm-eval's own ``cuda:0`` default; see :func:`prbench.devices.lm_eval_default_device`).
+    """
     if device is None or str(device).strip() == "":
         return None
-    text = str(device).strip()
-    if text.startswith("cuda"):
-        import torch
+    return resolve_device(str(device), explicit=not lm_eval_default_device(device))
 
-        if not torch.cuda.is_available():
-            log.warning("prbench: device %r asked for but CUDA is not available; using cpu", text)
-            return "cpu"
-    return text
+
+_OPEN: weakref.WeakSet[PRBenchLM] = weakref.WeakSet()
+
+
+def close_open_models() -> None:
+    """Close every :class:`PRBenchLM` still open (run at interpreter exit)."""
+    for lm in list(_OPEN):
+        try:
+            lm.close()
+        except Exception as exc:  # at exit: report, never mask the run's own outcome
+            log.warning("prbench: closing scorer %r failed: %r", lm.component.name, exc)
+
+
+atexit.register(close_open_models)
 
 
 class PRBenchLM(LM):
@@ -83,7 +103,8 @@ class PRBenchLM(LM):
         max_batch_size: passed to the scorer's ``max_batch_size`` option if it has one.
         device: passed to the scorer's ``device`` option (``cuda*`` -> ``cpu`` without CUDA).
         trust_remote_code: passed to the scorer's option of that name if it has one.
-        **options: the scorer's own options; ``prbench_*`` keys are left to the tasks.
+        **options: the scorer's own options and the runtime's (``cache``, ``cache_path``,
+            ``chunk_size``, ``progress``); ``prbench_*`` keys are left to the tasks.
 
     Raises:
         prbench.plugins.UnknownComponentError: no such scorer.
@@ -120,7 +141,7 @@ class PRBenchLM(LM):
             self._world_size = self._accelerator.num_processes
             resolved = str(self._accelerator.device)
         else:
-            resolved = resolve_device(device) if "device" in fields else None
+            resolved = lm_device(device) if "device" in fields else None
         self._device = resolved or "cpu"
         self.label = str(pretrained) if pretrained is not None else None
         self.batch_size = parse_batch_size(batch_size)
@@ -136,10 +157,39 @@ class PRBenchLM(LM):
         ):
             if value is not None and name in fields:
                 raw[name] = value
-        self.options = self.component.parse_options(raw)
-        self._scorer: Any = None
+        from prbench.scoring.runtime import split_options
+
+        self.runtime_options, scorer_raw = split_options(self.component, raw)
+        self.options = self.component.parse_options(scorer_raw)
+        self._runtime: Any = None
+        self._closed = False
         self.calls = 0
         self.scored = 0
+        _OPEN.add(self)
+
+    @classmethod
+    def create_from_arg_obj(
+        cls, arg_dict: dict[str, Any], additional_config: dict[str, Any] | None = None
+    ) -> PRBenchLM:
+        """Build from ``--model_args`` plus lm-eval's ``device``/``batch_size`` arguments.
+
+        lm-eval passes its own ``--device``/``--batch_size`` (with defaults such as ``cuda:0``)
+        beside the model arguments; a key given in ``--model_args`` (``device=cpu``) wins over
+        them instead of failing with "got multiple values for keyword argument".
+        """
+        given = additional_config or {}
+        extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}
+        return cls(**arg_dict, **extra)
+
+    @classmethod
+    def create_from_arg_string(
+        cls, arg_string: str, additional_config: dict[str, Any] | None = None
+    ) -> PRBenchLM:
+        """As :meth:`create_from_arg_obj`, from ``"key=value,..."``."""
+        from lm_eval import utils
+
+        args = utils.simple_parse_args_string(arg_string)
+        return cls.create_from_arg_obj(args, additional_config)
 
     # -- lm-eval plumbing ----------------------------------------------------------------------
 
@@ -178,19 +228,37 @@ class PRBenchLM(LM):
     # -- scoring -------------------------------------------------------------------------------
 
     @property
-    def scorer(self) -> Any:
-        """The scorer object, built on first use (a fully cached rerun never builds it)."""
-        if self._scorer is None:
+    def runtime(self) -> Any:
+        """The scorer in its :class:`prbench.scoring.runtime.ScorerRuntime`, built on first use."""
+        if self._runtime is None:
+            import dataclasses
+
+            from prbench.scoring.runtime import ScorerRuntime
+
+            if self._closed:
+                raise RuntimeError(f"the prbench model ({self.component.name!r}) is closed")
             factory = self.component.resolve_factory()
             has_options = self.component.options is not None
-            self._scorer = factory(self.options) if has_options else factory()
-            method = "compare" if self.pairwise else "score"
-            if not callable(getattr(self._scorer, method, None)):
-                raise TypeError(
-                    f"scorer {self.component.name!r} built a {type(self._scorer).__name__} "
-                    f"without a {method}() method"
-                )
-        return self._scorer
+            scorer = factory(self.options) if has_options else factory()
+            settings = dataclasses.asdict(self.runtime_options)
+            self._runtime = ScorerRuntime(
+                scorer, component=self.component, options=self.options,
+                cache=settings["cache"], cache_path=settings["cache_path"] or None,
+                chunk_size=settings["chunk_size"], progress=settings["progress"],
+            )
+        return self._runtime
+
+    @property
+    def scorer(self) -> Any:
+        """The scorer object (built with its runtime on first use)."""
+        return self.runtime.scorer
+
+    def close(self) -> None:
+        """Close the runtime: its score cache and the scorer's ``close()`` (idempotent)."""
+        self._closed = True
+        _OPEN.discard(self)
+        if self._runtime is not None:
+            self._runtime.close()
 
     def _doc(self, inst: Any) -> dict[str, Any]:
         doc = inst.doc
@@ -267,7 +335,7 @@ class PRBenchLM(LM):
                 response = doc["chosen"] if which == 0 else doc["rejected"]
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
-        scores = check_scores(self.scorer.score(batch), len(batch), self.component.name)
+        scores = check_scores(self.runtime.score(batch), len(batch), self.component.name)
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, scores, strict=True))
@@ -287,7 +355,7 @@ class PRBenchLM(LM):
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc)
                 )
         batch = list(unique.values())
-        probs = check_scores(self.scorer.compare(batch), len(batch), self.component.name)
+        probs = check_scores(self.runtime.compare(batch), len(batch), self.component.name)
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, probs, strict=True))
@@ -320,16 +388,17 @@ class PRBenchLM(LM):
     # -- provenance ----------------------------------------------------------------------------
 
     def describe(self) -> dict[str, Any]:
-        """The scorer, its options and what it did (recorded in results and manifests)."""
+        """The scorer, its options and what it did (recorded in results and manifests).
+
+        ``scorer.runtime`` is the runtime's :meth:`~prbench.scoring.runtime.ScorerRuntime.describe`
+        (fingerprint, cache, chunk size, run stats, the scorer's own ``describe()``), ``None``
+        when nothing was scored; ``scorer.stats`` is the scorer's own ``stats()`` if it has one.
+        """
         from prbench.harness.manifest import versions
         from prbench.harness.tasks import PROVENANCE
 
-        stats: Any = None
-        if self._scorer is not None and callable(getattr(self._scorer, "stats", None)):
-            try:
-                stats = self._scorer.stats()
-            except Exception as exc:  # stats are informative; never lose results over them
-                stats = {"error": repr(exc)}
+        runtime = self._runtime.describe() if self._runtime is not None else None
+        stats = (runtime or {}).get("scorer_stats")
         return {
             "scorer": {
                 "id": self.component.name,
@@ -344,8 +413,9 @@ class PRBenchLM(LM):
                 "batch_size": self.batch_size,
                 "calls": self.calls,
                 "scored": self.scored,
-                "built": self._scorer is not None,
+                "built": self._runtime is not None,
                 "stats": stats,
+                "runtime": runtime,
             },
             "data": [dict(p) for p in PROVENANCE],
             "plugins": self._registry.provenance(),
@@ -359,4 +429,4 @@ class PRBenchLM(LM):
         return {"prbench": self.describe()}
 
 
-__all__ = ["DEFAULT_SCORER", "PRBenchLM", "parse_batch_size", "resolve_device"]
+__all__ = ["DEFAULT_SCORER", "PRBenchLM", "close_open_models", "lm_device", "parse_batch_size"]

@@ -123,4 +123,46 @@ def write_manifest(path: Path, manifest: Mapping[str, Any]) -> Path:
     return path
 
 
-__all__ = ["build_manifest", "manifest_path", "results_file", "versions", "write_manifest"]
+
+
+def write_run_manifest(
+    results: Mapping[str, Any],
+    saved: Mapping[str, Any],
+    *,
+    argv: Sequence[str],
+    sections: Sequence[Any],
+    plugins: Sequence[Mapping[str, Any]],
+    data: Sequence[Mapping[str, Any]],
+) -> tuple[Path, Path] | None:
+    """Write the manifest of a run whose results lm-eval saved; ``None`` without an output path.
+
+    Args:
+        results: lm-eval's results dict.
+        saved: where lm-eval saved them: ``output_path``, ``model_dir`` and ``date_id`` (read off
+            its ``EvaluationTracker``).
+        argv: the command line.
+        sections: prbench's summary sections (:func:`prbench.harness.summary.summarize`).
+        plugins: the plugin registry's provenance.
+        data: the data provenance of the tasks.
+
+    Returns:
+        The results file and the manifest written next to it.
+    """
+    path = results_file(saved.get("output_path"), saved.get("model_dir"), str(saved.get("date_id")))
+    if path is None:
+        return None
+    doc = build_manifest(
+        results, argv=argv, results_path=path,
+        summary={"sections": [s.as_dict() for s in sections]}, data=data, plugins=plugins,
+    )
+    return path, write_manifest(manifest_path(path), doc)
+
+
+__all__ = [
+    "build_manifest",
+    "manifest_path",
+    "results_file",
+    "versions",
+    "write_manifest",
+    "write_run_manifest",
+]

@@ -187,8 +187,26 @@ def _fmt(x: float | None) -> str:
     return "   -  " if x is None else f"{x:6.3f}"
 
 
-def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None = None) -> str:
-    """The summary as text (printed after lm-eval's tables)."""
+def _interval(est: Any) -> str:
+    """``[low, high]``, marked ``*`` when it has zero width (explained under the table)."""
+    mark = "*" if est.high - est.low == 0 else " "
+    return f"[{est.low:.3f}, {est.high:.3f}]{mark}"
+
+
+def format_sections(
+    sections: list[Section],
+    *,
+    scorer: Mapping[str, Any] | None = None,
+    limit: float | None = None,
+) -> str:
+    """The summary as text (printed after lm-eval's tables).
+
+    Args:
+        sections: from :func:`summarize`.
+        scorer: the run's scorer record (id, options, diagnostic), if the model was prbench's.
+        limit: lm-eval's ``--limit`` when it was given: the summary then says that only part of
+            each task was evaluated.
+    """
     lines = []
     if scorer:
         shown = scorer.get("changed_options", scorer.get("options")) or {}
@@ -201,6 +219,13 @@ def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None
             )
     else:
         lines.append("prbench summary")
+    if limit:
+        shown = f"{limit:g}" if limit >= 1 else f"{limit:.0%} of the pairs"
+        lines.append(
+            f"  --limit {shown}: only part of each task was evaluated; these are not "
+            "benchmark results"
+        )
+    zero_width = False
     for sec in sections:
         pct = round(sec.summary.micro.confidence * 100)
         lines.append("")
@@ -215,9 +240,10 @@ def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None
         by_key = dict(zip(row_keys(sec.rows), sec.rows, strict=True))
         for key, est in sec.summary.domains.items():
             row = by_key[key]
+            zero_width |= est.high == est.low
             lines.append(
                 f"  {key.ljust(width)}  {est.n:>5}  {est.value:6.3f}  "
-                f"[{est.low:.3f}, {est.high:.3f}]  {row.ties / row.n:6.3f}  {_fmt(row.length_acc)}"
+                f"{_interval(est)} {row.ties / row.n:6.3f}  {_fmt(row.length_acc)}"
             )
         total = sum(r.n for r in sec.rows)
         ties = sum(r.ties for r in sec.rows) / total
@@ -232,9 +258,10 @@ def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None
             ("micro (pairs)", sec.summary.micro, length_micro),
             ("macro (domains)", sec.summary.macro, length_macro),
         ):
+            zero_width |= est.high == est.low
             lines.append(
                 f"  {label.ljust(width)}  {est.n:>5}  {est.value:6.3f}  "
-                f"[{est.low:.3f}, {est.high:.3f}]  {ties:6.3f}  {_fmt(base)}"
+                f"{_interval(est)} {ties:6.3f}  {_fmt(base)}"
             )
         invalid = sum(r.invalid for r in sec.rows)
         if invalid:
@@ -243,9 +270,17 @@ def format_sections(sections: list[Section], *, scorer: Mapping[str, Any] | None
         first = sections[0].summary.micro
         lines.append("")
         lines.append(
-            f"acc is strict (a tie is wrong); CI: percentile bootstrap, {first.resamples} "
-            f"resamples, seed {first.seed}; length = the longer answer wins, on the same pairs"
+            f"acc is strict (a tie is wrong); CI: percentile bootstrap stratified by domain "
+            f"(pairs are redrawn within each domain; micro and macro combine the same draws), "
+            f"{first.resamples} resamples, seed {first.seed}; length = the longer answer wins, "
+            "on the same pairs"
         )
+        if zero_width:
+            lines.append(
+                "* zero-width interval: every pair behind it had the same outcome (all right or "
+                "all wrong, e.g. all ties), so every resample gives the same accuracy; it does "
+                "not mean the accuracy is known exactly"
+            )
     return "\n".join(lines)
 
 

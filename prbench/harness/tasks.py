@@ -11,7 +11,8 @@ lm-eval passes ``--model_args`` and ``--metadata`` merged as keyword arguments; 
 all start with ``prbench_`` (an unknown ``prbench_`` key is an error, anything else is ignored):
 
 - ``prbench_data``: a file, a folder of per-domain files, ``sample`` or a hub dataset id.
-- ``prbench_revision``, ``prbench_split``: hub revision (default: the pinned one) and split.
+- ``prbench_revision``, ``prbench_split``: hub revision (default
+  :data:`prbench.records.HUB_REVISION`, ``main``, not pinned to a commit yet) and split.
 - ``prbench_profile``: the profile builder of the profile condition (default ``dense``).
 - ``prbench_profile_k``: its ``k`` (posts kept), for builders that have that option.
 - ``prbench_profile_options``: further builder options, a JSON object.

@@ -3,7 +3,15 @@
 Each component's options dataclass inherits :class:`BackendOptions`, so the backend is chosen with
 the same flat options everywhere (``backend=hf,model=...,gguf_file=...`` or
 ``backend=openai,model=...,base_url=...``) and the decoding settings sit next to them. The judges
-also share :class:`LLMJudgeBase` (options, backend and parse-failure counts).
+also share :class:`LLMJudgeBase` (options, backend, failure counts and the per-item failure list).
+
+Invalid items: a reply the backend could not produce (a
+:class:`~prbench.backends.base.GenerationFailure`: 5xx/timeouts/malformed replies on every
+attempt, a prompt too long for the model) and a reply that does not parse are both failures of
+that item. The judge scores it ``nan`` (counted as ``invalid`` by the metrics), never a verdict,
+counts it by reason in ``stats()`` and lists it (item, stage, reason, detail) in ``stats()`` and
+``describe()``, which the results manifest records. Errors that concern the whole run
+(:class:`~prbench.backends.base.BackendFatalError`) are not caught: the run stops.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import dataclasses
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from prbench.backends.base import (
@@ -20,9 +28,13 @@ from prbench.backends.base import (
     Chat,
     GenerationBackend,
     GenerationConfig,
+    GenerationFailedError,
+    GenerationFailure,
+    Reply,
     build_backend,
 )
 from prbench.judges import prompts
+from prbench.judges.parsing import ParseFailure, generation_failed
 
 
 def _help(text: str) -> dict[str, str]:
@@ -123,23 +135,53 @@ def generate_in_batches(
     chats: Sequence[Chat],
     config: GenerationConfig,
     batch_size: int,
-) -> list[str]:
+    *,
+    desc: str | None = None,
+    unit: str = "reply",
+    keep_failures: bool = False,
+) -> list[Reply]:
     """Call ``backend.generate`` on chunks of ``batch_size`` chats; check the reply count.
+
+    Args:
+        backend: the generation backend.
+        chats: the chats, in order.
+        config: the decoding settings.
+        batch_size: chats per ``generate`` call.
+        desc: the label of a progress bar (:func:`prbench.progress.progress_bar`, counts and
+            rate, off with ``--no-progress`` or off a terminal); ``None`` for no bar (a caller
+            that shows its own).
+        unit: the unit the bar counts.
+        keep_failures: return a chat's
+            :class:`~prbench.backends.base.GenerationFailure` in its place (callers that record
+            the item as invalid: judges, the planner, pair generators); ``False`` raises instead,
+            for callers that need every reply.
+
+    Returns:
+        One reply per chat: its text, or (with ``keep_failures``) the backend's failure.
 
     Raises:
         RuntimeError: the backend returned a different number of replies than chats.
+        GenerationFailedError: a chat got no reply and ``keep_failures`` is false.
     """
-    out: list[str] = []
+    from prbench.progress import NullBar, progress_bar
+
+    out: list[Reply] = []
     step = max(1, batch_size)
-    for start in range(0, len(chats), step):
-        chunk = list(chats[start : start + step])
-        replies = backend.generate(chunk, config)
-        if len(replies) != len(chunk):
-            raise RuntimeError(
-                f"backend {backend.fingerprint!r} returned {len(replies)} replies for "
-                f"{len(chunk)} chats"
-            )
-        out.extend(str(r) for r in replies)
+    bar = progress_bar(len(chats), desc=desc, unit=unit) if desc and chats else NullBar()
+    with bar:
+        for start in range(0, len(chats), step):
+            chunk = list(chats[start : start + step])
+            replies = backend.generate(chunk, config)
+            if len(replies) != len(chunk):
+                raise RuntimeError(
+                    f"backend {backend.fingerprint!r} returned {len(replies)} replies for "
+                    f"{len(chunk)} chats"
+                )
+            for k, reply in enumerate(replies):
+                if isinstance(reply, GenerationFailure) and not keep_failures:
+                    raise GenerationFailedError(start + k, reply, backend.fingerprint)
+                out.append(reply if isinstance(reply, GenerationFailure) else str(reply))
+            bar.update(len(chunk))
     return out
 
 
@@ -176,11 +218,21 @@ def seeded_unit(*parts: object) -> float:
 
 @dataclasses.dataclass
 class FailureCounter:
-    """Counts replies and parse failures by reason."""
+    """Counts replies, generation failures and parse failures by reason.
+
+    Attributes:
+        replies: chats answered or failed (every call of :meth:`add` / :meth:`add_generation`).
+        failures: replies that came back but did not parse.
+        reasons: parse failures by reason.
+        generation_failures: chats the backend produced no reply for.
+        generation_reasons: generation failures by the backend's reason (``http-503``, ...).
+    """
 
     replies: int = 0
     failures: int = 0
     reasons: Counter[str] = dataclasses.field(default_factory=Counter)
+    generation_failures: int = 0
+    generation_reasons: Counter[str] = dataclasses.field(default_factory=Counter)
 
     def add(self, failure_reason: str | None) -> None:
         """Count one reply; ``failure_reason`` is ``None`` when it parsed."""
@@ -189,21 +241,31 @@ class FailureCounter:
             self.failures += 1
             self.reasons[failure_reason] += 1
 
+    def add_generation(self, reason: str) -> None:
+        """Count one chat the backend produced no reply for."""
+        self.replies += 1
+        self.generation_failures += 1
+        self.generation_reasons[reason] += 1
+
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready counts."""
+        """JSON-ready counts (the parse-failure rate is over the replies that came back)."""
+        received = self.replies - self.generation_failures
         return {
             "n_replies": self.replies,
+            "n_generation_failures": self.generation_failures,
+            "generation_failure_reasons": dict(sorted(self.generation_reasons.items())),
             "n_parse_failures": self.failures,
-            "parse_failure_rate": self.failures / self.replies if self.replies else 0.0,
+            "parse_failure_rate": self.failures / received if received else 0.0,
             "parse_failure_reasons": dict(sorted(self.reasons.items())),
         }
 
 
 class LLMJudgeBase:
-    """What the LLM judges share: their options, their backend and their parse-failure counts.
+    """What the LLM judges share: options, backend, failure counts and the per-item failure list.
 
-    A subclass sets :attr:`name`, extends :meth:`reset_stats` with its own counters and starts its
-    ``stats()`` with :meth:`_stats_head`.
+    A subclass sets :attr:`name`, extends :meth:`reset_stats` with its own counters, reads every
+    reply through :meth:`_read`, starts its ``stats()`` with :meth:`_stats_head` and ends it with
+    :meth:`_stats_tail`.
 
     Args:
         options: the judge's options.
@@ -221,8 +283,52 @@ class LLMJudgeBase:
         self.reset_stats()
 
     def reset_stats(self) -> None:
-        """Forget the counts gathered so far."""
+        """Forget the counts and failures gathered so far."""
         self._counter = FailureCounter()
+        self._failures: list[dict[str, Any]] = []
+
+    def _generate(self, chats: Sequence[Chat], unit: str) -> list[Reply]:
+        """Generate one reply per chat with the judge's settings, under a progress bar."""
+        o = self.options
+        return generate_in_batches(
+            self.backend, chats, o.generation_config(), o.batch_size, desc=self.name, unit=unit,
+            keep_failures=True,
+        )
+
+    def _read(self, reply: Reply, parse: Callable[[str], Any], item: str, **where: Any) -> Any:
+        """Parse one reply with ``parse(text)``; count it, and list it when it failed.
+
+        Args:
+            reply: the backend's reply (text or a generation failure).
+            parse: the parser (returns a value or a :class:`ParseFailure`).
+            item: the item's id for the failure list (record id, key, ...).
+            **where: more JSON-ready context for the failure list (order, aspect, ...).
+
+        Returns:
+            The parsed value, or a :class:`ParseFailure` (``generation-failed`` when the backend
+            produced no reply).
+        """
+        if isinstance(reply, GenerationFailure):
+            self._counter.add_generation(reply.reason)
+            self._failures.append(
+                {"item": item, **where, "stage": "generation", "reason": reply.reason,
+                 "detail": reply.detail}
+            )
+            return generation_failed(reply)
+        parsed = parse(reply)
+        if isinstance(parsed, ParseFailure):
+            self._counter.add(parsed.reason)
+            self._failures.append(
+                {"item": item, **where, "stage": "parse", "reason": parsed.reason,
+                 "detail": parsed.detail}
+            )
+        else:
+            self._counter.add(None)
+        return parsed
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Every failed reply since the last reset: item, context, stage, reason, detail."""
+        return [dict(f) for f in self._failures]
 
     def _stats_head(self) -> dict[str, Any]:
         """The first entries of ``stats()``: the judge, its backend and the prompt version."""
@@ -230,4 +336,21 @@ class LLMJudgeBase:
             "judge": self.name,
             "backend": self.backend.fingerprint,
             "prompt_version": prompts.PROMPT_VERSION,
+        }
+
+    def _stats_tail(self) -> dict[str, Any]:
+        """The last entries of ``stats()``: failure counts by reason and the failure list."""
+        return {**self._counter.as_dict(), "failures": self.failures()}
+
+    def describe(self) -> dict[str, Any]:
+        """Settings and counts for the results manifest (the failure list included)."""
+        from prbench.options import options_to_dict
+
+        stats = getattr(self, "stats", None)
+        return {
+            "component": self.name,
+            "backend": self.backend.fingerprint,
+            "prompt_version": prompts.PROMPT_VERSION,
+            "options": options_to_dict(self.options),
+            "stats": stats() if callable(stats) else self._stats_tail(),
         }

@@ -4,15 +4,17 @@ For each pair the judge is shown the user's profile view, the question and the t
 "Answer A" and "Answer B". By default every pair is judged twice, once in each order, and
 P(first ≻ second) is the mean over the orders whose reply could be read: 1.0 or 0.0 when the two
 readable orders agree (or only one was readable), 0.5 when they disagree. A pair whose every order
-failed to parse gets ``nan``: an unreadable reply is never turned into a verdict.
+failed (the backend gave no reply, or the reply did not parse) gets ``nan``, an ``invalid`` item:
+an unreadable or missing reply is never turned into a verdict.
 
 ``orders="one"`` judges a single order per pair; which answer is shown first is a seeded choice
 that depends only on the seed and the pair (not on the batch), as in the released evaluation,
 which shuffles positions with a fixed seed.
 
-:meth:`LLMPairwiseJudge.stats` reports the parse failures (by reason), the position bias (how
-often the answer shown first won, among readable verdicts; 0.5 is unbiased) and the agreement
-between the two orders of a pair; :meth:`LLMPairwiseJudge.details` keeps every reply's verdict.
+:meth:`LLMPairwiseJudge.stats` reports the generation and parse failures (by reason, and listed
+per item), the position bias (how often the answer shown first won, among readable verdicts; 0.5
+is unbiased) and the agreement between the two orders of a pair;
+:meth:`LLMPairwiseJudge.details` keeps every reply's verdict.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from prbench.judges import prompts
-from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches, seeded_unit
+from prbench.judges.common import BackendOptions, LLMJudgeBase, seeded_unit
 from prbench.judges.parsing import ParseFailure, parse_pairwise
 from prbench.scoring.base import PairRequest
 
@@ -93,18 +95,16 @@ class LLMPairwiseJudge(LLMJudgeBase):
                 )
                 chats.append(prompts.pairwise_chat(pair.question, pair.profile.text, a, b))
                 plan.append((i, shown_first))
-        replies = generate_in_batches(
-            self.backend, chats, self.options.generation_config(), self.options.batch_size
-        )
+        replies = self._generate(chats, unit="verdict")
         per_pair: list[list[_OrderResult]] = [[] for _ in pairs]
         for (i, shown_first), reply in zip(plan, replies, strict=True):
-            parsed = parse_pairwise(reply)
+            parsed = self._read(
+                reply, parse_pairwise, pairs[i].record_id, shown_first=shown_first
+            )
             if isinstance(parsed, ParseFailure):
                 result = _OrderResult(shown_first, None, parsed)
-                self._counter.add(parsed.reason)
             else:
                 result = _OrderResult(shown_first, parsed, None)
-                self._counter.add(None)
                 self._parsed += 1
                 self._first_shown_won += parsed == "A"
             per_pair[i].append(result)
@@ -147,13 +147,13 @@ class LLMPairwiseJudge(LLMJudgeBase):
             "seed": self.options.seed,
             "n_pairs": self._pairs,
             "n_pairs_unjudged": self._unjudged,
-            **self._counter.as_dict(),
             "n_verdicts": self._parsed,
             "position_bias": self._first_shown_won / self._parsed if self._parsed else None,
             "n_pairs_both_orders_read": self._both_parsed,
             "order_agreement": (
                 self._orders_agree / self._both_parsed if self._both_parsed else None
             ),
+            **self._stats_tail(),
         }
 
     def details(self) -> list[dict[str, Any]]:

@@ -31,6 +31,9 @@ What counts as an answer:
   ``Aspect 1: 2`` / ``1. 2`` naming every aspect once. The list must have exactly the expected
   length, and every value must be 0, 1 or 2.
 - Planner lists: lines starting with ``- ``, ``* ``, ``• `` or ``1.`` / ``1)``.
+
+A :class:`~prbench.backends.base.GenerationFailure` in place of a reply (the backend could not get
+one) is read as the failure ``generation-failed`` by every parser, never as a verdict.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import re
 from collections.abc import Sequence
 from typing import TypeVar
 
+from prbench.backends.base import GenerationFailure, Reply
+
 T = TypeVar("T")
 
 
@@ -48,7 +53,9 @@ class ParseFailure:
     """A reply the parser could not read as an answer.
 
     Attributes:
-        reason: a stable code: ``empty``, ``unterminated-reasoning``, ``no-verdict``, ``both``,
+        reason: a stable code: ``generation-failed`` (no reply: the backend failed for this
+            item; ``detail`` holds the backend's reason), ``empty``, ``unterminated-reasoning``,
+            ``no-verdict``, ``both``,
             ``tie``, ``conflicting``, ``ambiguous``, ``out-of-range``, ``not-integer``,
             ``wrong-length``, ``no-list``.
         detail: a human-readable explanation.
@@ -90,8 +97,15 @@ def strip_reasoning(text: str) -> str | ParseFailure:
     return text
 
 
-def _reply_body(text: str) -> str | ParseFailure:
+def generation_failed(failure: GenerationFailure) -> ParseFailure:
+    """The parse failure standing for a reply the backend could not produce."""
+    return ParseFailure(reason="generation-failed", detail=str(failure))
+
+
+def _reply_body(text: Reply) -> str | ParseFailure:
     """A judge's reply without its reasoning blocks; a failure if empty or a block never ends."""
+    if isinstance(text, GenerationFailure):
+        return generation_failed(text)
     if not text or not text.strip():
         return _fail("empty", "the reply is empty", text or "")
     return strip_reasoning(text)
@@ -157,7 +171,7 @@ def _labels_in(segment: str) -> set[str]:
     return found
 
 
-def parse_pairwise(text: str) -> str | ParseFailure:
+def parse_pairwise(text: Reply) -> str | ParseFailure:
     """Read a pairwise verdict: ``"A"``, ``"B"`` or a :class:`ParseFailure`."""
     body = _reply_body(text)
     if isinstance(body, ParseFailure):
@@ -246,7 +260,7 @@ def _read_number(
 
 
 def parse_rating(
-    text: str,
+    text: Reply,
     *,
     low: float = 0,
     high: float = 10,
@@ -321,7 +335,7 @@ def _check_scores(values: Sequence[str], n: int, text: str) -> tuple[int, ...] |
     return tuple(out)
 
 
-def parse_aspect_scores(text: str, n: int) -> tuple[int, ...] | ParseFailure:
+def parse_aspect_scores(text: Reply, n: int) -> tuple[int, ...] | ParseFailure:
     """Read one 0/1/2 score per rubric aspect (exactly ``n`` of them, in order)."""
     if n < 1:
         raise ValueError("parse_aspect_scores needs n >= 1")
@@ -362,7 +376,7 @@ def parse_aspect_scores(text: str, n: int) -> tuple[int, ...] | ParseFailure:
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d{1,2}[.)])\s+(.+?)\s*$", re.MULTILINE)
 
 
-def parse_plan(text: str, max_items: int) -> list[str] | ParseFailure:
+def parse_plan(text: Reply, max_items: int) -> list[str] | ParseFailure:
     """Read the planner's bulleted or numbered list (at most ``max_items`` distinct items)."""
     body = _reply_body(text)
     if isinstance(body, ParseFailure):
@@ -388,12 +402,15 @@ _ANSWER_LABEL = re.compile(
 )
 
 
-def clean_answer(text: str) -> str | ParseFailure:
+def clean_answer(text: Reply) -> str | ParseFailure:
     """Tidy a generated answer: drop reasoning, an ``Answer:`` label and wrapping quotes.
 
     Returns:
-        The answer text, or a failure when nothing is left or the reasoning never ended.
+        The answer text, or a failure when nothing is left, the reasoning never ended or the
+        backend produced no reply.
     """
+    if isinstance(text, GenerationFailure):
+        return generation_failed(text)
     body = strip_reasoning(text or "")
     if isinstance(body, ParseFailure):
         return body

@@ -3,8 +3,9 @@
 Being pointwise, it works wherever a reward model does: pairs are compared by their two grades, and
 Best-of-N picks the highest-graded candidate.
 
-Parse failures: a reply without a readable ``Rating: N`` line scores ``nan`` (never a number it
-did not state), and is counted in :meth:`LLMRatingScorer.stats`. With ``on_failure="raise"`` the
+Invalid grades: a reply without a readable ``Rating: N`` line, or no reply at all (the backend
+failed for that answer), scores ``nan`` (never a number it did not state), and is counted by reason
+and listed in :meth:`LLMRatingScorer.stats`. With ``on_failure="raise"`` the
 scorer raises :class:`JudgeParseError` after reading the whole batch instead. ``nan`` makes the
 harness's comparison ``score(chosen) > score(rejected)`` false, so an unreadable grade never counts
 as a win; the count of such grades is in the results next to the accuracy.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from prbench.judges import prompts
-from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
+from prbench.judges.common import BackendOptions, LLMJudgeBase
 from prbench.judges.parsing import ParseFailure, parse_rating
 from prbench.scoring.base import ScoreRequest
 
@@ -71,17 +72,19 @@ class LLMRatingScorer(LLMJudgeBase):
             prompts.rating_chat(r.question, r.profile.text, r.response, o.low, o.high)
             for r in requests
         ]
-        replies = generate_in_batches(self.backend, chats, o.generation_config(), o.batch_size)
+        replies = self._generate(chats, unit="grade")
         out: list[float] = []
         failures: list[tuple[str, ParseFailure]] = []
+
+        def parse(text: str) -> float | ParseFailure:
+            return parse_rating(text, low=o.low, high=o.high, integer=True)
+
         for request, reply in zip(requests, replies, strict=True):
-            parsed = parse_rating(reply, low=o.low, high=o.high, integer=True)
+            parsed = self._read(reply, parse, request.record_id)
             if isinstance(parsed, ParseFailure):
-                self._counter.add(parsed.reason)
                 failures.append((request.record_id, parsed))
                 out.append(math.nan)
             else:
-                self._counter.add(None)
                 out.append(parsed)
         if failures and o.on_failure == "raise":
             raise JudgeParseError(self.name, failures)
@@ -93,5 +96,5 @@ class LLMRatingScorer(LLMJudgeBase):
             **self._stats_head(),
             "scale": [self.options.low, self.options.high],
             "on_failure": self.options.on_failure,
-            **self._counter.as_dict(),
+            **self._stats_tail(),
         }

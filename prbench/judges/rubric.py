@@ -6,8 +6,9 @@ LaMP-QA reports). This is how Best-of-N and RL outputs are judged.
 
 Two modes: ``list`` asks for all of a question's aspects in one reply (``Scores: [2, 0, 1]``, the
 list must have exactly one value per aspect); ``per-aspect`` asks once per aspect (``Score: N``),
-as LaMP-QA's evaluator does (slower, easier for small judges). An item with any unreadable score
-has no quality (``nan``) and is counted; it is never averaged over the aspects that did parse.
+as LaMP-QA's evaluator does (slower, easier for small judges). An item with any unreadable score,
+or any reply the backend could not produce, has no quality (``nan``) and is counted and listed
+with its reason; it is never averaged over the aspects that did parse.
 
 It reads the hidden rubric, so as a scorer it is registered as a diagnostic: use it to measure
 downstream quality or as an upper bound, never as a reward model under test.
@@ -21,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from prbench.judges import prompts
-from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
+from prbench.judges.common import BackendOptions, LLMJudgeBase
 from prbench.judges.parsing import ParseFailure, parse_aspect_scores, parse_rating
 from prbench.judges.rating import JudgeParseError
 from prbench.records import RubricAspect
@@ -170,27 +171,30 @@ class RubricJudge(LLMJudgeBase):
                         prompts.rubric_one_chat(item.question, pair, item.answer, narrative(item))
                     )
                     owners.append((i, k))
-        replies = generate_in_batches(self.backend, chats, o.generation_config(), o.batch_size)
+        replies = self._generate(chats, unit="reply")
         scores: list[list[int | None]] = [[None] * len(item.aspects) for item in items]
         failures: list[ParseFailure | None] = [None] * len(items)
+
+        def read_list(n: int) -> Any:
+            return lambda text: parse_aspect_scores(text, n)
+
+        def read_one(text: str) -> float | ParseFailure:
+            return parse_rating(text, low=0, high=2, integer=True, markers=("score",))
+
         for (i, k), reply in zip(owners, replies, strict=True):
-            n = len(items[i].aspects)
+            key = items[i].key or str(i)
             if k < 0:
-                parsed = parse_aspect_scores(reply, n)
+                parsed = self._read(reply, read_list(len(items[i].aspects)), key)
                 if isinstance(parsed, ParseFailure):
                     failures[i] = parsed
-                    self._counter.add(parsed.reason)
                 else:
                     scores[i] = list(parsed)
-                    self._counter.add(None)
             else:
-                value = parse_rating(reply, low=0, high=2, integer=True, markers=("score",))
+                value = self._read(reply, read_one, key, aspect=k)
                 if isinstance(value, ParseFailure):
                     failures[i] = failures[i] or value
-                    self._counter.add(value.reason)
                 else:
                     scores[i][k] = int(value)
-                    self._counter.add(None)
         results = []
         for aspect_scores, failure in zip(scores, failures, strict=True):
             self._items += 1
@@ -234,5 +238,5 @@ class RubricJudge(LLMJudgeBase):
             "mode": self.options.mode,
             "n_items": self._items,
             "n_items_failed": self._failed_items,
-            **self._counter.as_dict(),
+            **self._stats_tail(),
         }

@@ -17,6 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from prbench.records import Record
 
+#: The reason code of a pair the backend could not generate (or judge) for this record: a
+#: transient failure, so ``prbench build`` writes nothing for it and the next run tries again.
+GENERATION_FAILED = "generation-failed"
+
 
 @dataclasses.dataclass
 class PairOutcome:
@@ -27,6 +31,7 @@ class PairOutcome:
         chosen: the answer that covers the rubric ("" when none could be made).
         rejected: the answer that avoids it ("" when none could be made).
         reasons: why the pair is dropped (reason codes); empty when it is kept.
+            :data:`GENERATION_FAILED` among them means "not made yet", not "dropped".
         metrics: numbers behind the checks (word counts, leak scores, ...), written with the pair.
         raw: the generator's raw replies, kept for dropped pairs so they can be inspected.
     """

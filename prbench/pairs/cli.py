@@ -55,7 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--overwrite", action="store_true",
         help="start again: delete OUTPUT and its side files instead of resuming",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--list-options", action="store_true", help="list the generator's options and exit"
     )
@@ -95,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         for row in component.describe_options():
             print(f"{row['name']:<24} {row['type']:<22} default {row['default']:<18} {row['help']}")
         return 0
+    from prbench.backends.base import BackendFatalError
     from prbench.pairs.build import BuildError, build_pairs
     from prbench.pairs.source import load_sources
 
@@ -118,10 +118,10 @@ def run(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             limit=args.limit,
             overwrite=args.overwrite,
-            progress=not args.no_progress,
+            progress=not getattr(args, "no_progress", False),
             records=records,
         )
-    except (BuildError, ValueError) as exc:
+    except (BuildError, BackendFatalError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(report.summary())

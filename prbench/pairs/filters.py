@@ -18,7 +18,8 @@ many pairs each check dropped (a pair can fail several). The checks:
   default the bundled MiniLM).
 - ``leak-judge`` / ``judge-failure``: optionally, the rubric judge scores the rejected answer and
   an aspect scored ``judge_leak_score`` or more counts as covered; an unreadable judge reply drops
-  the pair (``judge-failure``), it is never read as "not covered".
+  the pair (``judge-failure``), it is never read as "not covered". A judge reply the backend
+  could not produce is ``generation-failed``: the pair is not finished and is tried again.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from prbench.default_plugins.baselines import content_words
+from prbench.pairs.base import GENERATION_FAILED
 
 if TYPE_CHECKING:
     from prbench.judges.rubric import RubricJudge
@@ -243,7 +245,8 @@ class PairFilter:
         )
         for i, verdict in zip(todo, judged, strict=True):
             if verdict.failure is not None:
-                results[i].reasons.append("judge-failure")
+                failed = verdict.failure.reason == GENERATION_FAILED
+                results[i].reasons.append(GENERATION_FAILED if failed else "judge-failure")
                 results[i].metrics["judge_failure"] = verdict.failure.reason
                 continue
             scores = list(verdict.aspect_scores)

@@ -10,8 +10,11 @@ user's past posts (picked by a profile builder, default ``dense``) and both at m
 
 The pair then goes through :class:`prbench.pairs.filters.PairFilter` (both answers non-empty,
 word counts within ``min_length_ratio``, the rejected answer must not mention the aspects;
-optionally the rubric judge confirms). Sampling is seeded; with the ``hf`` backend each chat's
-sample depends only on the model, the chat and the settings, not on the batch.
+optionally the rubric judge confirms). An answer the backend could not generate (see
+:class:`~prbench.backends.base.GenerationFailure`) marks the pair ``generation-failed``, with the
+backend's reason in its metrics: ``prbench build`` leaves it for the next run. Sampling is seeded;
+with the ``hf`` backend each chat's sample depends only on the model, the chat and the settings,
+not on the batch.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from prbench.judges.common import (
 )
 from prbench.judges.parsing import ParseFailure, clean_answer
 from prbench.options import options_to_dict
-from prbench.pairs.base import PairOutcome
+from prbench.pairs.base import GENERATION_FAILED, PairOutcome
 from prbench.pairs.filters import FilterOptions, PairFilter
 from prbench.profiles.base import build_views
 
@@ -179,17 +182,24 @@ class RubricContrastGenerator:
             chats.append(
                 prompts.rejected_chat(record.question, view.text, aspects, o.answer_words)
             )
-        replies = generate_in_batches(self.backend, chats, o.generation_config(), o.batch_size)
+        replies = generate_in_batches(
+            self.backend, chats, o.generation_config(), o.batch_size, keep_failures=True
+        )
         outcomes: list[PairOutcome] = []
         items = []
         for i, record in enumerate(records):
             raw_chosen, raw_rejected = replies[2 * i], replies[2 * i + 1]
             metrics: dict[str, Any] = {"profile_posts": [p.id for p in views[i].items]}
             answers = []
+            reasons: list[str] = []
             for side, raw in (("chosen", raw_chosen), ("rejected", raw_rejected)):
                 cleaned = clean_answer(raw)
                 if isinstance(cleaned, ParseFailure):
                     metrics[f"{side}_failure"] = cleaned.reason
+                    if cleaned.reason == GENERATION_FAILED:
+                        metrics[f"{side}_failure_detail"] = cleaned.detail
+                        if not reasons:
+                            reasons.append(GENERATION_FAILED)
                     answers.append("")
                 else:
                     answers.append(cleaned)
@@ -198,8 +208,9 @@ class RubricContrastGenerator:
                     record_id=record.id,
                     chosen=answers[0],
                     rejected=answers[1],
+                    reasons=reasons,
                     metrics=metrics,
-                    raw={"chosen": raw_chosen, "rejected": raw_rejected},
+                    raw={"chosen": str(raw_chosen), "rejected": str(raw_rejected)},
                 )
             )
             items.append((answers[0], answers[1], record.rubric_aspects, record.question))

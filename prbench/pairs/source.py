@@ -46,6 +46,8 @@ class _SourceChecker(RecordChecker):
             )
             return None
         rid = self._id(row, data)
+        self.check_strings(row, rid, data)
+        self.check_keys(row, rid, data, (*KNOWN_FIELDS, *RESERVED))
         question = self._text(row, rid, data, "question", required=True)
         narrative = self._text(row, rid, data, "narrative", required=False)
         category = self._text(row, rid, data, "category", required=False)
@@ -114,7 +116,9 @@ def validate_sources(source: str | os.PathLike[str]) -> LoadReport:
             record = checker.source_record(item, domain_from_path(path))
             if record is not None:
                 records.append(record)
-    return LoadReport(records=records, issues=checker.issues, rows=rows, files=files)
+    return LoadReport(
+        records=records, issues=checker.issues, rows=rows, files=files, warnings=checker.warnings
+    )
 
 
 def load_sources(source: str | os.PathLike[str]) -> list[Record]:

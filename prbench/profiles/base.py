@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from prbench.progress import progress_bar
 
 if TYPE_CHECKING:
     from prbench.records import ProfileItem, Record
@@ -67,6 +69,26 @@ def build_views(
     if len(views) != len(records):
         raise error(f"{what} returned {len(views)} views for {len(records)} records")
     return views
+
+
+T = TypeVar("T")
+
+
+def with_progress(items: Sequence[T], *, desc: str, unit: str = "record") -> Iterator[T]:
+    """Iterate over ``items`` behind a progress bar (counts and rate; see :mod:`prbench.progress`).
+
+    Args:
+        items: what to iterate over.
+        desc: the bar's label, e.g. ``"profiles: bm25"``.
+        unit: the unit shown with the rate.
+    """
+    bar = progress_bar(len(items), desc=desc, unit=unit)
+    try:
+        for item in items:
+            yield item
+            bar.update(1)
+    finally:
+        bar.close()
 
 
 def render_posts(items: Sequence[ProfileItem], fmt: str = POST_FORMAT) -> str:

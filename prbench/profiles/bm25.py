@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
-from prbench.profiles.base import ProfileView
+from prbench.profiles.base import ProfileView, with_progress
 from prbench.profiles.budget import (
     TokenCounter,
     builder_id,
@@ -89,6 +89,7 @@ class BM25Options:
     format: str = ranked_option("format")
     max_tokens: int | None = ranked_option("max_tokens")
     tokenizer: str | None = ranked_option("tokenizer")
+    trust_remote_code: bool = ranked_option("trust_remote_code")
 
     def __post_init__(self) -> None:
         if self.k1 < 0 or not 0 <= self.b <= 1:
@@ -101,7 +102,9 @@ class BM25Builder:
 
     def __init__(self, options: BM25Options | None = None) -> None:
         self.options = options or BM25Options()
-        self.counter = TokenCounter(self.options.tokenizer)
+        self.counter = TokenCounter(
+            self.options.tokenizer, trust_remote_code=self.options.trust_remote_code
+        )
         self.id = builder_id("bm25", self.options, ["k"])
         self._stop: frozenset[str] = frozenset()
         if self.options.stopwords == "en":
@@ -140,5 +143,5 @@ class BM25Builder:
                 r, self.scores(r), k=self.options.k, counter=self.counter,
                 max_tokens=self.options.max_tokens, fmt=self.options.format, builder=self.id,
             )
-            for r in records
+            for r in with_progress(records, desc="profiles: bm25")
         ]

@@ -56,6 +56,9 @@ RANKED_OPTIONS: dict[str, tuple[Any, str]] = {
     "format": (POST_FORMAT, "rendering of one post; fields {index} {category} {text} {id}"),
     "max_tokens": (None, "token budget of the rendered profile; none = no budget"),
     "tokenizer": (None, "count budget tokens with this tokenizer; none = whitespace words"),
+    "trust_remote_code": (
+        False, "run code shipped with the model or tokenizer folder (only if you trust it)"
+    ),
 }
 
 
@@ -137,12 +140,20 @@ class TokenCounter:
         tokenizer: ``None`` or ``""`` for words; else ``minilm``, a hub id or a local folder (loaded
             with ``AutoTokenizer``; special tokens are not counted).
         revision: hub revision of the tokenizer.
+        trust_remote_code: run code shipped with the tokenizer (never implied).
 
     Raises:
-        prbench.profiles.embed.ModelUnavailableError: the tokenizer cannot be found.
+        prbench.profiles.embed.ModelUnavailableError: the tokenizer cannot be found, or needs its
+            own code and ``trust_remote_code`` is false.
     """
 
-    def __init__(self, tokenizer: str | None = None, revision: str | None = None) -> None:
+    def __init__(
+        self,
+        tokenizer: str | None = None,
+        revision: str | None = None,
+        *,
+        trust_remote_code: bool = False,
+    ) -> None:
         self.name = tokenizer or "words"
         self._tok: Any = None
         if tokenizer:
@@ -151,10 +162,19 @@ class TokenCounter:
             ref = resolve_model(tokenizer, revision)
             from transformers import AutoTokenizer
 
+            from prbench.profiles.embed import remote_code_error
+
             src = str(ref.local_dir) if ref.local_dir is not None else ref.source
-            self._tok = AutoTokenizer.from_pretrained(
-                src, revision=None if ref.local_dir else revision
-            )
+            try:
+                self._tok = AutoTokenizer.from_pretrained(
+                    src, revision=None if ref.local_dir else revision,
+                    trust_remote_code=trust_remote_code,
+                )
+            except ValueError as exc:
+                error = remote_code_error(src, exc)
+                if error is None:
+                    raise
+                raise error from exc
 
     def count(self, text: str) -> int:
         """The number of tokens (or words) in ``text``."""

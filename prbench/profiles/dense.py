@@ -25,6 +25,7 @@ from prbench.profiles.budget import (
 )
 from prbench.profiles.embed import EncoderKind
 from prbench.profiles.encoder_options import EncoderOptions, encoder_option
+from prbench.progress import progress_bar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -67,6 +68,7 @@ class DenseOptions(EncoderOptions):
     device: str = encoder_option("device")
     cache: bool = encoder_option("cache")
     cache_dir: str | None = encoder_option("cache_dir")
+    trust_remote_code: bool = encoder_option("trust_remote_code")
 
     def __post_init__(self) -> None:
         self.check_encoder_options()
@@ -96,7 +98,10 @@ class DenseBuilder:
         self.options = options or DenseOptions()
         o = self.options
         self.encoder = o.make_encoder()
-        self.counter = TokenCounter(o.tokenizer, o.revision if o.tokenizer == o.model else None)
+        self.counter = TokenCounter(
+            o.tokenizer, o.revision if o.tokenizer == o.model else None,
+            trust_remote_code=o.trust_remote_code,
+        )
         self.id = builder_id("dense", o, ["k", "model", "similarity"], skip=_RUN_ONLY)
 
     def build(self, records: Sequence[Record]) -> list[ProfileView]:
@@ -104,14 +109,20 @@ class DenseBuilder:
         views: list[ProfileView] = []
         chunk: list[Record] = []
         n_posts = 0
-        for r in records:
-            if chunk and n_posts + len(r.profile) > _POSTS_PER_CHUNK:
+        bar = progress_bar(len(records), desc="profiles: dense", unit="record")
+        try:
+            for r in records:
+                if chunk and n_posts + len(r.profile) > _POSTS_PER_CHUNK:
+                    views.extend(self._build_chunk(chunk))
+                    bar.update(len(chunk))
+                    chunk, n_posts = [], 0
+                chunk.append(r)
+                n_posts += len(r.profile)
+            if chunk:
                 views.extend(self._build_chunk(chunk))
-                chunk, n_posts = [], 0
-            chunk.append(r)
-            n_posts += len(r.profile)
-        if chunk:
-            views.extend(self._build_chunk(chunk))
+                bar.update(len(chunk))
+        finally:
+            bar.close()
         return views
 
     def _build_chunk(self, records: Sequence[Record]) -> list[ProfileView]:

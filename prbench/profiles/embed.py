@@ -30,12 +30,13 @@ import logging
 import os
 import re
 import threading
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from prbench.devices import resolve_device
 from prbench.profiles.embed_cache import EmbeddingCache
+from prbench.progress import progress_bar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -215,27 +216,26 @@ def _resolve_hub(asked: str, repo: str, revision: str | None) -> ModelRef:
     )
 
 
-def resolve_device(device: str | None) -> str:
-    """``auto`` -> ``cuda`` when available, else ``cpu``; a CUDA device without CUDA -> ``cpu``.
-
-    lm-eval passes ``device="cuda:0"`` by default, so asking for CUDA on a CPU-only machine falls
-    back to the CPU with a warning instead of failing.
-    """
-    import torch
-
-    name = (device or "auto").strip()
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        warnings.warn(
-            f"device {name!r} asked for but CUDA is not available; using cpu", stacklevel=3
-        )
-        return "cpu"
-    return name
-
-
 def _load_error(src: str, ref: ModelRef, exc: Exception) -> ModelUnavailableError:
     return ModelUnavailableError(f"cannot load {src!r}: {exc}. " + _advice(ref.source))
+
+
+def remote_code_error(src: str, exc: Exception) -> ModelUnavailableError | None:
+    """A clear error when loading ``src`` failed because it needs code shipped with the model.
+
+    prbench always passes ``trust_remote_code`` explicitly (``False`` unless the user set the
+    option), so transformers refuses such a model instead of asking on standard input.
+
+    Returns:
+        The error to raise, or ``None`` when ``exc`` is about something else.
+    """
+    if "trust_remote_code" not in str(exc):
+        return None
+    return ModelUnavailableError(
+        f"{src}: this model needs code shipped with it (an auto_map in its config) to load, and "
+        "prbench runs such code only with the option trust_remote_code=true; set it only if you "
+        "trust that code"
+    )
 
 
 # -- loaded models (shared per process) --------------------------------------------------------
@@ -251,17 +251,19 @@ class _Model:
 
 
 class _SentenceTransformerModel(_Model):
-    def __init__(self, ref: ModelRef, device: str, max_length: int | None) -> None:
+    def __init__(
+        self, ref: ModelRef, device: str, max_length: int | None, trust_remote_code: bool
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         src = str(ref.local_dir) if ref.local_dir is not None else ref.source
         try:
             self.model = SentenceTransformer(
                 src, device=device, revision=None if ref.local_dir else ref.revision,
-                local_files_only=hub_offline(),
+                local_files_only=hub_offline(), trust_remote_code=trust_remote_code,
             )
-        except OSError as exc:
-            raise _load_error(src, ref, exc) from exc
+        except (OSError, ValueError) as exc:
+            raise remote_code_error(src, exc) or _load_error(src, ref, exc) from exc
         if max_length is not None:
             self.model.max_seq_length = max_length
         self.model.eval()
@@ -280,17 +282,23 @@ class _SentenceTransformerModel(_Model):
 
 
 class _MeanPooledModel(_Model):
-    def __init__(self, ref: ModelRef, device: str, max_length: int | None) -> None:
+    def __init__(
+        self, ref: ModelRef, device: str, max_length: int | None, trust_remote_code: bool
+    ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         src = str(ref.local_dir) if ref.local_dir is not None else ref.source
         rev = None if ref.local_dir else ref.revision
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(src, revision=rev)
-            self.model = AutoModel.from_pretrained(src, revision=rev, dtype=torch.float32)
-        except OSError as exc:
-            raise _load_error(src, ref, exc) from exc
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                src, revision=rev, trust_remote_code=trust_remote_code
+            )
+            self.model = AutoModel.from_pretrained(
+                src, revision=rev, dtype=torch.float32, trust_remote_code=trust_remote_code
+            )
+        except (OSError, ValueError) as exc:
+            raise remote_code_error(src, exc) or _load_error(src, ref, exc) from exc
         if self.tokenizer.pad_token is None:
             fallback = self.tokenizer.eos_token or self.tokenizer.unk_token
             if fallback is None:
@@ -329,25 +337,21 @@ class _MeanPooledModel(_Model):
         return out
 
 
-_LOADED: dict[tuple[str, str | None, str, str, int | None], _Model] = {}
+_LOADED: dict[tuple[str, str | None, str, str, int | None, bool], _Model] = {}
 _LOAD_LOCK = threading.Lock()
 
 
-def _load_model(ref: ModelRef, kind: str, device: str, max_length: int | None) -> _Model:
+def _load_model(
+    ref: ModelRef, kind: str, device: str, max_length: int | None, trust_remote_code: bool
+) -> _Model:
     where = ref.source if ref.local_dir is None else str(ref.local_dir)
-    key = (where, ref.fingerprint, kind, device, max_length)
+    key = (where, ref.fingerprint, kind, device, max_length, trust_remote_code)
     with _LOAD_LOCK:
         if key not in _LOADED:
             cls = _SentenceTransformerModel if kind == "sentence-transformers" else _MeanPooledModel
             logger.info("loading embedding model %s (%s) on %s", ref.label, kind, device)
-            _LOADED[key] = cls(ref, device, max_length)
+            _LOADED[key] = cls(ref, device, max_length, trust_remote_code)
         return _LOADED[key]
-
-
-def clear_loaded_models() -> None:
-    """Drop the process-wide loaded models (frees their memory)."""
-    with _LOAD_LOCK:
-        _LOADED.clear()
 
 
 # -- the encoder ---------------------------------------------------------------------------------
@@ -362,12 +366,14 @@ class EncoderSpec:
         encoder: ``auto``, ``sentence-transformers`` or ``transformers-mean``.
         revision: hub branch/tag/commit.
         max_length: truncation in tokens; ``None`` uses the model's own limit.
+        trust_remote_code: run code shipped with the model (never implied; only if trusted).
     """
 
     model: str = "minilm"
     encoder: EncoderKind = "auto"
     revision: str | None = None
     max_length: int | None = None
+    trust_remote_code: bool = False
 
 
 @dataclasses.dataclass
@@ -468,6 +474,7 @@ class Encoder:
             "pooling": "mean" if self.kind == "transformers-mean" else "model's modules",
             "revision": self.spec.revision,
             "max_length": self.spec.max_length,
+            "trust_remote_code": self.spec.trust_remote_code,
             "fingerprint": self.ref.fingerprint,
         }
 
@@ -486,13 +493,17 @@ class Encoder:
                 "pooling=mean" if self.kind == "transformers-mean" else "pooling=modules",
                 f"max_length={self.spec.max_length or 'auto'}",
             ]
+            if self.spec.trust_remote_code:  # the model's own code may compute other vectors
+                parts.append("trust_remote_code")
             self._key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         return self._key
 
     def _get_model(self) -> _Model:
         if self._model is None:
             device = resolve_device(self.device_option)
-            self._model = _load_model(self.ref, self.kind, device, self.spec.max_length)
+            self._model = _load_model(
+                self.ref, self.kind, device, self.spec.max_length, self.spec.trust_remote_code
+            )
         return self._model
 
     def _get_cache(self) -> EmbeddingCache:
@@ -503,14 +514,14 @@ class Encoder:
             self._cache = EmbeddingCache(root / f"{self.key}.sqlite", meta=self.describe())
         return self._cache
 
-    def encode(
-        self, texts: Sequence[str], *, progress: Callable[[int, int], None] | None = None
-    ) -> np.ndarray:
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts (float32, one row per text, in order); cached texts are not recomputed.
+
+        Texts that need the model are embedded behind a progress bar (``embedding``, in texts;
+        see :mod:`prbench.progress`), in steps that are each written to the cache.
 
         Args:
             texts: the texts; duplicates are embedded once.
-            progress: called as ``progress(done, total)`` after each model batch.
 
         Raises:
             TypeError: a text that is not a string (its index is named).
@@ -534,16 +545,19 @@ class Encoder:
         missing = [h for h in unique if h not in found]
         if missing:
             model = self._get_model()
-            step = max(self.batch_size * 64, 1024)
-            for start in range(0, len(missing), step):
-                chunk = missing[start : start + step]
-                vectors = model.embed([unique[h] for h in chunk], self.batch_size)
-                self.stats.model_calls += 1
-                self.stats.computed += len(chunk)
-                new = {h: vectors[j] for j, h in enumerate(chunk)}
-                if self.use_cache:
-                    self._get_cache().put(new)
-                found.update(new)
-                if progress is not None:
-                    progress(min(start + step, len(missing)), len(missing))
+            step = max(self.batch_size * 8, 256)
+            bar = progress_bar(len(missing), desc="embedding", unit="text")
+            try:
+                for start in range(0, len(missing), step):
+                    chunk = missing[start : start + step]
+                    vectors = model.embed([unique[h] for h in chunk], self.batch_size)
+                    self.stats.model_calls += 1
+                    self.stats.computed += len(chunk)
+                    new = {h: vectors[j] for j, h in enumerate(chunk)}
+                    if self.use_cache:
+                        self._get_cache().put(new)
+                    found.update(new)
+                    bar.update(len(chunk))
+            finally:
+                bar.close()
         return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)

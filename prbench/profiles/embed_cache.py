@@ -1,34 +1,43 @@
 """The on-disk embedding cache: one SQLite file per (model, encoder, truncation) key.
 
-Each row maps the sha256 of a text to its float32 vector. SQLite in WAL mode with a busy timeout
-makes the cache safe to share between processes (lm-eval workers, parallel runs): readers never
-block, concurrent writers wait for each other, and ``INSERT OR IGNORE`` makes racing writes of the
-same text harmless (they computed the same vector). The model description is stored next to the
-vectors, so ``sqlite3 <file> 'select * from meta'`` says what produced them.
+Each row maps the sha256 of a text to its float32 vector. The file is a
+:class:`prbench.store.SQLiteStore` (namespace ``embeddings``): WAL mode with a busy timeout makes it
+safe to share between processes (lm-eval workers, parallel runs), and ``INSERT OR REPLACE`` makes
+racing writes of the same text harmless (they computed the same vector). The model description is
+stored in the ``meta`` table, so ``sqlite3 <file> 'select * from meta'`` says what produced the
+vectors. A damaged file raises :class:`prbench.store.StoreError` naming it and the ways out; a
+stored vector that cannot be read (wrong size, not a blob) counts as a miss and is recomputed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prbench.store import SQLiteStore, StoreError
+
 if TYPE_CHECKING:
     import numpy as np
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+logger = logging.getLogger(__name__)
+
+#: Table layout version of the ``embeddings`` namespace.
+SCHEMA_VERSION = 1
+
+_TABLES = (
     "CREATE TABLE IF NOT EXISTS vectors (hash TEXT PRIMARY KEY, dim INTEGER NOT NULL, "
     "data BLOB NOT NULL)",
 )
-_CHUNK = 500  # keeps each IN (...) under SQLite's variable limit
+
+#: How to turn the embedding cache off (named in the corrupt-file message).
+OFF_HINT = "the encoder option cache=false"
 
 
-class EmbeddingCacheError(RuntimeError):
+class EmbeddingCacheError(StoreError):
     """The cache file is unusable (corrupt, or vectors of a different size)."""
 
 
@@ -38,62 +47,42 @@ class EmbeddingCache:
     Args:
         path: the ``.sqlite`` file (created with its folder if missing).
         meta: a JSON-ready description of the model, stored once in the file.
+
+    Raises:
+        prbench.store.StoreError: the file is damaged, not a database, or of another schema.
     """
 
     def __init__(self, path: str | os.PathLike[str], meta: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._meta = dict(meta or {})
-        self._local = threading.local()  # one connection per thread (and per process)
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
-            return conn
-        try:
-            conn = sqlite3.connect(self.path, timeout=120.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            for stmt in _SCHEMA:
-                conn.execute(stmt)
-            if self._meta:
-                conn.execute(
-                    "INSERT OR IGNORE INTO meta (name, value) VALUES ('model', ?)",
-                    (json.dumps(self._meta, sort_keys=True, default=str),),
-                )
-            conn.commit()
-        except sqlite3.DatabaseError as exc:
-            raise EmbeddingCacheError(
-                f"embedding cache {self.path} is unusable ({exc}); delete the file to rebuild it"
-            ) from exc
-        self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+        self.store = SQLiteStore(
+            self.path, namespace="embeddings", schema_version=SCHEMA_VERSION, tables=_TABLES,
+            label="embedding cache", off_hint=OFF_HINT,
+        )
+        if meta:
+            self.store.set_meta("model", json.dumps(dict(meta), sort_keys=True, default=str))
 
     def get(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
-        """The cached vectors among ``hashes`` (missing ones are absent from the result)."""
+        """The cached vectors among ``hashes`` (missing or unreadable ones are absent)."""
         import numpy as np
 
-        conn = self._connect()
+        rows = self.store.query_in(
+            "SELECT hash, dim, data FROM vectors WHERE hash IN ({marks})", hashes
+        )
         out: dict[str, np.ndarray] = {}
-        wanted = list(dict.fromkeys(hashes))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            rows = conn.execute(
-                f"SELECT hash, dim, data FROM vectors WHERE hash IN ({marks})", chunk
-            ).fetchall()
-            for h, dim, data in rows:
-                vec = np.frombuffer(data, dtype="<f4")
-                if vec.shape[0] != dim:
-                    raise EmbeddingCacheError(
-                        f"embedding cache {self.path}: the vector of text hash {h} has "
-                        f"{vec.shape[0]} values, expected {dim}; delete the file to rebuild it"
-                    )
-                out[h] = vec.astype(np.float32)
+        for h, dim, data in rows:
+            if not isinstance(data, bytes) or not isinstance(dim, int) or len(data) != 4 * dim:
+                logger.warning("embedding cache %s: unreadable vector for text hash %s; "
+                               "recomputing it", self.path, h)
+                continue
+            out[h] = np.frombuffer(data, dtype="<f4").astype(np.float32)
         return out
 
     def put(self, vectors: Mapping[str, np.ndarray]) -> None:
-        """Store vectors (a text already stored keeps its first vector)."""
+        """Store vectors (a text stored again gets the new vector).
+
+        Raises:
+            EmbeddingCacheError: vectors of different sizes under one model key.
+        """
         import numpy as np
 
         if not vectors:
@@ -104,25 +93,18 @@ class EmbeddingCache:
             arr = np.ascontiguousarray(np.asarray(vec, dtype="<f4").reshape(-1))
             dims.add(arr.shape[0])
             rows.append((h, int(arr.shape[0]), arr.tobytes()))
-        conn = self._connect()
-        stored = conn.execute("SELECT dim FROM vectors LIMIT 1").fetchone()
-        if stored is not None:
-            dims.add(int(stored[0]))
+        stored = self.store.query("SELECT dim FROM vectors LIMIT 1")
+        if stored and isinstance(stored[0][0], int):
+            dims.add(int(stored[0][0]))
         if len(dims) != 1:
             raise EmbeddingCacheError(
                 f"embedding cache {self.path}: vectors of sizes {sorted(dims)} under one model key"
             )
-        with conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO vectors (hash, dim, data) VALUES (?, ?, ?)", rows
-            )
+        self.store.write("INSERT OR REPLACE INTO vectors (hash, dim, data) VALUES (?, ?, ?)", rows)
 
     def __len__(self) -> int:
-        return int(self._connect().execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
+        return int(self.store.query("SELECT COUNT(*) FROM vectors")[0][0])
 
     def close(self) -> None:
-        """Close this thread's connection (reopened on the next use)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
-            conn.close()
-        self._local.conn = None
+        """Close this process's connection (reopened on the next use)."""
+        self.store.close()

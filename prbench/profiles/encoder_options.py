@@ -1,10 +1,10 @@
 """The encoder options shared by the ``dense`` builder and the ``embedding-similarity`` scorer.
 
 Both components take the same encoder options (``model``, ``encoder``, ``revision``,
-``max_length``, ``batch_size``, ``device``, ``cache``, ``cache_dir``). Their options dataclasses
-declare these fields with :func:`encoder_option`, which supplies the shared default and help text,
-and inherit the checks and the :class:`~prbench.profiles.embed.Encoder` the options describe from
-:class:`EncoderOptions`.
+``max_length``, ``batch_size``, ``device``, ``cache``, ``cache_dir``, ``trust_remote_code``).
+Their options dataclasses declare these fields with :func:`encoder_option`, which supplies the
+shared default and help text, and inherit the checks and the
+:class:`~prbench.profiles.embed.Encoder` the options describe from :class:`EncoderOptions`.
 
 The fields are declared in each component rather than inherited as dataclass fields because a
 dataclass puts inherited fields first, and the order of a component's fields is visible: it is
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prbench.profiles.budget import check_positive, table_option
+from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
 from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
 
 #: The default and help text of each encoder option (a component may give its own help text).
@@ -31,6 +31,7 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
     "device": ("auto", "auto | cpu | cuda | cuda:N"),
     "cache": (True, "read/write the on-disk embedding cache"),
     "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
+    "trust_remote_code": RANKED_OPTIONS["trust_remote_code"],
 }
 
 
@@ -54,6 +55,7 @@ class EncoderOptions:
     device: str
     cache: bool
     cache_dir: str | None
+    trust_remote_code: bool
 
     def check_encoder_options(self) -> None:
         """Check ``encoder``, ``batch_size`` and ``max_length``.
@@ -81,6 +83,7 @@ class EncoderOptions:
                 encoder=self.encoder,
                 revision=self.revision,
                 max_length=self.max_length,
+                trust_remote_code=self.trust_remote_code,
             ),
             device=self.device,
             batch_size=self.batch_size,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -86,31 +85,37 @@ class PlannerOptions(BackendOptions):
 
 
 class PlanCache:
-    """Raw planner replies on disk, one small JSON file per key (written atomically)."""
+    """Raw planner replies in ``<folder>/plans.sqlite`` (a :class:`prbench.store.SQLiteStore`).
+
+    A damaged file raises :class:`prbench.store.StoreError` naming it and the ways out; a stored
+    reply that is not text counts as missing and is rewritten.
+    """
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
+        from prbench.store import SQLiteStore
 
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.json"
+        self.folder = folder
+        self.store = SQLiteStore(
+            folder / "plans.sqlite", namespace="plans", schema_version=1,
+            tables=("CREATE TABLE IF NOT EXISTS plans (key TEXT PRIMARY KEY, reply TEXT NOT NULL, "
+                    "meta TEXT NOT NULL, created REAL NOT NULL)",),
+            label="planner cache", off_hint="the planner option use_plan_cache=false",
+        )
 
     def get(self, key: str) -> str | None:
-        """The cached reply, or ``None`` (a damaged entry counts as missing and is rewritten)."""
-        path = self._path(key)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        reply = data.get("reply") if isinstance(data, dict) else None
+        """The cached reply, or ``None``."""
+        rows = self.store.query("SELECT reply FROM plans WHERE key = ?", (key,))
+        reply = rows[0][0] if rows else None
         return reply if isinstance(reply, str) else None
 
     def put(self, key: str, reply: str, meta: Mapping[str, Any]) -> None:
         """Store one reply."""
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"reply": reply, **meta}, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        import time
+
+        self.store.write(
+            "INSERT OR REPLACE INTO plans (key, reply, meta, created) VALUES (?, ?, ?, ?)",
+            [(key, reply, json.dumps(dict(meta), ensure_ascii=False, default=str), time.time())],
+        )
 
 
 class PlannerProfileBuilder:
@@ -201,12 +206,13 @@ class PlannerProfileBuilder:
         self._cache_hits += len(records) - len(missing)
         if missing:
             fresh = generate_in_batches(
-                backend, [chats[i] for i in missing], config, o.batch_size
+                backend, [chats[i] for i in missing], config, o.batch_size,
+                desc=self.name, unit="plan", keep_failures=True,
             )
             self._generated += len(missing)
             for i, reply in zip(missing, fresh, strict=True):
                 replies[i] = reply
-                if cache is not None:
+                if cache is not None and isinstance(reply, str):  # failures are never cached
                     cache.put(
                         keys[i],
                         reply,

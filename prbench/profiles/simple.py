@@ -11,14 +11,16 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from prbench.profiles.base import POST_FORMAT, ProfileView
+from prbench.profiles.base import POST_FORMAT, ProfileView, with_progress
 from prbench.profiles.budget import (
     POST_FIELDS,
+    RANKED_OPTIONS,
     TokenCounter,
     builder_id,
     check_format,
     check_positive,
     fit_budget,
+    table_option,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class AllPostsOptions:
     revision: str | None = dataclasses.field(
         default=None, metadata={"help": "hub revision of the tokenizer"}
     )
+    trust_remote_code: bool = table_option(RANKED_OPTIONS, "trust_remote_code")
     format: str = dataclasses.field(
         default=POST_FORMAT,
         metadata={"help": "rendering of one post; fields {index} {category} {text} {id}"},
@@ -69,13 +72,16 @@ class AllPostsBuilder:
 
     def __init__(self, options: AllPostsOptions | None = None) -> None:
         self.options = options or AllPostsOptions()
-        self.counter = TokenCounter(self.options.tokenizer, self.options.revision)
+        self.counter = TokenCounter(
+            self.options.tokenizer, self.options.revision,
+            trust_remote_code=self.options.trust_remote_code,
+        )
         self.id = builder_id("all", self.options, ["max_tokens"])
 
     def build(self, records: Sequence[Record]) -> list[ProfileView]:
         """One view per record: the longest prefix of the posts that fits the budget."""
         views = []
-        for r in records:
+        for r in with_progress(records, desc="profiles: all"):
             fitted = fit_budget(r.profile, self.counter, self.options.max_tokens,
                                 self.options.format)
             views.append(

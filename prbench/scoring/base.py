@@ -57,7 +57,14 @@ class PairRequest:
 
 @runtime_checkable
 class Scorer(Protocol):
-    """A pointwise reward model: one float per request, same order, higher is better."""
+    """A pointwise reward model: one float per request, same order, higher is better.
+
+    ``score()`` is all a scorer must have. The harness never calls it directly: every scorer runs
+    inside a :class:`prbench.scoring.runtime.ScorerRuntime` (dedup, score cache, chunks,
+    out-of-memory back-off, stats). A scorer may also have the optional methods of
+    :class:`ScorerExtras` (``fingerprint()``, ``describe()``, ``close()``); the same holds for a
+    :class:`PairwiseJudge`.
+    """
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """Score every request; the result has one float per request, in request order."""
@@ -70,6 +77,39 @@ class PairwiseJudge(Protocol):
 
     def compare(self, pairs: Sequence[PairRequest]) -> list[float]:
         """Judge every pair; one probability per pair, in order."""
+        ...
+
+
+@runtime_checkable
+class ScorerExtras(Protocol):
+    """The OPTIONAL parts of the scorer protocol; the runtime uses each one a scorer has.
+
+    A scorer may define any subset of these methods (the runtime looks each one up by name).
+    """
+
+    def fingerprint(self) -> str:
+        """A hex hash of everything that changes this scorer's outputs (the score-cache key).
+
+        Cover the model identity (hub id with revision and resolved commit, or the local files),
+        dtype, templates and every option that changes scores; leave out what does not (batch
+        size, device, progress). Build it with :func:`prbench.scoring.cache.fingerprint_of`. A
+        scorer WITHOUT ``fingerprint()`` is never cached on disk, only deduplicated.
+        """
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready settings recorded in the results manifest.
+
+        E.g. checkpoint, revision and resolved commit, resolved dtype and device, pooling; the
+        runtime records it under ``scorer`` in its own ``describe()``.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the scorer holds (models, connections, worker pools).
+
+        Called once, by :meth:`prbench.scoring.runtime.ScorerRuntime.close`, when the run ends.
+        """
         ...
 
 

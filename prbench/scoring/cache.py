@@ -14,6 +14,11 @@ with ``kill -9`` keeps every batch it finished, and the rerun computes only what
 Non-finite scores (NaN, inf) are returned to the caller but never cached, so a transient numeric
 failure is retried on the next run rather than remembered. WAL needs a local file system (not
 NFS); point ``path`` at local disk on clusters.
+
+The file is a :class:`prbench.store.SQLiteStore` (namespace ``scores``): a damaged file raises
+:class:`prbench.store.StoreError` naming it and the ways out (``cache=false``, or move it
+aside), and a stored value that is not a finite number counts as a miss (recomputed and
+overwritten).
 """
 
 from __future__ import annotations
@@ -22,37 +27,27 @@ import hashlib
 import json
 import math
 import os
-import sqlite3
 import struct
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from prbench.paths import cache_dir
+from prbench.store import SQLiteStore, StoreError
 
-#: Database schema version; a database with another version is refused rather than misread.
+#: Table layout version of the ``scores`` namespace; another version is refused, not misread.
 SCHEMA_VERSION = 1
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS scorers (
-    fingerprint TEXT PRIMARY KEY,
-    description TEXT NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS scores (
-    fingerprint TEXT NOT NULL,
-    key TEXT NOT NULL,
-    score REAL NOT NULL,
-    created REAL NOT NULL,
-    PRIMARY KEY (fingerprint, key)
-) WITHOUT ROWID;
-"""
+_TABLES = (
+    "CREATE TABLE IF NOT EXISTS scorers (fingerprint TEXT PRIMARY KEY, "
+    "description TEXT NOT NULL, created REAL NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, key TEXT NOT NULL, "
+    "score REAL NOT NULL, created REAL NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID",
+)
 
-# SQLite limits the number of bound variables per statement (999 in old builds).
-_CHUNK = 500
+#: How to turn the score cache off (named in the corrupt-file message).
+OFF_HINT = "scorer option cache=false"
 
 
 def default_cache_path() -> Path:
@@ -66,24 +61,35 @@ def fingerprint_of(description: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _number(value: Any) -> float | None:
+    """A stored score as a finite float, or ``None`` (text, NULL, blobs, NaN count as misses)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
 class ScoreCache:
     """Scores of one scorer (one fingerprint) in a shared SQLite file.
 
     Example::
 
-        cache = ScoreCache(scorer.fingerprint, description={"model": "..."})
+        cache = ScoreCache(scorer.fingerprint(), description={"model": "..."})
         key = ScoreCache.make_key(token_ids)
         hits = cache.get_many([key])
         cache.put_many([(key, 1.25)])
 
-    The object may be used from several threads (a lock serialises its connection) and survives
-    ``fork`` (the child opens its own connection).
+    The object may be used from several threads and survives ``fork`` (see
+    :class:`prbench.store.SQLiteStore`).
 
     Args:
         fingerprint: the scorer's fingerprint (:func:`fingerprint_of` of its description).
         path: the SQLite file (default :func:`default_cache_path`); its folder is created.
         description: what the fingerprint stands for, stored once for inspection.
         timeout: seconds to wait for another process's write lock before failing.
+
+    Raises:
+        prbench.store.StoreError: the file is damaged, not a database, or of another schema.
     """
 
     def __init__(
@@ -98,14 +104,13 @@ class ScoreCache:
             raise ValueError("a score cache needs a non-empty scorer fingerprint")
         self.fingerprint = fingerprint
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
-        self._init_db()
+        self.store = SQLiteStore(
+            self.path, namespace="scores", schema_version=SCHEMA_VERSION, tables=_TABLES,
+            label="score cache", off_hint=OFF_HINT, timeout=timeout,
+        )
         if description is not None:
-            self._write(
+            self.store.write(
                 "INSERT OR IGNORE INTO scorers (fingerprint, description, created) "
                 "VALUES (?, ?, ?)",
                 [(fingerprint, json.dumps(description, sort_keys=True, default=str), time.time())],
@@ -132,86 +137,23 @@ class ScoreCache:
             h.update(struct.pack(f"<{len(ids)}q", *ids))
         return h.hexdigest()
 
-    # -- connection ------------------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            conn = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
-
-    def _init_db(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                with self._lock:
-                    conn = self._connect()
-                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                    if str(mode).lower() != "wal":
-                        raise sqlite3.OperationalError(
-                            f"cannot enable WAL mode on {self.path} (got {mode!r}); "
-                            "put the score cache on a local file system"
-                        )
-                    conn.execute("PRAGMA synchronous = NORMAL")
-                    conn.execute("BEGIN IMMEDIATE")
-                    for statement in _SCHEMA.strip().split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    row = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
-                    if row is None:
-                        conn.execute(
-                            "INSERT INTO meta (name, value) VALUES ('schema', ?)",
-                            (str(SCHEMA_VERSION),),
-                        )
-                    elif int(row[0]) != SCHEMA_VERSION:
-                        conn.execute("ROLLBACK")
-                        raise RuntimeError(
-                            f"score cache {self.path} has schema {row[0]}, this prbench expects "
-                            f"{SCHEMA_VERSION}; use another cache path or delete the file"
-                        )
-                    conn.execute("COMMIT")
-                return
-            except sqlite3.OperationalError as exc:
-                conn = self._conn
-                if conn is not None and conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def _write(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        rows = list(rows)
-        if not rows:
-            return
-        with self._lock:
-            conn = self._connect()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany(sql, rows)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
     # -- reading and writing ---------------------------------------------------------------------
 
     def get_many(self, keys: Iterable[str]) -> dict[str, float]:
-        """The cached scores among ``keys`` (missing keys are absent from the result)."""
-        unique = list(dict.fromkeys(keys))
+        """The cached scores among ``keys`` (missing keys are absent from the result).
+
+        A stored value that is not a finite number (text, NULL, ...) is left out: the caller
+        recomputes it and :meth:`put_many` overwrites it.
+        """
+        rows = self.store.query_in(
+            "SELECT key, score FROM scores WHERE fingerprint = ? AND key IN ({marks})",
+            keys, (self.fingerprint,),
+        )
         found: dict[str, float] = {}
-        with self._lock:
-            conn = self._connect()
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start : start + _CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = conn.execute(
-                    f"SELECT key, score FROM scores WHERE fingerprint = ? AND key IN ({marks})",
-                    (self.fingerprint, *chunk),
-                ).fetchall()
-                found.update((k, float(v)) for k, v in rows)
+        for key, value in rows:
+            number = _number(value)
+            if number is not None:
+                found[key] = number
         return found
 
     def get(self, key: str) -> float | None:
@@ -231,11 +173,10 @@ class ScoreCache:
             for key, score in pairs
             if math.isfinite(float(score))
         ]
-        self._write(
+        return self.store.write(
             "INSERT OR REPLACE INTO scores (fingerprint, key, score, created) VALUES (?, ?, ?, ?)",
             rows,
         )
-        return len(rows)
 
     def put(self, key: str, score: float) -> None:
         """Store one score."""
@@ -243,11 +184,10 @@ class ScoreCache:
 
     def count(self) -> int:
         """Scores stored under this fingerprint."""
-        with self._lock:
-            row = self._connect().execute(
-                "SELECT COUNT(*) FROM scores WHERE fingerprint = ?", (self.fingerprint,)
-            ).fetchone()
-        return int(row[0])
+        rows = self.store.query(
+            "SELECT COUNT(*) FROM scores WHERE fingerprint = ?", (self.fingerprint,)
+        )
+        return int(rows[0][0])
 
     def __len__(self) -> int:
         return self.count()
@@ -255,23 +195,19 @@ class ScoreCache:
     def clear(self) -> int:
         """Delete this fingerprint's scores; returns how many were deleted."""
         n = self.count()
-        self._write("DELETE FROM scores WHERE fingerprint = ?", [(self.fingerprint,)])
+        self.store.write("DELETE FROM scores WHERE fingerprint = ?", [(self.fingerprint,)])
         return n
 
     def description(self) -> dict[str, Any] | None:
         """The stored description of this fingerprint, if any."""
-        with self._lock:
-            row = self._connect().execute(
-                "SELECT description FROM scorers WHERE fingerprint = ?", (self.fingerprint,)
-            ).fetchone()
-        return json.loads(row[0]) if row else None
+        rows = self.store.query(
+            "SELECT description FROM scorers WHERE fingerprint = ?", (self.fingerprint,)
+        )
+        return json.loads(rows[0][0]) if rows else None
 
     def close(self) -> None:
         """Close this process's connection (a later call reopens it)."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self.store.close()
 
     def __enter__(self) -> ScoreCache:
         return self
@@ -282,3 +218,5 @@ class ScoreCache:
     def __repr__(self) -> str:
         return f"ScoreCache({self.fingerprint[:12]}…, {str(self.path)!r})"
 
+
+__all__ = ["SCHEMA_VERSION", "ScoreCache", "StoreError", "default_cache_path", "fingerprint_of"]

@@ -46,6 +46,7 @@ class EmbeddingSimilarityOptions(EncoderOptions):
     device: str = encoder_option("device")
     cache: bool = encoder_option("cache")
     cache_dir: str | None = encoder_option("cache_dir")
+    trust_remote_code: bool = encoder_option("trust_remote_code")
 
     def __post_init__(self) -> None:
         if self.pretrained is not None and self.model != "minilm" and self.pretrained != self.model:

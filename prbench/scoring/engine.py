@@ -164,7 +164,8 @@ def is_oom_error(exc: BaseException) -> bool:
     )
 
 
-def _free_accelerator_memory() -> None:
+def free_accelerator_memory() -> None:
+    """Return cached accelerator memory to the driver after an out-of-memory error."""
     try:
         import torch
 
@@ -211,21 +212,11 @@ class BatchStats:
         self.token_budget = other.token_budget or self.token_budget
 
 
-class _NullBar:
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def make_progress(total: int, *, enabled: bool, desc: str, unit: str = "seq") -> Any:
-    """A tqdm progress bar (or a no-op stand-in when disabled); call ``update`` and ``close``."""
-    if not enabled:
-        return _NullBar()
-    from tqdm.auto import tqdm
+    """A progress bar for scoring (see :func:`prbench.progress.progress_bar`)."""
+    from prbench.progress import progress_bar
 
-    return tqdm(total=total, desc=desc, unit=unit, dynamic_ncols=True, leave=False)
+    return progress_bar(total, desc=desc, unit=unit, enabled=enabled)
 
 
 def run_batches(
@@ -300,7 +291,7 @@ def run_batches(
                 except Exception as exc:
                     if not (oom_backoff and is_oom_error(exc)) or len(batch) == 1:
                         raise
-                    _free_accelerator_memory()
+                    free_accelerator_memory()
                     new_budget = max(1, padded_tokens(lengths, batch) // 2)
                     logger.warning(
                         "out of memory on a batch of %d items (%d padded tokens); "

@@ -1,0 +1,3 @@
+"""Group Preference Optimization (GPO) as a prbench scorer plugin."""
+
+__version__ = "0.1.0"

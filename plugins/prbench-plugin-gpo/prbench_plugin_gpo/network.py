@@ -1,0 +1,113 @@
+"""The GPO network: a transformer neural process over frozen embeddings (torch imported lazily).
+
+Input tokens are the context points (embedding + label embedding: preferred / dispreferred) and
+the target options (embedding + the "target" label). Context tokens attend to the context; each
+target attends to the context and to itself only, so a target's score never depends on the other
+targets in the batch (scores are batch-independent, as in GPO). A linear head reads one logit per
+target: the user's predicted preference for that option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+
+@dataclasses.dataclass(frozen=True)
+class NetConfig:
+    """Shape of the network (stored in the checkpoint)."""
+
+    dim_in: int
+    d_model: int = 64
+    layers: int = 2
+    heads: int = 4
+
+
+def build_network(config: NetConfig) -> torch.nn.Module:
+    """A fresh network of the given shape (parameters from the current torch seed)."""
+    import torch
+    from torch import nn
+
+    class GPONetwork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = nn.Sequential(
+                nn.Linear(config.dim_in, config.d_model), nn.GELU(),
+                nn.Linear(config.d_model, config.d_model),
+            )
+            self.label = nn.Embedding(3, config.d_model)
+            layer = nn.TransformerEncoderLayer(
+                config.d_model, config.heads, 2 * config.d_model, dropout=0.0, batch_first=True
+            )
+            self.encoder = nn.TransformerEncoder(
+                layer, config.layers, enable_nested_tensor=False
+            )
+            self.head = nn.Linear(config.d_model, 1)
+
+        def forward(
+            self, ctx_x: torch.Tensor, ctx_y: torch.Tensor, ctx_valid: torch.Tensor,
+            tgt_x: torch.Tensor,
+        ) -> torch.Tensor:
+            b, c, _ = ctx_x.shape
+            t = tgt_x.shape[1]
+            tokens = torch.cat([
+                self.proj(ctx_x) + self.label(ctx_y),
+                self.proj(tgt_x) + self.label.weight[2].expand(b, t, -1),
+            ], dim=1)
+            n = c + t
+            # allowed[b, i, j]: query i may attend key j (valid context keys, and itself)
+            key_ok = torch.cat([ctx_valid, torch.zeros(b, t, dtype=torch.bool,
+                                                       device=ctx_x.device)], dim=1)
+            allowed = key_ok[:, None, :].expand(b, n, n) | torch.eye(
+                n, dtype=torch.bool, device=ctx_x.device
+            )[None]
+            mask = torch.zeros(b, n, n, device=ctx_x.device).masked_fill(~allowed, float("-inf"))
+            mask = mask.repeat_interleave(config.heads, dim=0)
+            hidden = self.encoder(tokens, mask=mask)
+            return self.head(hidden[:, c:]).squeeze(-1)
+
+    return GPONetwork()
+
+
+@dataclasses.dataclass
+class Episode:
+    """One user's context and targets, as rows of an embedding matrix.
+
+    Attributes:
+        ctx: row indices of the context points.
+        ctx_labels: their labels (1 preferred, 0 dispreferred).
+        targets: row indices of the target options.
+    """
+
+    ctx: list[int]
+    ctx_labels: list[int]
+    targets: list[int]
+
+
+def collate(
+    episodes: Sequence[Episode], vectors: np.ndarray, device: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Pad episodes into ``(ctx_x, ctx_y, ctx_valid, tgt_x)`` tensors (targets all same count)."""
+    import numpy as np
+    import torch
+
+    dim = vectors.shape[1]
+    c = max(1, max(len(e.ctx) for e in episodes))
+    t = max(len(e.targets) for e in episodes)
+    ctx_x = np.zeros((len(episodes), c, dim), dtype=np.float32)
+    ctx_y = np.zeros((len(episodes), c), dtype=np.int64)
+    valid = np.zeros((len(episodes), c), dtype=bool)
+    tgt_x = np.zeros((len(episodes), t, dim), dtype=np.float32)
+    for i, e in enumerate(episodes):
+        if e.ctx:
+            ctx_x[i, : len(e.ctx)] = vectors[e.ctx]
+            ctx_y[i, : len(e.ctx)] = e.ctx_labels
+            valid[i, : len(e.ctx)] = True
+        tgt_x[i, : len(e.targets)] = vectors[e.targets]
+    return (torch.from_numpy(ctx_x).to(device), torch.from_numpy(ctx_y).to(device),
+            torch.from_numpy(valid).to(device), torch.from_numpy(tgt_x).to(device))

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _internlm2_models import build_reward_folder
+
+from prbench.options import OptionsError
+from prbench.plugins import PluginRegistry
+from prbench.profiles.base import ProfileView
+from prbench.scoring.base import ScoreRequest
+
+PROFILE = ProfileView(text="Post 1 (Category: Art): I paint at night with a small lamp. " * 3)
+REQUESTS = [
+    ScoreRequest("r1", "Which lens suits night photography?", "A fast prime lens.", PROFILE),
+    ScoreRequest("r1", "Which lens suits night photography?", "Any zoom lens will do.", PROFILE),
+    ScoreRequest("r2", "How do I keep a morning habit?", "Plan it the night before and walk."),
+    ScoreRequest("r3", "Best way to learn piano?", "Practice a little every day."),
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_reward_folder(tmp_path_factory.mktemp("internlm2") / "rm")
+
+
+def _build(folder: Path, **options: str):
+    raw = {"pretrained": str(folder), "trust_remote_code": "true", "progress": "false", **options}
+    return PluginRegistry().build("scorer", "internlm2-reward", raw)
+
+
+def test_registered_and_options_listed() -> None:
+    registry = PluginRegistry()
+    assert registry.plugins["internlm2"].components == ["scorer:internlm2-reward"]
+    names = {r["name"] for r in registry.get("scorer", "internlm2-reward").describe_options()}
+    assert {"pretrained", "trust_remote_code", "batch_size", "profile_position"} <= names
+
+
+def test_refuses_to_load_without_trust_remote_code(folder: Path) -> None:
+    with pytest.raises(OptionsError, match="trust_remote_code=true") as err:
+        PluginRegistry().build("scorer", "internlm2-reward", {"pretrained": str(folder)})
+    assert "never runs downloaded code" in str(err.value)
+    with pytest.raises(OptionsError, match="trust_remote_code"):
+        PluginRegistry().build(
+            "scorer", "internlm2-reward", {"pretrained": str(folder), "trust_remote_code": "no"}
+        )
+
+
+def test_scores_come_from_the_remote_get_score(folder: Path) -> None:
+    scorer = _build(folder, batch_size="3")
+    scores = scorer.score(REQUESTS)
+    chats, _ = scorer.chats(REQUESTS)
+    own = [scorer.model.get_score(scorer.tokenizer, chat) for chat in chats]
+    assert scores == pytest.approx(own, abs=1e-4)
+    assert len(set(scores)) == len(scores)
+    assert chats[0][0]["content"].startswith("Some of my earlier posts:")  # profile in user turn
+    assert scorer.stats()["get_scores_calls"] == 2  # 4 chats, at most 3 per call
+    assert _build(folder, batch_size="1").score(REQUESTS[::-1]) == pytest.approx(
+        scores[::-1], abs=1e-4
+    )
+
+
+def test_profile_positions_and_truncation(folder: Path) -> None:
+    none = _build(folder, profile_position="none")
+    chats, _ = none.chats(REQUESTS[:1])
+    assert chats[0] == [
+        {"role": "user", "content": REQUESTS[0].question},
+        {"role": "assistant", "content": REQUESTS[0].response},
+    ]
+    system = _build(folder, profile_position="system")
+    assert system.chats(REQUESTS[:1])[0][0][0]["role"] == "system"
+    short = _build(folder, max_length="60")
+    chats, lengths = short.chats(REQUESTS[:1])
+    assert max(lengths) <= 60
+    assert chats[0][1]["content"] == REQUESTS[0].response  # the answer is never cut
+    assert short.stats()["truncated_profile"] == 1
+    assert len(chats[0][0]["content"]) < len(REQUESTS[0].profile.text)
+
+
+def test_describe_and_fingerprint(folder: Path) -> None:
+    scorer = _build(folder)
+    described = scorer.describe()
+    assert described["component"] == "internlm2-reward"
+    assert set(described["settings"]["remote_code"]) == {
+        "configuration_tiny_internlm2_reward.py", "modeling_tiny_internlm2_reward.py"
+    }
+    assert described["fingerprint"] == scorer.fingerprint() == _build(folder).fingerprint()
+    assert _build(folder, profile_position="none").fingerprint() != scorer.fingerprint()
+
+
+def test_prbench_eval_end_to_end(folder: Path, tmp_path: Path, capsys) -> None:
+    from prbench.cli import main
+
+    args = f"scorer=internlm2-reward,pretrained={folder},trust_remote_code=true"
+    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile",
+                 "--model_args", args, "--output_path", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0, out[-2000:]
+    found = sorted((tmp_path / "out").rglob("results_*.json"))
+    manifest = found[0].with_name(found[0].name.replace("results_", "prbench_manifest_"))
+    assert manifest.exists()
+    results = json.loads(found[0].read_text())
+    acc = results["results"]["personalized_rewardbench_sample_noprofile"]["acc_macro,none"]
+    print("internlm2 tiny remote-code sample acc_macro:", acc)
+    assert 0.0 <= acc <= 1.0
+
+
+@pytest.mark.slow
+def test_plain_lm_eval_end_to_end(folder: Path, tmp_path: Path) -> None:
+    args = f"scorer=internlm2-reward,pretrained={folder},trust_remote_code=true"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--tasks", "personalized_rewardbench_sample_noprofile",
+         "--model", "prbench", "--model_args", args, "--output_path", str(tmp_path / "out")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    found = sorted((tmp_path / "out").rglob("results_*.json"))
+    results = json.loads(found[0].read_text())
+    assert results["config"]["prbench"]["scorer"]["id"] == "internlm2-reward"
+    assert 0.0 <= results["results"]["personalized_rewardbench_sample_noprofile"][
+        "acc_macro,none"] <= 1.0
+
+
+def test_runtime_caches_by_fingerprint(folder: Path) -> None:
+    from prbench.scoring.runtime import build_runtime
+
+    options = {"pretrained": str(folder), "trust_remote_code": "true", "progress": "false"}
+    with build_runtime("internlm2-reward", options) as rt:
+        first = rt.score(REQUESTS + REQUESTS[:1])  # a duplicate runs once
+        assert rt.stats()["computed"] == 4
+        assert rt.describe()["scorer"]["settings"]["remote_code"]
+    with build_runtime("internlm2-reward", options) as rt:
+        assert rt.score(REQUESTS) == first[:4]
+        assert rt.stats()["computed"] == 0

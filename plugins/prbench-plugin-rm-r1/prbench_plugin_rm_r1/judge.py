@@ -1,0 +1,230 @@
+"""``rm-r1``: RM-R1 as a pairwise judge; ``rm-r1-scalar``: its win rate against a reference.
+
+Each pair is judged in both orders by default (``orders=one``: one order, chosen by a seeded hash
+of the seed and the pair, independent of batching). An order whose reply is unreadable (see
+:mod:`prbench_plugin_rm_r1.parsing`) or that the backend could not produce is invalid: it gives no
+verdict. P(first ≻ second) is the share of readable orders that preferred the first answer (1,
+0.5 or 0); a pair with no readable order is ``nan`` — counted as ``invalid`` by the metrics, never
+guessed.
+
+``stats()`` reports the position bias: ``first_position_win_rate`` (how often the answer shown as
+A won, among readable verdicts; 0.5 is unbiased), ``n_order_flips`` (pairs, both orders read, whose
+preferred answer changed when the two were swapped — the judge followed the position),
+``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prbench.backends.base import GenerationBackend
+from prbench.judges.common import LLMJudgeBase, seeded_unit
+from prbench.judges.parsing import ParseFailure
+from prbench.scoring.base import PairRequest, ScoreRequest
+from prbench.scoring.cache import fingerprint_of
+from prbench_plugin_rm_r1 import prompts
+from prbench_plugin_rm_r1.parsing import parse_answer
+from prbench_plugin_rm_r1.plugin import RMR1Options, RMR1ScalarOptions
+
+#: (record id, question, profile text, first answer, second answer)
+Item = tuple[str, str, str, str, str]
+
+
+class RMR1Judge(LLMJudgeBase):
+    """RM-R1 on any generation backend; implements the pairwise-judge protocol.
+
+    Args:
+        options: the validated options.
+        backend: a ready backend (tests, sharing a model); built from ``options`` otherwise.
+    """
+
+    name = "rm-r1"
+    options: RMR1Options
+
+    def __init__(self, options: RMR1Options, backend: GenerationBackend | None = None) -> None:
+        super().__init__(options, backend)
+        self.style = options.style()
+
+    def reset_stats(self) -> None:
+        """Forget the counts and details gathered so far."""
+        super().reset_stats()
+        self._pairs = self._invalid_pairs = self._orders_run = self._verdicts = 0
+        self._first_won = self._both_read = self._flips = 0
+        self._details: list[dict[str, Any]] = []
+
+    def _orders(self, item: Item) -> list[bool]:
+        """``True`` = the first answer is shown as A."""
+        if self.options.orders == "both":
+            return [True, False]
+        return [seeded_unit("rm-r1-order", self.options.seed, *item[0:1], *item[3:]) < 0.5]
+
+    def _judge(self, items: Sequence[Item]) -> list[float]:
+        chats, plan = [], []
+        for i, item in enumerate(items):
+            _, question, profile, first, second = item
+            for first_is_a in self._orders(item):
+                a, b = (first, second) if first_is_a else (second, first)
+                chats.append(prompts.judge_chat(self.style, question, profile, a, b))
+                plan.append((i, first_is_a))
+        replies = self._generate(chats, unit="verdict")
+        per_item: list[list[dict[str, Any]]] = [[] for _ in items]
+        for (i, first_is_a), reply in zip(plan, replies, strict=True):
+            where = {"shown_first": "first" if first_is_a else "second"}
+            verdict = self._read(reply, parse_answer, items[i][0], **where)
+            self._orders_run += 1
+            if isinstance(verdict, ParseFailure):
+                per_item[i].append({**where, "verdict": None, "winner": None,
+                                    "failure": verdict.reason})
+                continue
+            self._verdicts += 1
+            self._first_won += verdict == "A"
+            winner = "first" if (verdict == "A") == first_is_a else "second"
+            per_item[i].append({**where, "verdict": verdict, "winner": winner, "failure": None})
+        out = []
+        for item, orders in zip(items, per_item, strict=True):
+            self._pairs += 1
+            winners = [o["winner"] for o in orders if o["winner"] is not None]
+            p_first = sum(w == "first" for w in winners) / len(winners) if winners else math.nan
+            self._invalid_pairs += not winners
+            if len(orders) == 2 and len(winners) == 2:
+                self._both_read += 1
+                self._flips += winners[0] != winners[1]
+            out.append(p_first)
+            self._details.append({"record_id": item[0], "p_first": p_first, "orders": orders})
+        return out
+
+    def compare(self, pairs: Sequence[PairRequest]) -> list[float]:
+        """P(first ≻ second) per pair; ``nan`` where no order gave a readable verdict."""
+        return self._judge(
+            [(p.record_id, p.question, p.profile.text, p.first, p.second) for p in pairs]
+        )
+
+    def fingerprint(self) -> str:
+        """Hash of what changes verdicts: backend/model, prompt version and style, decoding."""
+        o = self.options
+        return fingerprint_of({
+            "component": self.name, "backend": self.backend.fingerprint,
+            "model": o.model, "revision": o.revision, "gguf_file": o.gguf_file,
+            "prompt_version": prompts.PROMPT_VERSION, "style": self.style, "orders": o.orders,
+            "decoding": [o.max_new_tokens, o.temperature, o.top_p, o.seed],
+        })
+
+    def stats(self) -> dict[str, Any]:
+        """Counts since the last reset: pairs, invalid orders/pairs, position bias."""
+        return {
+            "judge": self.name,
+            "backend": self.backend.fingerprint,
+            "prompt_version": prompts.PROMPT_VERSION,
+            "prompt_style": self.style,
+            "orders": self.options.orders,
+            "seed": self.options.seed,
+            "n_pairs": self._pairs,
+            "n_orders": self._orders_run,
+            "n_verdicts": self._verdicts,
+            "n_invalid_orders": self._orders_run - self._verdicts,
+            "n_pairs_invalid": self._invalid_pairs,
+            "first_position_win_rate": self._first_won / self._verdicts if self._verdicts
+            else None,
+            "n_pairs_both_orders_read": self._both_read,
+            "n_order_flips": self._flips,
+            "order_agreement": 1 - self._flips / self._both_read if self._both_read else None,
+            **self._stats_tail(),
+        }
+
+    def details(self) -> list[dict[str, Any]]:
+        """One entry per judged pair: every order's verdict (or failure reason)."""
+        return list(self._details)
+
+    def describe(self) -> dict[str, Any]:
+        """Settings, fingerprint and counts for the results manifest."""
+        out = super().describe()
+        out.update(
+            component=self.name, prompt_version=prompts.PROMPT_VERSION,
+            prompt_style=self.style, fingerprint=self.fingerprint(),
+        )
+        return out
+
+
+def load_references(path: str) -> dict[str, str]:
+    """Reference answers by record id from a JSON list or JSONL file of ``{id, reference}``.
+
+    Raises:
+        ValueError: unreadable JSON, a row without a string ``id``/``reference``, or a duplicate
+            id (naming the file and line or row).
+    """
+    file = Path(path).expanduser()
+    text = file.read_text(encoding="utf-8")
+    rows: list[tuple[str, Any]] = []
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{file}: invalid JSON: {exc}") from exc
+        rows = [(f"{file} row {i}", row) for i, row in enumerate(data)]
+    else:
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append((f"{file}:{n}", json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{file}:{n}: invalid JSON: {exc}") from exc
+    out: dict[str, str] = {}
+    for where, row in rows:
+        if not isinstance(row, dict):
+            raise ValueError(f"{where}: expected an object with id and reference")
+        rid, ref = row.get("id"), row.get("reference")
+        if not isinstance(rid, str) or not isinstance(ref, str) or not ref.strip():
+            raise ValueError(f"{where}: needs a string 'id' and a non-empty string 'reference'")
+        if rid in out:
+            raise ValueError(f"{where}: duplicate id {rid!r}")
+        out[rid] = ref
+    return out
+
+
+class RMR1ScalarScorer(RMR1Judge):
+    """RM-R1 as a pointwise scorer: each response's win rate against a fixed reference answer.
+
+    The response and the reference are compared in both orders (by default); the score is the
+    share of readable orders the response won (1, 0.5 or 0), ``nan`` when neither order was
+    readable. Usable for Best-of-N: every candidate faces the same reference.
+    """
+
+    name = "rm-r1-scalar"
+    options: RMR1ScalarOptions
+
+    def __init__(
+        self, options: RMR1ScalarOptions, backend: GenerationBackend | None = None
+    ) -> None:
+        super().__init__(options, backend)
+        self.references = load_references(options.reference_file) if options.reference_file \
+            else {}
+
+    def _reference(self, request: ScoreRequest) -> str:
+        if self.options.reference_text:
+            return self.options.reference_text
+        try:
+            return self.references[request.record_id]
+        except KeyError:
+            raise ValueError(
+                f"rm-r1-scalar: record {request.record_id!r} has no reference in "
+                f"{self.options.reference_file}"
+            ) from None
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        """Win rate of each response against its reference, in request order."""
+        items = [
+            (r.record_id, r.question, r.profile.text, r.response, self._reference(r))
+            for r in requests
+        ]
+        return self._judge(items)
+
+    def fingerprint(self) -> str:
+        """The judge's fingerprint plus the references."""
+        refs = self.options.reference_text or sorted(self.references.items())
+        return fingerprint_of({"judge": super().fingerprint(), "references": refs})

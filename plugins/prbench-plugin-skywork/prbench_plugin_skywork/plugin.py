@@ -1,0 +1,99 @@
+"""Hook implementations and options of the ``skywork`` scorer (no heavy imports here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from prbench import hookimpl
+from prbench.backends.hf_classifier import HFClassifierOptions
+from prbench.hookspecs import ComponentRegister
+from prbench_plugin_skywork.variants import VARIANTS, SkyworkVariant
+
+VariantName = Literal[tuple(VARIANTS)]  # type: ignore[valid-type]
+
+#: Options whose default means "the variant's recommended value".
+FROM_VARIANT = ("pretrained", "revision", "dtype", "attn_implementation", "max_length")
+
+
+@dataclasses.dataclass(frozen=True)
+class SkyworkOptions(HFClassifierOptions):
+    """Options of ``skywork``: a variant plus every ``hf-classifier`` option.
+
+    The variant fills in the hub id, revision, dtype, attention kernel and maximum length; an
+    option given explicitly (``pretrained=<local folder>``, ``dtype=float32``, ...) wins.
+    """
+
+    variant: VariantName = dataclasses.field(  # type: ignore[valid-type]
+        default="", metadata={"help": "checkpoint: " + ", ".join(VARIANTS) + " (required)"}
+    )
+    pretrained: str = dataclasses.field(
+        default="", metadata={"help": "hub id or local folder; default: the variant's hub id"}
+    )
+    revision: str = dataclasses.field(
+        default="", metadata={"help": "hub revision; default: the variant's ('main')"}
+    )
+    dtype: Literal["variant", "auto", "float32", "bfloat16", "float16"] = dataclasses.field(
+        default="variant", metadata={"help": "weights/compute dtype; variant = bfloat16"}
+    )
+    attn_implementation: Literal["variant", "auto", "eager", "sdpa", "flash_attention_2"] = (
+        dataclasses.field(
+            default="variant",
+            metadata={"help": "attention kernel; variant = eager for Gemma-2, else auto"},
+        )
+    )
+    max_length: int = dataclasses.field(
+        default=0,
+        metadata={"help": "most tokens per input; 0 = the variant's (V2 16384, v0.2 8192)"},
+    )
+
+    def __post_init__(self) -> None:
+        parent = getattr(super(), "__post_init__", None)
+        if parent is not None:
+            parent()
+        if not self.variant:
+            raise ValueError(
+                "choose a checkpoint with variant=<one of " + ", ".join(VARIANTS) + ">"
+            )
+        if self.max_length < 0:
+            raise ValueError(f"max_length must be >= 0, got {self.max_length}")
+        if self.profile_position == "system" and not VARIANTS[self.variant].system_prompt:
+            raise ValueError(
+                f"variant {self.variant!r} was trained without a system prompt; "
+                "use profile_position=user (the default) or none"
+            )
+
+    @property
+    def spec(self) -> SkyworkVariant:
+        """The chosen variant's recommended settings."""
+        return VARIANTS[self.variant]
+
+    def resolved(self) -> HFClassifierOptions:
+        """The ``hf-classifier`` options these resolve to (explicit values over the variant's)."""
+        spec = self.spec
+        defaults: dict[str, Any] = {
+            "pretrained": self.pretrained or spec.hub_id,
+            "revision": self.revision or spec.revision,
+            "dtype": spec.dtype if self.dtype == "variant" else self.dtype,
+            "attn_implementation": (
+                spec.attn_implementation
+                if self.attn_implementation == "variant"
+                else self.attn_implementation
+            ),
+            "max_length": self.max_length or spec.max_length,
+        }
+        names = [f.name for f in dataclasses.fields(HFClassifierOptions) if f.init]
+        values = {n: defaults[n] if n in defaults else getattr(self, n) for n in names}
+        return HFClassifierOptions(**values)
+
+
+@hookimpl
+def register_scorers(register: ComponentRegister) -> None:
+    """Register ``skywork``; torch and transformers load only when it is built."""
+    register(
+        "skywork",
+        "prbench_plugin_skywork.scorer:SkyworkScorer",
+        options=SkyworkOptions,
+        description="Skywork-Reward v0.2 / V2 (variant=...): recommended settings per checkpoint",
+        tags=("pointwise", "hf"),
+    )

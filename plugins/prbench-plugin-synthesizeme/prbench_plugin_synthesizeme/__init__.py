@@ -1,0 +1,3 @@
+"""SynthesizeMe (persona induction + persona-conditioned judging) as a prbench plugin."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,92 @@
+"""Hook implementations and options of ``synthesizeme`` and ``synthesizeme-rating``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from prbench import hookimpl
+from prbench.hookspecs import ComponentRegister
+from prbench.judges.common import BackendOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthesizeMeOptions(BackendOptions):
+    """Options of ``synthesizeme``: the backend (``BackendOptions``) plus the method's own."""
+
+    fit: Literal["auto", "profile", "preferences"] = dataclasses.field(
+        default="auto",
+        metadata={"help": "persona source: 'profile' (the posts the task shows), 'preferences' "
+                          "(the user's labelled pairs, required for every record), 'auto' "
+                          "(pairs where the record has them, else the profile)"},
+    )
+    preferences_data: str = dataclasses.field(
+        default="",
+        metadata={"help": "records carrying a `preferences` field (file, folder or 'sample'); "
+                          "needed for fit=preferences"},
+    )
+    orders: Literal["both", "one"] = dataclasses.field(
+        default="both",
+        metadata={"help": "'both' judges each pair in both orders; 'one' a seeded single order"},
+    )
+    persona_max_new_tokens: int = dataclasses.field(
+        default=512, metadata={"help": "tokens for a persona (and for a bootstrap reasoning)"}
+    )
+    demos: int = dataclasses.field(
+        default=2, metadata={"help": "most demonstrations (user's own pairs) in the judge prompt"}
+    )
+    demo_candidates: int = dataclasses.field(
+        default=4, metadata={"help": "candidate demo sets tried on the validation split"}
+    )
+    val_fraction: float = dataclasses.field(
+        default=0.3, metadata={"help": "share of a user's pairs held out to select the demos"}
+    )
+    persona_cache: bool = dataclasses.field(
+        default=True, metadata={"help": "keep induced personas on disk (per user, prompt, model)"}
+    )
+    persona_cache_dir: str = dataclasses.field(
+        default="", metadata={"help": "persona cache folder; '' = the prbench cache"}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.fit == "preferences" and not self.preferences_data:
+            raise ValueError("fit=preferences needs preferences_data=<records with a "
+                             "`preferences` field>")
+        if self.persona_max_new_tokens < 1 or self.demos < 0 or self.demo_candidates < 1:
+            raise ValueError("persona_max_new_tokens and demo_candidates must be >= 1, demos >= 0")
+        if not 0 <= self.val_fraction < 1:
+            raise ValueError("val_fraction must be in [0, 1)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthesizeMeRatingOptions(SynthesizeMeOptions):
+    """Options of ``synthesizeme-rating``: ``synthesizeme`` plus the grading scale."""
+
+    low: int = dataclasses.field(default=1, metadata={"help": "lowest grade"})
+    high: int = dataclasses.field(default=10, metadata={"help": "highest grade"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.low >= self.high:
+            raise ValueError("low must be below high")
+
+
+@hookimpl
+def register_scorers(register: ComponentRegister) -> None:
+    """Register the pairwise judge and its pointwise rating mode."""
+    register(
+        "synthesizeme",
+        "prbench_plugin_synthesizeme.judge:SynthesizeMeJudge",
+        options=SynthesizeMeOptions,
+        tags=("pairwise", "llm"),
+        description="SynthesizeMe: induced persona per user, persona-conditioned pairwise judge "
+                    "(both orders; a split verdict is a tie, counted wrong)",
+    )
+    register(
+        "synthesizeme-rating",
+        "prbench_plugin_synthesizeme.judge:SynthesizeMeRating",
+        options=SynthesizeMeRatingOptions,
+        tags=("pointwise", "llm"),
+        description="SynthesizeMe persona-conditioned rating of one answer (for Best-of-N)",
+    )

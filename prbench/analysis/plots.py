@@ -1,0 +1,117 @@
+"""PNG figures for reports: Best-of-N curves, benchmark-vs-downstream scatter, accuracy bars.
+
+matplotlib (the ``plots`` extra) is imported inside each function with the non-interactive Agg
+backend, so importing this module costs nothing and no display is needed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - the extra is part of the default set-up
+        raise RuntimeError(
+            "plots need matplotlib: pip install -c constraints-cpu.txt -e '.[plots]'"
+        ) from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(target, dpi=110)
+    _pyplot().close(fig)
+    return target
+
+
+def bon_curves(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Best-of-k mean quality against k (log2 axis) per scorer, baselines dashed, CI bands."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ks = list(result["ks"])
+    groups = [(label, block, "-") for label, block in (result.get("scorers") or {}).items()]
+    groups += [(f"{label} (baseline)", block, "--")
+               for label, block in (result.get("baselines") or {}).items()]
+    for label, block, style in groups:
+        pts = block["curve"]["points"]
+        values = [p["value"] for p in pts]
+        line = ax.plot(ks, values, style, marker="o", ms=3, label=label)[0]
+        ax.fill_between(ks, [p["low"] for p in pts], [p["high"] for p in pts],
+                        color=line.get_color(), alpha=0.12)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("k (candidates)")
+    ax.set_ylabel(f"mean quality (0-1, {(result.get('quality') or {}).get('source', '')})")
+    title = "Best-of-N"
+    if result.get("sample"):
+        title += " (bundled SAMPLE)"
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def scatter_with_ci(
+    points: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> Path:
+    """One labelled point per scorer with x and y error bars.
+
+    Args:
+        points: ``{"label", "x", "x_low", "x_high", "y", "y_low", "y_high"}`` per scorer (the
+            interval keys are optional).
+        path: the PNG to write.
+        xlabel: x-axis label.
+        ylabel: y-axis label.
+        title: figure title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    for p in points:
+        xerr = [[p["x"] - p.get("x_low", p["x"])], [p.get("x_high", p["x"]) - p["x"]]]
+        yerr = [[p["y"] - p.get("y_low", p["y"])], [p.get("y_high", p["y"]) - p["y"]]]
+        ax.errorbar([p["x"]], [p["y"]], xerr=xerr, yerr=yerr, fmt="o", capsize=3)
+        ax.annotate(str(p["label"]), (p["x"], p["y"]), textcoords="offset points",
+                    xytext=(5, 5), fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def accuracy_bars(
+    rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], *, title: str
+) -> Path:
+    """Horizontal bars of accuracy with CI whiskers: ``{"label", "value", "low", "high"}``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(rows) + 1.4))
+    labels = [str(r["label"]) for r in rows]
+    values = [r["value"] for r in rows]
+    err = [[r["value"] - r["low"] for r in rows], [r["high"] - r["value"] for r in rows]]
+    ax.barh(range(len(rows)), values, xerr=err, capsize=3, color="#4c78a8")
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(0.5, color="grey", ls=":", lw=1)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("strict pairwise accuracy")
+    ax.set_title(title)
+    return _save(fig, path)
+
+
+__all__ = ["accuracy_bars", "bon_curves", "scatter_with_ci"]

@@ -1,0 +1,342 @@
+"""One-page report of finished runs: markdown plus a standalone HTML page with PNG figures.
+
+Inputs (any mix, see :func:`prbench.analysis.runs.load_any`): lm-eval results files of
+``prbench eval`` (best with ``--log_samples``, which the paired statistics need), ``prbench bon``
+results and ``prbench correlate`` results. The page holds:
+
+- the **leaderboard**: per run and benchmark group, accuracy per domain with its interval, micro
+  and macro, ties, pairs without a verdict and the length baseline on the same pairs;
+- the **personalization gap** per scorer: accuracy with the profile minus without, on the same
+  pairs, with a paired bootstrap interval and the exact McNemar p-value;
+- **paired tests** between scorers on the same pairs and condition (Holm-adjusted p-values);
+- **Best-of-N** tables and curves, and **correlation** tables and scatter plots.
+
+Diagnostic scorers (that read the hidden rubric) and the bundled sample are flagged wherever they
+appear. The markdown links the PNGs next to it; the HTML embeds them (base64), so it is one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import itertools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prbench.analysis.metrics import DEFAULT_SEED
+
+Block = tuple[Any, ...]
+DEFAULT_REPORT_RESAMPLES = 2000
+
+
+def _ci(est: Any) -> str:
+    return f"{est.value:.3f} [{est.low:.3f}, {est.high:.3f}]"
+
+
+def _mean(values: Any) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _run_name(run: Any) -> str:
+    return f"{run.label} (DIAGNOSTIC)" if run.diagnostic else run.label
+
+
+def leaderboard(runs: Sequence[Any]) -> list[Block]:
+    """The leaderboard blocks: one row per (run, benchmark group)."""
+    if not runs:
+        return []
+    domains = sorted({d for r in runs for s in r.sections for d in s.summary.domains})
+    head = ["scorer", "group", "profile", *domains, "micro", "macro", "ties", "invalid", "length"]
+    rows = []
+    bars = []
+    for run in runs:
+        for sec in run.sections:
+            conds = {r.condition for r in sec.rows}
+            length = None
+            if len(conds) == 1:
+                cond = next(iter(conds))
+                ids = set(run.outcomes.get(cond, {}))
+                length = _mean(v for k, v in run.length.get(cond, {}).items() if k in ids)
+            total = sum(r.n for r in sec.rows)
+            cells = [_run_name(run), sec.title, sec.profile]
+            cells += [_ci(sec.summary.domains[d]) if d in sec.summary.domains else "-"
+                      for d in domains]
+            cells += [
+                _ci(sec.summary.micro), _ci(sec.summary.macro),
+                f"{sum(r.ties for r in sec.rows) / max(1, total):.3f}",
+                str(sum(r.invalid for r in sec.rows)), _fmt(length),
+            ]
+            rows.append(cells)
+            micro = sec.summary.micro
+            bars.append({"label": f"{run.label} / {sec.title}", "value": micro.value,
+                         "low": micro.low, "high": micro.high})
+    conf = round(100 * runs[0].sections[0].summary.micro.confidence) if runs[0].sections else 95
+    return [
+        ("h2", "Leaderboard"),
+        ("table", head, rows),
+        ("p", f"Strict pairwise accuracy (a tie is wrong) with {conf}% percentile-bootstrap "
+              "intervals; micro pools the pairs, macro averages the domains; length = accuracy "
+              "of 'the longer answer wins' on the same pairs (needs --log_samples)."),
+        ("bars", bars, "leaderboard.png", "accuracy (micro) per run"),
+    ]
+
+
+def personalization_gap(runs: Sequence[Any], resamples: int, seed: int) -> list[Block]:
+    """Accuracy with the profile minus without, per scorer, on the same pairs."""
+    from prbench.analysis.paired import compare
+
+    rows = []
+    for run in runs:
+        if "profile" in run.outcomes and "noprofile" in run.outcomes:
+            c = compare(run.outcomes["profile"], run.outcomes["noprofile"],
+                        resamples=resamples, seed=seed)
+            rows.append([_run_name(run), str(c.n), f"{c.a:.3f}", f"{c.b:.3f}", _ci(c.diff),
+                         f"{c.only_a}/{c.only_b}", f"{c.p_mcnemar:.3g}"])
+    if not rows:
+        return [("h2", "Personalization gap"),
+                ("p", "No run has both conditions with per-pair samples (run `prbench eval` on "
+                      "the profile and the noprofile tasks with --log_samples).")]
+    return [
+        ("h2", "Personalization gap"),
+        ("table", ["scorer", "pairs", "profile", "no profile", "gap [CI]",
+                   "only profile / only none right", "McNemar p"], rows),
+        ("p", "gap = accuracy with the profile minus without, on the same pairs; paired "
+              "bootstrap interval; exact McNemar test on the pairs where the two disagree."),
+    ]
+
+
+def paired_tests(runs: Sequence[Any], resamples: int, seed: int) -> list[Block]:
+    """Every two scorers on the same pairs and condition: difference, CI, McNemar (Holm)."""
+    from prbench.analysis.paired import compare, holm
+
+    found = []
+    for cond in ("profile", "noprofile"):
+        have = [r for r in runs if cond in r.outcomes]
+        for a, b in itertools.combinations(have, 2):
+            if not set(a.outcomes[cond]) & set(b.outcomes[cond]):
+                continue
+            found.append((cond, a, b, compare(a.outcomes[cond], b.outcomes[cond],
+                                              resamples=resamples, seed=seed)))
+    if not found:
+        return [("h2", "Paired tests between scorers"),
+                ("p", "Fewer than two runs with per-pair samples on the same pairs.")]
+    adjusted = holm([c.p_mcnemar for *_, c in found])
+    rows = [
+        [cond, _run_name(a), _run_name(b), str(c.n), f"{c.a:.3f}", f"{c.b:.3f}", _ci(c.diff),
+         f"{c.only_a}/{c.only_b}", f"{c.p_mcnemar:.3g}", f"{p:.3g}"]
+        for (cond, a, b, c), p in zip(found, adjusted, strict=True)
+    ]
+    return [
+        ("h2", "Paired tests between scorers"),
+        ("table", ["condition", "A", "B", "pairs", "acc A", "acc B", "A - B [CI]",
+                   "only A / only B right", "McNemar p", "Holm p"], rows),
+        ("p", "Same pairs for both scorers: paired bootstrap of the difference; exact McNemar "
+              f"test; Holm adjustment over the {len(found)} comparisons."),
+    ]
+
+
+def best_of_n(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
+    """Best-of-N tables and curves."""
+    from prbench.downstream.bestofn import format_table
+
+    blocks: list[Block] = []
+    for i, (path, bon) in enumerate(results):
+        blocks.append(("h2", f"Best-of-N ({path.name})"))
+        blocks.append(("markdown", format_table(bon)))
+        blocks.append(("bon", bon, f"best_of_n_{i}.png", "Best-of-N curves"))
+    return blocks
+
+
+def correlations(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
+    """Correlation tables and scatter plots."""
+    from prbench.analysis.correlation import format_table
+
+    blocks: list[Block] = []
+    for i, (path, corr) in enumerate(results):
+        blocks.append(("h2", f"Benchmark vs downstream rank correlation ({path.name})"))
+        blocks.append(("markdown", format_table(corr)))
+        points = [{"label": lab, "x": corr["benchmark"]["values"][lab],
+                   "y": corr["downstream"]["values"][lab]} for lab in corr["scorers"]]
+        blocks.append(("scatter", points, f"correlation_{i}.png", corr["benchmark"]["what"],
+                       corr["downstream"]["what"]))
+    return blocks
+
+
+def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
+    """Draw the figure blocks as PNGs in ``out``; they become image blocks."""
+    from prbench.analysis import plots
+
+    drawn: list[Block] = []
+    for block in blocks:
+        kind = block[0]
+        try:
+            if kind == "bars":
+                path = plots.accuracy_bars(block[1], out / block[2], title=block[3])
+            elif kind == "bon":
+                path = plots.bon_curves(block[1], out / block[2])
+            elif kind == "scatter":
+                path = plots.scatter_with_ci(block[1], out / block[2], xlabel=block[3],
+                                             ylabel=block[4], title="scorers")
+            else:
+                drawn.append(block)
+                continue
+        except RuntimeError as exc:  # matplotlib missing
+            drawn.append(("p", f"(figure left out: {exc})"))
+            continue
+        drawn.append(("img", path))
+    return drawn
+
+
+def to_markdown(blocks: Sequence[Block], title: str) -> str:
+    """The report as markdown (images linked by file name)."""
+    lines = [f"# {title}", ""]
+    for block in blocks:
+        kind = block[0]
+        if kind == "h2":
+            lines += [f"## {block[1]}", ""]
+        elif kind in ("p", "markdown"):
+            lines += [block[1], ""]
+        elif kind == "table":
+            head, rows = block[1], block[2]
+            lines.append("| " + " | ".join(head) + " |")
+            lines.append("|" + "---|" * len(head))
+            lines += ["| " + " | ".join(r) + " |" for r in rows]
+            lines.append("")
+        elif kind == "img":
+            lines += [f"![{block[1].stem}]({block[1].name})", ""]
+    return "\n".join(lines)
+
+
+def _md_table_html(text: str) -> str:
+    """Markdown (tables and paragraphs, as this module writes them) to HTML."""
+    out, table = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            table.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        if table:
+            head, *rest = table
+            rest = [r for r in rest if not all(set(c) <= {"-"} for c in r)]
+            out.append(_html_table(head, rest))
+            table = []
+        if line.strip():
+            out.append(f"<p>{html.escape(line)}</p>")
+    return "\n".join(out)
+
+
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def to_html(blocks: Sequence[Block], title: str) -> str:
+    """The report as one standalone HTML page (PNGs embedded as base64)."""
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title><style>",
+        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
+        "table{border-collapse:collapse;font-size:13px;margin:.5em 0}",
+        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f3f3f3}",
+        "img{max-width:100%}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+    ]
+    for block in blocks:
+        kind = block[0]
+        if kind == "h2":
+            parts.append(f"<h2>{html.escape(block[1])}</h2>")
+        elif kind == "p":
+            parts.append(f"<p>{html.escape(block[1])}</p>")
+        elif kind == "markdown":
+            parts.append(_md_table_html(block[1]))
+        elif kind == "table":
+            parts.append(_html_table(block[1], block[2]))
+        elif kind == "img":
+            data = base64.b64encode(block[1].read_bytes()).decode("ascii")
+            parts.append(f"<p><img alt='{html.escape(block[1].stem)}' "
+                         f"src='data:image/png;base64,{data}'></p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def build_report(
+    paths: Sequence[str | os.PathLike[str]],
+    out_dir: str | os.PathLike[str],
+    *,
+    resamples: int = DEFAULT_REPORT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    title: str = "prbench report",
+) -> tuple[Path, Path]:
+    """Read the results, draw the figures, write ``report.md`` and ``report.html``.
+
+    Raises:
+        prbench.analysis.runs.RunFileError: a file that is not a results file.
+        ValueError: no input.
+    """
+    from prbench.analysis.runs import expand, load_any, unique_labels
+
+    files = expand(paths)
+    if not files:
+        raise ValueError("no results files given")
+    runs, bons, corrs = [], [], []
+    for file in files:
+        kind, data = load_any(file)
+        if kind == "lm-eval":
+            runs.append(data)
+        elif kind == "prbench-best-of-n":
+            bons.append((file, data))
+        else:
+            corrs.append((file, data))
+    unique_labels(runs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    notes = []
+    data_names = {r.data for run in runs for sec in run.sections for r in sec.rows}
+    if "sample" in data_names or any(b.get("sample") for _, b in bons):
+        notes.append("Data: the bundled SAMPLE (45 hand-written records), not the benchmark; "
+                     "its intervals are wide.")
+    diagnostic = sorted({r.label for r in runs if r.diagnostic} | {
+        lab for _, b in bons for lab, blk in b["scorers"].items() if blk.get("diagnostic")})
+    if diagnostic:
+        notes.append(f"DIAGNOSTIC scorers (read the hidden rubric; upper bounds, not reward "
+                     f"models): {', '.join(diagnostic)}.")
+    no_samples = [r.label for r in runs if not r.samples_found]
+    if no_samples:
+        notes.append(f"No per-pair samples for {', '.join(no_samples)} (run with --log_samples): "
+                     "left out of the paired statistics.")
+    notes.append("Inputs: " + ", ".join(str(f) for f in files))
+    blocks: list[Block] = [("p", n) for n in notes]
+    blocks += leaderboard(runs)
+    if runs:
+        blocks += personalization_gap(runs, resamples, seed)
+        blocks += paired_tests(runs, resamples, seed)
+    blocks += best_of_n(bons)
+    blocks += correlations(corrs)
+    blocks = _render_figures(blocks, out)
+    md_path = out / "report.md"
+    md_path.write_text(to_markdown(blocks, title) + "\n", encoding="utf-8")
+    html_path = out / "report.html"
+    html_path.write_text(to_html(blocks, title) + "\n", encoding="utf-8")
+    return md_path, html_path
+
+
+__all__ = [
+    "DEFAULT_REPORT_RESAMPLES",
+    "best_of_n",
+    "build_report",
+    "correlations",
+    "leaderboard",
+    "paired_tests",
+    "personalization_gap",
+    "to_html",
+    "to_markdown",
+]

@@ -1,0 +1,224 @@
+"""Reading finished runs back: lm-eval results (+ logged samples) and prbench result files.
+
+``prbench eval --output_path OUT [--log_samples]`` leaves ``results_<date>.json`` (lm-eval's file,
+with prbench's provenance under ``config.prbench``) and, with ``--log_samples``, one
+``samples_<task>_<date>.jsonl`` per task beside it. :func:`load_run` reads both: the summary
+sections come from :func:`prbench.harness.summary.summarize` (accuracy per domain with intervals,
+ties, invalid, the length baseline), and the per-pair outcomes from the samples files, which the
+paired comparisons need. ``prbench bon`` and ``prbench correlate`` write JSON files with a
+``kind`` field; :func:`load_any` tells the three apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from prbench.records import DataSourceError
+
+
+class RunFileError(DataSourceError):
+    """A results file that cannot be read or is not a prbench/lm-eval results file."""
+
+
+@dataclasses.dataclass
+class Run:
+    """One lm-eval run of one scorer.
+
+    Attributes:
+        path: the results file.
+        label: how the run is named in tables (scorer id, or its label / a distinguishing suffix).
+        scorer: prbench's scorer provenance (``config.prbench.scorer``; ``{}`` if absent).
+        results: the results dict.
+        sections: prbench's summary sections (one per benchmark group).
+        outcomes: condition -> pair id (record id) -> 1.0 correct / 0.0 not, from samples files.
+        ties: condition -> pair id -> 1.0 tie.
+        length: condition -> pair id -> outcome of the length baseline (longer answer wins).
+        samples_found: tasks whose samples file was read.
+    """
+
+    path: Path
+    label: str
+    scorer: dict[str, Any]
+    results: dict[str, Any]
+    sections: list[Any]
+    outcomes: dict[str, dict[str, float]]
+    ties: dict[str, dict[str, float]]
+    length: dict[str, dict[str, float]]
+    samples_found: list[str]
+
+    @property
+    def diagnostic(self) -> bool:
+        """Whether the scorer reads hidden fields."""
+        return bool(self.scorer.get("diagnostic"))
+
+
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A JSON object from a file.
+
+    Raises:
+        RunFileError: unreadable, not JSON or not an object (naming the file).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunFileError(f"{path}: cannot read a JSON results file ({exc})") from exc
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path}: expected a JSON object")
+    return data
+
+
+def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Files as given; folders replaced by the ``results_*.json`` and ``*_results.json`` in them.
+
+    Raises:
+        RunFileError: a path that does not exist or a folder without results files.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted({*path.rglob("results_*.json"), *path.rglob("*_results.json")})
+            if not found:
+                raise RunFileError(f"{path}: no results_*.json or *_results.json file in it")
+            out.extend(found)
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise RunFileError(f"{path}: no such file or folder")
+    return out
+
+
+def _date_id(path: Path) -> str:
+    return path.stem[len("results_"):] if path.stem.startswith("results_") else ""
+
+
+def _samples(path: Path, task: str) -> Path | None:
+    date = _date_id(path)
+    candidate = path.with_name(f"samples_{task}_{date}.jsonl")
+    return candidate if date and candidate.is_file() else None
+
+
+def _read_samples(file: Path) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    from prbench.analysis.metrics import pair_outcome
+
+    correct: dict[str, float] = {}
+    ties: dict[str, float] = {}
+    length: dict[str, float] = {}
+    with file.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                rid = str(row["doc"]["id"])
+                correct[rid] = float(row["acc"])
+                ties[rid] = float(row.get("tie", 0.0))
+                doc = row["doc"]
+                length[rid] = pair_outcome(
+                    len(str(doc["chosen"]).split()), len(str(doc["rejected"]).split())
+                ).correct
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise RunFileError(f"{file}:{n}: not a prbench sample line ({exc!r})") from exc
+    return correct, ties, length
+
+
+def load_run(path: str | os.PathLike[str], *, resamples: int = 2000, seed: int = 0) -> Run:
+    """Read an lm-eval results file written by ``prbench eval`` and its samples files.
+
+    Raises:
+        RunFileError: not an lm-eval results file, or no prbench task in it.
+    """
+    from prbench.harness.summary import summarize, task_rows
+
+    file = Path(path)
+    results = read_json(file)
+    if "results" not in results or "configs" not in results:
+        raise RunFileError(f"{file}: not an lm-eval results file (no 'results'/'configs')")
+    rows = task_rows(results, length_baseline=False)
+    if not rows:
+        raise RunFileError(f"{file}: no personalized_rewardbench task with an accuracy in it")
+    scorer = dict(((results.get("config") or {}).get("prbench") or {}).get("scorer") or {})
+    sections = summarize(results, resamples=resamples, seed=seed)
+    outcomes: dict[str, dict[str, float]] = {}
+    ties: dict[str, dict[str, float]] = {}
+    length: dict[str, dict[str, float]] = {}
+    found = []
+    for task, row in rows.items():
+        samples = _samples(file, task)
+        if samples is None:
+            continue
+        correct, tie, longer = _read_samples(samples)
+        outcomes.setdefault(row.condition, {}).update(correct)
+        ties.setdefault(row.condition, {}).update(tie)
+        length.setdefault(row.condition, {}).update(longer)
+        found.append(task)
+    label = str(scorer.get("label") or scorer.get("id") or file.parent.name)
+    return Run(file, label, scorer, results, sections, outcomes, ties, length, found)
+
+
+def unique_labels(runs: list[Run]) -> None:
+    """Make run labels unique by appending the results folder's name where two collide."""
+    for run in runs:
+        same = [r for r in runs if r.label == run.label]
+        if len(same) > 1:
+            for r in same:
+                r.label = f"{r.label} ({r.path.parent.name}/{_date_id(r.path) or r.path.stem})"
+
+
+def load_any(path: Path) -> tuple[str, Any]:
+    """``("lm-eval", Run)``, ``("prbench-best-of-n", dict)`` or ``("prbench-correlation", dict)``.
+
+    Raises:
+        RunFileError: none of these.
+    """
+    data = read_json(path)
+    kind = data.get("kind")
+    if kind in ("prbench-best-of-n", "prbench-correlation"):
+        return str(kind), data
+    return "lm-eval", load_run(path)
+
+
+def counts_outcomes(run: Run, condition: str) -> dict[str, float]:
+    """Per-pair outcomes of a condition: from samples, else rebuilt from counts (unpaired ids)."""
+    if condition in run.outcomes:
+        return dict(run.outcomes[condition])
+    from prbench.harness.summary import task_rows
+
+    out: dict[str, float] = {}
+    for task, row in task_rows(run.results, length_baseline=False).items():
+        if row.condition != condition:
+            continue
+        for i in range(row.n):
+            out[f"{task}#{i}"] = 1.0 if i < row.correct else 0.0
+    return out
+
+
+def conditions(run: Run) -> list[str]:
+    """The profile conditions a run evaluated (``profile`` / ``noprofile``)."""
+    from prbench.harness.summary import task_rows
+
+    return sorted({r.condition for r in task_rows(run.results, length_baseline=False).values()})
+
+
+def scorer_options(run: Run) -> Mapping[str, Any]:
+    """The scorer's options as recorded (``{}`` when the file has no prbench provenance)."""
+    return dict(run.scorer.get("options") or {})
+
+
+__all__ = [
+    "Run",
+    "RunFileError",
+    "conditions",
+    "counts_outcomes",
+    "expand",
+    "load_any",
+    "load_run",
+    "read_json",
+    "scorer_options",
+    "unique_labels",
+]

@@ -1,0 +1,106 @@
+"""Train a policy online with TRL (GRPO or RLOO) using a prbench scorer as the reward.
+
+The policy answers the benchmark's questions with the user's profile view in the prompt; each group
+of sampled answers is scored in one batched call of the scorer runtime. The policy is evaluated
+greedily before and after training with the reward and a judge (rubric-judge by default; any
+pointwise scorer, e.g. the offline diagnostic oracle-rubric). Needs the 'rl' extra (trl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench rl``."""
+    from prbench.downstream.rl import ALGORITHMS, RLConfig
+
+    d = RLConfig(policy="", output_dir="", scorer="")
+    parser.add_argument("--policy", required=True,
+                        help="causal LM folder or hub id (the policy to train)")
+    parser.add_argument("--gguf_file", default="", help="a GGUF file inside --policy")
+    parser.add_argument("--scorer", required=True, help="reward scorer id (`prbench scorers`)")
+    parser.add_argument("--model_args", default="", metavar="K=V,...",
+                        help="the reward scorer's options (and runtime options: cache, ...)")
+    parser.add_argument("-o", "--output_dir", required=True,
+                        help="checkpoints, final policy (final/) and rl_results.json")
+    parser.add_argument("--data", default="sample",
+                        help="training records: a file, a folder, 'sample' or a hub id")
+    parser.add_argument("--eval_data", default="",
+                        help="evaluation records (default: the training records)")
+    parser.add_argument("--limit", type=int, default=0, help="use only the first N records")
+    parser.add_argument("--eval_limit", type=int, default=0,
+                        help="evaluate on only the first N evaluation records")
+    parser.add_argument("--profile", default="none",
+                        help="profile builder for the policy prompt and the reward (e.g. dense)")
+    parser.add_argument("--profile_args", default="", metavar="K=V,...",
+                        help="profile builder options (e.g. k=10,model=minilm)")
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default=d.algorithm)
+    parser.add_argument("--num_generations", type=int, default=d.num_generations,
+                        help="completions per prompt")
+    parser.add_argument("--prompts_per_step", type=int, default=d.prompts_per_step)
+    parser.add_argument("--max_steps", type=int, default=d.max_steps,
+                        help="optimisation steps (-1: --epochs over the data)")
+    parser.add_argument("--epochs", type=float, default=d.epochs)
+    parser.add_argument("--learning_rate", type=float, default=d.learning_rate)
+    parser.add_argument("--beta", type=float, default=d.beta, help="KL coefficient (0: none)")
+    parser.add_argument("--max_completion_length", type=int, default=d.max_completion_length)
+    parser.add_argument("--temperature", type=float, default=d.temperature)
+    parser.add_argument("--top_p", type=float, default=d.top_p)
+    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--save_steps", type=int, default=d.save_steps,
+                        help="checkpoint every N steps")
+    parser.add_argument("--judge", default=d.judge, metavar="ID[:K=V,...]",
+                        help="judge for the before/after evaluation, e.g. "
+                        "'rubric-judge:backend=hf,model=PATH' or 'oracle-rubric'; 'none' to skip")
+    parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens)
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest checkpoint in --output_dir")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate, train, evaluate; print a before/after table."""
+    from prbench.downstream.evaluator import parse_scorer_spec
+    from prbench.options import OptionsError, parse_kv_string
+    from prbench.plugins import get_registry
+    from prbench.progress import progress_enabled
+    from prbench.records import load_records
+
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        print("error: prbench rl needs the 'rl' extra: pip install -c constraints-cpu.txt "
+              "-e '.[rl]'", file=sys.stderr)
+        return 1
+    from prbench.downstream.rl import RLConfig, format_summary, run_rl
+
+    get_registry(args.plugin)
+    judge, judge_options = ("", {}) if args.judge in ("", "none") else parse_scorer_spec(args.judge)
+    try:
+        config = RLConfig(
+            policy=args.policy, output_dir=args.output_dir, scorer=args.scorer,
+            scorer_options=parse_kv_string(args.model_args), gguf_file=args.gguf_file,
+            algorithm=args.algorithm, num_generations=args.num_generations,
+            prompts_per_step=args.prompts_per_step, max_steps=args.max_steps, epochs=args.epochs,
+            learning_rate=args.learning_rate, beta=args.beta,
+            max_completion_length=args.max_completion_length, temperature=args.temperature,
+            top_p=args.top_p, seed=args.seed, save_steps=args.save_steps, judge=judge,
+            judge_options=judge_options, eval_max_new_tokens=args.eval_max_new_tokens,
+            progress=progress_enabled(),
+        )
+    except ValueError as exc:
+        raise OptionsError(str(exc)) from exc
+    train = load_records(args.data)
+    evals = load_records(args.eval_data) if args.eval_data else train
+    if args.limit > 0:
+        train = train[: args.limit]
+        if not args.eval_data:
+            evals = train
+    if args.eval_limit > 0:
+        evals = evals[: args.eval_limit]
+    results = run_rl(config, train, evals, profile=args.profile,
+                     profile_options=parse_kv_string(args.profile_args), resume=args.resume)
+    print(format_summary(results))
+    print(f"results: {args.output_dir}/rl_results.json; policy: {results['final_policy']}")
+    return 0

@@ -1,0 +1,76 @@
+"""Serve a scorer as a batched HTTP reward model (OpenRLHF remote RM schema, verl, native records).
+
+Endpoints: POST /get_reward (OpenRLHF: {"query", "prompts", "labels"} -> {"rewards"}), POST /score
+({"items": [{question, response, profile, ...}]} -> {"scores"}), GET /health, GET /metrics.
+Requests are coalesced into batches up to a token budget; a full queue answers 503 + Retry-After.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench serve``."""
+    parser.add_argument("--scorer", required=True, help="scorer id (see `prbench scorers`)")
+    parser.add_argument(
+        "--model_args", default="", metavar="K=V,...",
+        help="scorer options and runtime options (cache, cache_path, chunk_size), "
+        "e.g. pretrained=PATH,dtype=bfloat16",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8000, help="port (0 = any free port)")
+    parser.add_argument("--batch_tokens", type=int, default=65536,
+                        help="approximate tokens (characters/4) per coalesced batch")
+    parser.add_argument("--max_batch_items", type=int, default=256,
+                        help="most responses per coalesced batch")
+    parser.add_argument("--max_wait_ms", type=float, default=5.0,
+                        help="longest a request waits for others to join its batch")
+    parser.add_argument("--max_queue", type=int, default=1024,
+                        help="most waiting requests; more are answered 503 + Retry-After")
+    parser.add_argument("--max_items_per_request", type=int, default=4096,
+                        help="most responses in one HTTP request (more: 413)")
+    parser.add_argument(
+        "--strip", action="append", default=[], metavar="TEXT",
+        help="remove TEXT from the end of OpenRLHF responses (e.g. the policy's EOS token); "
+        "repeatable",
+    )
+    parser.add_argument("--log_level", default="info",
+                        choices=("critical", "error", "warning", "info", "debug"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the scorer runtime and serve it until interrupted."""
+    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory
+    from prbench.options import OptionsError, parse_kv_string
+    from prbench.plugins import get_registry
+    from prbench.scoring.runtime import split_options
+
+    try:
+        import uvicorn
+    except ImportError:
+        print("error: prbench serve needs the 'serve' extra: pip install -c constraints-cpu.txt "
+              "-e '.[serve]'", file=sys.stderr)
+        return 1
+    options = parse_kv_string(args.model_args)
+    component = get_registry(args.plugin).get("scorer", args.scorer)
+    _, scorer_raw = split_options(component, options)  # bad options fail here, before serving
+    component.parse_options(scorer_raw)
+    try:
+        config = ServerConfig(
+            batch_tokens=args.batch_tokens, max_batch_items=args.max_batch_items,
+            max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+            max_items_per_request=args.max_items_per_request, strip=tuple(args.strip),
+        )
+    except ValueError as exc:
+        raise OptionsError(str(exc)) from exc
+    if component.diagnostic:
+        print(f"note: {args.scorer!r} is a DIAGNOSTIC scorer (it reads the hidden rubric); "
+              "requests must carry narrative/rubric_aspects", file=sys.stderr)
+    app = create_app(runtime_factory(args.scorer, options), config, scorer=args.scorer,
+                     diagnostic=component.diagnostic)
+    print(f"prbench serve: {args.scorer} on http://{args.host}:{args.port} "
+          "(POST /get_reward, POST /score, GET /health, GET /metrics)", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

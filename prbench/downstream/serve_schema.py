@@ -1,0 +1,227 @@
+"""What the reward server accepts: native records and OpenRLHF's remote reward-model payload.
+
+Two request shapes become :class:`~prbench.scoring.base.ScoreRequest` lists:
+
+- **native** (``POST /score``): ``{"items": [{"question": ..., "response": ..., "profile": ...,
+  "record_id": ..., "category": ..., "domain": ...}, ...]}``. ``profile`` is what the reward model
+  sees of the user: a rendered text, or a list of posts ``{"id", "category", "text"}`` that the
+  server renders as ``Post i (Category: c): text`` (the benchmark's format). A diagnostic scorer
+  also gets ``narrative`` and ``rubric_aspects`` when an item carries them.
+- **OpenRLHF** (``POST /get_reward``, what ``--remote_rm_url`` posts): ``{"query": [prompt +
+  response, ...], "prompts": [prompt, ...], "labels": [label, ...]}``. The response is the text of
+  each query after its prompt. Per-item user context comes from optional extra lists of the same
+  length (``questions``, ``profiles``, ``record_ids``, ``categories``, ``domains``) or from a label
+  that is a JSON object with those keys in the singular (``{"question": ..., "profile": ...}``);
+  without a question the prompt itself is the question.
+
+Every problem is reported as a :class:`PayloadError` naming the field and item index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prbench.profiles.base import ProfileView, render_posts
+from prbench.records import ProfileItem
+from prbench.scoring.base import EMPTY_PROFILE, ScoreRequest
+
+#: per-item context keys: native item key -> OpenRLHF extra list key
+CONTEXT_LISTS = {
+    "question": "questions",
+    "profile": "profiles",
+    "record_id": "record_ids",
+    "category": "categories",
+    "domain": "domains",
+}
+
+
+class PayloadError(ValueError):
+    """A request body that cannot be scored; the message names the field and the item."""
+
+
+def _string(value: Any, where: str, *, default: str | None = None) -> str:
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, str):
+        raise PayloadError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def parse_profile(value: Any, where: str) -> ProfileView:
+    """A profile given as rendered text, a list of posts, or nothing.
+
+    Raises:
+        PayloadError: any other shape, or a post without a text.
+    """
+    if value is None or value == "":
+        return EMPTY_PROFILE
+    if isinstance(value, str):
+        return ProfileView(text=value, n_tokens=len(value.split()), builder="given")
+    if not isinstance(value, list):
+        raise PayloadError(f"{where}: expected a string or a list of posts, got "
+                           f"{type(value).__name__}")
+    items = []
+    for k, post in enumerate(value):
+        here = f"{where}[{k}]"
+        if isinstance(post, str):
+            post = {"text": post}
+        if not isinstance(post, Mapping):
+            raise PayloadError(f"{here}: expected a post {{id, category, text}}")
+        text = _string(post.get("text"), f"{here}.text")
+        items.append(
+            ProfileItem(
+                id=_string(post.get("id"), f"{here}.id", default=str(k)),
+                category=_string(post.get("category"), f"{here}.category", default=""),
+                text=text,
+            )
+        )
+    text = render_posts(items)
+    return ProfileView(
+        text=text, items=tuple(items), n_tokens=len(text.split()), builder="given-posts"
+    )
+
+
+def _hidden(item: Mapping[str, Any], where: str, diagnostic: bool) -> dict[str, Any] | None:
+    if not diagnostic:
+        return None
+    aspects = item.get("rubric_aspects", [])
+    if not isinstance(aspects, list):
+        raise PayloadError(f"{where}.rubric_aspects: expected a list")
+    return {
+        "narrative": _string(item.get("narrative"), f"{where}.narrative", default=""),
+        "rubric_aspects": aspects,
+    }
+
+
+def native_requests(body: Any, *, diagnostic: bool = False) -> list[ScoreRequest]:
+    """Score requests from a native ``{"items": [...]}`` body.
+
+    Args:
+        body: the decoded JSON body.
+        diagnostic: the served scorer reads hidden fields (``narrative``, ``rubric_aspects``).
+
+    Raises:
+        PayloadError: a missing or mistyped field, named with its item index.
+    """
+    if not isinstance(body, Mapping) or not isinstance(body.get("items"), list):
+        raise PayloadError('body: expected {"items": [{"question": ..., "response": ...}, ...]}')
+    out = []
+    for i, item in enumerate(body["items"]):
+        where = f"items[{i}]"
+        if not isinstance(item, Mapping):
+            raise PayloadError(f"{where}: expected an object")
+        out.append(
+            ScoreRequest(
+                record_id=_string(item.get("record_id", item.get("id")), f"{where}.record_id",
+                                  default=""),
+                question=_string(item.get("question"), f"{where}.question"),
+                response=_string(item.get("response"), f"{where}.response"),
+                profile=parse_profile(item.get("profile"), f"{where}.profile"),
+                category=_string(item.get("category"), f"{where}.category", default=""),
+                domain=_string(item.get("domain"), f"{where}.domain", default=""),
+                hidden=_hidden(item, where, diagnostic),
+            )
+        )
+    return out
+
+
+def _list_field(body: Mapping[str, Any], key: str, n: int) -> list[Any] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and n == 1:
+        value = [value]
+    if not isinstance(value, list) or len(value) != n:
+        got = len(value) if isinstance(value, list) else type(value).__name__
+        raise PayloadError(f"{key}: expected a list of {n} entries (one per query), got {got}")
+    return value
+
+
+def _label_context(label: Any, where: str) -> dict[str, Any]:
+    if isinstance(label, Mapping):
+        return dict(label)
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(label)
+        except json.JSONDecodeError as exc:
+            raise PayloadError(f"{where}: looks like JSON but does not parse: {exc}") from exc
+        if isinstance(parsed, Mapping):
+            return dict(parsed)
+    return {}
+
+
+def split_query(query: str, prompt: str, strip: Sequence[str], where: str) -> str:
+    """The response part of ``prompt + response`` text, with trailing ``strip`` strings removed.
+
+    Raises:
+        PayloadError: the prompt does not occur in the query.
+    """
+    at = query.find(prompt) if prompt else 0
+    if at < 0:
+        raise PayloadError(f"{where}: the query does not contain its prompt; send the prompt "
+                           "exactly as it appears in the query, or leave 'prompts' out")
+    response = query[at + len(prompt):]
+    changed = True
+    while changed and strip:
+        changed = False
+        for s in strip:
+            if s and response.endswith(s):
+                response = response[: -len(s)]
+                changed = True
+    return response
+
+
+def openrlhf_requests(
+    body: Any, *, strip: Sequence[str] = (), diagnostic: bool = False
+) -> list[ScoreRequest]:
+    """Score requests from OpenRLHF's remote reward-model payload.
+
+    Args:
+        body: the decoded JSON body (``query`` required; ``prompts``, ``labels`` and the context
+            lists optional).
+        strip: strings removed from the end of each response (e.g. the policy's EOS/pad tokens).
+        diagnostic: the served scorer reads hidden fields.
+
+    Raises:
+        PayloadError: a missing or mistyped field, named with its item index.
+    """
+    if not isinstance(body, Mapping) or "query" not in body:
+        raise PayloadError('body: expected {"query": [...], "prompts": [...], "labels": [...]}')
+    queries = body["query"]
+    if isinstance(queries, str):
+        queries = [queries]
+    if not isinstance(queries, list):
+        raise PayloadError("query: expected a list of strings")
+    n = len(queries)
+    prompts = _list_field(body, "prompts", n)
+    labels = _list_field(body, "labels", n)
+    extra = {key: _list_field(body, plural, n) for key, plural in CONTEXT_LISTS.items()}
+    out = []
+    for i, query in enumerate(queries):
+        q = _string(query, f"query[{i}]")
+        prompt = _string(prompts[i], f"prompts[{i}]", default="") if prompts else ""
+        ctx = _label_context(labels[i], f"labels[{i}]") if labels else {}
+        for key, values in extra.items():
+            if values is not None and values[i] is not None:
+                ctx[key] = values[i]
+        where = f"item {i}"
+        out.append(
+            ScoreRequest(
+                record_id=_string(ctx.get("record_id", ctx.get("id")), f"{where}: record_id",
+                                  default=""),
+                question=_string(ctx.get("question"), f"{where}: question", default=prompt),
+                response=split_query(q, prompt, strip, f"query[{i}]"),
+                profile=parse_profile(ctx.get("profile"), f"{where}: profile"),
+                category=_string(ctx.get("category"), f"{where}: category", default=""),
+                domain=_string(ctx.get("domain"), f"{where}: domain", default=""),
+                hidden=_hidden(ctx, where, diagnostic),
+            )
+        )
+    return out
+
+
+def approx_tokens(request: ScoreRequest) -> int:
+    """A cheap size estimate for batching: characters / 4 of question, profile and response."""
+    return (len(request.question) + len(request.profile.text) + len(request.response)) // 4 + 1

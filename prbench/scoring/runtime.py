@@ -1,0 +1,588 @@
+"""The scorer runtime: what every scorer gets from the harness, built in or from a plugin.
+
+A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwise judge). The
+:class:`ScorerRuntime` wrapped around it does the rest, the same way for every scorer:
+
+- **request keys**: each request is hashed with everything in it (question, response or both
+  answers, profile text and items, category, domain, record id, hidden fields) — see
+  :func:`request_key`;
+- **dedup**: a key asked for twice in one call is computed once;
+- **persistent score cache**: for scorers that have ``fingerprint()`` (see
+  :class:`prbench.scoring.base.Fingerprinted`), scores are stored under (fingerprint, request key)
+  in the shared score cache (:mod:`prbench.scoring.cache`), so a rerun computes only what is
+  missing. A scorer without ``fingerprint()`` is never cached on disk, only deduplicated;
+- **chunks**: missing requests are sent to the scorer in chunks of ``chunk_size``, keeping requests
+  that share a (question, profile) together so a scorer's prompt sharing still sees them side by
+  side; each chunk is committed to the cache before the next starts, so a run killed with
+  ``kill -9`` loses at most one chunk;
+- **out-of-memory back-off**: a chunk that runs out of accelerator memory is retried at half the
+  size, down to one request, then a clear error;
+- a **progress bar** (:func:`prbench.progress.progress_bar`), **run stats** (:meth:`stats`) and a
+  JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
+  scorer (the runtime is also a context manager).
+
+Non-finite results (NaN, inf) are returned to the caller but never cached.
+
+Example::
+
+    from prbench.scoring.runtime import build_runtime
+
+    with build_runtime("length", {"cache": False}) as rt:
+        scores = rt.score(requests)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from prbench.options import OptionsError, option_fields, options_to_dict, suggest
+from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+
+logger = logging.getLogger(__name__)
+
+#: Requests per chunk sent to the scorer (and committed to the cache) by default.
+DEFAULT_CHUNK_SIZE = 256
+
+#: Bump when :func:`request_key` changes what it hashes (old cache rows then simply miss).
+KEY_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeOptions:
+    """Options every scorer takes, handled by the runtime rather than the scorer.
+
+    They are given with the scorer's own options (``--model_args``, a reward server's config, ...)
+    and taken out before the rest is validated against the scorer's options. A scorer whose own
+    options declare a field of the same name (e.g. ``progress``) gets the value too.
+    """
+
+    cache: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "use the persistent score cache (scorers with a fingerprint only)"},
+    )
+    cache_path: str = dataclasses.field(
+        default="", metadata={"help": "score-cache SQLite file (default: <prbench cache>/scores/)"}
+    )
+    chunk_size: int = dataclasses.field(
+        default=DEFAULT_CHUNK_SIZE,
+        metadata={"help": "requests per scorer call; each chunk is cached before the next"},
+    )
+    progress: bool = dataclasses.field(default=True, metadata={"help": "show a progress bar"})
+
+
+#: The option names the runtime takes out of a scorer's options.
+RUNTIME_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuntimeOptions))
+
+
+class ScorerOutOfMemoryError(RuntimeError):
+    """A single request does not fit in accelerator memory, even alone."""
+
+
+def split_options(
+    component: Any, raw: Mapping[str, Any] | None
+) -> tuple[RuntimeOptions, dict[str, Any]]:
+    """Split raw options into the runtime's and the scorer's, and validate both.
+
+    Args:
+        component: the registered scorer (:class:`prbench.plugins.Component`).
+        raw: option names to values (strings are coerced as for any component).
+
+    Returns:
+        The runtime options and the raw scorer options (runtime keys the scorer also declares stay
+        in them).
+
+    Raises:
+        OptionsError: an option neither the runtime nor the scorer knows (with suggestions from
+            both), or a bad runtime value.
+    """
+    from prbench.options import parse_options
+
+    raw = dict(raw or {})
+    scorer_fields = {f.name for f in option_fields(component.options)}
+    known = scorer_fields | set(RUNTIME_KEYS)
+    where = f"{component.kind} {component.name!r}"
+    for key in raw:
+        if key not in known:
+            listing = ", ".join(sorted(known))
+            raise OptionsError(
+                f"{where}: unknown option {key!r}{suggest(key, known)}; its options are: {listing}"
+            )
+    runtime_raw = {k: raw[k] for k in RUNTIME_KEYS if k in raw}
+    runtime = parse_options(RuntimeOptions, runtime_raw, component=f"{where} (runtime)")
+    assert runtime is not None
+    if runtime.chunk_size < 1:
+        raise OptionsError(
+            f"{where}: option 'chunk_size' must be at least 1, got {runtime.chunk_size}"
+        )
+    scorer_raw = {k: v for k, v in raw.items() if k not in RUNTIME_KEYS or k in scorer_fields}
+    return runtime, scorer_raw
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-ready form of a request field (mappings sorted, tuples as lists, dataclasses)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _profile_part(profile: Any) -> dict[str, Any]:
+    items = [
+        {"id": str(it.id), "category": str(it.category), "text": str(it.text)}
+        for it in getattr(profile, "items", ())
+    ]
+    return {"text": getattr(profile, "text", ""), "items": items}
+
+
+def request_key(request: ScoreRequest | PairRequest) -> str:
+    """A stable hex key of everything in a request (the score cache and dedup key).
+
+    Pointwise and pairwise requests never share a key. The key depends on the record id, the
+    question, the answer(s), the profile text and its items (id, category, text), the category,
+    the domain and the hidden fields; not on the profile's provenance (builder, token count).
+
+    Raises:
+        TypeError: a request that is neither a :class:`ScoreRequest` nor a :class:`PairRequest`.
+    """
+    if isinstance(request, ScoreRequest):
+        kind, answers = "score", [request.response]
+    elif isinstance(request, PairRequest):
+        kind, answers = "pair", [request.first, request.second]
+    else:
+        raise TypeError(
+            f"expected a ScoreRequest or a PairRequest, got {type(request).__name__}"
+        )
+    body = {
+        "v": KEY_VERSION,
+        "kind": kind,
+        "record_id": request.record_id,
+        "question": request.question,
+        "answers": answers,
+        "profile": _profile_part(request.profile),
+        "category": request.category,
+        "domain": request.domain,
+        "hidden": _canonical(request.hidden) if request.hidden is not None else None,
+    }
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _group_key(request: ScoreRequest | PairRequest) -> tuple[str, str]:
+    return (str(request.question), str(getattr(request.profile, "text", "")))
+
+
+def _plan_chunks(
+    order: Sequence[int], groups: Sequence[tuple[str, str]], size: int
+) -> list[list[int]]:
+    """Cut ``order`` into chunks of at most ``size``, keeping equal groups together.
+
+    Requests of one group are made contiguous (groups in order of first appearance); a group is
+    split only when it alone is larger than ``size``.
+    """
+    by_group: dict[tuple[str, str], list[int]] = {}
+    for pos, i in enumerate(order):
+        by_group.setdefault(groups[pos], []).append(i)
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for members in by_group.values():
+        if current and len(current) + len(members) > size:
+            chunks.append(current)
+            current = []
+        while len(members) > size:
+            chunks.append(members[:size])
+            members = members[size:]
+        current.extend(members)
+        if len(current) >= size:
+            chunks.append(current)
+            current = []
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class ScorerRuntime:
+    """Dedup, cache, chunks, OOM back-off, progress and stats around one scorer.
+
+    One runtime may be shared by threads (a reward server): its calls run one at a time, so the
+    scorer itself need not be thread-safe.
+
+    Args:
+        scorer: the built scorer (``score()``; ``compare()`` for a pairwise judge).
+        component: the registered component it was built from (names it in stats and errors;
+            its ``tags`` decide pairwise); ``None`` for an unregistered scorer.
+        cache: use the persistent score cache (only if the scorer has ``fingerprint()``).
+        cache_path: the score-cache file (default :func:`prbench.scoring.cache.default_cache_path`).
+        chunk_size: requests per scorer call (each chunk is cached before the next).
+        progress: show a progress bar.
+        options: the scorer's validated options (recorded by :meth:`describe`).
+        pairwise: override the pairwise flag (default: the component's ``pairwise`` tag, else
+            whether the scorer has ``compare()`` and no ``score()``).
+
+    Raises:
+        TypeError: the scorer lacks the method its kind needs, or has a ``fingerprint`` that is
+            not a method returning a non-empty string.
+    """
+
+    def __init__(
+        self,
+        scorer: Any,
+        *,
+        component: Any = None,
+        cache: bool = True,
+        cache_path: str | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        progress: bool = True,
+        options: Any = None,
+        pairwise: bool | None = None,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        self.scorer = scorer
+        self.component = component
+        self.name = component.name if component is not None else type(scorer).__name__
+        if pairwise is None:
+            if component is not None:
+                pairwise = "pairwise" in component.tags
+            else:
+                pairwise = callable(getattr(scorer, "compare", None)) and not callable(
+                    getattr(scorer, "score", None)
+                )
+        self.pairwise = bool(pairwise)
+        method = "compare" if self.pairwise else "score"
+        if not callable(getattr(scorer, method, None)):
+            raise TypeError(
+                f"scorer {self.name!r} built a {type(scorer).__name__} without a {method}() method"
+            )
+        self.options = options
+        self.chunk_size = int(chunk_size)
+        self.progress = bool(progress)
+        self.cache_path = cache_path or None
+        self.fingerprint = self._fingerprint()
+        self._cache: Any = None
+        self.cache_enabled = bool(cache) and self.fingerprint is not None
+        if self.cache_enabled:
+            from prbench.scoring.cache import ScoreCache
+
+            self._cache = ScoreCache(
+                self.fingerprint,  # type: ignore[arg-type]
+                self.cache_path,
+                description=self._cache_description(),
+            )
+        self._stats = dict.fromkeys(
+            ("calls", "requests", "unique", "cache_hits", "computed", "chunks", "oom_retries",
+             "nonfinite"),
+            0,
+        )
+        self._active_chunk = self.chunk_size  # lowered for good by an out-of-memory back-off
+        self._closed = False
+        self._lock = threading.RLock()  # one call at a time: scorers need not be thread-safe
+
+    # -- set-up ----------------------------------------------------------------------------------
+
+    def _fingerprint(self) -> str | None:
+        attr = getattr(self.scorer, "fingerprint", None)
+        if attr is None:
+            return None
+        if not callable(attr):
+            raise TypeError(
+                f"scorer {self.name!r}: fingerprint must be a method returning a string "
+                f"(got a {type(attr).__name__} attribute)"
+            )
+        value = attr()
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise TypeError(
+                f"scorer {self.name!r}: fingerprint() must return a non-empty string, got {value!r}"
+            )
+        return value
+
+    def _cache_description(self) -> dict[str, Any]:
+        return {
+            "component": self.component.qualified_id if self.component is not None else self.name,
+            "options": options_to_dict(self.options) if self.options is not None else None,
+            "key_version": KEY_VERSION,
+        }
+
+    @property
+    def cache(self) -> Any:
+        """The :class:`prbench.scoring.cache.ScoreCache` in use, or ``None``."""
+        return self._cache
+
+    # -- scoring ---------------------------------------------------------------------------------
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
+        """One score per request, in request order (see the module docstring).
+
+        Raises:
+            TypeError: this runtime wraps a pairwise judge (use :meth:`compare`).
+        """
+        if self.pairwise:
+            raise TypeError(f"scorer {self.name!r} is a pairwise judge: call compare(pairs)")
+        return self._run(list(requests), self.scorer.score, unit="req")
+
+    def compare(self, pairs: Sequence[PairRequest]) -> list[float]:
+        """P(first answer better) per pair, in order; ``nan`` where the verdict was unusable.
+
+        Raises:
+            TypeError: this runtime wraps a pointwise scorer (use :meth:`score`).
+        """
+        if not self.pairwise:
+            raise TypeError(f"scorer {self.name!r} is pointwise: call score(requests)")
+        return self._run(list(pairs), self.scorer.compare, unit="pair")
+
+    def _run(
+        self, requests: list[Any], fn: Callable[[list[Any]], Sequence[float]], unit: str
+    ) -> list[float]:
+        with self._lock:
+            return self._run_locked(requests, fn, unit)
+
+    def _run_locked(
+        self, requests: list[Any], fn: Callable[[list[Any]], Sequence[float]], unit: str
+    ) -> list[float]:
+        if self._closed:
+            raise RuntimeError(f"the runtime of scorer {self.name!r} is closed")
+        self._stats["calls"] += 1
+        self._stats["requests"] += len(requests)
+        if not requests:
+            return []
+        keys = [request_key(r) for r in requests]
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            first.setdefault(k, i)
+        self._stats["unique"] += len(first)
+        known: dict[str, float] = {}
+        if self._cache is not None:
+            known = self._cache.get_many(list(first))
+        self._stats["cache_hits"] += len(known)
+        if len(known) < len(first):
+            known.update(self._compute(requests, keys, list(first.values()), known, fn, unit))
+        return [known[k] for k in keys]
+
+    def _compute(
+        self,
+        requests: list[Any],
+        keys: list[str],
+        unique: list[int],
+        known: Mapping[str, float],
+        fn: Callable[[list[Any]], Sequence[float]],
+        unit: str,
+    ) -> dict[str, float]:
+        """Score the requests of ``unique`` missing from ``known``, chunk by chunk.
+
+        Chunks are cut greedily in request order, a (question, profile) group kept whole, and
+        each is cached before the next. A run resumed after ``kill -9`` therefore starts at a
+        chunk boundary of the interrupted run and cuts the rest into exactly the chunks the
+        uninterrupted run used: scorers whose last bits depend on the batch (padded forward
+        passes) store the same scores either way.
+        """
+        from prbench.progress import progress_bar
+        from prbench.scoring.engine import free_accelerator_memory, is_oom_error
+
+        missing = [i for i in unique if keys[i] not in known]
+        size = self._active_chunk
+        pending = _plan_chunks(missing, [_group_key(requests[i]) for i in missing], size)
+        out: dict[str, float] = {}
+        total = sum(len(c) for c in pending)
+        bar = progress_bar(total, desc=self.name, unit=unit, enabled=self.progress)
+        try:
+            while pending:
+                chunk = pending.pop(0)
+                batch = [requests[i] for i in chunk]
+                try:
+                    scores = check_scores(fn(batch), len(batch), self.name)
+                except Exception as exc:
+                    if not is_oom_error(exc):
+                        raise
+                    free_accelerator_memory()
+                    if len(chunk) == 1:
+                        raise ScorerOutOfMemoryError(
+                            f"scorer {self.name!r} ran out of memory on a single request "
+                            f"(record {getattr(batch[0], 'record_id', '?')!r}) after "
+                            f"{self._stats['oom_retries']} back-offs; lower the scorer's batch "
+                            "or length options (e.g. max_length, batch_tokens), use a smaller "
+                            "dtype, or a device with more memory"
+                        ) from exc
+                    size = max(1, len(chunk) // 2)
+                    self._active_chunk = min(self._active_chunk, size)
+                    self._stats["oom_retries"] += 1
+                    logger.warning(
+                        "scorer %r ran out of memory on a chunk of %d requests; retrying with "
+                        "chunks of %d", self.name, len(chunk), size,
+                    )
+                    rest = chunk + [i for c in pending for i in c]
+                    pending = _plan_chunks(rest, [_group_key(requests[i]) for i in rest], size)
+                    continue
+                fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
+                finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
+                self._stats["nonfinite"] += len(fresh) - len(finite)
+                if self._cache is not None and finite:
+                    self._cache.put_many(finite)
+                out.update(fresh)
+                self._stats["computed"] += len(chunk)
+                self._stats["chunks"] += 1
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+        return out
+
+    # -- reporting -------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Run counts of this runtime.
+
+        Returns:
+            ``calls``, ``requests``, ``unique`` (distinct keys), ``cache_hits``, ``computed``,
+            ``chunks``, ``oom_retries``, ``nonfinite`` (results not cached), ``cache_hit_rate``
+            and ``chunk_size`` (the size in force, lower after an out-of-memory back-off).
+        """
+        counts: dict[str, Any] = dict(self._stats)
+        counts["cache_hit_rate"] = (
+            counts["cache_hits"] / counts["unique"] if counts["unique"] else 0.0
+        )
+        counts["chunk_size"] = self._active_chunk
+        return counts
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready settings and counts for the results manifest.
+
+        Returns:
+            ``component`` (id, qualified id, plugin, tags, diagnostic), ``options``,
+            ``fingerprint``, ``runtime`` (cache on/off and file, chunk size, progress),
+            ``stats``, and the scorer's own ``describe()`` under ``scorer`` (or ``None``) and its
+            ``stats()`` under ``scorer_stats`` when it has them.
+        """
+        comp = self.component
+        info: dict[str, Any] = {
+            "component": {
+                "id": self.name,
+                "qualified_id": comp.qualified_id if comp is not None else None,
+                "plugin": comp.plugin if comp is not None else None,
+                "tags": list(comp.tags) if comp is not None else [],
+                "diagnostic": bool(comp.diagnostic) if comp is not None else False,
+                "pairwise": self.pairwise,
+            },
+            "options": options_to_dict(self.options) if self.options is not None else {},
+            "fingerprint": self.fingerprint,
+            "runtime": {
+                "cache": self.cache_enabled,
+                "cache_path": str(self._cache.path) if self._cache is not None else None,
+                "chunk_size": self.chunk_size,
+                "progress": self.progress,
+            },
+            "stats": self.stats(),
+            "scorer": self._scorer_call("describe"),
+        }
+        scorer_stats = self._scorer_call("stats")
+        if scorer_stats is not None:
+            info["scorer_stats"] = scorer_stats
+        return json.loads(json.dumps(info, default=str))
+
+    def _scorer_call(self, method: str) -> Any:
+        fn = getattr(self.scorer, method, None)
+        if not callable(fn):
+            return None
+        try:
+            return fn()
+        except Exception as exc:  # informative only: never lose results over it
+            logger.warning("scorer %r: %s() failed: %r", self.name, method, exc)
+            return {"error": repr(exc)}
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the score cache and call the scorer's ``close()`` if it has one (idempotent)."""
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._cache is not None:
+                self._cache.close()
+        finally:
+            closer = getattr(self.scorer, "close", None)
+            if callable(closer):
+                closer()
+
+    def __enter__(self) -> ScorerRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        fp = f"{self.fingerprint[:12]}…" if self.fingerprint else "no fingerprint"
+        return f"ScorerRuntime({self.name!r}, {fp}, cache={self.cache_enabled})"
+
+
+def build_runtime(
+    scorer_id: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    registry: Any = None,
+    **runtime_overrides: Any,
+) -> ScorerRuntime:
+    """Build a registered scorer with validated options, wrapped in its runtime.
+
+    Args:
+        scorer_id: the scorer id (``length``, ``hf-classifier``, ``plugin/id``, ...).
+        options: raw options; the runtime's keys (:data:`RUNTIME_KEYS`) are taken out first, the
+            rest is validated against the scorer's options.
+        registry: the plugin registry (default :func:`prbench.plugins.get_registry`).
+        **runtime_overrides: runtime settings fixed by the caller (e.g. ``progress=False``), over
+            the options.
+
+    Raises:
+        prbench.plugins.UnknownComponentError: no such scorer.
+        OptionsError: an unknown or invalid option.
+        TypeError: the scorer built lacks ``score()`` (``compare()`` for a pairwise judge).
+    """
+    if registry is None:
+        from prbench.plugins import get_registry
+
+        registry = get_registry()
+    component = registry.get("scorer", str(scorer_id))
+    runtime, scorer_raw = split_options(component, options)
+    settings = {**dataclasses.asdict(runtime), **runtime_overrides}
+    parsed = component.parse_options(scorer_raw)
+    factory = component.resolve_factory()
+    scorer = factory(parsed) if component.options is not None else factory()
+    return ScorerRuntime(
+        scorer,
+        component=component,
+        cache=bool(settings["cache"]),
+        cache_path=settings["cache_path"] or None,
+        chunk_size=int(settings["chunk_size"]),
+        progress=bool(settings["progress"]),
+        options=parsed,
+    )
+
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "RUNTIME_KEYS",
+    "RuntimeOptions",
+    "ScorerOutOfMemoryError",
+    "ScorerRuntime",
+    "build_runtime",
+    "request_key",
+    "split_options",
+]

@@ -1,0 +1,144 @@
+"""Online RL (TRL GRPO/RLOO) with a prbench scorer as the reward, on a tiny random policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from prbench.downstream.rl import RLConfig, ScorerReward, completion_text, format_summary
+from prbench.profiles.base import ProfileView
+from prbench.records import load_records
+
+
+class RecordingRuntime:
+    """Stands in for the scorer runtime: records each call, scores by word count."""
+
+    def __init__(self) -> None:
+        self.calls: list[list] = []
+
+    def score(self, requests):
+        self.calls.append(list(requests))
+        return [float(len(r.response.split())) for r in requests]
+
+
+def test_reward_function_sends_record_context_in_one_batched_call() -> None:
+    records = load_records("sample")[:2]
+    views = {r.id: ProfileView(text=f"posts of {r.id}") for r in records}
+    runtime = RecordingRuntime()
+    reward = ScorerReward(runtime, {r.id: r for r in records}, views)
+    ids = [records[0].id, records[0].id, records[1].id]
+    completions = [[{"role": "assistant", "content": "one two"}],
+                   [{"role": "assistant", "content": "one"}], "a b c"]
+    out = reward(prompts=["p"] * 3, completions=completions, record_id=ids,
+                 completion_ids=[[1]] * 3)
+    assert out == [2.0, 1.0, 3.0]
+    assert len(runtime.calls) == 1
+    sent = runtime.calls[0]
+    assert [r.record_id for r in sent] == ids
+    assert sent[2].question == records[1].question
+    assert sent[2].profile.text == f"posts of {records[1].id}"
+    assert sent[0].category == records[0].category and sent[0].hidden is None
+    diag = ScorerReward(runtime, {r.id: r for r in records}, views, diagnostic=True)
+    diag(prompts=["p"], completions=["x"], record_id=[records[0].id])
+    assert runtime.calls[-1][0].hidden["rubric_aspects"][0]["aspect"] == \
+        records[0].rubric_aspects[0].aspect
+    with pytest.raises(ValueError, match="record_id"):
+        reward(prompts=["p"], completions=["x"])
+
+
+def test_unmark_gguf_clears_the_quantized_flag_only_for_gguf() -> None:
+    from types import SimpleNamespace
+
+    from prbench.downstream.rl import unmark_gguf
+
+    class GgufHfQuantizer:
+        pass
+
+    class BnbQuantizer:
+        pass
+
+    model = SimpleNamespace(hf_quantizer=GgufHfQuantizer(), is_quantized=True,
+                            config=SimpleNamespace(quantization_config={"quant_method": "gguf"}))
+    unmark_gguf(model)
+    assert model.hf_quantizer is None and model.is_quantized is False
+    assert not hasattr(model.config, "quantization_config")
+    other = SimpleNamespace(hf_quantizer=BnbQuantizer(), is_quantized=True,
+                            config=SimpleNamespace())
+    with pytest.raises(ValueError, match="only GGUF"):
+        unmark_gguf(other)
+
+
+def test_completion_text_and_config_checks() -> None:
+    assert completion_text([{"role": "assistant", "content": "hi"}]) == "hi"
+    with pytest.raises(ValueError, match="PPO is not in trl"):
+        RLConfig(policy="p", output_dir="o", scorer="length", algorithm="ppo")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="num_generations must be at least 2"):
+        RLConfig(policy="p", output_dir="o", scorer="length", num_generations=1)
+
+
+@pytest.mark.slow
+def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from prbench.downstream.rl import run_rl
+    from tests._hf_fixtures import build_tiny_model
+
+    policy = build_tiny_model(tmp_path / "policy", arch="qwen2", kind="causal-lm")
+    records = load_records("sample")
+    config = RLConfig(
+        policy=str(policy), output_dir=str(tmp_path / "run"), scorer="length",
+        scorer_options={"cache": "false"}, algorithm="grpo", num_generations=2,
+        prompts_per_step=2, max_steps=2, max_completion_length=8, learning_rate=1e-2,
+        judge="oracle-rubric", eval_max_new_tokens=8, save_steps=1, progress=False,
+    )
+    results = run_rl(config, records[:4], records[4:6])
+    saved = json.loads((tmp_path / "run" / "rl_results.json").read_text())
+    assert saved["train"]["steps"] == 2 and results["train"]["reward_calls"] == 2
+    assert (tmp_path / "run" / "checkpoint-1").is_dir()
+    assert (tmp_path / "run" / "checkpoint-2").is_dir()
+    for part in ("before", "after"):
+        assert saved[part]["n"] == 2 and saved[part]["judge_failures"] == 0
+        assert [i["record_id"] for i in saved[part]["items"]] == [r.id for r in records[4:6]]
+        assert all(i["reward"] == len(i["answer"].split()) for i in saved[part]["items"])
+        assert 0.0 <= saved[part]["mean_quality"] <= 1.0
+    assert saved["config"]["seed"] == 0 and saved["judge"] is not None
+    before = AutoModelForCausalLM.from_pretrained(policy)
+    after = AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "final")
+    changed = any(not torch.equal(a, b) for a, b in
+                  zip(before.state_dict().values(), after.state_dict().values(), strict=True))
+    assert changed, "training left the policy unchanged"
+    assert "| before |" in format_summary(results)
+
+
+@pytest.mark.slow
+def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("trl")
+    from prbench.cli import main
+    from tests._hf_fixtures import build_tiny_model
+
+    policy = build_tiny_model(tmp_path / "policy", arch="llama", kind="causal-lm")
+    code = main([
+        "rl", "--policy", str(policy), "--scorer", "random", "--model_args", "seed=1",
+        "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
+        "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
+        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress",
+    ])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    saved = json.loads((tmp_path / "run" / "rl_results.json").read_text())
+    assert saved["config"]["algorithm"] == "rloo" and saved["train"]["steps"] == 1
+    assert saved["eval_overlaps_train"] == 2 and "also trained on" in out
+    assert "mean_quality" not in saved["after"]
+
+
+def test_cli_rl_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["rl", "--help"])
+    assert exc.value.code == 0
+    assert "--num_generations" in capsys.readouterr().out
