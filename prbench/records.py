@@ -114,6 +114,13 @@ class Record:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     source: str = ""
 
+    def hidden(self) -> dict[str, Any]:
+        """The fields no real RM may see (for diagnostic scorers and judges)."""
+        return {
+            "narrative": self.narrative,
+            "rubric_aspects": [dataclasses.asdict(a) for a in self.rubric_aspects],
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The record in the published schema, extra fields included."""
         out: dict[str, Any] = {

@@ -197,3 +197,21 @@ def test_plain_lm_eval_runs_the_task(tmp_path: Path) -> None:
     manifest = json.loads(manifest_file.read_text())
     assert manifest["command"][0] == "lm_eval" and manifest["summary"]["sections"]
     assert "prbench manifest:" in out
+
+
+@pytest.mark.slow
+def test_plain_lm_eval_argument_error_is_one_line(tmp_path: Path) -> None:
+    """lm-eval's own flag check (``--log_samples`` without ``--output_path``): no traceback."""
+    import subprocess
+
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    if not (purelib / PTH.name).exists():
+        pytest.skip("prbench's start-up hook is not installed in this interpreter")
+    proc = subprocess.run(
+        [PYTHON, "-m", "lm_eval", "--model", "prbench", "--tasks", GROUP, "--log_samples"],
+        env=subprocess_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "error: Specify --output_path" in proc.stderr and "--output_path DIR" in proc.stderr

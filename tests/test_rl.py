@@ -78,6 +78,27 @@ def test_completion_text_and_config_checks() -> None:
         RLConfig(policy="p", output_dir="o", scorer="length", num_generations=1)
 
 
+def test_online_rl_is_a_registered_downstream_evaluator(capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+    from prbench.downstream.rl import OnlineRLEvaluator
+    from prbench.options import OptionsError
+    from prbench.plugins import get_registry
+
+    registry = get_registry()
+    evaluator = registry.build("downstream-evaluator", "online-rl",
+                               {"policy": "p", "output_dir": "o", "scorer": "length",
+                                "scorer_options": '{"prefer": "shorter"}', "max_steps": "3"})
+    assert isinstance(evaluator, OnlineRLEvaluator)
+    assert evaluator.options.max_steps == 3 and evaluator.options.scorer_options == {
+        "prefer": "shorter"}
+    with pytest.raises(OptionsError, match="'ppo' is not one of 'grpo', 'rloo'"):
+        registry.build("downstream-evaluator", "online-rl",
+                       {"policy": "p", "output_dir": "o", "scorer": "length", "algorithm": "ppo"})
+    # the CLI goes through the same component: a bad value is one error line
+    code = main(["rl", "--policy", "p", "--scorer", "length", "-o", "o", "--num_generations", "1"])
+    assert code == 1 and "num_generations must be at least 2" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
     pytest.importorskip("trl")

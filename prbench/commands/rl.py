@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate, train, evaluate; print a before/after table."""
     from prbench.downstream.evaluator import parse_scorer_spec
-    from prbench.options import OptionsError, parse_kv_string
+    from prbench.options import parse_kv_string
     from prbench.plugins import get_registry
     from prbench.progress import progress_enabled
     from prbench.records import load_records
@@ -73,24 +73,21 @@ def run(args: argparse.Namespace) -> int:
         print("error: prbench rl needs the 'rl' extra: pip install -c constraints-cpu.txt "
               "-e '.[rl]'", file=sys.stderr)
         return 1
-    from prbench.downstream.rl import RLConfig, format_summary, run_rl
+    from prbench.downstream.rl import format_summary
 
-    get_registry(args.plugin)
     judge, judge_options = ("", {}) if args.judge in ("", "none") else parse_scorer_spec(args.judge)
-    try:
-        config = RLConfig(
-            policy=args.policy, output_dir=args.output_dir, scorer=args.scorer,
-            scorer_options=parse_kv_string(args.model_args), gguf_file=args.gguf_file,
-            algorithm=args.algorithm, num_generations=args.num_generations,
-            prompts_per_step=args.prompts_per_step, max_steps=args.max_steps, epochs=args.epochs,
-            learning_rate=args.learning_rate, beta=args.beta,
-            max_completion_length=args.max_completion_length, temperature=args.temperature,
-            top_p=args.top_p, seed=args.seed, save_steps=args.save_steps, judge=judge,
-            judge_options=judge_options, eval_max_new_tokens=args.eval_max_new_tokens,
-            progress=progress_enabled(),
-        )
-    except ValueError as exc:
-        raise OptionsError(str(exc)) from exc
+    options = {
+        "policy": args.policy, "output_dir": args.output_dir, "scorer": args.scorer,
+        "scorer_options": parse_kv_string(args.model_args), "gguf_file": args.gguf_file,
+        "algorithm": args.algorithm, "num_generations": args.num_generations,
+        "prompts_per_step": args.prompts_per_step, "max_steps": args.max_steps,
+        "epochs": args.epochs, "learning_rate": args.learning_rate, "beta": args.beta,
+        "max_completion_length": args.max_completion_length, "temperature": args.temperature,
+        "top_p": args.top_p, "seed": args.seed, "save_steps": args.save_steps, "judge": judge,
+        "judge_options": judge_options, "eval_max_new_tokens": args.eval_max_new_tokens,
+        "progress": progress_enabled(),
+    }
+    evaluator = get_registry(args.plugin).build("downstream-evaluator", "online-rl", options)
     train = load_records(args.data)
     evals = load_records(args.eval_data) if args.eval_data else train
     if args.limit > 0:
@@ -99,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
             evals = train
     if args.eval_limit > 0:
         evals = evals[: args.eval_limit]
-    results = run_rl(config, train, evals, profile=args.profile,
-                     profile_options=parse_kv_string(args.profile_args), resume=args.resume)
+    results = evaluator.run(train, evals, profile=args.profile,
+                            profile_options=parse_kv_string(args.profile_args), resume=args.resume)
     print(format_summary(results))
     print(f"results: {args.output_dir}/rl_results.json; policy: {results['final_policy']}")
     return 0

@@ -20,6 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("ids", nargs="*", help="only these component ids")
 
 
+def runtime_option_rows() -> list[dict[str, str]]:
+    """Option rows of the scorer runtime (cache, chunking, progress), shared by every scorer."""
+    from prbench.options import describe_options
+    from prbench.scoring.runtime import RuntimeOptions
+
+    return describe_options(RuntimeOptions)
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the components of one kind; exit 1 (one line) for an unknown or ambiguous id."""
     registry = get_registry(args.plugin)
@@ -45,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
             for row in rows:
                 help_text = f"  {row['help']}" if row["help"] else ""
                 print(f"    {row['name']}: {row['type']} = {row['default']}{help_text}")
+    if args.options and args.kind == "scorer" and components:
+        print("\nevery scorer also takes the scorer runtime's options:")
+        for row in runtime_option_rows():
+            print(f"    {row['name']}: {row['type']} = {row['default']}  {row['help']}")
     for info in registry.troubled():
         print(f"warning: {registry.describe_trouble(info)}", file=sys.stderr)
     return 0

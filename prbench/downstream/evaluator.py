@@ -89,17 +89,6 @@ class BestOfNOptions:
             raise ValueError(f"resamples must be at least 1, got {self.resamples}")
 
 
-def hidden_fields(record: Any) -> dict[str, Any]:
-    """The fields only diagnostics and judges see: ``narrative`` and ``rubric_aspects``."""
-    return {
-        "narrative": record.narrative,
-        "rubric_aspects": [
-            {"aspect": a.aspect, "evidence": a.evidence, "reason": a.reason}
-            for a in record.rubric_aspects
-        ],
-    }
-
-
 def parse_scorer_spec(spec: str) -> tuple[str, dict[str, str]]:
     """``"ID"`` or ``"ID:key=value,key=value"`` -> (id, raw options).
 
@@ -226,7 +215,7 @@ class BestOfNEvaluator:
                 requests.append(
                     ScoreRequest(
                         record_id=r.id, question=r.question, response=c.text,
-                        category=r.category, domain=r.domain, hidden=hidden_fields(r),
+                        category=r.category, domain=r.domain, hidden=r.hidden(),
                     )
                 )
         with build_runtime(
@@ -327,7 +316,7 @@ class BestOfNEvaluator:
                     ScoreRequest(
                         record_id=r.id, question=r.question, response=text,
                         profile=view_of.get(r.id, EMPTY_PROFILE), category=r.category,
-                        domain=r.domain, hidden=hidden_fields(r) if hidden else None,
+                        domain=r.domain, hidden=r.hidden() if hidden else None,
                     )
                 )
         return out
@@ -411,7 +400,6 @@ __all__ = [
     "BestOfNEvaluator",
     "BestOfNOptions",
     "check_pointwise",
-    "hidden_fields",
     "parse_scorer_spec",
     "spec_labels",
 ]

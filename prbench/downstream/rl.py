@@ -66,7 +66,7 @@ class RLConfig:
     policy: str
     output_dir: str
     scorer: str
-    scorer_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    scorer_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     gguf_file: str = ""
     algorithm: Literal["grpo", "rloo"] = "grpo"
     num_generations: int = 4
@@ -81,7 +81,7 @@ class RLConfig:
     seed: int = 0
     save_steps: int = 50
     judge: str = "rubric-judge"
-    judge_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_max_new_tokens: int = 128
     progress: bool = True
 
@@ -132,15 +132,13 @@ class ScorerReward:
 
     def requests(self, record_ids: Sequence[str], texts: Sequence[str]) -> list[ScoreRequest]:
         """Score requests for answers to the given records."""
-        from prbench.downstream.evaluator import hidden_fields
-
         out = []
         for rid, text in zip(record_ids, texts, strict=True):
             r = self.records[rid]
             out.append(ScoreRequest(
                 record_id=r.id, question=r.question, response=text, profile=self.views[rid],
                 category=r.category, domain=r.domain,
-                hidden=hidden_fields(r) if self.diagnostic else None,
+                hidden=r.hidden() if self.diagnostic else None,
             ))
         return out
 
@@ -175,7 +173,6 @@ def evaluate_policy(
     judge_diagnostic: bool = True,
 ) -> dict[str, Any]:
     """Greedy answers of the policy at ``model``, scored by the reward and the judge."""
-    from prbench.downstream.evaluator import hidden_fields
     from prbench.downstream.policy import PolicyOptions, policy_chat
     from prbench.judges.common import generate_in_batches, resolve_backend
 
@@ -192,7 +189,7 @@ def evaluate_policy(
     quality: list[float] = []
     if judge is not None:
         judged = [
-            dataclasses.replace(q, hidden=hidden_fields(records[i]) if judge_diagnostic else None)
+            dataclasses.replace(q, hidden=records[i].hidden() if judge_diagnostic else None)
             for i, q in enumerate(requests)
         ]
         quality = [float(x) for x in judge.score(judged)]
@@ -361,6 +358,30 @@ def run_rl(
             judge.close()
     (out_dir / "rl_results.json").write_text(json.dumps(results, indent=2, default=str))
     return results
+
+
+class OnlineRLEvaluator:
+    """The ``online-rl`` downstream evaluator: :func:`run_rl` with validated :class:`RLConfig`.
+
+    Built through the plugin registry (``register_downstream_evaluators``) like every other
+    downstream evaluator; ``prbench rl`` is its command line.
+    """
+
+    def __init__(self, options: RLConfig) -> None:
+        self.options = options
+
+    def run(
+        self,
+        train_records: Sequence[Record],
+        eval_records: Sequence[Record],
+        *,
+        profile: str = "none",
+        profile_options: Mapping[str, Any] | None = None,
+        resume: bool = False,
+    ) -> dict[str, Any]:
+        """Evaluate, train and evaluate again (see :func:`run_rl`)."""
+        return run_rl(self.options, train_records, eval_records, profile=profile,
+                      profile_options=profile_options, resume=resume)
 
 
 def _last_checkpoint(folder: Path) -> Path | None:

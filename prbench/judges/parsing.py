@@ -420,8 +420,3 @@ def clean_answer(text: Reply) -> str | ParseFailure:
     if not body:
         return _fail("empty", "the generated answer is empty", text or "")
     return body
-
-
-def is_failure(value: object) -> bool:
-    """True for a :class:`ParseFailure`."""
-    return isinstance(value, ParseFailure)

@@ -376,19 +376,3 @@ def _write_outcome(
     reasons.update(drop)
     first[drop[0]] += 1
     report.n_dropped += 1
-
-
-def build_with_registry(
-    generator_id: str,
-    generator_options: dict[str, Any],
-    input_path: str | os.PathLike[str],
-    output_path: str | os.PathLike[str],
-    *,
-    plugin_files: Sequence[str] = (),
-    **kwargs: Any,
-) -> BuildReport:
-    """Build the named pair generator through the plugin registry, then :func:`build_pairs`."""
-    from prbench.plugins import get_registry
-
-    generator = get_registry(plugin_files).build("pair-generator", generator_id, generator_options)
-    return build_pairs(input_path, output_path, generator, **kwargs)

@@ -202,15 +202,6 @@ class BatchStats:
             return 0.0
         return 1.0 - self.real_tokens / self.padded_tokens
 
-    def merge(self, other: BatchStats) -> None:
-        """Add another run's counts to this one."""
-        self.items += other.items
-        self.batches += other.batches
-        self.real_tokens += other.real_tokens
-        self.padded_tokens += other.padded_tokens
-        self.oom_retries += other.oom_retries
-        self.token_budget = other.token_budget or self.token_budget
-
 
 def make_progress(total: int, *, enabled: bool, desc: str, unit: str = "seq") -> Any:
     """A progress bar for scoring (see :func:`prbench.progress.progress_bar`)."""
