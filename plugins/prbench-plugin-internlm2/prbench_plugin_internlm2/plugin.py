@@ -51,7 +51,6 @@ class InternLM2RewardOptions:
     system_format: str = _opt(DEFAULT_SYSTEM_FORMAT, "system turn with a profile: {profile}")
     batch_size: int = _opt(16, "most chats per get_scores call")
     batch_tokens: int = _opt(32768, "most padded tokens per get_scores call (halved on OOM)")
-    progress: bool = _opt(True, "show a progress bar")
 
     def __post_init__(self) -> None:
         if not self.trust_remote_code:

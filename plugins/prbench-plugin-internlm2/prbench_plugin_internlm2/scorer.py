@@ -146,7 +146,7 @@ class InternLM2RewardScorer:
         """One reward per request, in request order."""
         import torch
 
-        from prbench.scoring.engine import BatchStats, make_progress, run_batches
+        from prbench.scoring.engine import BatchStats, run_batches
 
         requests = list(requests)
         if not requests:
@@ -165,15 +165,11 @@ class InternLM2RewardScorer:
             self.counts["get_scores_calls"] += 1
             return [float(s) for s in out]
 
-        stats = BatchStats()
-        bar = make_progress(len(chats), enabled=self.options.progress, desc=self.component)
-        try:
-            scores = run_batches(
-                lengths, forward, token_budget=self.options.batch_tokens,
-                max_batch_size=self.options.batch_size, progress=bar, stats=stats,
-            )
-        finally:
-            bar.close()
+        stats = BatchStats()  # the scorer runtime shows the progress bar
+        scores = run_batches(
+            lengths, forward, token_budget=self.options.batch_tokens,
+            max_batch_size=self.options.batch_size, stats=stats,
+        )
         self.counts["requests"] += len(requests)
         self.counts["oom_retries"] += stats.oom_retries
         bad = [i for i, s in enumerate(scores) if not math.isfinite(s)]

@@ -29,7 +29,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _build(folder: Path, **options: str):
-    raw = {"pretrained": str(folder), "trust_remote_code": "true", "progress": "false", **options}
+    raw = {"pretrained": str(folder), "trust_remote_code": "true", **options}
     return PluginRegistry().build("scorer", "internlm2-reward", raw)
 
 

@@ -31,7 +31,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _build(options: dict[str, str]):
-    return PluginRegistry().build("scorer", "skywork", {"progress": "false", **options})
+    return PluginRegistry().build("scorer", "skywork", dict(options))
 
 
 def test_registered_through_the_entry_point() -> None:
