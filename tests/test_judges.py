@@ -462,7 +462,7 @@ def test_judging_shows_a_progress_bar_unless_turned_off(monkeypatch, capsys, env
         assert err == ""
 
 
-def _eval_judge(server, tmp_path, capsys) -> tuple[int, str]:
+def _eval_judge(server, tmp_path, capsys, *extra: str) -> tuple[int, str]:
     from prbench.harness import tasks
     from tests._harness_fixtures import run_eval
 
@@ -472,7 +472,7 @@ def _eval_judge(server, tmp_path, capsys) -> tuple[int, str]:
     try:
         code, _, err = run_eval(
             ["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "2",
-             "--model_args", args, "--output_path", str(tmp_path / "out")],
+             "--model_args", args, "--output_path", str(tmp_path / "out"), *extra],
             capsys,
         )
     finally:
@@ -491,8 +491,14 @@ def test_prbench_eval_with_a_failing_judge_server_finishes_and_reports_invalid_i
         # the first Art_and_Entertainment pair (its question mentions the northern lights) fails
         server.route = lambda content: "ALWAYS503" if "northern" in content else content
         server.answer = lambda content: "Verdict: A"
-        code, _ = _eval_judge(server, tmp_path, capsys)
-    assert code == 0  # the run finished and wrote its results
+        code, _ = _eval_judge(server, tmp_path, capsys, "--max-invalid", "0.2")
+        assert code == 0  # the run finished and wrote its results: 1 of 6 pairs is under 0.2
+        # the default limit (0.1) is exceeded: exit 1, one error line, the results still written
+        code, err = _eval_judge(server, tmp_path / "strict", capsys)
+    assert code == 1
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert "1 of 6 pairs (16.7%) got no verdict, more than --max-invalid 0.1" in line
+    results_and_manifest(tmp_path / "strict" / "out")
     results, manifest, _ = results_and_manifest(tmp_path / "out")
     art = "personalized_rewardbench_sample_art_and_entertainment_noprofile"
     assert results["results"][art]["invalid,none"] == 0.5

@@ -40,6 +40,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    """The type of a fraction option: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value:g}")
+    return value
+
+
+#: Default of ``--max-invalid``: the share of pairs without a verdict a run may have and exit 0.
+DEFAULT_MAX_INVALID = 0.1
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged)."""
     parser.add_argument(
@@ -58,6 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bootstrap-seed", type=int, default=0, metavar="SEED",
         help="seed of the summary's bootstrap (default: 0)",
+    )
+    parser.add_argument(
+        "--max-invalid", type=_fraction, default=DEFAULT_MAX_INVALID, metavar="FRACTION",
+        help="exit 1 (results still written) when more than this share of pairs got no verdict, "
+        f"e.g. unreadable judge replies (default: {DEFAULT_MAX_INVALID:g}; 1 never fails)",
     )
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
@@ -307,8 +327,29 @@ def run(args: argparse.Namespace) -> int:
     results = captured.get("results")
     if results is None:  # not rank 0 of a multi-process run, or nothing evaluated
         return 0
-    _report(args, results, captured, registry, length_baseline=not getattr(ns, "samples", None),
-            limit=getattr(ns, "limit", None))
+    sections = _report(args, results, captured, registry,
+                       length_baseline=not getattr(ns, "samples", None),
+                       limit=getattr(ns, "limit", None))
+    return invalid_exit_code(sections, args.max_invalid)
+
+
+def invalid_exit_code(sections: Sequence[Any], max_invalid: float) -> int:
+    """1 (with one ``error:`` line) when the share of pairs without a verdict exceeds the limit.
+
+    Pairs without a verdict (a judge reply that could not be had or read, a non-finite reward)
+    are counted wrong in every accuracy and listed in the manifest; the run's results are written
+    either way. Only the exit code tells a script that too many were lost.
+    """
+    n = sum(r.n for s in sections for r in s.rows)
+    invalid = sum(r.invalid for s in sections for r in s.rows)
+    if n and invalid / n > max_invalid:
+        print(
+            f"error: {invalid} of {n} pairs ({invalid / n:.1%}) got no verdict, more than "
+            f"--max-invalid {max_invalid:g}; the results and manifest are written (the judge's "
+            "failures and their reasons are in the manifest). Pass --max-invalid 1 to accept this.",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -320,7 +361,7 @@ def _report(
     *,
     length_baseline: bool,
     limit: float | None = None,
-) -> None:
+) -> list[Any]:
     from prbench.harness import manifest, summary, tasks
 
     sections = summary.summarize(
@@ -343,11 +384,12 @@ def _report(
         data=list(tasks.PROVENANCE),
     )
     if written is None:
-        return
+        return sections
     path, manifest_file = written
     print(f"\nresults: {path}\nmanifest: {manifest_file}")
     for sample_file in samples_files(path, captured.get("date_id")):
         print(f"samples: {sample_file}")
+    return sections
 
 
 def samples_files(results_path: Path, date_id: Any) -> list[Path]:

@@ -229,7 +229,7 @@ def test_tiny_random_causal_lm_gives_invalid_not_verdicts(tiny_lm: Path) -> None
 def test_prbench_eval_with_a_tiny_causal_lm(tiny_lm: Path, tmp_path: Path, capsys) -> None:
     results = _sample_eval(
         f"scorer=rm-r1,backend=hf,model={tiny_lm},max_new_tokens=4,cache_dir=",
-        tmp_path / "out", capsys, "--limit", "3",
+        tmp_path / "out", capsys, "--limit", "3", "--max-invalid", "1",  # no readable verdict
     )
     task = results["results"]["personalized_rewardbench_sample_art_and_entertainment_noprofile"]
     print("rm-r1 tiny causal LM (limit 3):", {k: v for k, v in task.items() if "," in k})
