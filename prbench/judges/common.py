@@ -260,6 +260,71 @@ class FailureCounter:
         }
 
 
+class OrderTally:
+    """Bookkeeping of a pairwise judge that shows each pair in one or both orders.
+
+    Every pairwise judge (``llm-judge`` and the judges plugins ship) counts the same things the
+    same way: :meth:`order` reads one order's verdict, :meth:`pair` turns a pair's orders into
+    P(first ≻ second) (``nan`` when no order gave a readable verdict; split orders give 0.5, which
+    the metrics count as a tie, i.e. wrong) and :meth:`stats` reports position bias and order
+    flips under one set of keys.
+    """
+
+    def __init__(self) -> None:
+        self.pairs = self.orders = self.verdicts = self.first_shown_won = 0
+        self.unjudged = self.both_read = self.flips = 0
+        self.details: list[dict[str, Any]] = []
+
+    def order(self, shown_first: str, verdict: Any) -> dict[str, Any]:
+        """Count one order's verdict and return its detail row.
+
+        Args:
+            shown_first: ``"first"`` or ``"second"``: which answer of the pair was shown as A.
+            verdict: ``"A"``/``"B"``, or a :class:`ParseFailure` (no verdict: never guessed).
+        """
+        self.orders += 1
+        if isinstance(verdict, ParseFailure):
+            return {"shown_first": shown_first, "verdict": None, "winner": None,
+                    "failure": verdict.reason, "failure_detail": verdict.detail}
+        self.verdicts += 1
+        self.first_shown_won += verdict == "A"
+        other = "second" if shown_first == "first" else "first"
+        return {"shown_first": shown_first, "verdict": verdict,
+                "winner": shown_first if verdict == "A" else other,
+                "failure": None, "failure_detail": None}
+
+    def pair(self, record_id: str, orders: Sequence[Mapping[str, Any]], **extra: Any) -> float:
+        """P(first ≻ second) for one pair from its order rows; keeps a detail entry."""
+        self.pairs += 1
+        winners = [o["winner"] for o in orders if o["winner"] is not None]
+        p_first = sum(w == "first" for w in winners) / len(winners) if winners else float("nan")
+        self.unjudged += not winners
+        if len(orders) == 2 and len(winners) == 2:
+            self.both_read += 1
+            self.flips += winners[0] != winners[1]
+        self.details.append(
+            {"record_id": record_id, "p_first": p_first, **extra, "orders": list(orders)}
+        )
+        return p_first
+
+    def stats(self) -> dict[str, Any]:
+        """``n_pairs``, ``n_orders``, ``n_verdicts``, ``n_invalid_orders``, ``n_pairs_unjudged``,
+        ``position_bias`` (share of verdicts won by the answer shown first; 0.5 = unbiased),
+        ``n_pairs_both_orders_read``, ``n_order_flips`` and ``order_agreement``.
+        """  # noqa: D205
+        return {
+            "n_pairs": self.pairs,
+            "n_orders": self.orders,
+            "n_verdicts": self.verdicts,
+            "n_invalid_orders": self.orders - self.verdicts,
+            "n_pairs_unjudged": self.unjudged,
+            "position_bias": self.first_shown_won / self.verdicts if self.verdicts else None,
+            "n_pairs_both_orders_read": self.both_read,
+            "n_order_flips": self.flips,
+            "order_agreement": 1 - self.flips / self.both_read if self.both_read else None,
+        }
+
+
 class LLMJudgeBase:
     """What the LLM judges share: options, backend, failure counts and the per-item failure list.
 

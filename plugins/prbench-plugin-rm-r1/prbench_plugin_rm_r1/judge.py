@@ -7,7 +7,7 @@ verdict. P(first ≻ second) is the share of readable orders that preferred the 
 0.5 or 0); a pair with no readable order is ``nan`` — counted as ``invalid`` by the metrics, never
 guessed.
 
-``stats()`` reports the position bias: ``first_position_win_rate`` (how often the answer shown as
+``stats()`` reports the position bias: ``position_bias`` (how often the answer shown as
 A won, among readable verdicts; 0.5 is unbiased), ``n_order_flips`` (pairs, both orders read, whose
 preferred answer changed when the two were swapped — the judge followed the position),
 ``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
@@ -16,14 +16,12 @@ preferred answer changed when the two were swapped — the judge followed the po
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prbench.backends.base import GenerationBackend
-from prbench.judges.common import LLMJudgeBase, seeded_unit
-from prbench.judges.parsing import ParseFailure
+from prbench.judges.common import LLMJudgeBase, OrderTally, seeded_unit
 from prbench.scoring.base import PairRequest, ScoreRequest
 from prbench.scoring.cache import fingerprint_of
 from prbench_plugin_rm_r1 import prompts
@@ -52,9 +50,7 @@ class RMR1Judge(LLMJudgeBase):
     def reset_stats(self) -> None:
         """Forget the counts and details gathered so far."""
         super().reset_stats()
-        self._pairs = self._invalid_pairs = self._orders_run = self._verdicts = 0
-        self._first_won = self._both_read = self._flips = 0
-        self._details: list[dict[str, Any]] = []
+        self._tally = OrderTally()
 
     def _orders(self, item: Item) -> list[bool]:
         """``True`` = the first answer is shown as A."""
@@ -73,29 +69,12 @@ class RMR1Judge(LLMJudgeBase):
         replies = self._generate(chats, unit="verdict")
         per_item: list[list[dict[str, Any]]] = [[] for _ in items]
         for (i, first_is_a), reply in zip(plan, replies, strict=True):
-            where = {"shown_first": "first" if first_is_a else "second"}
-            verdict = self._read(reply, parse_answer, items[i][0], **where)
-            self._orders_run += 1
-            if isinstance(verdict, ParseFailure):
-                per_item[i].append({**where, "verdict": None, "winner": None,
-                                    "failure": verdict.reason})
-                continue
-            self._verdicts += 1
-            self._first_won += verdict == "A"
-            winner = "first" if (verdict == "A") == first_is_a else "second"
-            per_item[i].append({**where, "verdict": verdict, "winner": winner, "failure": None})
-        out = []
-        for item, orders in zip(items, per_item, strict=True):
-            self._pairs += 1
-            winners = [o["winner"] for o in orders if o["winner"] is not None]
-            p_first = sum(w == "first" for w in winners) / len(winners) if winners else math.nan
-            self._invalid_pairs += not winners
-            if len(orders) == 2 and len(winners) == 2:
-                self._both_read += 1
-                self._flips += winners[0] != winners[1]
-            out.append(p_first)
-            self._details.append({"record_id": item[0], "p_first": p_first, "orders": orders})
-        return out
+            shown_first = "first" if first_is_a else "second"
+            verdict = self._read(reply, parse_answer, items[i][0], shown_first=shown_first)
+            per_item[i].append(self._tally.order(shown_first, verdict))
+        return [
+            self._tally.pair(item[0], orders) for item, orders in zip(items, per_item, strict=True)
+        ]
 
     def compare(self, pairs: Sequence[PairRequest]) -> list[float]:
         """P(first ≻ second) per pair; ``nan`` where no order gave a readable verdict."""
@@ -122,22 +101,13 @@ class RMR1Judge(LLMJudgeBase):
             "prompt_style": self.style,
             "orders": self.options.orders,
             "seed": self.options.seed,
-            "n_pairs": self._pairs,
-            "n_orders": self._orders_run,
-            "n_verdicts": self._verdicts,
-            "n_invalid_orders": self._orders_run - self._verdicts,
-            "n_pairs_invalid": self._invalid_pairs,
-            "first_position_win_rate": self._first_won / self._verdicts if self._verdicts
-            else None,
-            "n_pairs_both_orders_read": self._both_read,
-            "n_order_flips": self._flips,
-            "order_agreement": 1 - self._flips / self._both_read if self._both_read else None,
+            **self._tally.stats(),
             **self._stats_tail(),
         }
 
     def details(self) -> list[dict[str, Any]]:
         """One entry per judged pair: every order's verdict (or failure reason)."""
-        return list(self._details)
+        return list(self._tally.details)
 
     def describe(self) -> dict[str, Any]:
         """Settings, fingerprint and counts for the results manifest."""

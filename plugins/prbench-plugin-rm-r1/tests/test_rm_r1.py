@@ -72,9 +72,9 @@ def test_both_orders_and_invalid_counting() -> None:
     assert shown == [GOOD, BAD]  # the same pair with A/B swapped
     stats = rm.stats()
     assert stats["n_pairs"] == 3 and stats["n_orders"] == 6
-    assert stats["n_invalid_orders"] == 2 and stats["n_pairs_invalid"] == 1
+    assert stats["n_invalid_orders"] == 2 and stats["n_pairs_unjudged"] == 1
     assert stats["parse_failure_reasons"] == {"both": 2}
-    assert stats["first_position_win_rate"] == 0.5 and stats["n_order_flips"] == 0
+    assert stats["position_bias"] == 0.5 and stats["n_order_flips"] == 0
     assert stats["order_agreement"] == 1.0
     assert [f["item"] for f in stats["failures"]] == ["r3", "r3"]
     assert rm.details()[2]["orders"][0]["failure"] == "both"
@@ -85,7 +85,7 @@ def test_position_bias_is_reported() -> None:
     out = rm.compare([pair("r1"), pair("r2")])
     assert out == [0.5, 0.5]
     stats = rm.stats()
-    assert stats["first_position_win_rate"] == 1.0
+    assert stats["position_bias"] == 1.0
     assert stats["n_order_flips"] == 2 and stats["order_agreement"] == 0.0
     assert rm.describe()["stats"]["n_order_flips"] == 2
 
@@ -148,7 +148,7 @@ def test_scalar_mode_is_a_win_rate_against_the_reference(tmp_path: Path) -> None
     )
     out = scorer.score(reqs)
     assert out[:2] == [1.0, 0.0] and math.isnan(out[2])
-    assert scorer.stats()["n_pairs_invalid"] == 1
+    assert scorer.stats()["n_pairs_unjudged"] == 1
     refs = tmp_path / "refs.jsonl"
     refs.write_text(json.dumps({"id": "r1", "reference": "medium answer"}) + "\n")
     by_file = RMR1ScalarScorer(
@@ -265,5 +265,5 @@ def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
             assert rt.compare([pair("r1"), pair("r2", question="Other?")]) == [0.5, 0.5]
             described = rt.describe()
     assert described["scorer"]["prompt_style"] == "instruct"
-    assert described["scorer_stats"]["first_position_win_rate"] == 1.0
+    assert described["scorer_stats"]["position_bias"] == 1.0
     assert described["scorer_stats"]["n_order_flips"] == 2

@@ -26,7 +26,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from prbench.backends.base import GenerationBackend
-from prbench.judges.common import LLMJudgeBase, generate_in_batches, seeded_unit, stable_hash
+from prbench.judges.common import (
+    LLMJudgeBase,
+    OrderTally,
+    generate_in_batches,
+    seeded_unit,
+    stable_hash,
+)
 from prbench.judges.parsing import ParseFailure, parse_pairwise, parse_rating, strip_reasoning
 from prbench.scoring.base import PairRequest, ScoreRequest
 from prbench.scoring.cache import fingerprint_of
@@ -307,9 +313,8 @@ class SynthesizeMeJudge(_SynthesizeMeBase):
     def reset_stats(self) -> None:
         """Forget the counts and details gathered so far."""
         super().reset_stats()
-        self._pairs = self._invalid_pairs = self._orders_run = self._verdicts = 0
-        self._first_won = self._both_read = self._flips = self._persona_failed = 0
-        self._details: list[dict[str, Any]] = []
+        self._tally = OrderTally()
+        self._persona_failed = 0
 
     def _check_not_fitted_on(self, pair: PairRequest) -> None:
         for pref in self.preferences.get(pair.record_id, []):
@@ -341,31 +346,15 @@ class SynthesizeMeJudge(_SynthesizeMeBase):
         replies = self._generate(chats, unit="verdict")
         per_pair: list[list[dict[str, Any]]] = [[] for _ in pairs]
         for (i, first_is_a), reply in zip(plan, replies, strict=True):
-            where = {"shown_first": "first" if first_is_a else "second"}
+            shown_first = "first" if first_is_a else "second"
             verdict = self._read(reply, parse_pairwise, pairs[i].record_id, step="judge",
-                                 **where)
-            self._orders_run += 1
-            if isinstance(verdict, ParseFailure):
-                per_pair[i].append({**where, "winner": None, "failure": verdict.reason})
-                continue
-            self._verdicts += 1
-            self._first_won += verdict == "A"
-            winner = "first" if (verdict == "A") == first_is_a else "second"
-            per_pair[i].append({**where, "verdict": verdict, "winner": winner, "failure": None})
+                                 shown_first=shown_first)
+            per_pair[i].append(self._tally.order(shown_first, verdict))
         out = []
         for p, orders in zip(pairs, per_pair, strict=True):
-            self._pairs += 1
             persona_failed = isinstance(personas[p.record_id], ParseFailure)
             self._persona_failed += persona_failed
-            winners = [r["winner"] for r in orders if r["winner"] is not None]
-            p_first = sum(w == "first" for w in winners) / len(winners) if winners else math.nan
-            self._invalid_pairs += not winners
-            if len(orders) == 2 and len(winners) == 2:
-                self._both_read += 1
-                self._flips += winners[0] != winners[1]
-            out.append(p_first)
-            self._details.append({"record_id": p.record_id, "p_first": p_first, "orders": orders,
-                                  "persona_failed": persona_failed})
+            out.append(self._tally.pair(p.record_id, orders, persona_failed=persona_failed))
         return out
 
     def stats(self) -> dict[str, Any]:
@@ -374,20 +363,13 @@ class SynthesizeMeJudge(_SynthesizeMeBase):
             "judge": self.name, "backend": self.backend.fingerprint,
             "prompt_version": prompts.PROMPT_VERSION, "fit": self.options.fit,
             "orders": self.options.orders, "seed": self.options.seed,
-            "n_pairs": self._pairs, "n_orders": self._orders_run, "n_verdicts": self._verdicts,
-            "n_invalid_orders": self._orders_run - self._verdicts,
-            "n_pairs_invalid": self._invalid_pairs,
-            "n_pairs_persona_failed": self._persona_failed,
-            "first_position_win_rate": self._first_won / self._verdicts if self._verdicts
-            else None,
-            "n_pairs_both_orders_read": self._both_read, "n_order_flips": self._flips,
-            "order_agreement": 1 - self._flips / self._both_read if self._both_read else None,
+            **self._tally.stats(), "n_pairs_persona_failed": self._persona_failed,
             **self._fit_stats(), **self._stats_tail(),
         }
 
     def details(self) -> list[dict[str, Any]]:
         """One entry per judged pair: every order's verdict (or failure reason)."""
-        return list(self._details)
+        return list(self._tally.details)
 
 
 class SynthesizeMeRating(_SynthesizeMeBase):

@@ -58,10 +58,10 @@ def test_both_orders_and_invalid_verdicts(tmp_path: Path) -> None:
     assert out[:2] == [1.0, 0.0] and math.isnan(out[2])
     stats = rm.stats()
     assert stats["n_pairs"] == 3 and stats["n_orders"] == 6
-    assert stats["n_invalid_orders"] == 2 and stats["n_pairs_invalid"] == 1
+    assert stats["n_invalid_orders"] == 2 and stats["n_pairs_unjudged"] == 1
     assert stats["parse_failure_reasons"] == {"tie": 2}
     assert [(f["item"], f["step"]) for f in stats["failures"]] == [("r3", "judge")] * 2
-    assert stats["first_position_win_rate"] == 0.5 and stats["n_order_flips"] == 0
+    assert stats["position_bias"] == 0.5 and stats["n_order_flips"] == 0
     assert backend.count("judge") == 6
 
 
@@ -69,7 +69,7 @@ def test_position_bias_split_orders_are_ties(tmp_path: Path) -> None:
     rm, _ = judge(tmp_path, script=lambda c: "ok" if kind(c) == "persona" else "Verdict: [[A]]")
     assert rm.compare([pair("r1"), pair("r2")]) == [0.5, 0.5]  # a tie, scored wrong
     stats = rm.stats()
-    assert stats["first_position_win_rate"] == 1.0 and stats["n_order_flips"] == 2
+    assert stats["position_bias"] == 1.0 and stats["n_order_flips"] == 2
     assert stats["order_agreement"] == 0.0
     described = rm.describe()
     assert described["prompt_version"] == "synthesizeme-1" and described["fingerprint"]
@@ -219,7 +219,7 @@ def test_openai_compatible_server_and_runtime(tmp_path: Path) -> None:
             described = rt.describe()
         # identical chats are sent once: one persona (same posts), r2 = r1 swapped (2 orders)
         assert server.calls == 3
-    assert described["scorer"]["stats"]["first_position_win_rate"] == 0.5
+    assert described["scorer"]["stats"]["position_bias"] == 0.5
 
 
 # -- end to end with a tiny random causal LM ----------------------------------------------------

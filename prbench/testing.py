@@ -1,0 +1,171 @@
+"""Offline stand-ins for plugin tests: a scripted backend, a loopback OpenAI server, tiny LMs.
+
+A judge or scorer plugin needs a model that says what the test wants (to check parsing, both
+orders, invalid counting) and a real model of the right class (to check the loading and
+generation path end to end). Tests run offline, so prbench ships both here::
+
+    from prbench.testing import LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
+
+    with LoopbackOpenAI(lambda chat: "Verdict: A") as server:
+        judge = registry.build("scorer", "my-judge", {"backend": "openai",
+                                                      "base_url": server.base_url, ...})
+    lm_folder = build_tiny_causal_lm(tmp_path / "lm", arch="llama")  # random weights, seconds
+
+Nothing here imports torch or transformers at module import.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal
+
+#: ``script(chat) -> reply``: what a scripted model answers to one chat (a list of messages).
+Script = Callable[[Sequence[dict[str, str]]], str]
+
+_WORDS = [
+    "the", "a", "of", "to", "answer", "question", "reply", "verdict", "rating", "person",
+    "persona", "likes", "needs", "rubric", "garden", "music", "plan", "budget", "time", "family",
+    "photo", "night", "walk", "cook", "paint", "read", "write", "book", "lens",
+]
+
+
+class ScriptedBackend:
+    """A generation backend whose reply to each chat is ``script(chat)``; it records the chats.
+
+    Args:
+        script: the reply for one chat.
+        fingerprint: the backend's identity in scorer fingerprints.
+    """
+
+    def __init__(self, script: Script, fingerprint: str = "scripted") -> None:
+        self.script = script
+        self.fingerprint = fingerprint
+        self.chats: list[Any] = []
+
+    def generate(self, chats: Sequence[Any], config: Any) -> list[str]:
+        """One scripted reply per chat, in order."""
+        self.chats.extend(chats)
+        return [self.script(c) for c in chats]
+
+    def logprobs(self, chats: Sequence[Any], continuations: Sequence[str]) -> list[float]:
+        """Not scripted: a scripted model has no log-probabilities."""
+        raise NotImplementedError("ScriptedBackend has no log-probabilities")
+
+
+class LoopbackOpenAI:
+    """A real HTTP server on 127.0.0.1 answering ``POST /v1/chat/completions`` with ``script``.
+
+    Use it as a context manager; ``base_url`` is what a backend's ``base_url`` option takes, and
+    ``calls`` counts the requests served.
+    """
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.calls += 1
+                reply = {
+                    "id": f"loopback-{owner.calls}", "object": "chat.completion",
+                    "model": body.get("model", ""),
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": owner.script(body["messages"])}}],
+                }
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> LoopbackOpenAI:
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+_TEMPLATES = {
+    "qwen2": (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    ),
+    "llama": (
+        "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}</s>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    ),
+}
+
+
+def build_tiny_causal_lm(
+    path: Path, *, arch: Literal["qwen2", "llama"] = "qwen2", seed: int = 0
+) -> Path:
+    """Save a tiny random causal LM with a BPE tokenizer trained on the fly and a chat template.
+
+    Args:
+        path: the folder to write (created).
+        arch: ``qwen2`` (ChatML template, no BOS) or ``llama`` (a BOS and role tags).
+        seed: seeds the tokenizer corpus and the weights.
+
+    Returns:
+        ``path``, loadable with ``AutoModelForCausalLM`` / ``AutoTokenizer``.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
+
+    rng = random.Random(seed)
+    corpus = [" ".join(rng.choice(_WORDS) for _ in range(30)) for _ in range(200)]
+    if arch == "qwen2":
+        specials = ["<pad>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        names = {"eos_token": "<|im_end|>", "additional_special_tokens": specials[2:]}
+    else:
+        specials = ["<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"]
+        names = {"bos_token": "<s>", "eos_token": "</s>", "additional_special_tokens": specials[3:]}
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainer=trainers.BpeTrainer(
+        vocab_size=350, special_tokens=specials, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    ))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", **names)
+    fast.chat_template = _TEMPLATES[arch]
+    path.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(path)
+    common = {
+        "vocab_size": len(fast), "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 8192, "pad_token_id": fast.pad_token_id,
+        "eos_token_id": fast.eos_token_id, "tie_word_embeddings": False,
+    }
+    config = (Qwen2Config(**common) if arch == "qwen2"
+              else LlamaConfig(bos_token_id=fast.bos_token_id, **common))
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    return path
+
+
+__all__ = ["LoopbackOpenAI", "Script", "ScriptedBackend", "build_tiny_causal_lm"]

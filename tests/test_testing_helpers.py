@@ -1,0 +1,43 @@
+"""prbench.testing: the stand-ins plugin tests build on work with the real backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from prbench.backends.base import BackendSpec, GenerationConfig, build_backend
+from prbench.testing import LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
+
+CHAT = [{"role": "user", "content": "Which answer fits the person?"}]
+
+
+def test_scripted_backend_replies_and_records() -> None:
+    backend = ScriptedBackend(lambda chat: chat[-1]["content"].upper(), fingerprint="fp")
+    replies = backend.generate([CHAT, CHAT], GenerationConfig())
+    assert replies == ["WHICH ANSWER FITS THE PERSON?"] * 2
+    assert backend.chats == [CHAT, CHAT] and backend.fingerprint == "fp"
+    with pytest.raises(NotImplementedError):
+        backend.logprobs([CHAT], ["x"])
+
+
+def test_loopback_server_answers_the_openai_backend() -> None:
+    with LoopbackOpenAI(lambda chat: f"seen {len(chat)} message(s)") as server:
+        backend = build_backend(BackendSpec(backend="openai", model="m", base_url=server.base_url,
+                                            cache_dir="", max_retries=0))
+        assert backend.generate([CHAT], GenerationConfig(max_new_tokens=8)) == ["seen 1 message(s)"]
+    assert server.calls == 1
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_tiny_causal_lm_loads_and_generates(tmp_path: Path, arch: str) -> None:
+    from transformers import AutoConfig, AutoTokenizer
+
+    folder = build_tiny_causal_lm(tmp_path / arch, arch=arch)  # type: ignore[arg-type]
+    assert AutoConfig.from_pretrained(folder).model_type == arch
+    tok = AutoTokenizer.from_pretrained(folder)
+    text = tok.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=False)
+    assert text.startswith("<s>") == (arch == "llama") and CHAT[0]["content"] in text
+    backend = build_backend(BackendSpec(backend="hf", model=str(folder), device="cpu"))
+    [reply] = backend.generate([CHAT], GenerationConfig(max_new_tokens=4))
+    assert isinstance(reply, str)
