@@ -160,7 +160,7 @@ class InternLM2RewardScorer:
         return chats, lengths
 
     def input_ids(self, chat: list[dict[str, str]], reward_token_id: int) -> list[int]:
-        """The ids ``get_score`` scores for ``chat``: template text, no special tokens, reward token.
+        """The ids ``get_score`` scores: template text, no special tokens, then the reward token.
 
         Args:
             chat: the messages.
@@ -192,7 +192,8 @@ class InternLM2RewardScorer:
                 out = []
                 with torch.inference_mode():
                     for i in batch:
-                        out.append(float(model.get_score(self.tokenizer, chats[i], use_cache=False)))
+                        reward = model.get_score(self.tokenizer, chats[i], use_cache=False)
+                        out.append(float(reward))
                 self.counts["get_score_calls"] += len(batch)
                 return out
 

@@ -1,4 +1,4 @@
-"""A tiny local checkpoint whose remote code (internlm2_remote/) has InternLM2-Reward's API surface."""
+"""A tiny local checkpoint whose remote code (internlm2_remote/) has InternLM2-Reward's API."""
 
 from __future__ import annotations
 

@@ -153,7 +153,8 @@ class InternLM2ForRewardModel(InternLM2PreTrainedModel):
                 past_key_values=None, inputs_embeds=None, labels=None, use_cache=None,
                 output_attentions=None, output_hidden_states=None, return_dict=None):
         return_dict = return_dict if return_dict is not None else self.config.use_return_dict
-        ends = attention_mask.size(1) - 1 - attention_mask.long().fliplr().argmax(dim=1, keepdim=True)
+        last = attention_mask.long().fliplr().argmax(dim=1, keepdim=True)
+        ends = attention_mask.size(1) - 1 - last
         if not torch.all(input_ids.gather(1, ends).squeeze(1) == self.reward_token_id).item():
             raise AssertionError("the last attended token of every row must be the reward token")
         outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
