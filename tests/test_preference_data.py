@@ -113,3 +113,150 @@ def test_records_of_one_user_must_share_their_preferences(tmp_path: Path) -> Non
         parse_preferences([{"prompt": "Q"}], "where")
     assert parse_preferences([{"prompt": "Q", "chosen": "a", "rejected": "b"}], "w")[0].question \
         == "Q"
+
+
+# -- converters: PRISM and the personalised Chatbot Arena release --------------------------------
+
+
+def _prism_conversation(user: str, cid: str, when: str,
+                        turns: list[tuple[str, list[tuple[str, float]]]]) -> dict:
+    """A row of PRISM's `conversations` config (its published fields), with our own text."""
+    history = []
+    for t, (prompt, responses) in enumerate(turns):
+        history.append({"turn": t, "role": "user", "content": prompt, "within_turn_id": None,
+                        "model_name": None, "score": None, "if_chosen": None})
+        scores = [s for _, s in responses]
+        for w, (text, score) in enumerate(responses):
+            history.append({"turn": t, "role": "model", "content": text, "within_turn_id": w,
+                            "model_name": f"model-{w}", "model_provider": "x", "score": score,
+                            "if_chosen": w == scores.index(max(scores))})
+    return {"conversation_id": cid, "user_id": user, "generated_datetime": when,
+            "conversation_type": "unguided", "opening_prompt": turns[0][0],
+            "conversation_turns": len(turns), "conversation_history": history,
+            "performance_attributes": {}, "choice_attributes": {}, "open_feedback": "fine"}
+
+
+def _prism_rows() -> list[dict]:
+    rows = []
+    for c in range(3):  # user `ann`: 3 conversations, 2 rated turns each
+        rows.append(_prism_conversation("ann", f"c-ann-{c}", f"2023-11-2{5 - c} 10:00:00", [
+            (f"Ann question {c}.0?", [(f"ann best {c}.0", 90), (f"ann mid {c}.0", 50),
+                                     (f"ann worst {c}.0", 10), (f"ann low {c}.0", 20)]),
+            (f"Ann follow-up {c}.1?", [(f"ann A {c}.1", 70), (f"ann B {c}.1", 30)]),
+        ]))
+    rows.append(_prism_conversation("ann", "c-ann-tie", "2023-11-30 10:00:00", [
+        ("Ann tied?", [("same a", 60), ("same b", 60)]),  # all equal: a tie
+        ("Ann top shared?", [("top a", 80), ("top b", 80), ("low c", 5)]),  # no single best
+        ("Ann alone?", [("only one", 40)]),
+    ]))
+    rows.append(_prism_conversation("bo", "c-bo", "2023-11-20 09:00:00", [
+        ("Bo question?", [("bo good", 75), ("bo bad", 25)]),
+    ]))
+    return rows
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_prism_pairs_highest_vs_lowest_and_ties_skipped(tmp_path: Path) -> None:
+    from prbench.preference_data.convert import convert
+
+    src = _write_jsonl(tmp_path / "conversations.jsonl", _prism_rows())
+    records, report = convert("prism", str(src), holdout=2, min_fit=3)
+    assert report.rows == 5 and report.pairs == 7  # ann 6, bo 1
+    assert dict(report.skipped_pairs) == {"tie": 2, "single_response": 1}
+    assert report.skipped_users == {"bo": "0 fitting pair(s) < min_fit=3 (1 pairs)"}
+    assert report.users == 2 and report.users_kept == 1 and report.revision is None
+    assert [r["id"] for r in records] == ["prism-ann-1", "prism-ann-2"]
+    # held out: ann's latest conversation by generated_datetime (c-ann-0, 2023-11-25)
+    assert records[0]["question"] == "Ann question 0.0?"
+    assert (records[0]["chosen"], records[0]["rejected"]) == ("ann best 0.0", "ann worst 0.0")
+    second = records[1]["question"]  # a later turn shows the turns before it
+    assert second.startswith("Earlier in the conversation:\nUser: Ann question 0.0?")
+    assert "Assistant: ann best 0.0" in second and second.endswith("User: Ann follow-up 0.1?")
+    prefs = records[0]["preferences"]
+    assert len(prefs) == 4 and prefs == records[1]["preferences"]
+    assert prefs[0]["question"] == "Ann question 2.0?"  # oldest first
+    assert {"ann best 0.0", "ann A 0.1"}.isdisjoint({p["chosen"] for p in prefs})
+
+
+def _arena_rows() -> list[dict]:
+    rows = []
+    for user, n in (("u-7", 7), ("u-9", 2)):
+        for i in range(n):
+            rows.append({
+                "user_id": user, "split": "test" if i >= n - 2 else ("val" if i == 2 else "train"),
+                "context": [{"role": "user", "content": f"{user} asks thing {i}?"}],
+                "chosen": {"role": "assistant", "content": f"{user} winning answer {i}"},
+                "rejected": {"role": "assistant", "content": f"{user} losing answer {i}"},
+                "chosen_score": 1.0, "rejected_score": 0.0, "dataset": "chatbot_arena",
+                "agreement": 1.0,
+            })
+    return rows
+
+
+def test_arena_release_with_its_own_split_and_parquet(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from prbench.preference_data.convert import convert
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rows = _arena_rows()
+    pq.write_table(pa.Table.from_pylist(rows[:5]), folder / "train-00000-of-00001.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[5:]), folder / "test-00000-of-00001.parquet")
+    records, report = convert("arena", str(folder), holdout_order="source", min_fit=4)
+    assert report.pairs == 9 and report.users_kept == 1
+    assert report.skipped_users == {"u-9": "0 fitting pair(s) < min_fit=4 (2 pairs)"}
+    assert [r["question"] for r in records] == ["u-7 asks thing 5?", "u-7 asks thing 6?"]
+    assert records[0]["chosen"] == "u-7 winning answer 5"
+    assert len(records[0]["preferences"]) == 5 and records[0]["domain"] == "Chatbot_Arena"
+    shuffled, _ = convert("arena", str(folder), holdout_order="shuffled", seed=3, min_fit=4)
+    again, _ = convert("arena", str(folder), holdout_order="shuffled", seed=3, min_fit=4)
+    assert shuffled == again and len(shuffled) == 2
+
+
+def test_prefs_convert_command_output_validates_and_feeds_the_task(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.harness import tasks
+
+    src = _write_jsonl(tmp_path / "conversations.jsonl", _prism_rows())
+    out = tmp_path / "prism_prefs.jsonl"
+    assert main(["prefs", "convert", "--source", "prism", "--input", str(src), "-o", str(out),
+                 "--min-fit", "3", "--report", str(tmp_path / "report.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "7 labelled pairs of 2 users" in printed and "skipped user bo" in printed
+    assert json.loads((tmp_path / "report.json").read_text())["skipped_pairs"] == {
+        "single_response": 1, "tie": 2}
+    assert main(["validate", str(out)]) == 0
+    assert "OK: 2 records in 1 file(s); 0 warning(s)" in capsys.readouterr().out
+    req = tasks.parse_request({"prbench_data": str(out), "prbench_domain": "*",
+                               "prbench_condition": "noprofile",
+                               "prbench_default_data": "preferences_sample"})
+    rows = tasks.build_rows(req)
+    assert [r["id"] for r in rows] == ["prism-ann-1", "prism-ann-2"]
+    assert json.loads(rows[0]["record_json"])["user_id"] == "ann"
+
+
+def test_prefs_convert_errors_are_one_line_each(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    rows = _arena_rows()
+    rows[3] = {k: v for k, v in rows[3].items() if k != "rejected"}
+    rows[4]["context"] = [{"role": "user"}]
+    src = _write_jsonl(tmp_path / "arena.jsonl", rows)
+    assert main(["prefs", "convert", "--source", "arena", "--input", str(src), "-o",
+                 str(tmp_path / "o.jsonl")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: ") and "published arena fields" in err[0]
+    assert f"{src}:4: field 'rejected': expected an answer" in err[1]
+    assert f"{src}:5: field 'context': expected a list of {{role, content}}" in err[2]
+    assert main(["prefs", "convert", "--source", "prism", "--input",
+                 "HannahRoseKirk/prism-alignment", "-o", str(tmp_path / "o.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "revision main" in err and "offline" in err
+    assert main(["prefs", "convert", "--source", "prism", "--input", str(src), "-o",
+                 str(tmp_path / "o.jsonl"), "--holdout-order", "source"]) == 1
+    assert "needs a release with its own split column" in capsys.readouterr().err
