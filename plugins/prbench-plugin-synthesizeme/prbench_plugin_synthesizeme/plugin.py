@@ -74,9 +74,12 @@ class SynthesizeMeOptions(BackendOptions):
                              "`preferences` field>")
         if self.persona_max_new_tokens < 1 or self.demos < 0 or self.demo_candidates < 1:
             raise ValueError("persona_max_new_tokens and demo_candidates must be >= 1, demos >= 0")
-        if self.parse_retries < 0 or self.retry_temperature < self.temperature:
-            raise ValueError("parse_retries must be >= 0 and retry_temperature >= temperature "
-                             "(retries rise in temperature)")
+        if self.parse_retries < 0:
+            raise ValueError("parse_retries must be >= 0")
+        if self.parse_retries and self.retry_temperature < self.temperature:
+            raise ValueError(f"retry_temperature ({self.retry_temperature}) is below temperature "
+                             f"({self.temperature}): retries rise in temperature; set "
+                             f"retry_temperature={self.temperature} or higher, or parse_retries=0")
         if not 0 <= self.val_fraction < 1:
             raise ValueError("val_fraction must be in [0, 1)")
 

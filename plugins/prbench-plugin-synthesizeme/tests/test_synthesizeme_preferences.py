@@ -172,6 +172,18 @@ def test_parse_failures_are_retried_at_rising_temperature(tmp_path: Path) -> Non
     assert sum(kind(c) == "judge" for c in backend2.chats) == 2
 
 
+def test_retry_temperatures_must_rise() -> None:
+    from prbench.options import OptionsError
+    from prbench.plugins import PluginRegistry
+
+    with pytest.raises(OptionsError, match=r"retry_temperature \(0.75\) is below temperature"):
+        PluginRegistry().build("scorer", "synthesizeme", {"model": "m", "temperature": "1"})
+    opts = parse_options(SynthesizeMeOptions, {"model": "m", "temperature": "0.5",
+                                               "retry_temperature": "1.1"}, component="s")
+    rm = SynthesizeMeJudge(opts, backend=ScriptedBackend(taste_llm))
+    assert rm.retry_temperatures() == pytest.approx([0.7, 0.9, 1.1])
+
+
 def test_temporal_split_keeps_the_users_order(records, tmp_path: Path) -> None:
     prefs = [Pref(f"Q{i}?", f"yes {i}", f"no {i}") for i in range(10)]
     train, val = split_preferences(prefs, "u", 0, 0.3, "temporal")
