@@ -254,6 +254,7 @@ def test_prbench_eval_with_a_tiny_causal_lm(tiny_lm: Path, tmp_path: Path, capsy
           {k: v for k, v in group.items() if "," in k})
     stats = results["config"]["prbench"]["scorer"]["runtime"]["scorer"]["stats"]
     assert stats["n_pairs"] == 9 and stats["personas"]["induced"] == 9
+    assert stats["fit_modes"] == {"profile": 9}  # no labelled pairs in the benchmark: said so
     assert stats["n_invalid_orders"] + stats["n_verdicts"] == 18
 
 
@@ -276,3 +277,4 @@ def test_plain_lm_eval_with_a_tiny_causal_lm(tiny_lm: Path, tmp_path: Path) -> N
     scorer = results["config"]["prbench"]["scorer"]
     assert scorer["id"] == "synthesizeme-rating"
     assert scorer["runtime"]["scorer"]["stats"]["personas"]["induced"] == 6
+    assert scorer["runtime"]["scorer"]["stats"]["fit_modes"] == {"profile": 6}
