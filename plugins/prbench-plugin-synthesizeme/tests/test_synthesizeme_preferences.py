@@ -112,7 +112,7 @@ def test_demo_search_picks_the_set_that_wins_on_validation(records, tmp_path: Pa
     prefs = user_preferences(records).by_user["pu02"]
     train, val = split_preferences(prefs, "pu02", 0, 0.3)
     key_question = train[2].question
-    chosen = {p.chosen for p in prefs}
+    chosen = {p.chosen for p in prefs} | {r.chosen for r in records}
 
     def script(chat):
         what = kind(chat)
@@ -125,9 +125,13 @@ def test_demo_search_picks_the_set_that_wins_on_validation(records, tmp_path: Pa
         knows = f"Question: {key_question}" in chat[-1]["content"]
         return f"Verdict: [[{'A' if (a in chosen) == knows else 'B'}]]"
 
-    rm, _ = judge(tmp_path, script)
+    rm, backend = judge(tmp_path, script)
     record = next(r for r in records if r.extra["user_id"] == "pu02")
-    rm.compare([PairRequest(record.id, record.question, record.chosen, record.rejected)])
+    assert rm.compare([PairRequest(record.id, record.question, record.chosen,
+                                   record.rejected)]) == [1.0]  # the chosen demos reach the judge
+    final = [c[-1]["content"] for c in backend.chats[-2:]]
+    assert all(f"<question>\n{record.question}\n" in f and f"Question: {key_question}" in f
+               for f in final)
     persona = next(p for p in rm._personas.values() if isinstance(p, Persona))
     acc = persona.details["validation_accuracy"]
     assert persona.details["n_candidate_sets"] == len(acc) == 9  # the empty set + 8 seeded sets
