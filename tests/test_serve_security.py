@@ -7,6 +7,7 @@ import http.client
 import json
 import logging
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -293,3 +294,29 @@ def test_serve_reads_the_token_from_the_named_variable_and_never_prints_it(
         big = post_json(server.url, "/score", {"items": [{"question": "q",
                                                           "response": "x " * 2000}]}, TOKEN)
     assert big[0] == 413
+
+
+def test_serve_reports_a_scorer_that_cannot_be_built_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A corrupt score cache: one error line naming the file, exit 1, the port never bound."""
+    pytest.importorskip("transformers")
+    from prbench.cli import main
+    from tests._hf_fixtures import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "rm", arch="qwen2", kind="seq-cls")
+    corrupt = tmp_path / "scores.sqlite"
+    corrupt.write_bytes(b"not a database at all" * 200)
+    capsys.readouterr()  # the fixture's own output
+    code = main(["serve", "--scorer", "hf-classifier", "--port", "0", "--log_level", "critical",
+                 "--model_args", f"pretrained={model},cache_path={corrupt}"])
+    err = [line for line in capsys.readouterr().err.splitlines()
+           if not line.startswith("prbench serve: ")]
+    assert code == 1
+    assert len(err) == 1, err
+    assert err[0].startswith("error: scorer 'hf-classifier' could not be built, nothing was "
+                             "served: StoreError: ")
+    assert str(corrupt) in err[0] and "Traceback" not in err[0]
+    with pytest.raises(RuntimeError, match=r"did not start \(StoreError: .*scores\.sqlite"):
+        start_in_thread(create_app(runtime_factory("hf-classifier", {
+            "pretrained": str(model), "cache_path": str(corrupt)})))

@@ -90,7 +90,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
-    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory
+    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
     from prbench.options import OptionsError, parse_kv_string
     from prbench.plugins import get_registry
     from prbench.scoring.runtime import split_options
@@ -125,5 +125,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"prbench serve: {args.scorer} on http://{args.host}:{args.port} "
           f"(POST /get_reward, POST /score, GET /health, GET /metrics; {auth}; bodies up to "
           f"{config.max_body_bytes} bytes)", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    try:  # the scorer is built (app start-up) before the port is bound
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    except SystemExit:
+        failure = startup_error(app)
+        if not failure:
+            raise
+        print(f"error: scorer {args.scorer!r} could not be built, nothing was served: {failure}",
+              file=sys.stderr)
+        return 1
     return 0

@@ -352,7 +352,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
-        await batcher.start()
+        try:
+            await batcher.start()
+        except Exception as exc:  # reported in one line by whoever runs the app
+            app.state.startup_error = exc
+            raise
         try:
             yield
         finally:
@@ -360,12 +364,14 @@ def create_app(
 
     app = FastAPI(title="prbench reward server", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.startup_error = None
 
     def count(kind: str) -> None:
         setattr(batcher.metrics, kind, getattr(batcher.metrics, kind) + 1)
 
     app.add_middleware(RequestGuard, max_body_bytes=cfg.max_body_bytes, count=count,
                        api_key_digest=token_digest(api_key) if api_key else None)
+    app.add_middleware(_NoStartupTraceback)
 
     def error(status: int, message: str, **headers: str) -> Any:
         return JSONResponse({"error": message}, status_code=status, headers=headers or None)
@@ -430,6 +436,38 @@ def create_app(
     return app
 
 
+class _NoStartupTraceback:
+    """Keeps the ASGI server from logging a traceback when the scorer cannot be built.
+
+    Starlette reports a failed start-up with the whole traceback, which uvicorn logs. The app
+    keeps the error in ``app.state.startup_error`` instead, and ``prbench serve`` (or
+    :func:`start_in_thread`) reports it in one line.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet(message: Any) -> None:
+            if message.get("type") == "lifespan.startup.failed":
+                message = {**message, "message": ""}
+            await send(message)
+
+        await self.app(scope, receive, quiet)
+
+
+def startup_error(app: Any) -> str:
+    """One line saying why ``app`` could not start (``""`` when it did, or has not tried)."""
+    exc = getattr(getattr(app, "state", None), "startup_error", None)
+    if exc is None:
+        return ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def runtime_factory(scorer: str, options: Mapping[str, Any] | None = None) -> Callable[[], Any]:
     """A factory that builds the shared scorer runtime for ``scorer`` (progress bars off)."""
     raw = dict(options or {})
@@ -486,13 +524,18 @@ def start_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0,
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="prbench-reward-server", daemon=True)
+    def serve() -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn's exit on a failed start-up: raised below
+            server.run()
+
+    thread = threading.Thread(target=serve, name="prbench-reward-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
-            raise RuntimeError("the reward server did not start (see the log above)")
+            why = startup_error(app) or "see the log above"
+            raise RuntimeError(f"the reward server did not start ({why})")
         time.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()
     return ServerHandle(server, thread, app, f"http://{bound[0]}:{bound[1]}")
