@@ -72,8 +72,8 @@ def api_key(args: argparse.Namespace) -> str | None:
     from prbench.options import OptionsError
 
     if args.api_key_env:
-        token = os.environ.get(args.api_key_env, "")
-        if not token.strip():
+        token = os.environ.get(args.api_key_env, "").strip()
+        if not token:
             raise OptionsError(
                 f"--api_key_env {args.api_key_env}: the environment variable "
                 f"${args.api_key_env} is not set or empty; export the token there"

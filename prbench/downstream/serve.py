@@ -369,8 +369,9 @@ def create_app(
     def count(kind: str) -> None:
         setattr(batcher.metrics, kind, getattr(batcher.metrics, kind) + 1)
 
+    key = (api_key or "").strip()
     app.add_middleware(RequestGuard, max_body_bytes=cfg.max_body_bytes, count=count,
-                       api_key_digest=token_digest(api_key) if api_key else None)
+                       api_key_digest=token_digest(key) if key else None)
     app.add_middleware(_NoStartupTraceback)
 
     def error(status: int, message: str, **headers: str) -> Any:

@@ -52,7 +52,7 @@ class RewardClient:
         self.busy_retries = 0
 
     def _headers(self) -> dict[str, str]:
-        token = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+        token = os.environ.get(self.api_key_env, "").strip() if self.api_key_env else ""
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _post(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:
