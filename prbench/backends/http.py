@@ -448,10 +448,8 @@ class OpenAIBackend:
         try:
             try:
                 conn.connect()
-            except ssl.SSLError:
-                raise
-            except TimeoutError:
-                raise
+            except (ssl.SSLError, TimeoutError):
+                raise  # TLS: fatal; a connect timeout: like any timeout
             except OSError as exc:  # refused, name not resolved, no route to the host
                 raise _NotConnected(exc) from None
             _tighten(conn, deadline)

@@ -210,10 +210,9 @@ def evaluate_policy(
 def check_policy(config: RLConfig) -> None:
     """Fail early, in one line, when the policy's config or tokenizer cannot load as set.
 
-    A GGUF policy is not checked here (the file holds no code; it loads with the model).
-
     Both are loaded with ``trust_remote_code`` passed explicitly (transformers would otherwise
-    ask on standard input, and a "y" would run the folder's code).
+    ask on standard input, and a "y" would run the folder's code). A GGUF policy is not checked
+    here (the file holds no code; it loads with the model).
 
     Raises:
         OptionsError: the policy needs code shipped with it and ``trust_remote_code`` is off, or
