@@ -347,10 +347,11 @@ class DroppingServer:
     The first ``drop_first`` requests are read and then dropped (``how="close"``: the connection
     is closed; ``"reset"``: reset); after ``stop_after`` answers the next request is dropped and
     the server stops listening, so later connections are refused (``closed`` is set then).
+    Answers are ``answer(text of the last message)``.
     """
 
     def __init__(self, *, drop_first: int = 0, how: str = "close", stop_after: int = 0,
-                 port: int = 0) -> None:
+                 port: int = 0, answer=lambda text: f"reply to {text}") -> None:
         import json
         import socket
         import struct
@@ -386,7 +387,7 @@ class DroppingServer:
                         threading.Thread(target=owner.stop, daemon=True).start()
                     return
                 data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": f"reply to {text}"}}]}).encode()
+                    "role": "assistant", "content": answer(text)}}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -481,3 +482,38 @@ def test_an_unknown_host_is_fatal(monkeypatch):
     assert "cannot reach the server at http://judge.internal.example:8000/v1" in message
     assert "gaierror" in message and "fix `base_url`" in message
     assert message.endswith("then re-run the same command")
+
+
+def test_a_judge_run_stopped_by_a_refused_connection_resumes_from_the_replies_received(tmp_path):
+    """Through the scorer runtime, as `prbench eval` runs a judge: stop, then the same run again."""
+    import math
+
+    from prbench.scoring.base import PairRequest
+    from prbench.scoring.runtime import build_runtime
+
+    pairs = [PairRequest(record_id=f"r{i}", question=f"question {i}", first=f"answer one {i}",
+                         second=f"answer two {i}") for i in range(4)]  # 8 chats: both orders
+
+    def options(url: str) -> dict[str, str]:
+        return {"backend": "openai", "model": "judge", "base_url": url, "max_retries": "1",
+                "max_concurrency": "1", "cache_dir": str(tmp_path / "responses"),
+                "chunk_size": "2", "progress": "false"}
+
+    def verdict(text: str) -> str:
+        return "Result: A"
+
+    with DroppingServer(stop_after=3, answer=verdict) as srv:
+        port = srv.port
+        with build_runtime("llm-judge", options(srv.base_url)) as runtime:
+            runtime.scorer.backend.backoff_base = 0.01
+            runtime.scorer.backend._sleep = lambda seconds: srv.closed.wait(10)
+            with pytest.raises(BackendFatalError) as info:
+                runtime.compare(pairs)
+    assert "cannot reach the server" in str(info.value)
+    assert "re-running the same command resumes" in str(info.value)
+    assert len(srv.received) == 4  # 3 answered, the 4th dropped; then nobody listened
+    with (DroppingServer(port=port, answer=verdict) as again,
+          build_runtime("llm-judge", options(again.base_url)) as runtime):
+        out = runtime.compare(pairs)
+    assert len(again.received) == 5  # only what the stopped run had not received
+    assert len(out) == 4 and not any(math.isnan(p) for p in out)
