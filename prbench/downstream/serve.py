@@ -369,9 +369,10 @@ def create_app(
     def count(kind: str) -> None:
         setattr(batcher.metrics, kind, getattr(batcher.metrics, kind) + 1)
 
-    key = (api_key or "").strip()
+    token = (api_key or "").strip()
     app.add_middleware(RequestGuard, max_body_bytes=cfg.max_body_bytes, count=count,
-                       api_key_digest=token_digest(key) if key else None)
+                       api_key_digest=token_digest(token) if token else None)
+    del token
     app.add_middleware(_NoStartupTraceback)
 
     def error(status: int, message: str, **headers: str) -> Any:
