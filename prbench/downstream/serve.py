@@ -372,7 +372,6 @@ def create_app(
     token = (api_key or "").strip()
     app.add_middleware(RequestGuard, max_body_bytes=cfg.max_body_bytes, count=count,
                        api_key_digest=token_digest(token) if token else None)
-    del token
     app.add_middleware(_NoStartupTraceback)
 
     def error(status: int, message: str, **headers: str) -> Any:
