@@ -112,7 +112,7 @@ def test_scores_are_the_models_own_reward_with_one_bos(models, arch, variant) ->
         assert leading == (0 if arch == "qwen3" else 1)  # Qwen3: none; others: exactly one
     scores = scorer.score(REQUESTS)
     model = AutoModelForSequenceClassification.from_pretrained(
-        models[arch], dtype=torch.float32, attn_implementation="eager"
+        models[arch], dtype=torch.float32, attn_implementation="eager", trust_remote_code=False
     ).eval()
     with torch.no_grad():
         own = [model(input_ids=torch.tensor([s])).logits[0][0].item() for s in ids]
