@@ -137,9 +137,9 @@ def test_exact_mode_matches_the_v2_card_recipe(models, arch, variant) -> None:
 
     scorer = _build({"variant": variant, "pretrained": str(models[arch]), "dtype": "float32",
                      "profile_position": "none", "max_batch_size": "1"})
-    tok = AutoTokenizer.from_pretrained(models[arch])
+    tok = AutoTokenizer.from_pretrained(models[arch], trust_remote_code=False)
     model = AutoModelForSequenceClassification.from_pretrained(
-        models[arch], dtype=torch.float32
+        models[arch], dtype=torch.float32, trust_remote_code=False
     ).eval()
     card_ids, card_scores = [], []
     for r in REQUESTS:  # the V2 card: render, drop a leading BOS text, tokenise, logits[0][0]
