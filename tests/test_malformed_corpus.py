@@ -12,6 +12,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,14 +76,14 @@ def _permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # tests run as root, which chmod 000 does not stop: make reading this one file fail instead
     path = tmp_path / "locked.jsonl"
     path.write_text(GOOD + "\n")
-    real = Path.read_bytes
+    real = Path.open
 
-    def read_bytes(self: Path) -> bytes:
+    def open_(self: Path, *args: Any, **kwargs: Any) -> Any:
         if self == path:
             raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", open_)
     return path
 
 
