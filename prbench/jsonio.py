@@ -25,7 +25,7 @@ import lzma
 import re
 import sys
 import zlib
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -79,7 +79,11 @@ _MAGIC = (
     (b"\x28\xb5\x2f\xfd", "zstd", None, "zstd -d"),
     (b"PK\x03\x04", "zip", None, "unzip"),
 )
-_OPENERS = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
+_OPENERS: dict[str, Callable[[IO[bytes]], IO[bytes]]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw),
+    ".bz2": bz2.BZ2File,
+    ".xz": lzma.LZMAFile,
+}
 _WIDE_BOMS = (
     (b"\xff\xfe\x00\x00", "UTF-32LE"),
     (b"\x00\x00\xfe\xff", "UTF-32BE"),
@@ -232,7 +236,7 @@ def _read_text_file(path: Path, kind: str, packed: str | None) -> Iterator[Row |
         if problem is not None:
             yield problem
             return
-        stream: IO[bytes] = handle if packed is None else _OPENERS[packed](fileobj=handle)
+        stream: IO[bytes] = handle if packed is None else _OPENERS[packed](handle)
         try:
             if kind == ".json":
                 yield from _read_json(path, stream)
@@ -245,8 +249,8 @@ def _read_text_file(path: Path, kind: str, packed: str | None) -> Iterator[Row |
                 yield issue_at(
                     path,
                     None,
-                    f"the {packed} data is corrupt or cut short ({exc}); the rows before that "
-                    "point were read",
+                    f"the {packed} data is corrupt or cut short ({exc}); re-create the file "
+                    "(rows before the damage, if any, were read)",
                     "bad-compression",
                 )
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import hashlib
-import itertools
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
@@ -417,24 +415,18 @@ BIDI_CONTROLS = frozenset(
 _BLANK_LOOKALIKES = "\u115f\u1160\u3164\uffa0\u2800"
 
 
-@functools.cache
-def _format_characters() -> str:
-    """Every format character (Unicode category Cf: zero-width, bidi, soft hyphen, BOM, tags).
-
-    They all live in planes 0, 1 and 14, so only those are scanned (once, ~0.05 s).
-    """
-    planes = itertools.chain(range(0x20000), range(0xE0000, 0xE1000))
-    return "".join(chr(c) for c in planes if unicodedata.category(chr(c)) == "Cf")
+#: Unicode categories that draw nothing: control, format (zero-width, bidi, BOM), separators
+_INVISIBLE_CATEGORIES = frozenset(("Cc", "Cf", "Zs", "Zl", "Zp"))
+#: categories an id must not contain (a plain space is allowed; NUL has its own check)
+_BAD_ID_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
 
 
-@functools.cache
-def _patterns() -> tuple[dict[int, None], re.Pattern[str], re.Pattern[str]]:
-    """(translate table deleting format characters, a visible character, a bad id character)."""
-    fmt = _format_characters()
-    control = "".join(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)))
-    visible = re.compile(f"[^\\s{re.escape(fmt + control + _BLANK_LOOKALIKES)}]")
-    bad_id = re.compile(f"[{re.escape(fmt + control[1:])}\u2028\u2029]")  # NUL has its own code
-    return dict.fromkeys(map(ord, fmt)), visible, bad_id
+def _draws_nothing(char: str) -> bool:
+    return (
+        char.isspace()
+        or char in _BLANK_LOOKALIKES
+        or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+    )
 
 
 def invisible_only(text: str) -> bool:
@@ -442,8 +434,9 @@ def invisible_only(text: str) -> bool:
 
     Whitespace of every kind, control and format characters (zero-width space, joiners, bidi
     controls, the BOM) and blank-looking letters (Hangul fillers, the braille blank) draw nothing.
+    Stops at the first visible character (usually the first one).
     """
-    return bool(text) and _patterns()[1].search(text) is None
+    return bool(text) and all(_draws_nothing(c) for c in text)
 
 
 def comparable(text: str) -> str:
@@ -452,8 +445,37 @@ def comparable(text: str) -> str:
     NFKC (composed forms, NBSP and other space variants become a plain space), format characters
     (zero-width, bidi, soft hyphen, BOM) removed, whitespace runs made one space, stripped.
     """
-    text = unicodedata.normalize("NFKC", text).translate(_patterns()[0])
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+        text = "".join(c for c in text if c.isascii() or unicodedata.category(c) != "Cf")
     return " ".join(text.split())
+
+
+def id_character_problem(rid: str) -> tuple[str, str] | None:
+    """``(message, code)`` when an id holds a control, format or line-separator character.
+
+    Such characters make two different ids look the same on screen, and bidi controls reorder
+    the text shown after them; NUL is left to the ``nul-character`` check.
+    """
+    if rid.isprintable():
+        return None
+    for index, char in enumerate(rid):
+        if char == "\x00" or unicodedata.category(char) not in _BAD_ID_CATEGORIES:
+            continue
+        name = unicodedata.name(char, "a control character")
+        what = f"U+{ord(char):04X} ({name}) at character {index + 1}"
+        if char in BIDI_CONTROLS:
+            return (
+                f"contains the bidirectional-text control {what}, which reorders how the text "
+                "around it is displayed; remove it",
+                "bidi-control-in-id",
+            )
+        return (
+            f"contains {what}, a control or invisible formatting character that makes different "
+            "ids look the same; remove it",
+            "control-character-in-id",
+        )
+    return None
 
 
 def _invisible_message(text: str) -> str:
@@ -466,31 +488,6 @@ def _invisible_message(text: str) -> str:
     )
 
 
-def id_character_problem(rid: str) -> tuple[str, str] | None:
-    """``(message, code)`` when an id holds a control, format or line-separator character.
-
-    Such characters make two different ids look the same on screen, and bidi controls reorder
-    the text shown after them; NUL is left to the ``nul-character`` check.
-    """
-    found = _patterns()[2].search(rid)
-    if found is None:
-        return None
-    char = found.group()
-    name = unicodedata.name(char, "a control character")
-    what = f"U+{ord(char):04X} ({name}) at character {found.start() + 1}"
-    if char in BIDI_CONTROLS:
-        return (
-            f"contains the bidirectional-text control {what}, which reorders how the text around "
-            "it is displayed; remove it",
-            "bidi-control-in-id",
-        )
-    return (
-        f"contains {what}, a control or invisible formatting character that makes different ids "
-        "look the same; remove it",
-        "control-character-in-id",
-    )
-
-
 def text_problems(data: Any, max_depth: int) -> Iterator[tuple[str | None, str, str]]:
     r"""``(field, message, code)`` for each text of decoded JSON that later steps cannot take.
 
@@ -500,35 +497,51 @@ def text_problems(data: Any, max_depth: int) -> Iterator[tuple[str | None, str, 
     deeper than ``max_depth`` lists/objects (code ``too-deeply-nested``, reported once, at the
     top-level field) breaks recursive JSON and Arrow code. Walks ``data`` without recursion.
     """
-    stack: list[tuple[str | None, Any, int]] = [(None, data, 0)]
+    stack: list[tuple[Any, Any, int]] = [(None, data, 0)]  # (path chain, value, depth)
     while stack:
-        field, value, depth = stack.pop()
+        path, value, depth = stack.pop()
         if depth > max_depth:
-            top = re.split(r"[.\[]", field or "")[0] or None
+            while path is not None and path[0] is not None:
+                path = path[0]
+            top = path[1] if path is not None and isinstance(path[1], str) else None
             yield top, f"is nested more than {max_depth} lists/objects deep", "too-deeply-nested"
             return
-        found = _SURROGATE.search(value) if isinstance(value, str) else None
-        if found is not None:
-            yield (
-                field,
-                f"contains a lone UTF-16 surrogate U+{ord(found.group()):04X} at character "
-                f"{found.start() + 1} (an escape like \\ud83d without its pair), which is not "
-                "valid Unicode text; fix or remove the escape",
-                "lone-surrogate",
-            )
-        nul = value.find("\x00") if isinstance(value, str) else -1
-        if nul >= 0:
-            yield (
-                field,
-                f"contains a NUL character (U+0000, written \\u0000) at character {nul + 1}; "
-                "remove it (it cuts the text short in tokenizers, C libraries and terminals)",
-                "nul-character",
-            )
-        children: list[tuple[str | None, Any, int]] = []
-        if isinstance(value, dict):
+        if isinstance(value, str):
+            found = None if value.isascii() else _SURROGATE.search(value)
+            if found is not None:
+                yield (
+                    _field(path),
+                    f"contains a lone UTF-16 surrogate U+{ord(found.group()):04X} at character "
+                    f"{found.start() + 1} (an escape like \\ud83d without its pair), which is "
+                    "not valid Unicode text; fix or remove the escape",
+                    "lone-surrogate",
+                )
+            if "\x00" in value:
+                yield (
+                    _field(path),
+                    f"contains a NUL character (U+0000, written \\u0000) at character "
+                    f"{value.index(chr(0)) + 1}; remove it (it cuts the text short in "
+                    "tokenizers, C libraries and terminals)",
+                    "nul-character",
+                )
+        elif isinstance(value, dict):
+            children: list[tuple[Any, Any, int]] = []
             for key, item in value.items():
-                path = str(key) if field is None else f"{field}.{key}"
-                children += [(path, key, depth + 1), (path, item, depth + 1)]
+                child = (path, key)
+                children += [(child, key, depth + 1), (child, item, depth + 1)]
+            stack.extend(reversed(children))
         elif isinstance(value, list):
-            children = [(f"{field or ''}[{i}]", item, depth + 1) for i, item in enumerate(value)]
-        stack.extend(reversed(children))
+            items = [((path, i), item, depth + 1) for i, item in enumerate(value)]
+            stack.extend(reversed(items))
+
+
+def _field(path: Any) -> str | None:
+    """The dotted field (``profile[3].text``) of a path chain ``(parent, key or index)``."""
+    parts: list[Any] = []
+    while path is not None:
+        path, key = path
+        parts.append(key)
+    out = ""
+    for key in reversed(parts):
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out or None
