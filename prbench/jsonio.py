@@ -480,7 +480,7 @@ def _jsonl_line(path: Path, number: int, chunk: bytes, unterminated: bool) -> It
             yield issue_at(
                 path,
                 number,
-                f"truncated JSON: the file ends in the middle of a record ({exc.msg})",
+                f"truncated JSON: the file ends in the middle of a record ({_syntax(exc)})",
                 "truncated-json",
             )
         else:
