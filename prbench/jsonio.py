@@ -438,6 +438,7 @@ def _read_jsonl(path: Path, stream: IO[bytes]) -> Iterator[Row | Issue]:
     yield from issues
     if issues and issues[0].code == "wrong-encoding":
         return
+    name = str(path)  # one string shared by every row of the file
     blanks: list[int] = []  # blank lines not reported yet: an all-blank file is "empty-file"
     content = False
     for number, (chunk, unterminated) in enumerate(_lines(head, stream), start=1):
@@ -448,7 +449,7 @@ def _read_jsonl(path: Path, stream: IO[bytes]) -> Iterator[Row | Issue]:
         for blank in blanks:
             yield issue_at(path, blank, "blank line (remove it)", "blank-line")
         blanks.clear()
-        yield from _jsonl_line(path, number, chunk, unterminated)
+        yield from _jsonl_line(path, name, number, chunk, unterminated)
     if not content:
         yield issue_at(path, None, "the file is empty", "empty-file")
         return
@@ -456,7 +457,9 @@ def _read_jsonl(path: Path, stream: IO[bytes]) -> Iterator[Row | Issue]:
         yield issue_at(path, blank, "blank line (remove it)", "blank-line")
 
 
-def _jsonl_line(path: Path, number: int, chunk: bytes, unterminated: bool) -> Iterator[Row | Issue]:
+def _jsonl_line(
+    path: Path, name: str, number: int, chunk: bytes, unterminated: bool
+) -> Iterator[Row | Issue]:
     """The row, or the issues, of one non-blank line."""
     try:
         text = chunk.decode("utf-8")
@@ -493,7 +496,7 @@ def _jsonl_line(path: Path, number: int, chunk: bytes, unterminated: bool) -> It
     if duplicates:
         yield from duplicates
         return
-    yield Row(str(path), number, data)
+    yield Row(name, number, data)
 
 
 def _read_json(path: Path, stream: IO[bytes]) -> Iterator[Row | Issue]:
@@ -549,12 +552,13 @@ def _read_json(path: Path, stream: IO[bytes]) -> Iterator[Row | Issue]:
     if not rows:
         yield issue_at(path, None, "holds no records (an empty list)", "no-records")
         return
+    name = str(path)
     for index, item in enumerate(rows, start=1):
         duplicates = _duplicate_issues(path, index, item, keys, unit="row") if keys.found else []
         if duplicates:
             yield from duplicates
         else:
-            yield Row(str(path), index, item, unit="row")
+            yield Row(name, index, item, unit="row")
 
 
 def _read_parquet(path: Path) -> Iterator[Row | Issue]:
@@ -565,14 +569,12 @@ def _read_parquet(path: Path) -> Iterator[Row | Issue]:
             path, None, "reading parquet needs pyarrow (pip install pyarrow)", "no-pyarrow"
         )
         return
+    name, index = str(path), 0
     try:
-        table = pq.ParquetFile(path)
-        batches = table.iter_batches(batch_size=256)
-        index = 0
-        for batch in batches:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=256):  # a batch at a time
             for item in batch.to_pylist():
                 index += 1
-                yield Row(str(path), index, item, unit="row")
+                yield Row(name, index, item, unit="row")
     except Exception as exc:
         yield issue_at(path, None, f"unreadable parquet file: {exc}", "bad-parquet")
         return

@@ -229,7 +229,7 @@ def validate(
     if wanted is not None:
         files = [f for f in files if domain_from_path(f) in wanted]
         if not files:
-            raise DataSourceError(f"{source}: no file for the domains {sorted(wanted)}")
+            raise DataSourceError(f"{shown_path(source)}: no file for the domains {sorted(wanted)}")
     parts = ((f, domain_from_path(f)) for f in files)
     return _validate_rows(parts, skipped, keep_records, on_record)
 
