@@ -33,6 +33,9 @@ KNOWN_FIELDS = (
     "rejected",
     "domain",
 )
+#: optional fields with a schema of their own (per-user labelled pairs, see
+#: :mod:`prbench.preference_data`): validated, then kept as extra fields
+OPTIONAL_FIELDS = ("user_id", "preferences")
 #: an unknown top-level key at least this close (difflib ratio, case-insensitive) to a schema
 #: field that the record lacks is taken for a misspelling of it: an error, not a warning
 TYPO_CUTOFF = 0.85
@@ -188,7 +191,8 @@ class RecordChecker:
             return None
         rid = self._id(row, data)
         self.check_strings(row, rid, data)
-        self.check_keys(row, rid, data, KNOWN_FIELDS)
+        self.check_keys(row, rid, data, KNOWN_FIELDS + OPTIONAL_FIELDS)
+        self._preferences(row, rid, data)
         question = self._text(row, rid, data, "question", required=True)
         chosen = self._text(row, rid, data, "chosen", required=True)
         rejected = self._text(row, rid, data, "rejected", required=True)
@@ -266,6 +270,31 @@ class RecordChecker:
             else:
                 msg = f"unknown field, kept as an extra field{suggest(str(key), known)}"
                 self.warnings.append(row.issue(rid, key, msg, "unknown-field"))
+
+    def _preferences(self, row: Row, rid: str | None, data: Mapping[str, Any]) -> None:
+        """Check the optional ``user_id`` and ``preferences`` (:mod:`prbench.preference_data`).
+
+        A record's own pair among its preferences is an error: a method would be fitted on the
+        pair it is evaluated on.
+        """
+        from prbench.preference_data import preference_problems, user_id_problem
+
+        if "user_id" in data and (msg := user_id_problem(data["user_id"])):
+            self.problem(row, rid, "user_id", msg, "wrong-type")
+        if "preferences" not in data:
+            return
+        problems = preference_problems(data["preferences"])
+        for field, msg in problems:
+            self.problem(row, rid, field, msg, "bad-preference")
+        if problems:
+            return
+        own = {str(data.get("chosen", "")).strip(), str(data.get("rejected", "")).strip()}
+        question = str(data.get("question", "")).strip()
+        for i, item in enumerate(data["preferences"]):
+            pair = {item["chosen"].strip(), item["rejected"].strip()}
+            if pair == own and str(item.get("question", item.get("prompt"))).strip() == question:
+                msg = "is the record's own pair (a method would fit on the pair it is tested on)"
+                self.problem(row, rid, f"preferences[{i}]", msg, "leaked-preference")
 
     def _id(self, row: Row, data: Mapping[str, Any]) -> str | None:
         if "id" not in data:

@@ -36,6 +36,7 @@ from prbench.jsonio import (
 from prbench.record_schema import (
     KNOWN_FIELDS,
     MAX_DEPTH,
+    OPTIONAL_FIELDS,
     TYPO_CUTOFF,
     ProfileItem,
     Record,
@@ -49,6 +50,9 @@ __all__ = [
     "HUB_REVISION",
     "KNOWN_FIELDS",
     "MAX_DEPTH",
+    "NAMED_SOURCES",
+    "OPTIONAL_FIELDS",
+    "PREFERENCES_SAMPLE_DIR",
     "SAMPLE_DIR",
     "SAMPLE_POOLS",
     "TYPO_CUTOFF",
@@ -81,6 +85,11 @@ HUB_DATASET = "QiyaoMa/Personalized-RewardBench"
 HUB_REVISION = "main"
 SAMPLE_DIR = Path(__file__).parent / "data" / "sample" / "pairs"
 SAMPLE_POOLS = Path(__file__).parent / "data" / "sample" / "pools.jsonl"
+#: the bundled, hand-written per-user preference sample (records with ``user_id`` and
+#: ``preferences``; see :mod:`prbench.preference_data`), read as the source ``preferences_sample``
+PREFERENCES_SAMPLE_DIR = Path(__file__).parent / "data" / "preferences_sample" / "pairs"
+#: local sources read by name
+NAMED_SOURCES = {"sample": SAMPLE_DIR, "preferences_sample": PREFERENCES_SAMPLE_DIR}
 
 
 class RecordValidationError(ValueError):
@@ -158,7 +167,7 @@ def scan_source(source: str | os.PathLike[str]) -> tuple[list[Path], list[Issue]
     Raises:
         DataSourceError: the path does not exist, or a directory holds no data files.
     """
-    path = SAMPLE_DIR if str(source) == "sample" else Path(source)
+    path = NAMED_SOURCES.get(str(source), Path(source))
     try:
         path.lstat()
     except FileNotFoundError:
