@@ -178,7 +178,7 @@ def _compression_problem(path: Path, packed: str | None, head: bytes) -> Issue |
     return None
 
 
-def _wide_encoding(head: bytes) -> Issue | str | None:
+def _wide_encoding(head: bytes) -> str | None:
     """The UTF-16/UTF-32 encoding of text starting with ``head`` (``"UTF-16LE"``), or ``None``.
 
     By byte-order mark, else by where the NUL bytes of the first four bytes are (JSON starts with
@@ -198,7 +198,7 @@ def _start(path: Path, head: bytes) -> tuple[bytes, list[Issue]]:
     """``head`` without a UTF-8 BOM, and the issues of its start (BOM, wide encoding)."""
     wide = _wide_encoding(head)
     if wide is not None:
-        name = str(wide).split(" ", 1)[0]
+        name = wide.split(" ", 1)[0]
         return b"", [
             issue_at(
                 path,

@@ -265,12 +265,14 @@ def _validate_rows(
             domain = str(origin).rsplit(":", 1)[-1]
             stream = domain_or_rows
         produced = False
+        counted = None  # the last line counted as a row: a line may have several issues
         for item in stream:
             produced = True
             if isinstance(item, Issue):
                 checker.issues.append(item)
-                if item.line is not None and item.code not in ("bom",):
+                if item.line not in (None, counted) and item.code != "bom":
                     rows += 1
+                    counted = item.line
                 continue
             rows += 1
             record = checker.record(item, domain)

@@ -332,3 +332,16 @@ def test_normalised_comparison_never_changes_the_stored_text(tmp_path: Path) -> 
     chosen = "Keep\u00a0it cold,\u200b then feed it."
     path = write_jsonl(tmp_path / "d.jsonl", [record(chosen=chosen)])
     assert load_records(path)[0].chosen == chosen
+
+
+def test_a_line_with_several_duplicate_keys_counts_as_one_row(tmp_path: Path) -> None:
+    row = record()
+    text = json.dumps(row)[:-1] + ', "id": "u2", "chosen": "z"}'
+    path = tmp_path / "d.jsonl"
+    path.write_text(text + "\n" + json.dumps(record(id="u3")) + "\n")
+    report = validate(path)
+    assert [(i.line, i.field, i.code) for i in report.issues] == [
+        (1, "id", "duplicate-key"),
+        (1, "chosen", "duplicate-key"),
+    ]
+    assert report.rows == 2 and [r.id for r in report.records] == ["u3"]
