@@ -64,9 +64,7 @@ BOM = b"\xef\xbb\xbf"
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
 #: compressions read transparently after a JSON/JSON Lines suffix (``d.jsonl.gz``)
 COMPRESSED = (".gz", ".bz2", ".xz")
-_JSONL_SUFFIXES = (".jsonl", ".ndjson")
 _LINE_END = re.compile(rb"\r\n|\r|\n")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 #: suffixes of backup copies, skipped in a folder even when named after a domain
 BACKUP_SUFFIXES = (".bak", ".orig", ".old", ".tmp", ".swp", "~")
 #: bytes read at a time from a JSON Lines file
