@@ -350,6 +350,11 @@ CORPUS: dict[str, Kind] = {
         b"[" + GOOD.encode() + b"," + with_key_twice(record(id="u2"), "chosen", "x").strip() + b"]",
         ("duplicate-key", 2, "u2", "chosen"),
     ),
+    "duplicate-key-in-data-wrapper": raw(
+        "d.json",
+        b'{"data": [' + GOOD.encode() + b'], "data": []}',
+        ("duplicate-key", None, None, "data"),
+    ),
     # --- text that looks different from what it is
     "answers-equal-after-nbsp": line(
         record(rejected=BASE["chosen"].replace(" ", "\u00a0", 3)),
@@ -455,7 +460,7 @@ CORPUS: dict[str, Kind] = {
 
 
 def test_the_corpus_is_large() -> None:
-    assert len(CORPUS) >= 90
+    assert len(CORPUS) >= 91
     assert len({k.expected[0] for k in CORPUS.values()}) >= 39  # distinct issue codes
 
 
