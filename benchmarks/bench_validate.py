@@ -8,7 +8,9 @@ the published records (a question of ~12 words, a ~150-word narrative, ~5 rubric
 100,000-record / 650 MB file of issue 15), then runs ``prbench validate FILE --format json`` in a
 child process and prints its wall time and peak resident memory (``ru_maxrss`` of the child), and
 the file size. The generation happens in this process, so it does not count towards the child's
-memory. Absolute times vary a lot on shared CPUs; memory is the stable figure.
+memory. Absolute times vary a lot on shared CPUs; memory is the stable figure. The child imports
+prbench from ``PYTHONPATH``: to compare two checkouts, run the script from a folder outside both,
+e.g. ``cd /tmp && PYTHONPATH=/path/to/checkout python .../bench_validate.py``.
 """
 
 from __future__ import annotations
