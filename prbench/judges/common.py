@@ -7,8 +7,9 @@ also share :class:`LLMJudgeBase` (options, backend, failure counts and the per-i
 
 Invalid items: a reply the backend could not produce (a
 :class:`~prbench.backends.base.GenerationFailure`: 5xx/timeouts/malformed replies on every
-attempt, a prompt too long for the model) and a reply that does not parse are both failures of
-that item. The judge scores it ``nan`` (counted as ``invalid`` by the metrics), never a verdict,
+attempt, a prompt too long for the model), a reply cut at ``max_new_tokens`` (reason
+``truncated``, see :func:`generate_in_batches`) and a reply that does not parse are all failures
+of that item. The judge scores it ``nan`` (counted as ``invalid`` by the metrics), never a verdict,
 counts it by reason in ``stats()`` and lists it (item, stage, reason, detail) in ``stats()`` and
 ``describe()``, which the results manifest records. Errors that concern the whole run
 (:class:`~prbench.backends.base.BackendFatalError`) are not caught: the run stops.
@@ -32,6 +33,8 @@ from prbench.backends.base import (
     GenerationFailure,
     Reply,
     build_backend,
+    is_truncated,
+    truncation_failure,
 )
 from prbench.judges import prompts
 from prbench.judges.parsing import ParseFailure, generation_failed
@@ -154,10 +157,15 @@ def generate_in_batches(
         keep_failures: return a chat's
             :class:`~prbench.backends.base.GenerationFailure` in its place (callers that record
             the item as invalid: judges, the planner, pair generators); ``False`` raises instead,
-            for callers that need every reply.
+            for callers that need every reply. With ``keep_failures`` a reply cut at
+            ``max_new_tokens`` (a :class:`~prbench.backends.base.Completion` whose
+            ``finish_reason`` is ``"length"``) is a failure too, reason ``truncated``: it is
+            never read for a verdict. Without it a cut reply is returned as text (a policy's
+            samples are capped by design).
 
     Returns:
-        One reply per chat: its text, or (with ``keep_failures``) the backend's failure.
+        One reply per chat: its text (a :class:`~prbench.backends.base.Completion` where the
+        backend made one), or (with ``keep_failures``) the backend's failure.
 
     Raises:
         RuntimeError: the backend returned a different number of replies than chats.
@@ -178,9 +186,14 @@ def generate_in_batches(
                     f"{len(chunk)} chats"
                 )
             for k, reply in enumerate(replies):
-                if isinstance(reply, GenerationFailure) and not keep_failures:
-                    raise GenerationFailedError(start + k, reply, backend.fingerprint)
-                out.append(reply if isinstance(reply, GenerationFailure) else str(reply))
+                if isinstance(reply, GenerationFailure):
+                    if not keep_failures:
+                        raise GenerationFailedError(start + k, reply, backend.fingerprint)
+                    out.append(reply)
+                elif keep_failures and is_truncated(reply):
+                    out.append(truncation_failure(reply, config.max_new_tokens))
+                else:
+                    out.append(reply if isinstance(reply, str) else str(reply))
             bar.update(len(chunk))
     return out
 
