@@ -93,7 +93,7 @@ def is_truncated(reply: object) -> bool:
     return isinstance(reply, Completion) and reply.truncated
 
 
-def truncation_failure(reply: str, max_new_tokens: int) -> GenerationFailure:
+def truncation_failure(reply: str, max_new_tokens: int | None = None) -> GenerationFailure:
     """The :class:`GenerationFailure` standing for a reply cut at ``max_new_tokens``.
 
     A cut reply is never read for a verdict, a rating or a plan: whatever it holds was written
@@ -102,10 +102,11 @@ def truncation_failure(reply: str, max_new_tokens: int) -> GenerationFailure:
     :func:`prbench.judges.common.generate_in_batches`).
     """
     tail = " ".join(str(reply).split())[-120:]
+    budget = "max_new_tokens" if max_new_tokens is None else f"max_new_tokens={max_new_tokens}"
     return GenerationFailure(
         reason=TRUNCATED,
-        detail=f"the reply used all max_new_tokens={max_new_tokens} tokens before it ended "
-        f"(raise max_new_tokens); it ended with: {tail!r}",
+        detail=f"the reply used all {budget} tokens before it ended (raise max_new_tokens); "
+        f"it ended with: {tail!r}",
     )
 
 

@@ -37,6 +37,7 @@ from prbench.backends.base import (
     truncation_failure,
 )
 from prbench.judges import prompts
+from prbench.judges.order_metrics import order_outcome
 from prbench.judges.parsing import ParseFailure, generation_failed
 
 
@@ -279,14 +280,18 @@ class OrderTally:
     Every pairwise judge (``llm-judge`` and the judges plugins ship) counts the same things the
     same way: :meth:`order` reads one order's verdict, :meth:`pair` turns a pair's orders into
     P(first ≻ second) (``nan`` when no order gave a readable verdict; split orders give 0.5, which
-    the metrics count as a tie, i.e. wrong) and :meth:`stats` reports position bias and order
-    flips under one set of keys.
+    the strict ``acc`` counts as a tie, i.e. wrong) and :meth:`stats` reports position bias and
+    order flips under one set of keys. Each pair's order outcome (:attr:`outcomes`,
+    :meth:`recent_outcomes`) reaches the harness through :meth:`LLMJudgeBase.request_extras`,
+    and the task's metrics (``acc_split_half``, per-order accuracy, ``position_bias``,
+    ``n_order_flips``; :mod:`prbench.judges.order_metrics`) are computed from it per pair.
     """
 
     def __init__(self) -> None:
         self.pairs = self.orders = self.verdicts = self.first_shown_won = 0
         self.unjudged = self.both_read = self.flips = 0
         self.details: list[dict[str, Any]] = []
+        self.outcomes: list[dict[str, Any]] = []
 
     def order(self, shown_first: str, verdict: Any) -> dict[str, Any]:
         """Count one order's verdict and return its detail row.
@@ -318,7 +323,19 @@ class OrderTally:
         self.details.append(
             {"record_id": record_id, "p_first": p_first, **extra, "orders": list(orders)}
         )
+        self.outcomes.append(order_outcome(orders))
         return p_first
+
+    def recent_outcomes(self, n: int) -> list[dict[str, Any]]:
+        """The order outcomes (:func:`prbench.judges.order_metrics.order_outcome`) of the last
+        ``n`` pairs, in order: what a judge's ``request_extras`` hands the harness.
+
+        Raises:
+            ValueError: fewer than ``n`` pairs were counted.
+        """  # noqa: D205
+        if n > len(self.outcomes):
+            raise ValueError(f"asked for the outcomes of {n} pairs, {len(self.outcomes)} counted")
+        return [dict(o) for o in self.outcomes[len(self.outcomes) - n :]] if n else []
 
     def stats(self) -> dict[str, Any]:
         """``n_pairs``, ``n_orders``, ``n_verdicts``, ``n_invalid_orders``, ``n_pairs_unjudged``,
@@ -403,6 +420,18 @@ class LLMJudgeBase:
         else:
             self._counter.add(None)
         return parsed
+
+    def request_extras(self, requests: Sequence[Any]) -> list[dict[str, Any] | None]:
+        """Per-request extras for the scorer runtime, right after a ``compare``/``score`` call.
+
+        A judge that keeps an :class:`OrderTally` in ``self._tally`` returns the order outcome
+        of each pair of that call (the harness computes the both-order metrics from them);
+        other judges return ``None`` per request.
+        """
+        tally = getattr(self, "_tally", None)
+        if not isinstance(tally, OrderTally):
+            return [None] * len(requests)
+        return list(tally.recent_outcomes(len(requests)))
 
     def failures(self) -> list[dict[str, Any]]:
         """Every failed reply since the last reset: item, context, stage, reason, detail."""
