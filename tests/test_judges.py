@@ -554,6 +554,9 @@ def test_both_order_metrics_on_a_hand_computed_example():
     assert outcomes[4] == {"orders": [["first", "first"], ["second", None]]}
     # a sixth pair judged in one order only (orders=one): chosen shown first, and it won
     outcomes.append({"orders": [["first", "first"]]})
+    # a pair the judge could not ask at all (e.g. its persona failed): it earns nothing
+    assert pair_metrics({"orders": []})["acc_split_half"] == 0.0
+    assert pair_metrics({"orders": []})["position_bias"] == [0, 0]
     assert pair_metrics(outcomes[5])["acc_chosen_second"] != pair_metrics(outcomes[5])[
         "acc_chosen_second"]  # nan: not judged with the chosen answer second
     got = aggregate(outcomes)
@@ -571,7 +574,7 @@ def test_both_order_metrics_on_a_hand_computed_example():
 def test_order_outcomes_must_be_well_formed():
     from prbench.judges.order_metrics import pair_metrics
 
-    for bad in ({}, {"orders": []}, {"orders": [["first", "third"]]},
+    for bad in ({}, {"orders": "x"}, {"orders": [["first", "third"]]},
                 {"orders": [["first", None], ["first", "first"]]}, {"orders": [["first"]]}):
         with pytest.raises(ValueError, match="order"):
             pair_metrics(bad)

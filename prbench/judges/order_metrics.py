@@ -52,7 +52,9 @@ def order_outcome(orders: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             :meth:`prbench.judges.common.OrderTally.order` returns them.
 
     Returns:
-        ``{"orders": [[shown_first, winner], ...]}``.
+        ``{"orders": [[shown_first, winner], ...]}`` (no orders when the judge could not ask
+        at all, e.g. a persona that failed: the pair then earns nothing and has no per-order
+        accuracy).
     """
     return {"orders": [[str(o["shown_first"]), o.get("winner")] for o in orders]}
 
@@ -64,8 +66,8 @@ def check_outcome(outcome: Any) -> list[tuple[str, str | None]]:
         ValueError: not an outcome of :func:`order_outcome` (names the bad part).
     """
     rows = outcome.get("orders") if isinstance(outcome, Mapping) else None
-    if not isinstance(rows, list) or not 1 <= len(rows) <= 2:
-        raise ValueError(f"an order outcome needs 1 or 2 orders, got {outcome!r}")
+    if not isinstance(rows, list) or len(rows) > 2:
+        raise ValueError(f"an order outcome holds at most 2 orders, got {outcome!r}")
     out: list[tuple[str, str | None]] = []
     for row in rows:
         if not isinstance(row, list | tuple) or len(row) != 2:
