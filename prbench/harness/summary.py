@@ -4,6 +4,8 @@ lm-eval's table gives each task's mean and a normal-approximation standard error
 adds what a reward-model comparison needs: a seeded percentile-bootstrap 95% interval per domain,
 the tie rate (ties count as wrong), pairs without a verdict, the micro (all pairs) and macro (mean
 of domains) overall accuracy, and the length baseline ("the longer answer wins") on the same pairs.
+For a pairwise judge that swaps the answers it also shows the both-order metrics per domain
+(:mod:`prbench.judges.order_metrics`).
 
 Accuracy over 0/1 outcomes is fully described by the number of correct pairs, so the intervals
 are computed from lm-eval's per-task accuracy and pair count: no per-sample log is needed, and a
