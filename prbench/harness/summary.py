@@ -239,10 +239,7 @@ def _order_lines(sec: Section, width: int) -> list[str]:
     if totals is None:
         return []
     lines = [
-        "  both orders (pairwise judge): split½ = a split pair earns 0.5; chosen 1st / 2nd = "
-        "accuracy of the single verdicts with the chosen answer shown first / second; "
-        "pos.bias = share of verdicts won by the answer shown first (0.5 = none); flips = pairs "
-        "whose two orders preferred different answers",
+        "  both orders (pairwise judge; see below):",
         f"  {'domain'.ljust(width)}  {'split½':>6}  {'chosen 1st':>10}  {'chosen 2nd':>10}  "
         f"{'pos.bias':>8}  {'flips':>5}",
     ]
@@ -345,6 +342,14 @@ def format_sections(
             f"{first.resamples} resamples, seed {first.seed}; length = the longer answer wins, "
             "on the same pairs"
         )
+        if any(_order_totals(sec.rows) is not None for sec in sections):
+            lines.append(
+                "both orders: split½ = acc where a pair whose two orders disagree earns 0.5 (acc "
+                "counts it as a wrong tie); chosen 1st / 2nd = accuracy of the single verdicts "
+                "with the chosen answer shown first / second (an unreadable one is wrong); "
+                "pos.bias = share of readable verdicts won by the answer shown first (0.5 = "
+                "none); flips = pairs whose two orders preferred different answers"
+            )
         if zero_width:
             lines.append(
                 "* zero-width interval: every pair behind it had the same outcome (all right or "
