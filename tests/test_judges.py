@@ -618,6 +618,10 @@ def test_truncated_replies_are_failures_for_the_rating_and_rubric_judges():
     )
     assert math.isnan(rating.score([request("r1", "x")])[0])
     assert rating.stats()["generation_failure_reasons"] == {"truncated": 1}
+    rubric = RubricJudge(RubricJudgeOptions(), backend=ScriptedBackend(
+        lambda chat: Completion("Scores: [2, 2]", "length")))
+    (item,) = rubric.judge([RubricItem("q?", ASPECTS, "an answer", key="k")])
+    assert not item.ok and item.failure.reason == "truncated"
     # callers that need every reply (a policy's samples) get the cut text back as it is
     backend = ScriptedBackend(lambda chat: Completion("half a sent", "length"))
     from prbench.backends.base import GenerationConfig
