@@ -756,3 +756,17 @@ def test_pointwise_scorers_get_no_order_metrics():
     sections = summarize(results, length_baseline=False, resamples=50)
     assert sections[0].as_dict()["order_metrics"] is None
     assert "both orders" not in format_sections(sections)
+
+
+def test_request_extras_of_the_wrong_length_is_a_clear_error():
+    from prbench.scoring.runtime import ScorerRuntime
+
+    class Sloppy(LLMPairwiseJudge):
+        def request_extras(self, requests):
+            return [None]
+
+    sloppy = Sloppy(LLMJudgeOptions(), backend=ScriptedBackend(lambda chat: "Verdict: A"))
+    with ScorerRuntime(sloppy, pairwise=True, cache=False) as rt, pytest.raises(
+        TypeError, match=r"request_extras\(\) must return one value per request \(2\), got 1"
+    ):
+        rt.compare([pair("r1", "a", "b"), pair("r2", "c", "d")])

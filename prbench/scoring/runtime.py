@@ -23,11 +23,8 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
 
 Non-finite results (NaN, inf) are returned to the caller but never cached.
 
-**Per-request extras**: a scorer may also define ``request_extras(requests)``, called right after
-each ``score``/``compare`` call on the same requests, returning one JSON-ready value (or ``None``)
-per request -- e.g. a pairwise judge's per-order verdicts, from which the harness computes
-both-order metrics. They are kept with the score in the cache (a pairwise judge's cached score
-without its extras is computed again) and read back with :meth:`ScorerRuntime.extras`.
+A scorer's per-request extras (``request_extras``, :mod:`prbench.scoring.extras`) are kept with
+its scores and read back with :meth:`ScorerRuntime.extras`.
 
 Example::
 
@@ -50,6 +47,7 @@ from typing import Any
 
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
 from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+from prbench.scoring.extras import RequestExtras
 
 logger = logging.getLogger(__name__)
 
@@ -290,9 +288,7 @@ class ScorerRuntime:
             0,
         )
         self._active_chunk = self.chunk_size  # lowered for good by an out-of-memory back-off
-        collect = getattr(scorer, "request_extras", None)
-        self._collect_extras = collect if callable(collect) else None
-        self._extras: dict[str, Any] = {}
+        self._extras = RequestExtras(scorer, self.name, required=self.pairwise)
         self._closed = False
         self._lock = threading.RLock()  # one call at a time: scorers need not be thread-safe
 
@@ -372,12 +368,7 @@ class ScorerRuntime:
         self._stats["unique"] += len(first)
         known: dict[str, float] = {}
         if self._cache is not None:
-            known = self._cache.get_many(list(first))
-            if self._collect_extras is not None and known:
-                stored = self._cache.get_extras(list(known))
-                self._extras.update(stored)
-                if self.pairwise:  # a judge's verdicts come with their orders, or are redone
-                    known = {k: v for k, v in known.items() if k in stored}
+            known = self._extras.from_cache(self._cache, self._cache.get_many(list(first)))
         self._stats["cache_hits"] += len(known)
         if len(known) < len(first):
             known.update(self._compute(requests, keys, list(first.values()), known, fn, unit))
@@ -440,10 +431,9 @@ class ScorerRuntime:
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
-                extras = self._gather_extras(batch, [keys[i] for i in chunk])
+                extras = self._extras.collect(batch, [keys[i] for i in chunk])
                 if self._cache is not None and finite:
-                    if extras:
-                        self._cache.put_extras({k: v for k, v in extras.items() if k in finite})
+                    self._cache.put_extras({k: v for k, v in extras.items() if k in finite})
                     self._cache.put_many(finite)
                 out.update(fresh)
                 self._stats["computed"] += len(chunk)
@@ -453,31 +443,9 @@ class ScorerRuntime:
             bar.close()
         return out
 
-    def _gather_extras(self, batch: list[Any], keys: list[str]) -> dict[str, Any]:
-        """The scorer's extras for the batch it just scored, kept in memory by request key.
-
-        Raises:
-            TypeError: ``request_extras`` returned something else than one value per request.
-        """
-        if self._collect_extras is None:
-            return {}
-        values = self._collect_extras(batch)
-        if not isinstance(values, list | tuple) or len(values) != len(batch):
-            raise TypeError(
-                f"scorer {self.name!r}: request_extras() must return one value per request "
-                f"({len(batch)}), got {type(values).__name__}"
-                + (f" of {len(values)}" if isinstance(values, list | tuple) else "")
-            )
-        found = {k: v for k, v in zip(keys, values, strict=True) if v is not None}
-        self._extras.update(found)
-        return found
-
     def extras(self, requests: Sequence[ScoreRequest | PairRequest]) -> list[Any]:
-        """The scorer's per-request extras (see the module docstring), ``None`` where none.
-
-        Only requests this runtime scored or read from the cache have extras.
-        """
-        return [self._extras.get(request_key(r)) for r in requests]
+        """The scorer's extras of requests it scored or the cache held (``None`` where none)."""
+        return self._extras.get([request_key(r) for r in requests])
 
     # -- reporting -------------------------------------------------------------------------------
 
