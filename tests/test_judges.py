@@ -691,7 +691,7 @@ def test_both_order_metrics_reach_lm_eval_results_summary_and_manifest(tmp_path,
     assert got["acc_split_half,none"] == 0.5
     assert got["acc_chosen_first,none"] == 1.0 and got["acc_chosen_second,none"] == 0.0
     assert got["position_bias,none"] == 1.0 and got["n_order_flips,none"] == 2
-    assert "both orders (pairwise judge)" in printed
+    assert "both orders (pairwise judge; see below)" in printed and "split½" in printed
     section = manifest["summary"]["sections"][0]
     assert section["order_metrics"] == {"acc_split_half": 0.5, "n_order_flips": 6}
     row = next(t for t in section["tasks"] if t["task"] == art)

@@ -11,10 +11,10 @@ pair's share of each metric, and lm-eval aggregates them over the pairs of a tas
   that preferred the chosen answer -- 1, 0 or, for split orders, 0.5 (SynthesizeMe's own
   evaluation counts a split pair this way); a pair with no readable order earns 0. The headline
   ``acc`` stays strict: a split pair is a tie, and a tie is wrong.
-- ``acc_chosen_first`` / ``acc_chosen_second`` (aggregation ``nanmean``): the accuracy of the
-  single orders in which the chosen answer was shown first / second; an order without a verdict
-  counts as wrong (as in ``acc``), a pair not judged in that order is left out (``nan``; with
-  ``orders=one`` each pair has one of the two).
+- ``acc_chosen_first`` / ``acc_chosen_second`` (aggregation: the mean of the defined values):
+  the accuracy of the single orders in which the chosen answer was shown first / second; an
+  order without a verdict counts as wrong (as in ``acc``), a pair not judged in that order is
+  left out (``nan``; with ``orders=one`` each pair has one of the two).
 - ``position_bias`` (aggregation :func:`ratio_of_sums`): the share of readable verdicts won by
   the answer shown first, pooled over the task's verdicts (0.5 = no position preference); a pair
   contributes ``(verdicts won by the first-shown answer, readable verdicts)``.
@@ -27,9 +27,10 @@ absent from the results rather than zero.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from prbench.analysis.metrics import finite_mean
 
 #: The metric names, in the order the summary shows them.
 ORDER_METRICS = (
@@ -122,12 +123,6 @@ def total(items: Sequence[float]) -> int:
     return int(sum(items))
 
 
-def nanmean(values: Sequence[float]) -> float:
-    """The mean of the finite values, ``nan`` when there are none."""
-    kept = [float(v) for v in values if not math.isnan(float(v))]
-    return sum(kept) / len(kept) if kept else float("nan")
-
-
 def aggregate(outcomes: Iterable[Any]) -> dict[str, float | int]:
     """The both-order metrics of a list of pair outcomes, aggregated as lm-eval does.
 
@@ -139,8 +134,8 @@ def aggregate(outcomes: Iterable[Any]) -> dict[str, float | int]:
         return {}
     return {
         "acc_split_half": sum(p["acc_split_half"] for p in per_pair) / len(per_pair),
-        "acc_chosen_first": nanmean([p["acc_chosen_first"] for p in per_pair]),
-        "acc_chosen_second": nanmean([p["acc_chosen_second"] for p in per_pair]),
+        "acc_chosen_first": finite_mean([p["acc_chosen_first"] for p in per_pair]),
+        "acc_chosen_second": finite_mean([p["acc_chosen_second"] for p in per_pair]),
         "position_bias": ratio_of_sums([p["position_bias"] for p in per_pair]),
         "n_order_flips": total([p["n_order_flips"] for p in per_pair]),
     }
@@ -178,7 +173,6 @@ __all__ = [
     "check_outcome",
     "doc_key",
     "doc_metrics",
-    "nanmean",
     "order_outcome",
     "pair_metrics",
     "ratio_of_sums",

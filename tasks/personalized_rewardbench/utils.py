@@ -43,7 +43,7 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
 
 
 def finite_mean(values: Sequence[float]) -> float:
-    """Mean over the pairs whose margin is defined."""
+    """Mean over the pairs whose value is defined (``margin``, the per-order accuracies)."""
     return _finite_mean(values)
 
 
