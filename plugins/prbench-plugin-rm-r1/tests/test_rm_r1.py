@@ -273,6 +273,14 @@ def test_plain_lm_eval_through_a_server(tmp_path: Path) -> None:
     results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
     assert results["config"]["prbench"]["scorer"]["id"] == "rm-r1"
     assert results["config"]["prbench"]["scorer"]["stats"]["n_pairs"] == 45
+    # plain lm_eval reports the both-order metrics too: no sample answer starts with "GOOD", so
+    # this judge always says B -- pure position bias, every pair split
+    name = "personalized_rewardbench_sample_society_and_culture_noprofile"
+    task = results["results"][name]
+    assert task["acc,none"] == 0.0 and task["acc_split_half,none"] == 0.5
+    assert task["acc_chosen_first,none"] == 0.0 and task["acc_chosen_second,none"] == 1.0
+    assert task["position_bias,none"] == 0.0
+    assert task["n_order_flips,none"] == results["n-samples"][name]["effective"]
 
 
 def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
