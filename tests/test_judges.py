@@ -721,6 +721,9 @@ def test_order_outcomes_are_kept_with_cached_scores(tmp_path):
         assert rt.compare(pairs)[:4] == probs[:4]
         assert rt.extras(pairs)[:4] == outcomes[:4]
         assert rt.stats()["cache_hits"] == 5
+        # only the latest call's extras stay in memory (a long-running server stays bounded)
+        rt.compare(pairs[:1])
+        assert rt.extras(pairs)[1:] == [None] * 4 and rt.extras(pairs)[0] == outcomes[0]
     assert backend.chats == []
     # a cached pairwise score without its outcomes (an older cache) is judged again
     from prbench.scoring.cache import ScoreCache

@@ -4,8 +4,9 @@ A scorer may define ``request_extras(requests)``; the runtime calls it right aft
 ``score``/``compare`` call on the same requests and gets one JSON-ready value (or ``None``) per
 request -- e.g. a pairwise judge's per-order verdicts, from which the tasks compute the
 both-order metrics (:mod:`prbench.judges.order_metrics`). :class:`RequestExtras` keeps them by
-request key in memory and in the score cache (table ``extras``, beside the scores), and hands
-them back for any request the runtime scored or read from the cache. A pairwise judge's cached
+request key in the score cache (table ``extras``, beside the scores) and, for the requests of
+the runtime's latest call (scored or read from the cache), in memory: memory stays bounded in a
+long-running reward server. A pairwise judge's cached
 score without its extras (a cache written before they existed) counts as a miss: it is judged
 again, so every pair it reports on has its orders.
 """
@@ -31,6 +32,10 @@ class RequestExtras:
         self.name = name
         self.required = required
         self.values: dict[str, Any] = {}
+
+    def new_call(self) -> None:
+        """Forget the previous call's extras (the runtime starts a ``score``/``compare`` call)."""
+        self.values.clear()
 
     def from_cache(self, cache: Any, known: Mapping[str, float]) -> dict[str, float]:
         """Load the extras of the cached scores ``known``; return the hits that stay hits."""

@@ -361,6 +361,7 @@ class ScorerRuntime:
         self._stats["requests"] += len(requests)
         if not requests:
             return []
+        self._extras.new_call()
         keys = [request_key(r) for r in requests]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -444,7 +445,7 @@ class ScorerRuntime:
         return out
 
     def extras(self, requests: Sequence[ScoreRequest | PairRequest]) -> list[Any]:
-        """The scorer's extras of requests it scored or the cache held (``None`` where none)."""
+        """The scorer's extras of the latest call's requests (``None`` where none)."""
         return self._extras.get([request_key(r) for r in requests])
 
     # -- reporting -------------------------------------------------------------------------------
