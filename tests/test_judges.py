@@ -571,6 +571,47 @@ def test_both_order_metrics_on_a_hand_computed_example():
     assert got["n_order_flips"] == 2
 
 
+def _task_utils():
+    import importlib.util
+
+    from prbench.harness.tasks import builtin_task_dir
+
+    spec = importlib.util.spec_from_file_location(
+        "prb_utils", builtin_task_dir() / "personalized_rewardbench" / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    return utils
+
+
+def test_the_task_metrics_of_the_hand_computed_example(monkeypatch):
+    """process_results per pair, then the YAML's aggregations: the numbers of the example."""
+    from prbench.judges import order_metrics
+
+    utils = _task_utils()
+    monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})
+    j, _ = judge(_patterned)
+    docs = [{"id": rid, "question": "What should I cook?", "profile_text": "Post 1: no oven.",
+             "chosen": f"{rid} chosen answer", "rejected": f"{rid} rejected answer"}
+            for rid in PATTERNS]
+    pairs = [pair(d["id"], d["chosen"], d["rejected"]) for d in docs]
+    probs = j.compare(pairs)
+    for doc, outcome in zip(docs, j.request_extras(pairs), strict=True):
+        order_metrics.PAIR_OUTCOMES[order_metrics.doc_key(doc)] = outcome
+    rows = [utils.process_results(d, [(p, False), (1 - p, False)])
+            for d, p in zip(docs, probs, strict=True)]
+
+    def column(name):
+        return [r[name] for r in rows]
+
+    assert sum(column("acc")) / 5 == pytest.approx(2 / 5)  # p2, p5; the split pairs are ties
+    assert sum(column("tie")) == 2
+    assert sum(column("acc_split_half")) / 5 == pytest.approx(3 / 5)  # .5 + 1 + 0 + .5 + 1
+    assert utils.finite_mean(column("acc_chosen_first")) == pytest.approx(3 / 5)
+    assert utils.finite_mean(column("acc_chosen_second")) == pytest.approx(2 / 5)
+    assert utils.ratio_of_sums(column("position_bias")) == pytest.approx(5 / 9)
+    assert utils.total(column("n_order_flips")) == 2
+
+
 def test_order_outcomes_must_be_well_formed():
     from prbench.judges.order_metrics import pair_metrics
 
@@ -737,15 +778,9 @@ def test_order_outcomes_are_kept_with_cached_scores(tmp_path):
 
 
 def test_pointwise_scorers_get_no_order_metrics():
-    import importlib.util
-
     from prbench.harness.summary import format_sections, summarize
-    from prbench.harness.tasks import builtin_task_dir
 
-    spec = importlib.util.spec_from_file_location(
-        "prb_utils", builtin_task_dir() / "personalized_rewardbench" / "utils.py")
-    utils = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(utils)
+    utils = _task_utils()
     doc = {"id": "never-judged", "question": "q", "profile_text": "", "chosen": "a",
            "rejected": "b"}
     assert set(utils.process_results(doc, [(1.0, False), (0.0, False)])) == {
