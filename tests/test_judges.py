@@ -670,6 +670,11 @@ def test_truncated_replies_are_failures_for_the_rating_and_rubric_judges():
     (text,) = generate_in_batches(backend, [[{"role": "user", "content": "hi"}]],
                                   GenerationConfig(), 4)
     assert text == "half a sent" and text.finish_reason == "length"
+    # a caller with its own rule for cut text (the pair generator) can keep it with failures on
+    (kept,) = generate_in_batches(backend, [[{"role": "user", "content": "hi"}]],
+                                  GenerationConfig(), 4, keep_failures=True,
+                                  truncated_is_failure=False)
+    assert kept == "half a sent" and kept.finish_reason == "length"
 
 
 def test_a_reply_cut_by_an_http_server_is_truncated(tmp_path):

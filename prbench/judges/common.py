@@ -143,6 +143,7 @@ def generate_in_batches(
     desc: str | None = None,
     unit: str = "reply",
     keep_failures: bool = False,
+    truncated_is_failure: bool = True,
 ) -> list[Reply]:
     """Call ``backend.generate`` on chunks of ``batch_size`` chats; check the reply count.
 
@@ -163,6 +164,9 @@ def generate_in_batches(
             ``finish_reason`` is ``"length"``) is a failure too, reason ``truncated``: it is
             never read for a verdict. Without it a cut reply is returned as text (a policy's
             samples are capped by design).
+        truncated_is_failure: ``False`` returns a cut reply as text even with
+            ``keep_failures`` (callers with their own rule for cut text, such as the pair
+            generator's ``drop_unfinished`` filter).
 
     Returns:
         One reply per chat: its text (a :class:`~prbench.backends.base.Completion` where the
@@ -191,7 +195,7 @@ def generate_in_batches(
                     if not keep_failures:
                         raise GenerationFailedError(start + k, reply, backend.fingerprint)
                     out.append(reply)
-                elif keep_failures and is_truncated(reply):
+                elif keep_failures and truncated_is_failure and is_truncated(reply):
                     out.append(truncation_failure(reply, config.max_new_tokens))
                 else:
                     out.append(reply if isinstance(reply, str) else str(reply))
