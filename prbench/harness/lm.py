@@ -342,20 +342,28 @@ class PRBenchLM(LM):
         return [by_key[k] for k in keys]
 
     def _score_pairwise(self, requests: Sequence[Any]) -> list[float]:
+        from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
         from prbench.scoring.base import PairRequest, check_scores
 
         sides: list[tuple[tuple[Any, ...], int]] = []
         unique: dict[tuple[Any, ...], PairRequest] = {}
+        docs: dict[tuple[Any, ...], dict[str, Any]] = {}
         for inst in requests:
             doc = self._doc(inst)
             key = (inst.task_name, doc["id"])
             sides.append((key, self._which(doc, inst)))
             if key not in unique:
+                docs[key] = doc
                 unique[key] = PairRequest(
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc)
                 )
         batch = list(unique.values())
         probs = check_scores(self.runtime.compare(batch), len(batch), self.component.name)
+        # the judge's per-order verdicts (the runtime's request extras; chosen = the pair's
+        # first answer), for the tasks' both-order metrics (prbench.judges.order_metrics)
+        for key, outcome in zip(unique, self.runtime.extras(batch), strict=True):
+            if outcome is not None:
+                PAIR_OUTCOMES[doc_key(docs[key])] = outcome
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, probs, strict=True))

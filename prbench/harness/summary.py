@@ -4,6 +4,8 @@ lm-eval's table gives each task's mean and a normal-approximation standard error
 adds what a reward-model comparison needs: a seeded percentile-bootstrap 95% interval per domain,
 the tie rate (ties count as wrong), pairs without a verdict, the micro (all pairs) and macro (mean
 of domains) overall accuracy, and the length baseline ("the longer answer wins") on the same pairs.
+For a pairwise judge that swaps the answers it also shows the both-order metrics per domain
+(:mod:`prbench.judges.order_metrics`).
 
 Accuracy over 0/1 outcomes is fully described by the number of correct pairs, so the intervals
 are computed from lm-eval's per-task accuracy and pair count: no per-sample log is needed, and a
@@ -13,6 +15,7 @@ multi-process run summarises like a single-process one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +44,9 @@ class TaskRow:
         ties: pairs with equal scores.
         invalid: pairs with a non-finite score (no verdict).
         length_acc: accuracy of the length baseline on the same pairs (``None`` if unknown).
+        order_metrics: a pairwise judge's both-order metrics (``acc_split_half``,
+            ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``, ``n_order_flips``;
+            :mod:`prbench.judges.order_metrics`); ``None`` for scorers without orders.
     """
 
     task: str
@@ -52,6 +58,7 @@ class TaskRow:
     ties: int
     invalid: int
     length_acc: float | None = None
+    order_metrics: dict[str, float | None] | None = None
 
 
 @dataclasses.dataclass
@@ -72,12 +79,44 @@ class Section:
             "accuracy": self.summary.as_dict(),
             "ties": sum(r.ties for r in self.rows) / max(1, sum(r.n for r in self.rows)),
             "invalid": sum(r.invalid for r in self.rows),
+            "order_metrics": _order_totals(self.rows),
         }
 
 
 def _metric(values: Mapping[str, Any], name: str) -> float:
     value = values.get(f"{name},none")
     return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _order_metrics(values: Mapping[str, Any]) -> dict[str, float | None] | None:
+    """A task's both-order metrics from lm-eval's values (``None``: the scorer has no orders)."""
+    from prbench.judges.order_metrics import ORDER_METRICS
+
+    if "acc_split_half,none" not in values:
+        return None
+    out: dict[str, float | None] = {}
+    for name in ORDER_METRICS:
+        value = values.get(f"{name},none")
+        ok = isinstance(value, int | float) and not math.isnan(value)
+        out[name] = float(value) if ok else None
+    return out
+
+
+def _order_totals(rows: list[TaskRow]) -> dict[str, float | None] | None:
+    """``acc_split_half`` over all pairs and the total ``n_order_flips`` of judged rows."""
+    judged = [r for r in rows if r.order_metrics is not None and r.n > 0]
+    if not judged or len(judged) != len(rows):
+        return None
+    half = [r.order_metrics.get("acc_split_half") for r in judged]  # type: ignore[union-attr]
+    flips = [r.order_metrics.get("n_order_flips") for r in judged]  # type: ignore[union-attr]
+    n = sum(r.n for r in judged)
+    return {
+        "acc_split_half": (
+            sum(h * r.n for h, r in zip(half, judged, strict=True)) / n  # type: ignore[operator]
+            if None not in half else None
+        ),
+        "n_order_flips": sum(flips) if None not in flips else None,  # type: ignore[arg-type]
+    }
 
 
 def _length_acc(data: str, domain: str, condition: str, n: int) -> float | None:
@@ -112,6 +151,7 @@ def task_rows(results: Mapping[str, Any], *, length_baseline: bool = True) -> di
             correct=round(_metric(values, "acc") * n), ties=round(_metric(values, "tie") * n),
             invalid=round(_metric(values, "invalid") * n),
             length_acc=_length_acc(data, domain, condition, n) if length_baseline else None,
+            order_metrics=_order_metrics(values),
         )
     return rows
 
@@ -193,6 +233,32 @@ def _interval(est: Any) -> str:
     return f"[{est.low:.3f}, {est.high:.3f}]{mark}"
 
 
+def _order_lines(sec: Section, width: int) -> list[str]:
+    """The both-order block of a section whose scorer is a pairwise judge (else nothing)."""
+    totals = _order_totals(sec.rows)
+    if totals is None:
+        return []
+    lines = [
+        "  both orders (pairwise judge; see below):",
+        f"  {'domain'.ljust(width)}  {'split½':>6}  {'chosen 1st':>10}  {'chosen 2nd':>10}  "
+        f"{'pos.bias':>8}  {'flips':>5}",
+    ]
+    for key, row in zip(row_keys(sec.rows), sec.rows, strict=True):
+        m = row.order_metrics or {}
+        flips = m.get("n_order_flips")
+        lines.append(
+            f"  {key.ljust(width)}  {_fmt(m.get('acc_split_half'))}  "
+            f"{_fmt(m.get('acc_chosen_first')):>10}  {_fmt(m.get('acc_chosen_second')):>10}  "
+            f"{_fmt(m.get('position_bias')):>8}  {'-' if flips is None else int(flips):>5}"
+        )
+    flips = totals["n_order_flips"]
+    lines.append(
+        f"  {'micro (pairs)'.ljust(width)}  {_fmt(totals['acc_split_half'])}  {'':>10}  "
+        f"{'':>10}  {'':>8}  {'-' if flips is None else int(flips):>5}"
+    )
+    return lines
+
+
 def format_sections(
     sections: list[Section],
     *,
@@ -266,6 +332,7 @@ def format_sections(
         invalid = sum(r.invalid for r in sec.rows)
         if invalid:
             lines.append(f"  {invalid} pair(s) without a verdict (non-finite score), counted wrong")
+        lines.extend(_order_lines(sec, width))
     if sections:
         first = sections[0].summary.micro
         lines.append("")
@@ -275,6 +342,14 @@ def format_sections(
             f"{first.resamples} resamples, seed {first.seed}; length = the longer answer wins, "
             "on the same pairs"
         )
+        if any(_order_totals(sec.rows) is not None for sec in sections):
+            lines.append(
+                "both orders: split½ = acc where a pair whose two orders disagree earns 0.5 (acc "
+                "counts it as a wrong tie); chosen 1st / 2nd = accuracy of the single verdicts "
+                "with the chosen answer shown first / second (an unreadable one is wrong); "
+                "pos.bias = share of readable verdicts won by the answer shown first (0.5 = "
+                "none); flips = pairs whose two orders preferred different answers"
+            )
         if zero_width:
             lines.append(
                 "* zero-width interval: every pair behind it had the same outcome (all right or "

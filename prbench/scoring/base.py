@@ -62,8 +62,8 @@ class Scorer(Protocol):
     ``score()`` is all a scorer must have. The harness never calls it directly: every scorer runs
     inside a :class:`prbench.scoring.runtime.ScorerRuntime` (dedup, score cache, chunks,
     out-of-memory back-off, stats). A scorer may also have the optional methods of
-    :class:`ScorerExtras` (``fingerprint()``, ``describe()``, ``close()``); the same holds for a
-    :class:`PairwiseJudge`.
+    :class:`ScorerExtras` (``fingerprint()``, ``describe()``, ``close()``, ``request_extras()``);
+    the same holds for a :class:`PairwiseJudge`.
     """
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
@@ -110,6 +110,18 @@ class ScorerExtras(Protocol):
 
         Called once, by :meth:`prbench.scoring.runtime.ScorerRuntime.close`, when the run ends.
         """
+        ...
+
+    def request_extras(self, requests: Sequence[Any]) -> list[Any]:
+        """One JSON-ready value (or ``None``) per request of the ``score``/``compare`` call just
+        made, kept with the score in the cache and read back with
+        :meth:`prbench.scoring.runtime.ScorerRuntime.extras`.
+
+        A pairwise judge returns each pair's per-order verdicts
+        (:func:`prbench.judges.order_metrics.order_outcome`), from which the tasks compute the
+        both-order metrics; :class:`prbench.judges.common.LLMJudgeBase` provides it for judges
+        that keep an :class:`~prbench.judges.common.OrderTally`.
+        """  # noqa: D205
         ...
 
 

@@ -44,6 +44,9 @@ _TABLES = (
     "description TEXT NOT NULL, created REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, key TEXT NOT NULL, "
     "score REAL NOT NULL, created REAL NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID",
+    # per-request extras a scorer reports beside its score (a judge's per-order verdicts)
+    "CREATE TABLE IF NOT EXISTS extras (fingerprint TEXT NOT NULL, key TEXT NOT NULL, "
+    "extras TEXT NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID",
 )
 
 #: How to turn the score cache off (named in the corrupt-file message).
@@ -181,6 +184,34 @@ class ScoreCache:
     def put(self, key: str, score: float) -> None:
         """Store one score."""
         self.put_many([(key, score)])
+
+    def put_extras(self, items: Mapping[str, Any]) -> int:
+        """Store JSON-ready per-request extras (kept beside the scores of the same keys).
+
+        Returns:
+            How many were stored.
+        """
+        rows = [
+            (self.fingerprint, key, json.dumps(value, sort_keys=True, default=str))
+            for key, value in items.items()
+        ]
+        return self.store.write(
+            "INSERT OR REPLACE INTO extras (fingerprint, key, extras) VALUES (?, ?, ?)", rows
+        )
+
+    def get_extras(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The stored extras among ``keys`` (missing or unreadable ones are absent)."""
+        rows = self.store.query_in(
+            "SELECT key, extras FROM extras WHERE fingerprint = ? AND key IN ({marks})",
+            keys, (self.fingerprint,),
+        )
+        found: dict[str, Any] = {}
+        for key, text in rows:
+            try:
+                found[key] = json.loads(text)
+            except (TypeError, ValueError):
+                continue
+        return found
 
     def count(self) -> int:
         """Scores stored under this fingerprint."""

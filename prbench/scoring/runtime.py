@@ -23,6 +23,9 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
 
 Non-finite results (NaN, inf) are returned to the caller but never cached.
 
+A scorer's per-request extras (``request_extras``, :mod:`prbench.scoring.extras`) are kept with
+its scores and read back with :meth:`ScorerRuntime.extras`.
+
 Example::
 
     from prbench.scoring.runtime import build_runtime
@@ -44,6 +47,7 @@ from typing import Any
 
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
 from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+from prbench.scoring.extras import RequestExtras
 
 logger = logging.getLogger(__name__)
 
@@ -284,6 +288,7 @@ class ScorerRuntime:
             0,
         )
         self._active_chunk = self.chunk_size  # lowered for good by an out-of-memory back-off
+        self._extras = RequestExtras(scorer, self.name, required=self.pairwise)
         self._closed = False
         self._lock = threading.RLock()  # one call at a time: scorers need not be thread-safe
 
@@ -356,6 +361,7 @@ class ScorerRuntime:
         self._stats["requests"] += len(requests)
         if not requests:
             return []
+        self._extras.new_call()
         keys = [request_key(r) for r in requests]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -363,7 +369,7 @@ class ScorerRuntime:
         self._stats["unique"] += len(first)
         known: dict[str, float] = {}
         if self._cache is not None:
-            known = self._cache.get_many(list(first))
+            known = self._extras.from_cache(self._cache, self._cache.get_many(list(first)))
         self._stats["cache_hits"] += len(known)
         if len(known) < len(first):
             known.update(self._compute(requests, keys, list(first.values()), known, fn, unit))
@@ -426,7 +432,9 @@ class ScorerRuntime:
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
+                extras = self._extras.collect(batch, [keys[i] for i in chunk])
                 if self._cache is not None and finite:
+                    self._cache.put_extras({k: v for k, v in extras.items() if k in finite})
                     self._cache.put_many(finite)
                 out.update(fresh)
                 self._stats["computed"] += len(chunk)
@@ -435,6 +443,10 @@ class ScorerRuntime:
         finally:
             bar.close()
         return out
+
+    def extras(self, requests: Sequence[ScoreRequest | PairRequest]) -> list[Any]:
+        """The scorer's extras of the latest call's requests (``None`` where none)."""
+        return self._extras.get([request_key(r) for r in requests])
 
     # -- reporting -------------------------------------------------------------------------------
 
