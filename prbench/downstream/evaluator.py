@@ -162,7 +162,8 @@ class BestOfNEvaluator:
         if "k" in fields and "k" not in raw:
             raw["k"] = o.profile_k
         builder = component.build(raw)
-        views = build_views(builder, records, f"profile builder {o.profile!r}", RuntimeError)
+        what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
+        views = build_views(builder, records, what)
         return views, {"id": o.profile, "options": raw}
 
     def _pools(self, records: Sequence[Any], views: Sequence[Any]) -> list[Any]:

@@ -250,13 +250,10 @@ def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
-    from prbench.options import OptionsError
-    from prbench.plugins import PluginError, UnknownComponentError, get_registry
-    from prbench.records import DataSourceError, RecordValidationError
+    from prbench.cli import one_line, user_errors
+    from prbench.plugins import get_registry
 
-    expected = (
-        RecordValidationError, DataSourceError, OptionsError, UnknownComponentError, PluginError,
-    )
+    expected = user_errors()
     registry = get_registry(getattr(args, "plugin", None) or ())
     from prbench.harness import bridge
 
@@ -314,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
         with _capture(ns.model) as captured:
             ns.func(ns)
     except expected as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # lm-eval's own argument checks, with the fix added
         fixed = bridge.lm_eval_error_fix(exc)

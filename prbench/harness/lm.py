@@ -322,7 +322,7 @@ class PRBenchLM(LM):
         }
 
     def _score_pointwise(self, requests: Sequence[Any]) -> list[float]:
-        from prbench.scoring.base import ScoreRequest, check_scores
+        from prbench.scoring.base import ScoreRequest
 
         keys: list[tuple[Any, ...]] = []
         unique: dict[tuple[Any, ...], ScoreRequest] = {}
@@ -335,14 +335,14 @@ class PRBenchLM(LM):
                 response = doc["chosen"] if which == 0 else doc["rejected"]
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
-        scores = check_scores(self.runtime.score(batch), len(batch), self.component.name)
+        scores = self.runtime.score(batch)  # checked by the runtime: one real number each
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, scores, strict=True))
         return [by_key[k] for k in keys]
 
     def _score_pairwise(self, requests: Sequence[Any]) -> list[float]:
-        from prbench.scoring.base import PairRequest, check_scores
+        from prbench.scoring.base import PairRequest
 
         sides: list[tuple[tuple[Any, ...], int]] = []
         unique: dict[tuple[Any, ...], PairRequest] = {}
@@ -355,7 +355,7 @@ class PRBenchLM(LM):
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc)
                 )
         batch = list(unique.values())
-        probs = check_scores(self.runtime.compare(batch), len(batch), self.component.name)
+        probs = self.runtime.compare(batch)  # checked by the runtime
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, probs, strict=True))

@@ -217,7 +217,7 @@ def _records(req: DataRequest) -> list[Any]:
     return kept
 
 
-def _builder(req: DataRequest) -> tuple[Any, dict[str, Any]]:
+def _builder(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
     from prbench.plugins import get_registry
 
     component = get_registry().get("profile-builder", req.builder)
@@ -230,7 +230,8 @@ def _builder(req: DataRequest) -> tuple[Any, dict[str, Any]]:
             "profile builder %r has no option 'k'; prbench_profile_k is not used", req.builder
         )
         options.pop("k")
-    return component.build(options), options
+    what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
+    return component.build(options), options, what
 
 
 def build_rows(req: DataRequest) -> list[dict[str, Any]]:
@@ -240,8 +241,8 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     records = _records(req)
-    builder, options = _builder(req)
-    views = build_views(builder, records, f"profile builder {req.builder!r}", RuntimeError)
+    builder, options, what = _builder(req)
+    views = build_views(builder, records, what)  # one checked view per record
     rows = []
     for record, view in zip(records, views, strict=True):
         rows.append(

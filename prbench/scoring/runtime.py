@@ -21,7 +21,10 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
   scorer (the runtime is also a context manager).
 
-Non-finite results (NaN, inf) are returned to the caller but never cached.
+Non-finite results (NaN, inf) are returned to the caller but never cached. A scorer that raises,
+or returns anything but one real number per request (a bool or a string such as ``"1.5"`` is not
+one), ends the call with one :class:`prbench.scoring.base.ScorerFaultError` naming the scorer's
+qualified id and its plugin; the chunks committed before it stay in the cache.
 
 Example::
 
@@ -43,7 +46,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
-from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+from prbench.scoring.base import (
+    PairRequest,
+    ScoreRequest,
+    ScorerFaultError,
+    check_scores,
+    scorer_label,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -250,6 +259,8 @@ class ScorerRuntime:
         self.scorer = scorer
         self.component = component
         self.name = component.name if component is not None else type(scorer).__name__
+        #: how errors name the scorer: qualified id and plugin
+        self.label = scorer_label(component, self.name)
         if pairwise is None:
             if component is not None:
                 pairwise = "pairwise" in component.tags
@@ -400,10 +411,10 @@ class ScorerRuntime:
                 chunk = pending.pop(0)
                 batch = [requests[i] for i in chunk]
                 try:
-                    scores = check_scores(fn(batch), len(batch), self.name)
+                    raw = fn(batch)
                 except Exception as exc:
                     if not is_oom_error(exc):
-                        raise
+                        raise self._fault(exc, batch) from exc
                     free_accelerator_memory()
                     if len(chunk) == 1:
                         raise ScorerOutOfMemoryError(
@@ -423,6 +434,7 @@ class ScorerRuntime:
                     rest = chunk + [i for c in pending for i in c]
                     pending = _plan_chunks(rest, [_group_key(requests[i]) for i in rest], size)
                     continue
+                scores = check_scores(raw, len(batch), self.name, label=self.label)
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
@@ -435,6 +447,35 @@ class ScorerRuntime:
         finally:
             bar.close()
         return out
+
+    def _fault(self, exc: Exception, batch: Sequence[Any]) -> Exception:
+        """The error to raise for an exception from the scorer.
+
+        prbench's own user errors (bad options, a judge server that refuses the key, a damaged
+        cache, ...) already say what to do and pass through unchanged; anything else becomes one
+        :class:`~prbench.scoring.base.ScorerFaultError` naming the scorer, its plugin and the
+        records of the chunk. The traceback is logged at debug level.
+        """
+        from prbench.cli import user_errors
+
+        if isinstance(exc, user_errors()):
+            return exc
+        logger.debug("scorer %s raised", self.label, exc_info=exc)
+        ids = list(dict.fromkeys(str(getattr(r, "record_id", "?")) for r in batch))
+        more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+        ids = ids[:3]
+        message = " ".join(str(exc).split()) or "(no message)"
+        stored = self._stats["computed"] - self._stats["nonfinite"]
+        kept = (
+            f"; the {stored} scores computed before it are kept in the score cache (a rerun "
+            "reuses them)"
+            if self._cache is not None and stored > 0
+            else ""
+        )
+        return ScorerFaultError(
+            f"{self.label} failed on {len(batch)} request(s) (records "
+            f"{', '.join(repr(i) for i in ids)}{more}): {type(exc).__name__}: {message}{kept}"
+        )
 
     # -- reporting -------------------------------------------------------------------------------
 
