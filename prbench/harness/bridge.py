@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -216,10 +217,57 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
-def lm_eval_error_fix(exc: BaseException) -> str | None:
-    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None."""
+#: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
+JSON_FLAGS = ("--model_args", "-a", "--metadata", "--gen_kwargs")
+
+
+def json_flag_problem(argv: Sequence[str]) -> str | None:
+    """A one-line error for a JSON-object flag value that is not valid JSON, else ``None``.
+
+    lm-eval reads ``--model_args``, ``--metadata`` and ``--gen_kwargs`` as a JSON object when the
+    value starts with ``{`` and otherwise raises ``ValueError: Invalid JSON: ...`` without naming
+    the flag or the position. The message here names both.
+    """
+    args = list(argv)
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag not in JSON_FLAGS:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if not value.lstrip().startswith("{"):
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            shown = value if len(value) <= 80 else value[:79] + "…"
+            return (
+                f"{flag}: invalid JSON at line {exc.lineno} column {exc.colno} (character "
+                f"{exc.pos}): {exc.msg}, in {shown!r}; JSON needs double quotes around keys and "
+                "strings"
+            )
+    return None
+
+
+def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
+    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None.
+
+    Args:
+        exc: the exception lm-eval raised.
+        argv: the lm-eval arguments (default ``sys.argv[1:]``), to name a flag with bad JSON.
+    """
     message = str(exc)
-    if not isinstance(exc, ValueError) or not message.startswith(
+    if not isinstance(exc, ValueError):
+        return None
+    if message.startswith("Invalid JSON"):
+        return json_flag_problem(sys.argv[1:] if argv is None else argv) or message
+    if "did not find any docs" in message:
+        return (
+            "no pair to evaluate (lm-eval: task.build_requests() did not find any docs): "
+            "--limit must be above 0 (a number of pairs per task, or a fraction), and the data "
+            "must hold records"
+        )
+    if not message.startswith(
         ("Tasks not found", "Specify --output_path", "Need to specify task")
     ):
         return None
@@ -356,6 +404,7 @@ __all__ = [
     "clean_errors_hook",
     "configure",
     "install",
+    "json_flag_problem",
     "lm_eval_discovers",
     "lm_eval_error_fix",
     "on_lm_eval_import",

@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
         "Every other flag goes to `lm_eval run` unchanged (--tasks, --model_args, --limit, "
-        "--output_path, --log_samples, --use_cache, --metadata, ...); see --lm-eval-help."
+        "--output_path, --log_samples, --metadata, ...; not --use_cache: prbench's own score "
+        "cache does its job); see --lm-eval-help."
     )
 
 
@@ -202,18 +203,13 @@ def without_leaf_macro(result_dict: dict[str, Any]) -> dict[str, Any]:
     return {**result_dict, "results": rows}
 
 
-def scoped_cache_path(path: str, model: str, model_args: Any) -> str:
-    """lm-eval's ``--use_cache`` path made specific to the model and its arguments.
-
-    lm-eval keys cached responses by the request text only, so two scorers sharing one cache
-    file would get each other's scores. ``prbench eval`` appends a short hash of the model name
-    and ``--model_args`` to the path.
-    """
-    import hashlib
-    import json
-
-    key = json.dumps([model, model_args or {}], sort_keys=True, default=str)
-    return f"{path}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+#: Why ``prbench eval`` refuses lm-eval's ``--use_cache`` (one ``error:`` line).
+USE_CACHE_REFUSED = (
+    "--use_cache is refused: lm-eval's response cache stores pickles, and reading a tampered "
+    "cache file runs its code; prbench's own score cache already keeps every score safely "
+    "(SQLite, no pickles; runtime option cache=true by default, cache_path=FILE to choose the "
+    "file, e.g. --model_args scorer=length,cache_path=scores.sqlite)"
+)
 
 
 def _lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Namespace:
@@ -262,8 +258,12 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval.utils import setup_logging
 
     setup_logging()
+    extra = getattr(args, "extra_args", None) or []
+    problem = bridge.json_flag_problem(extra)
+    if problem:  # lm-eval would raise a bare ValueError naming no flag
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     try:
-        extra = getattr(args, "extra_args", None) or []
         ns = _lm_eval_namespace(extra, show_help=args.lm_eval_help)
     except SystemExit as exc:  # --help, or an argparse error already printed
         return int(exc.code or 0)
@@ -287,8 +287,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     if getattr(ns, "use_cache", None):
-        ns.use_cache = scoped_cache_path(ns.use_cache, ns.model, ns.model_args)
-        print(f"prbench: response cache {ns.use_cache}_rank<r>.db", file=sys.stderr)
+        print(f"error: {USE_CACHE_REFUSED}", file=sys.stderr)
+        return 1
 
     from prbench.harness import tasks
 
@@ -314,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # lm-eval's own argument checks, with the fix added
-        fixed = bridge.lm_eval_error_fix(exc)
+        fixed = bridge.lm_eval_error_fix(exc, extra)
         if fixed is None:
             raise
         print(f"error: {fixed}", file=sys.stderr)
@@ -423,6 +423,12 @@ def argument_problem(ns: argparse.Namespace, *, tasks_hint: Any = None) -> str |
         listing = f" (prbench's groups: {groups})" if groups else ""
         return f"no --tasks given: name the tasks to run, e.g. --tasks {example}{listing}"
     wants_samples = getattr(ns, "log_samples", False) or getattr(ns, "predict_only", False)
+    limit = getattr(ns, "limit", None)
+    if limit is not None and not limit > 0:
+        return (
+            f"--limit {limit:g} leaves no pair to evaluate: give a number of pairs per task "
+            "(e.g. --limit 10) or a fraction of them (e.g. --limit 0.5), or leave it out"
+        )
     if wants_samples and not getattr(ns, "output_path", None):
         flag = "--predict_only" if getattr(ns, "predict_only", False) else "--log_samples"
         return (
