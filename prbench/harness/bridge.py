@@ -249,6 +249,79 @@ def json_flag_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+def option_text(text: str) -> str:
+    """A ``key=value`` value as text: stripped, one pair of surrounding quotes removed."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def model_args_text(argv: Sequence[str]) -> dict[str, str]:
+    """The ``--model_args`` values of an lm-eval command line as the user typed them.
+
+    lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
+    float 1000.0 before any model sees them. This parses ``argv`` with lm-eval's own parser but
+    keeps each ``key=value`` value as text (surrounding quotes removed); values given as a JSON
+    object are not included (JSON has its own types). Empty when ``argv`` does not parse.
+    """
+    import contextlib
+    import io
+
+    import lm_eval._cli.utils as cli_utils
+    from lm_eval._cli.harness import HarnessCLI
+
+    args = list(argv)
+    if args and args[0] == "run":
+        args = args[1:]
+    typed = cli_utils.handle_cli_value_string
+    cli_utils.handle_cli_value_string = option_text
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            ns = HarnessCLI()._parser.parse_args(["run", *args])
+    except SystemExit:
+        return {}
+    finally:
+        cli_utils.handle_cli_value_string = typed
+    given = getattr(ns, "model_args", None)
+    if not isinstance(given, dict):
+        return {}
+    return {str(k): v for k, v in given.items() if isinstance(v, str)}
+
+
+def restore_option_text(
+    model_args: dict[str, Any], argv: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """``model_args`` with every value lm-eval typed from text put back as the user's text.
+
+    A value is restored only where lm-eval's own typing of the typed text gives exactly the value
+    received, so JSON values and values set in code are left alone. The scorer's options then
+    coerce the text to each option's declared type: a ``str`` option keeps ``00123456`` and
+    ``1e3`` exactly, an ``int`` option still reads ``8`` as 8.
+
+    Args:
+        model_args: the model arguments lm-eval passes to the model.
+        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
+            nothing is restored otherwise).
+    """
+    from lm_eval._cli.utils import handle_cli_value_string
+
+    if argv is None:
+        if not _running_lm_eval_cli():
+            return dict(model_args)
+        argv = sys.argv[1:]
+    text = model_args_text(argv)
+    out = dict(model_args)
+    for key, value in model_args.items():
+        raw = text.get(key)
+        if raw is None or isinstance(value, str):
+            continue
+        typed = handle_cli_value_string(raw)
+        if type(typed) is type(value) and typed == value:
+            out[key] = raw
+    return out
+
+
 def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
     """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None.
 
@@ -407,10 +480,13 @@ __all__ = [
     "json_flag_problem",
     "lm_eval_discovers",
     "lm_eval_error_fix",
+    "model_args_text",
     "on_lm_eval_import",
+    "option_text",
     "patch_results_saving",
     "patch_task_manager",
     "quiet_metadata_hint",
     "register_model",
+    "restore_option_text",
     "warn_troubled_plugins",
 ]

@@ -277,6 +277,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 1
 
+    if ns.model == "prbench" and isinstance(getattr(ns, "model_args", None), dict):
+        # the user's text back where lm-eval typed it; each option's declared type decides
+        ns.model_args = bridge.restore_option_text(ns.model_args, extra)
+
     reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
     if reserved:
         print(

@@ -175,8 +175,14 @@ class PRBenchLM(LM):
 
         lm-eval passes its own ``--device``/``--batch_size`` (with defaults such as ``cuda:0``)
         beside the model arguments; a key given in ``--model_args`` (``device=cpu``) wins over
-        them instead of failing with "got multiple values for keyword argument".
+        them instead of failing with "got multiple values for keyword argument". Under the
+        ``lm_eval`` command, values lm-eval typed from the command line get the user's text back
+        (:func:`prbench.harness.bridge.restore_option_text`), so each option is read by its
+        declared type only (``revision=00123456`` stays ``'00123456'``).
         """
+        from prbench.harness.bridge import restore_option_text
+
+        arg_dict = restore_option_text(arg_dict)
         given = additional_config or {}
         extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}
         return cls(**arg_dict, **extra)
@@ -186,9 +192,12 @@ class PRBenchLM(LM):
         cls, arg_string: str, additional_config: dict[str, Any] | None = None
     ) -> PRBenchLM:
         """As :meth:`create_from_arg_obj`, from ``"key=value,..."``."""
-        from lm_eval import utils
+        from prbench.harness.bridge import option_text
+        from prbench.options import parse_kv_string
 
-        args = utils.simple_parse_args_string(arg_string)
+        # the text as given: each option's declared type decides (lm-eval's parser would turn
+        # "00123456" into 123456)
+        args = {k: option_text(v) for k, v in parse_kv_string(arg_string).items()}
         return cls.create_from_arg_obj(args, additional_config)
 
     # -- lm-eval plumbing ----------------------------------------------------------------------
