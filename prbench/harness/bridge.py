@@ -424,6 +424,9 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
 def patch_results_saving(tracker_cls: type | None = None) -> bool:
     """Under plain ``lm_eval``: write prbench's manifest next to a ``prbench`` run's results.
 
+    A ``prbench`` run's results and samples files are written as strict JSON too (see
+    :func:`prbench.harness.manifest.save_results_strictly`).
+
     ``prbench eval`` writes the manifest itself; plain ``lm_eval`` gets the same file (versions,
     plugins, scorer and runtime, data, summary with bootstrap intervals) from this wrap of
     ``EvaluationTracker.save_results_aggregated``. A failure to write it is a warning, never a
@@ -437,12 +440,18 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
     save = tracker_cls.save_results_aggregated
     if getattr(save, "_prbench_manifest", False):
         return False
+    save_samples = tracker_cls.save_results_samples
+    prbench_run = {"seen": False}
 
     @functools.wraps(save)
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
-        save(self, results=results, samples=samples)
         if not (results.get("config") or {}).get("prbench"):
-            return  # not a prbench run
+            save(self, results=results, samples=samples)
+            return  # not a prbench run: lm-eval's file as lm-eval writes it
+        from prbench.harness.manifest import save_results_strictly
+
+        prbench_run["seen"] = True
+        save_results_strictly(save, self, results, samples)
         try:
             from prbench.harness import manifest, summary, tasks
             from prbench.plugins import get_registry
@@ -461,8 +470,18 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
         except Exception as exc:  # the results are saved; the manifest is extra
             log.warning("prbench: could not write the manifest: %s", exc)
 
+    @functools.wraps(save_samples)
+    def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
+        if not prbench_run["seen"]:
+            save_samples(self, task_name=task_name, samples=samples)
+            return
+        from prbench.harness.manifest import save_samples_strictly
+
+        save_samples_strictly(save_samples, self, task_name, samples)
+
     save_results_aggregated._prbench_manifest = True  # type: ignore[attr-defined]
     tracker_cls.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
+    tracker_cls.save_results_samples = save_results_samples  # type: ignore[method-assign]
     return True
 
 

@@ -152,9 +152,11 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
     from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
 
     from prbench.harness.lm import DEFAULT_SCORER
+    from prbench.harness.manifest import save_results_strictly, save_samples_strictly
 
     captured: dict[str, Any] = {}
     save = EvaluationTracker.save_results_aggregated
+    save_samples = EvaluationTracker.save_results_samples
     original_name = GeneralConfigTracker.__dict__["_get_model_name"]
     original_table = lm_eval.utils.make_table
 
@@ -162,7 +164,7 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
         return original_table(without_leaf_macro(result_dict), column, sort_results)
 
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
-        save(self, results=results, samples=samples)
+        save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
         captured["results"] = results
         captured["output_path"] = self.output_path
         captured["date_id"] = getattr(self, "date_id", None)
@@ -175,13 +177,18 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
             name = f"prbench-{given.get('scorer') or DEFAULT_SCORER}"
         return name
 
+    def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
+        save_samples_strictly(save_samples, self, task_name, samples)
+
     EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
+    EvaluationTracker.save_results_samples = save_results_samples  # type: ignore[method-assign]
     GeneralConfigTracker._get_model_name = staticmethod(get_model_name)  # type: ignore[method-assign]
     lm_eval.utils.make_table = make_table
     try:
         yield captured
     finally:
         EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
+        EvaluationTracker.save_results_samples = save_samples  # type: ignore[method-assign]
         GeneralConfigTracker._get_model_name = original_name  # type: ignore[method-assign]
         lm_eval.utils.make_table = original_table
 
