@@ -406,6 +406,8 @@ def patch_task_manager(manager_cls: type | None = None) -> bool:
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
     _install_clean_errors()
+    if _running_lm_eval_cli() and name != "lm_eval._cli.utils":
+        patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if _argv_has_metadata(sys.argv):
         quiet_metadata_hint(metadata_given=True)
     elif not any(isinstance(f, MetadataHintFilter)
@@ -485,6 +487,33 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
     return True
 
 
+def patch_table() -> bool:
+    """Under plain ``lm_eval``: print its table through :func:`prbench.harness.summary.table_view`.
+
+    The table then shows ``acc_macro`` on group rows only and leaves the ``domains`` counts of a
+    task over every domain to prbench's summary, as ``prbench eval`` does; results files keep
+    every value.
+
+    Returns:
+        ``True`` if ``lm_eval.utils.make_table`` was wrapped now (``False``: wrapped before).
+    """
+    import lm_eval.utils
+
+    original = lm_eval.utils.make_table
+    if getattr(original, "_prbench_table", False):
+        return False
+
+    @functools.wraps(original)
+    def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
+        from prbench.harness.summary import table_view
+
+        return original(table_view(result_dict), column, sort_results)
+
+    make_table._prbench_table = True  # type: ignore[attr-defined]
+    lm_eval.utils.make_table = make_table
+    return True
+
+
 def install() -> None:
     """Do both now (``prbench eval`` and tests): register the model, patch ``TaskManager``."""
     register_model()
@@ -503,6 +532,7 @@ __all__ = [
     "on_lm_eval_import",
     "option_text",
     "patch_results_saving",
+    "patch_table",
     "patch_task_manager",
     "quiet_metadata_hint",
     "register_model",

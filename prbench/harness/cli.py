@@ -153,6 +153,7 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
 
     from prbench.harness.lm import DEFAULT_SCORER
     from prbench.harness.manifest import save_results_strictly, save_samples_strictly
+    from prbench.harness.summary import table_view
 
     captured: dict[str, Any] = {}
     save = EvaluationTracker.save_results_aggregated
@@ -161,7 +162,7 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
     original_table = lm_eval.utils.make_table
 
     def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
-        return original_table(without_leaf_macro(result_dict), column, sort_results)
+        return original_table(table_view(result_dict), column, sort_results)
 
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
         save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
@@ -191,23 +192,6 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
         EvaluationTracker.save_results_samples = save_samples  # type: ignore[method-assign]
         GeneralConfigTracker._get_model_name = original_name  # type: ignore[method-assign]
         lm_eval.utils.make_table = original_table
-
-
-def without_leaf_macro(result_dict: dict[str, Any]) -> dict[str, Any]:
-    """lm-eval's results for its printed table, without ``acc_macro`` on single prbench tasks.
-
-    ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
-    aggregates a group metric from its tasks' values), where it only repeats ``acc``. The table
-    shows it once, on the group's row; the results file keeps every value.
-    """
-    configs = result_dict.get("configs") or {}
-    rows = {}
-    for task, values in (result_dict.get("results") or {}).items():
-        kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
-        if isinstance(values, dict) and "prbench_condition" in kwargs:
-            values = {k: v for k, v in values.items() if not k.startswith("acc_macro")}
-        rows[task] = values
-    return {**result_dict, "results": rows}
 
 
 #: Why ``prbench eval`` refuses lm-eval's ``--use_cache`` (one ``error:`` line).

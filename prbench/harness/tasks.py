@@ -254,6 +254,7 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
                 "chosen": record.chosen,
                 "rejected": record.rejected,
                 "condition": req.condition,
+                "task_domain": req.domain,  # "*": per-domain counts in the `domains` metric
                 "profile_text": view.text,
                 "profile_builder": view.builder,
                 "profile_post_ids": [item.id for item in view.items],
@@ -324,7 +325,11 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
     """Strict pair metrics from the two scores (chosen first).
 
     ``acc`` and ``acc_macro`` are the same number for one task; a group averages ``acc`` over
-    pairs (micro) and ``acc_macro`` over domains (macro).
+    pairs (micro) and ``acc_macro`` over domains (macro). A task over every domain (``*``, e.g.
+    ``personalized_rewardbench_custom``) has no ``acc_macro`` (it would only repeat ``acc``);
+    it reports ``domains`` instead, ``[domain, correct, tie, invalid, longer_chosen]`` per pair,
+    which :func:`domain_counts` sums per domain, so the summary shows one row per domain and a
+    true macro average, as for the published groups.
     """
     from prbench.analysis.metrics import pair_outcome
 
@@ -334,13 +339,45 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         )
     chosen, rejected = (r[0] if isinstance(r, tuple | list) else r for r in results)
     out = pair_outcome(chosen, rejected)
-    return {
+    metrics: dict[str, Any] = {
         "acc": out.correct,
         "acc_macro": out.correct,
         "tie": out.tie,
         "margin": out.margin,
         "invalid": out.invalid,
     }
+    if doc.get("task_domain") == ALL_DOMAINS:
+        del metrics["acc_macro"]
+        longer = pair_outcome(len(str(doc["chosen"]).split()), len(str(doc["rejected"]).split()))
+        metrics["domains"] = [
+            str(doc.get("domain", "")), out.correct, out.tie, out.invalid, longer.correct
+        ]
+    return metrics
+
+
+#: the counts :func:`domain_counts` gives per domain
+DOMAIN_COUNT_KEYS = ("n", "correct", "ties", "invalid", "length_correct")
+
+
+def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """Aggregation of the ``domains`` metric: per-domain pair counts (domains sorted).
+
+    Args:
+        items: ``[domain, correct, tie, invalid, longer_chosen]`` per pair (see
+            :func:`process_results`); lm-eval gathers them from every process first.
+
+    Returns:
+        ``{domain: {"n", "correct", "ties", "invalid", "length_correct"}}``.
+    """
+    counts: dict[str, dict[str, int]] = {}
+    for domain, correct, tie, invalid, longer in items:
+        row = counts.setdefault(str(domain), dict.fromkeys(DOMAIN_COUNT_KEYS, 0))
+        row["n"] += 1
+        row["correct"] += int(correct)
+        row["ties"] += int(tie)
+        row["invalid"] += int(invalid)
+        row["length_correct"] += int(longer)
+    return {d: counts[d] for d in sorted(counts)}
 
 
 def reset() -> None:
@@ -359,6 +396,7 @@ __all__ = [
     "builtin_task_dir",
     "doc_to_choice",
     "doc_to_text",
+    "domain_counts",
     "load_docs",
     "parse_request",
     "process_results",

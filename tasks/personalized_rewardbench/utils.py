@@ -36,3 +36,8 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
 def finite_mean(values: Sequence[float]) -> float:
     """Mean over the pairs whose margin is defined."""
     return _finite_mean(values)
+
+
+def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """Per-domain pair counts of a task over every domain (the ``domains`` metric)."""
+    return _tasks.domain_counts(items)
