@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -133,7 +132,57 @@ def _prbench_dirs() -> list[str]:
 
     dirs = [] if lm_eval_discovers(TASKS_GROUP) else task_dirs()
     warn_troubled_plugins()
-    return _merge_paths(dirs, list(_settings["extra_dirs"]))
+    merged = _merge_paths(dirs, list(_settings["extra_dirs"]))
+    warn_unreadable_task_files(merged)
+    return merged
+
+
+def unreadable_task_files(dirs: Sequence[str]) -> list[tuple[Path, str]]:
+    """The task YAMLs under ``dirs`` that lm-eval's index would skip, each with the reason.
+
+    lm-eval 0.4.13 indexes a folder by loading every ``*.yaml`` in it with its own (safe) loader
+    and drops a file that fails without a word (it is logged at debug level only), so asking for
+    its task later says "Tasks not found". This loads each file the same way (``!function``
+    references are not imported) and returns the failures.
+    """
+    from lm_eval.tasks._index import TaskIndex
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    out: list[tuple[Path, str]] = []
+    for root in dirs:
+        for path in TaskIndex._iter_yaml_files(Path(root)):
+            try:
+                cfg = load_yaml(path, resolve_func=False, recursive=True)
+                TaskIndex.process_cfg(cfg, path, {})
+            except Exception as exc:  # what lm-eval's index catches, reported instead
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                out.append((path, f"{type(exc).__name__}: {reason}"))
+    return out
+
+
+_warned_files: set[tuple[str, str]] = set()
+
+
+def warn_unreadable_task_files(dirs: Sequence[str], stream: Any = None) -> list[str]:
+    """One warning line per unreadable task YAML of prbench's or a plugin's folders (once each).
+
+    Returns:
+        The lines written now.
+    """
+    lines = []
+    for path, reason in unreadable_task_files(dirs):
+        key = (str(path), reason)
+        if key in _warned_files:
+            continue
+        _warned_files.add(key)
+        lines.append(
+            f"prbench: warning: task file {path} is skipped by lm-eval's task index, its tasks "
+            f"are unavailable: {reason}"
+        )
+    out = sys.stderr if stream is None else stream
+    for line in lines:
+        out.write(line + "\n")
+    return lines
 
 
 def warn_troubled_plugins(stream: Any = None) -> list[str]:
@@ -217,111 +266,6 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
-#: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
-JSON_FLAGS = ("--model_args", "-a", "--metadata", "--gen_kwargs")
-
-
-def json_flag_problem(argv: Sequence[str]) -> str | None:
-    """A one-line error for a JSON-object flag value that is not valid JSON, else ``None``.
-
-    lm-eval reads ``--model_args``, ``--metadata`` and ``--gen_kwargs`` as a JSON object when the
-    value starts with ``{`` and otherwise raises ``ValueError: Invalid JSON: ...`` without naming
-    the flag or the position. The message here names both.
-    """
-    args = list(argv)
-    for i, arg in enumerate(args):
-        flag, eq, value = arg.partition("=")
-        if flag not in JSON_FLAGS:
-            continue
-        if not eq:
-            value = args[i + 1] if i + 1 < len(args) else ""
-        if not value.lstrip().startswith("{"):
-            continue
-        try:
-            json.loads(value)
-        except json.JSONDecodeError as exc:
-            shown = value if len(value) <= 80 else value[:79] + "…"
-            return (
-                f"{flag}: invalid JSON at line {exc.lineno} column {exc.colno} (character "
-                f"{exc.pos}): {exc.msg}, in {shown!r}; JSON needs double quotes around keys and "
-                "strings"
-            )
-    return None
-
-
-def option_text(text: str) -> str:
-    """A ``key=value`` value as text: stripped, one pair of surrounding quotes removed."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
-def model_args_text(argv: Sequence[str]) -> dict[str, str]:
-    """The ``--model_args`` values of an lm-eval command line as the user typed them.
-
-    lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
-    float 1000.0 before any model sees them. This parses ``argv`` with lm-eval's own parser but
-    keeps each ``key=value`` value as text (surrounding quotes removed); values given as a JSON
-    object are not included (JSON has its own types). Empty when ``argv`` does not parse.
-    """
-    import contextlib
-    import io
-
-    import lm_eval._cli.utils as cli_utils
-    from lm_eval._cli.harness import HarnessCLI
-
-    args = list(argv)
-    if args and args[0] == "run":
-        args = args[1:]
-    typed = cli_utils.handle_cli_value_string
-    cli_utils.handle_cli_value_string = option_text
-    try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            ns = HarnessCLI()._parser.parse_args(["run", *args])
-    except SystemExit:
-        return {}
-    finally:
-        cli_utils.handle_cli_value_string = typed
-    given = getattr(ns, "model_args", None)
-    if not isinstance(given, dict):
-        return {}
-    return {str(k): v for k, v in given.items() if isinstance(v, str)}
-
-
-def restore_option_text(
-    model_args: dict[str, Any], argv: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """``model_args`` with every value lm-eval typed from text put back as the user's text.
-
-    A value is restored only where lm-eval's own typing of the typed text gives exactly the value
-    received, so JSON values and values set in code are left alone. The scorer's options then
-    coerce the text to each option's declared type: a ``str`` option keeps ``00123456`` and
-    ``1e3`` exactly, an ``int`` option still reads ``8`` as 8.
-
-    Args:
-        model_args: the model arguments lm-eval passes to the model.
-        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
-            nothing is restored otherwise).
-    """
-    from lm_eval._cli.utils import handle_cli_value_string
-
-    if argv is None:
-        if not _running_lm_eval_cli():
-            return dict(model_args)
-        argv = sys.argv[1:]
-    text = model_args_text(argv)
-    out = dict(model_args)
-    for key, value in model_args.items():
-        raw = text.get(key)
-        if raw is None or isinstance(value, str):
-            continue
-        typed = handle_cli_value_string(raw)
-        if type(typed) is type(value) and typed == value:
-            out[key] = raw
-    return out
-
-
 def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
     """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None.
 
@@ -333,6 +277,8 @@ def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> 
     if not isinstance(exc, ValueError):
         return None
     if message.startswith("Invalid JSON"):
+        from prbench.harness.lm_eval_args import json_flag_problem
+
         return json_flag_problem(sys.argv[1:] if argv is None else argv) or message
     if "did not find any docs" in message:
         return (
@@ -525,17 +471,15 @@ __all__ = [
     "clean_errors_hook",
     "configure",
     "install",
-    "json_flag_problem",
     "lm_eval_discovers",
     "lm_eval_error_fix",
-    "model_args_text",
     "on_lm_eval_import",
-    "option_text",
     "patch_results_saving",
     "patch_table",
     "patch_task_manager",
     "quiet_metadata_hint",
     "register_model",
-    "restore_option_text",
+    "unreadable_task_files",
     "warn_troubled_plugins",
+    "warn_unreadable_task_files",
 ]

@@ -238,6 +238,7 @@ def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
     from prbench.cli import one_line, user_errors
+    from prbench.harness.lm_eval_args import json_flag_problem, restore_option_text
     from prbench.plugins import get_registry
 
     expected = user_errors()
@@ -250,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
 
     setup_logging()
     extra = getattr(args, "extra_args", None) or []
-    problem = bridge.json_flag_problem(extra)
+    problem = json_flag_problem(extra)
     if problem:  # lm-eval would raise a bare ValueError naming no flag
         print(f"error: {problem}", file=sys.stderr)
         return 1
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
 
     if ns.model == "prbench" and isinstance(getattr(ns, "model_args", None), dict):
         # the user's text back where lm-eval typed it; each option's declared type decides
-        ns.model_args = bridge.restore_option_text(ns.model_args, extra)
+        ns.model_args = restore_option_text(ns.model_args, extra)
 
     reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
     if reserved:
@@ -288,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
     from prbench.harness import tasks
 
     dirs = tasks.task_dirs()
+    bridge.warn_unreadable_task_files(dirs)  # lm-eval would skip them without a word
     own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
     own_names = tasks.task_names(own)
     typo = misspelt_task(requested_tasks(ns.tasks), own_names)

@@ -177,10 +177,10 @@ class PRBenchLM(LM):
         beside the model arguments; a key given in ``--model_args`` (``device=cpu``) wins over
         them instead of failing with "got multiple values for keyword argument". Under the
         ``lm_eval`` command, values lm-eval typed from the command line get the user's text back
-        (:func:`prbench.harness.bridge.restore_option_text`), so each option is read by its
+        (:func:`prbench.harness.lm_eval_args.restore_option_text`), so each option is read by its
         declared type only (``revision=00123456`` stays ``'00123456'``).
         """
-        from prbench.harness.bridge import restore_option_text
+        from prbench.harness.lm_eval_args import restore_option_text
 
         arg_dict = restore_option_text(arg_dict)
         given = additional_config or {}
@@ -192,7 +192,7 @@ class PRBenchLM(LM):
         cls, arg_string: str, additional_config: dict[str, Any] | None = None
     ) -> PRBenchLM:
         """As :meth:`create_from_arg_obj`, from ``"key=value,..."``."""
-        from prbench.harness.bridge import option_text
+        from prbench.harness.lm_eval_args import option_text
         from prbench.options import parse_kv_string
 
         # the text as given: each option's declared type decides (lm-eval's parser would turn

@@ -130,6 +130,38 @@ def scorer_label(component: Any, fallback: str = "") -> str:
     return f"{component.kind} {component.qualified_id!r} (plugin {component.plugin!r})"
 
 
+def scorer_fault(exc: Exception, label: str, batch: Sequence[Any], kept: int = 0) -> Exception:
+    """The error to raise for an exception a scorer raised on ``batch``.
+
+    prbench's own user errors (bad options, a judge server that refuses the key, a damaged
+    cache, ...) already say what to do and are returned unchanged; anything else becomes one
+    :class:`ScorerFaultError` naming the scorer (``label``, see :func:`scorer_label`), the
+    records of the batch and the original error on one line.
+
+    Args:
+        exc: what the scorer raised.
+        label: names the scorer and its plugin.
+        batch: the requests of the failed call.
+        kept: scores committed to the score cache before it (said in the message when > 0).
+    """
+    from prbench.cli import user_errors
+
+    if isinstance(exc, user_errors()):
+        return exc
+    ids = list(dict.fromkeys(str(getattr(r, "record_id", "?")) for r in batch))
+    more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+    shown = ", ".join(repr(i) for i in ids[:3])
+    message = " ".join(str(exc).split()) or "(no message)"
+    note = (
+        f"; the {kept} scores computed before it are kept in the score cache (a rerun reuses "
+        "them)" if kept > 0 else ""
+    )
+    return ScorerFaultError(
+        f"{label} failed on {len(batch)} request(s) (records {shown}{more}): "
+        f"{type(exc).__name__}: {message}{note}"
+    )
+
+
 def _real(value: Any) -> float | None:
     """``value`` as a float if it is a real number (not a bool), else ``None``.
 

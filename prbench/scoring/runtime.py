@@ -21,10 +21,9 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
   scorer (the runtime is also a context manager).
 
-Non-finite results (NaN, inf) are returned to the caller but never cached. A scorer that raises,
-or returns anything but one real number per request (a bool or a string such as ``"1.5"`` is not
-one), ends the call with one :class:`prbench.scoring.base.ScorerFaultError` naming the scorer's
-qualified id and its plugin; the chunks committed before it stay in the cache.
+Non-finite results (NaN, inf) are returned to the caller but never cached. A scorer that raises
+or returns anything but one real number per request ends the call with one
+:class:`prbench.scoring.base.ScorerFaultError` naming it and its plugin; earlier chunks stay cached.
 
 Example::
 
@@ -49,8 +48,8 @@ from prbench.options import OptionsError, option_fields, options_to_dict, sugges
 from prbench.scoring.base import (
     PairRequest,
     ScoreRequest,
-    ScorerFaultError,
     check_scores,
+    scorer_fault,
     scorer_label,
 )
 
@@ -413,8 +412,10 @@ class ScorerRuntime:
                 try:
                     raw = fn(batch)
                 except Exception as exc:
-                    if not is_oom_error(exc):
-                        raise self._fault(exc, batch) from exc
+                    if not is_oom_error(exc):  # one error naming the plugin; earlier chunks kept
+                        stored = self._stats["computed"] - self._stats["nonfinite"]
+                        kept = stored if self._cache is not None else 0
+                        raise scorer_fault(exc, self.label, batch, kept) from exc
                     free_accelerator_memory()
                     if len(chunk) == 1:
                         raise ScorerOutOfMemoryError(
@@ -447,35 +448,6 @@ class ScorerRuntime:
         finally:
             bar.close()
         return out
-
-    def _fault(self, exc: Exception, batch: Sequence[Any]) -> Exception:
-        """The error to raise for an exception from the scorer.
-
-        prbench's own user errors (bad options, a judge server that refuses the key, a damaged
-        cache, ...) already say what to do and pass through unchanged; anything else becomes one
-        :class:`~prbench.scoring.base.ScorerFaultError` naming the scorer, its plugin and the
-        records of the chunk. The traceback is logged at debug level.
-        """
-        from prbench.cli import user_errors
-
-        if isinstance(exc, user_errors()):
-            return exc
-        logger.debug("scorer %s raised", self.label, exc_info=exc)
-        ids = list(dict.fromkeys(str(getattr(r, "record_id", "?")) for r in batch))
-        more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
-        ids = ids[:3]
-        message = " ".join(str(exc).split()) or "(no message)"
-        stored = self._stats["computed"] - self._stats["nonfinite"]
-        kept = (
-            f"; the {stored} scores computed before it are kept in the score cache (a rerun "
-            "reuses them)"
-            if self._cache is not None and stored > 0
-            else ""
-        )
-        return ScorerFaultError(
-            f"{self.label} failed on {len(batch)} request(s) (records "
-            f"{', '.join(repr(i) for i in ids)}{more}): {type(exc).__name__}: {message}{kept}"
-        )
 
     # -- reporting -------------------------------------------------------------------------------
 

@@ -1,0 +1,131 @@
+"""lm-eval command-line values as the user typed them, and clear errors for bad JSON values.
+
+lm-eval 0.4.13 types every ``--model_args key=value`` value itself (``00123456`` becomes the int
+123456, ``1e3`` the float 1000.0) and raises a bare ``ValueError: Invalid JSON`` for a flag value
+that starts with ``{`` but is not JSON. prbench reads each option by the type its options
+dataclass declares, so it puts the user's text back (:func:`restore_option_text`), and it names
+the flag and the position of a JSON error (:func:`json_flag_problem`). Used by ``prbench eval``
+and, under plain ``lm_eval``, by the ``prbench`` model and the clean-errors hook.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+#: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
+JSON_FLAGS = ("--model_args", "-a", "--metadata", "--gen_kwargs")
+
+
+def json_flag_problem(argv: Sequence[str]) -> str | None:
+    """A one-line error for a JSON-object flag value that is not valid JSON, else ``None``.
+
+    lm-eval reads ``--model_args``, ``--metadata`` and ``--gen_kwargs`` as a JSON object when the
+    value starts with ``{`` and otherwise raises ``ValueError: Invalid JSON: ...`` without naming
+    the flag or the position. The message here names both.
+    """
+    args = list(argv)
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag not in JSON_FLAGS:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if not value.lstrip().startswith("{"):
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            shown = value if len(value) <= 80 else value[:79] + "…"
+            return (
+                f"{flag}: invalid JSON at line {exc.lineno} column {exc.colno} (character "
+                f"{exc.pos}): {exc.msg}, in {shown!r}; JSON needs double quotes around keys and "
+                "strings"
+            )
+    return None
+
+
+def option_text(text: str) -> str:
+    """A ``key=value`` value as text: stripped, one pair of surrounding quotes removed."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def model_args_text(argv: Sequence[str]) -> dict[str, str]:
+    """The ``--model_args`` values of an lm-eval command line as the user typed them.
+
+    lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
+    float 1000.0 before any model sees them. This parses ``argv`` with lm-eval's own parser but
+    keeps each ``key=value`` value as text (surrounding quotes removed); values given as a JSON
+    object are not included (JSON has its own types). Empty when ``argv`` does not parse.
+    """
+    import contextlib
+    import io
+
+    import lm_eval._cli.utils as cli_utils
+    from lm_eval._cli.harness import HarnessCLI
+
+    args = list(argv)
+    if args and args[0] == "run":
+        args = args[1:]
+    typed = cli_utils.handle_cli_value_string
+    cli_utils.handle_cli_value_string = option_text
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            ns = HarnessCLI()._parser.parse_args(["run", *args])
+    except SystemExit:
+        return {}
+    finally:
+        cli_utils.handle_cli_value_string = typed
+    given = getattr(ns, "model_args", None)
+    if not isinstance(given, dict):
+        return {}
+    return {str(k): v for k, v in given.items() if isinstance(v, str)}
+
+
+def restore_option_text(
+    model_args: dict[str, Any], argv: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """``model_args`` with every value lm-eval typed from text put back as the user's text.
+
+    A value is restored only where lm-eval's own typing of the typed text gives exactly the value
+    received, so JSON values and values set in code are left alone. The scorer's options then
+    coerce the text to each option's declared type: a ``str`` option keeps ``00123456`` and
+    ``1e3`` exactly, an ``int`` option still reads ``8`` as 8.
+
+    Args:
+        model_args: the model arguments lm-eval passes to the model.
+        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
+            nothing is restored otherwise).
+    """
+    from lm_eval._cli.utils import handle_cli_value_string
+
+    if argv is None:
+        from prbench.harness.bridge import _running_lm_eval_cli
+
+        if not _running_lm_eval_cli():
+            return dict(model_args)
+        argv = sys.argv[1:]
+    text = model_args_text(argv)
+    out = dict(model_args)
+    for key, value in model_args.items():
+        raw = text.get(key)
+        if raw is None or isinstance(value, str):
+            continue
+        typed = handle_cli_value_string(raw)
+        if type(typed) is type(value) and typed == value:
+            out[key] = raw
+    return out
+
+
+__all__ = [
+    "JSON_FLAGS",
+    "json_flag_problem",
+    "model_args_text",
+    "option_text",
+    "restore_option_text",
+]
