@@ -23,10 +23,8 @@ import sys
 OPT_OUT_VARIABLE = "PRBENCH_NO_LM_EVAL_HOOK"
 #: modules after whose import the bridge runs
 TARGETS = frozenset(
-    # evaluate_config checks lm_eval's flags and _cli.utils parses them (a bad JSON value raises
-    # there): importing either installs the clean-errors hook in time
-    {"lm_eval.models", "lm_eval.tasks.manager", "lm_eval.config.evaluate_config",
-     "lm_eval._cli.utils"}
+    # evaluate_config checks lm_eval's flags: importing it installs the clean-errors hook in time
+    {"lm_eval.models", "lm_eval.tasks.manager", "lm_eval.config.evaluate_config"}
 )
 _MARK = "_prbench_lm_eval_hook"
 

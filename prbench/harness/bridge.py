@@ -266,20 +266,11 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
-def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
-    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None.
-
-    Args:
-        exc: the exception lm-eval raised.
-        argv: the lm-eval arguments (default ``sys.argv[1:]``), to name a flag with bad JSON.
-    """
+def lm_eval_error_fix(exc: BaseException) -> str | None:
+    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None."""
     message = str(exc)
     if not isinstance(exc, ValueError):
         return None
-    if message.startswith("Invalid JSON"):
-        from prbench.harness.lm_eval_args import json_flag_problem
-
-        return json_flag_problem(sys.argv[1:] if argv is None else argv) or message
     if "did not find any docs" in message:
         return (
             "no pair to evaluate (lm-eval: task.build_requests() did not find any docs): "
@@ -352,7 +343,7 @@ def patch_task_manager(manager_cls: type | None = None) -> bool:
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
     _install_clean_errors()
-    if _running_lm_eval_cli() and name != "lm_eval._cli.utils":
+    if _running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if _argv_has_metadata(sys.argv):
         quiet_metadata_hint(metadata_given=True)

@@ -311,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # lm-eval's own argument checks, with the fix added
-        fixed = bridge.lm_eval_error_fix(exc, extra)
+        fixed = bridge.lm_eval_error_fix(exc)
         if fixed is None:
             raise
         print(f"error: {fixed}", file=sys.stderr)

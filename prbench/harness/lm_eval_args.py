@@ -4,8 +4,8 @@ lm-eval 0.4.13 types every ``--model_args key=value`` value itself (``00123456``
 123456, ``1e3`` the float 1000.0) and raises a bare ``ValueError: Invalid JSON`` for a flag value
 that starts with ``{`` but is not JSON. prbench reads each option by the type its options
 dataclass declares, so it puts the user's text back (:func:`restore_option_text`), and it names
-the flag and the position of a JSON error (:func:`json_flag_problem`). Used by ``prbench eval``
-and, under plain ``lm_eval``, by the ``prbench`` model and the clean-errors hook.
+the flag and the position of a JSON error (:func:`json_flag_problem`, checked by ``prbench eval``
+before lm-eval parses). Under plain ``lm_eval`` the ``prbench`` model restores the text itself.
 """
 
 from __future__ import annotations
