@@ -611,6 +611,23 @@ def test_use_cache_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path
     assert "`--use_cache`, refused" in readme
 
 
+def test_plain_lm_eval_use_cache_is_refused_before_the_cache_opens() -> None:
+    from prbench.harness.lm_eval_args import check_no_use_cache
+    from prbench.options import OptionsError
+
+    for flag in (["--use_cache", "c"], ["--use_c", "c"], ["-c", "c"]):
+        with pytest.raises(OptionsError, match="--use_cache is refused"):
+            check_no_use_cache(["--model", "prbench", "--tasks", GROUP, *flag])
+    check_no_use_cache(["--model", "prbench", "--tasks", GROUP])  # no flag, no error
+
+
+def test_plain_lm_eval_limit_zero_gets_the_fix() -> None:
+    from prbench.harness.bridge import lm_eval_error_fix
+
+    fixed = lm_eval_error_fix(ValueError("task.build_requests() did not find any docs!"))
+    assert fixed is not None and "--limit must be above 0" in fixed
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [

@@ -194,15 +194,6 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
         lm_eval.utils.make_table = original_table
 
 
-#: Why ``prbench eval`` refuses lm-eval's ``--use_cache`` (one ``error:`` line).
-USE_CACHE_REFUSED = (
-    "--use_cache is refused: lm-eval's response cache stores pickles, and reading a tampered "
-    "cache file runs its code; prbench's own score cache already keeps every score safely "
-    "(SQLite, no pickles; runtime option cache=true by default, cache_path=FILE to choose the "
-    "file, e.g. --model_args scorer=length,cache_path=scores.sqlite)"
-)
-
-
 def _lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Namespace:
     from lm_eval._cli.harness import HarnessCLI
 
@@ -238,7 +229,11 @@ def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
     from prbench.cli import one_line, user_errors
-    from prbench.harness.lm_eval_args import json_flag_problem, restore_option_text
+    from prbench.harness.lm_eval_args import (
+        USE_CACHE_REFUSED,
+        json_flag_problem,
+        restore_option_text,
+    )
     from prbench.plugins import get_registry
 
     expected = user_errors()
@@ -283,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     if getattr(ns, "use_cache", None):
-        print(f"error: {USE_CACHE_REFUSED}", file=sys.stderr)
+        print(f"error: {USE_CACHE_REFUSED}", file=sys.stderr)  # a pickle cache: never
         return 1
 
     from prbench.harness import tasks

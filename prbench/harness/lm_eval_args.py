@@ -6,6 +6,8 @@ that starts with ``{`` but is not JSON. prbench reads each option by the type it
 dataclass declares, so it puts the user's text back (:func:`restore_option_text`), and it names
 the flag and the position of a JSON error (:func:`json_flag_problem`, checked by ``prbench eval``
 before lm-eval parses). Under plain ``lm_eval`` the ``prbench`` model restores the text itself.
+lm-eval's ``--use_cache`` (a pickle cache) is refused for the ``prbench`` model
+(:func:`check_no_use_cache`): prbench's score cache does that job.
 """
 
 from __future__ import annotations
@@ -55,13 +57,11 @@ def option_text(text: str) -> str:
     return text
 
 
-def model_args_text(argv: Sequence[str]) -> dict[str, str]:
-    """The ``--model_args`` values of an lm-eval command line as the user typed them.
+def parse_text(argv: Sequence[str]) -> Any:
+    """``argv`` parsed by lm-eval's own ``run`` parser, ``key=value`` values kept as text.
 
-    lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
-    float 1000.0 before any model sees them. This parses ``argv`` with lm-eval's own parser but
-    keeps each ``key=value`` value as text (surrounding quotes removed); values given as a JSON
-    object are not included (JSON has its own types). Empty when ``argv`` does not parse.
+    Returns:
+        The namespace, or ``None`` when ``argv`` does not parse (nothing is printed).
     """
     import contextlib
     import io
@@ -76,15 +76,56 @@ def model_args_text(argv: Sequence[str]) -> dict[str, str]:
     cli_utils.handle_cli_value_string = option_text
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            ns = HarnessCLI()._parser.parse_args(["run", *args])
+            return HarnessCLI()._parser.parse_args(["run", *args])
     except SystemExit:
-        return {}
+        return None
     finally:
         cli_utils.handle_cli_value_string = typed
-    given = getattr(ns, "model_args", None)
+
+
+def model_args_text(argv: Sequence[str]) -> dict[str, str]:
+    """The ``--model_args`` values of an lm-eval command line as the user typed them.
+
+    lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
+    float 1000.0 before any model sees them. This parses ``argv`` with lm-eval's own parser but
+    keeps each ``key=value`` value as text (surrounding quotes removed); values given as a JSON
+    object are not included (JSON has its own types). Empty when ``argv`` does not parse.
+    """
+    given = getattr(parse_text(argv), "model_args", None)
     if not isinstance(given, dict):
         return {}
     return {str(k): v for k, v in given.items() if isinstance(v, str)}
+
+
+#: Why prbench refuses lm-eval's ``--use_cache`` (one ``error:`` line).
+USE_CACHE_REFUSED = (
+    "--use_cache is refused: lm-eval's response cache stores pickles, and reading a tampered "
+    "cache file runs its code; prbench's own score cache already keeps every score safely "
+    "(SQLite, no pickles; runtime option cache=true by default, cache_path=FILE to choose the "
+    "file, e.g. --model_args scorer=length,cache_path=scores.sqlite)"
+)
+
+
+def check_no_use_cache(argv: Sequence[str] | None = None) -> None:
+    """Refuse lm-eval's ``--use_cache`` for the ``prbench`` model.
+
+    Args:
+        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
+            nothing is checked otherwise).
+
+    Raises:
+        OptionsError: ``--use_cache`` (or an abbreviation argparse accepts) was given.
+    """
+    from prbench.options import OptionsError
+
+    if argv is None:
+        from prbench.harness.bridge import _running_lm_eval_cli
+
+        if not _running_lm_eval_cli():
+            return
+        argv = sys.argv[1:]
+    if getattr(parse_text(argv), "use_cache", None):
+        raise OptionsError(USE_CACHE_REFUSED)
 
 
 def restore_option_text(
@@ -124,8 +165,11 @@ def restore_option_text(
 
 __all__ = [
     "JSON_FLAGS",
+    "USE_CACHE_REFUSED",
+    "check_no_use_cache",
     "json_flag_problem",
     "model_args_text",
     "option_text",
+    "parse_text",
     "restore_option_text",
 ]
