@@ -502,6 +502,10 @@ def test_strict_json_round_trip() -> None:
     assert math.isnan(back["margin"]) and back["scores"][1] == math.inf
     assert back["scores"][2][1] == -math.inf and set(back) == set(data)
     assert strict({"a": 1.5}) == {"a": 1.5}
+    import numpy as np
+
+    numpy_values = {"f": np.float32(0.5), "i": np.int64(3), "b": np.bool_(True)}
+    assert _strict_load(dumps(numpy_values, default=str)) == {"f": 0.5, "i": 3, "b": True}
 
 
 def test_results_samples_and_manifest_are_strict_json(

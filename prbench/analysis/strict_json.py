@@ -61,8 +61,8 @@ def _in_list(items: list[Any] | tuple[Any, ...], prefix: str, found: dict[str, s
 def strict(value: Any) -> Any:
     """A copy of ``value`` with every non-finite number replaced as the module docstring says.
 
-    Mappings (keys as strings), lists and tuples (as lists) are copied recursively; numpy floats
-    are handled like Python floats; anything else is returned as it is.
+    Mappings (keys as strings), lists and tuples (as lists) are copied recursively; numpy ints
+    and floats become Python ones; anything else is returned as it is.
     """
     kind = _nonfinite(value)
     if kind is not None:
@@ -88,6 +88,12 @@ def strict(value: Any) -> Any:
         return out
     if isinstance(value, list | tuple):
         return _in_list(value, "", {})
+    if getattr(value, "ndim", None) == 0 and getattr(getattr(value, "dtype", None), "kind", "") == "b":
+        return bool(value)  # numpy bool
+    if isinstance(value, numbers.Integral) and not isinstance(value, int):
+        return int(value)  # numpy ints as JSON numbers
+    if isinstance(value, numbers.Real) and not isinstance(value, int | float):
+        return float(value)  # numpy floats as JSON numbers, not strings
     return value
 
 
