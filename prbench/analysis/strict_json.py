@@ -88,7 +88,8 @@ def strict(value: Any) -> Any:
         return out
     if isinstance(value, list | tuple):
         return _in_list(value, "", {})
-    if getattr(value, "ndim", None) == 0 and getattr(getattr(value, "dtype", None), "kind", "") == "b":
+    kind = getattr(getattr(value, "dtype", None), "kind", "")
+    if kind == "b" and getattr(value, "ndim", None) == 0:
         return bool(value)  # numpy bool
     if isinstance(value, numbers.Integral) and not isinstance(value, int):
         return int(value)  # numpy ints as JSON numbers
