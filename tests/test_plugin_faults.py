@@ -556,6 +556,23 @@ def test_declared_str_options_keep_the_users_text(
     assert options == {"revision": "00123456", "kind": "1e3", "n": 12, "ratio": 1000.0}
 
 
+def test_metadata_revision_keeps_the_users_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_eval(
+        ["eval", "--tasks", CUSTOM, "--model_args", "scorer=constant", "--metadata",
+         "prbench_data=someone/dataset", "prbench_revision=00123456"],
+        capsys,
+    )
+    assert code == 1  # offline: the hub data cannot load, and the message shows the revision
+    line = _one_error_line(err)
+    assert "'someone/dataset' (revision 00123456)" in line, line
+    from prbench.harness.lm_eval_args import restore_option_text
+
+    argv = ["--model", "prbench", "--metadata", "prbench_revision=00123456"]
+    kwargs = {"prbench_revision": 123456, "prbench_domain": "*"}
+    assert restore_option_text(kwargs, argv, flags=("metadata", "model_args")) == {
+        "prbench_revision": "00123456", "prbench_domain": "*"}
+
+
 def test_plain_lm_eval_model_args_keep_the_users_text() -> None:
     from prbench.harness.lm_eval_args import model_args_text, restore_option_text
 

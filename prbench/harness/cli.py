@@ -264,9 +264,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 1
 
+    # the user's text back where lm-eval typed it; each option's declared type decides
     if ns.model == "prbench" and isinstance(getattr(ns, "model_args", None), dict):
-        # the user's text back where lm-eval typed it; each option's declared type decides
         ns.model_args = restore_option_text(ns.model_args, extra)
+    if isinstance(getattr(ns, "metadata", None), dict):
+        ns.metadata = restore_option_text(ns.metadata, extra, flags=("metadata",))
 
     reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
     if reserved:

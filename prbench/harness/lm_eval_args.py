@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
@@ -83,18 +83,31 @@ def parse_text(argv: Sequence[str]) -> Any:
         cli_utils.handle_cli_value_string = typed
 
 
-def model_args_text(argv: Sequence[str]) -> dict[str, str]:
-    """The ``--model_args`` values of an lm-eval command line as the user typed them.
+def model_args_text(
+    argv: Sequence[str], flags: Sequence[str] = ("model_args",)
+) -> dict[str, str]:
+    """The ``key=value`` values of ``--model_args`` (or other dict flags) as the user typed them.
 
     lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
-    float 1000.0 before any model sees them. This parses ``argv`` with lm-eval's own parser but
-    keeps each ``key=value`` value as text (surrounding quotes removed); values given as a JSON
-    object are not included (JSON has its own types). Empty when ``argv`` does not parse.
+    float 1000.0 before any model or task sees them. This parses ``argv`` with lm-eval's own
+    parser but keeps each ``key=value`` value as text (surrounding quotes removed); values given
+    as a JSON object are not included (JSON has its own types). Empty when ``argv`` does not
+    parse.
+
+    Args:
+        argv: the lm-eval command line.
+        flags: the dict flags to read, by their argparse name (``model_args``, ``metadata``); a
+            key in two of them keeps the first flag's text.
     """
-    given = getattr(parse_text(argv), "model_args", None)
-    if not isinstance(given, dict):
-        return {}
-    return {str(k): v for k, v in given.items() if isinstance(v, str)}
+    ns = parse_text(argv)
+    out: dict[str, str] = {}
+    for flag in flags:
+        given = getattr(ns, flag, None)
+        if isinstance(given, dict):
+            for key, value in given.items():
+                if isinstance(value, str):
+                    out.setdefault(str(key), value)
+    return out
 
 
 #: Why prbench refuses lm-eval's ``--use_cache`` (one ``error:`` line).
@@ -129,7 +142,10 @@ def check_no_use_cache(argv: Sequence[str] | None = None) -> None:
 
 
 def restore_option_text(
-    model_args: dict[str, Any], argv: Sequence[str] | None = None
+    model_args: Mapping[str, Any],
+    argv: Sequence[str] | None = None,
+    *,
+    flags: Sequence[str] = ("model_args",),
 ) -> dict[str, Any]:
     """``model_args`` with every value lm-eval typed from text put back as the user's text.
 
@@ -139,9 +155,11 @@ def restore_option_text(
     ``1e3`` exactly, an ``int`` option still reads ``8`` as 8.
 
     Args:
-        model_args: the model arguments lm-eval passes to the model.
+        model_args: the values lm-eval passes on (model arguments, or a task's keyword
+            arguments).
         argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
             nothing is restored otherwise).
+        flags: the dict flags whose text is restored (``model_args``, ``metadata``).
     """
     from lm_eval._cli.utils import handle_cli_value_string
 
@@ -151,7 +169,7 @@ def restore_option_text(
         if not _running_lm_eval_cli():
             return dict(model_args)
         argv = sys.argv[1:]
-    text = model_args_text(argv)
+    text = model_args_text(argv, flags)
     out = dict(model_args)
     for key, value in model_args.items():
         raw = text.get(key)

@@ -298,6 +298,10 @@ def load_docs(**kwargs: Any) -> dict[str, Any]:
     """
     import datasets
 
+    from prbench.harness.lm_eval_args import restore_option_text
+
+    # under plain lm_eval: the text typed in --metadata/--model_args (prbench_revision=00123456)
+    kwargs = restore_option_text(kwargs, flags=("metadata", "model_args"))
     req = parse_request(kwargs)
     rows = build_rows(req)
     return {"test": datasets.Dataset.from_list(rows)}
