@@ -325,7 +325,7 @@ def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
     return [doc["chosen"], doc["rejected"]]
 
 
-def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
     """Strict pair metrics from the two scores (chosen first).
 
     ``acc`` and ``acc_macro`` are the same number for one task; a group averages ``acc`` over

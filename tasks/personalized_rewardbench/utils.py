@@ -28,7 +28,7 @@ def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
     return _tasks.doc_to_choice(doc)
 
 
-def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
     """Strict accuracy (a tie is wrong), tie, margin and invalid (no verdict) for one pair."""
     return _tasks.process_results(doc, results)
 
