@@ -746,3 +746,12 @@ def test_custom_data_keeps_per_domain_rows(
     assert [t["domain"] for t in section["tasks"]] == [
         "Lifestyle_and_Personal_Development", "Society_and_Culture"]
     assert section["accuracy"]["macro"]["value"] == pytest.approx(0.5)
+
+
+def test_the_qualified_default_builder_keeps_the_tasks_defaults() -> None:
+    task = {"prbench_domain": "*", "prbench_condition": "profile",
+            "prbench_default_data": "sample", "prbench_default_profile_k": 10,
+            "prbench_default_profile_options": {"model": "contriever"}}
+    bare = tasks.parse_request({**task, "prbench_profile": "dense"})
+    qualified = tasks.parse_request({**task, "prbench_profile": "prbench/dense"})
+    assert bare.builder_options == qualified.builder_options == {"model": "contriever", "k": 10}

@@ -157,7 +157,8 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         builder = str(kwargs.get("prbench_profile") or DEFAULT_PROFILE_BUILDER)
         options = {}
         k = DEFAULT_PROFILE_K
-        if builder == DEFAULT_PROFILE_BUILDER:  # the task's own retrieval defaults
+        # the task's own retrieval defaults, whether the built-in is named bare or qualified
+        if builder in (DEFAULT_PROFILE_BUILDER, f"prbench/{DEFAULT_PROFILE_BUILDER}"):
             key = "prbench_default_profile_options"
             options.update(as_mapping(kwargs.get(key) or {}, key))
             k = kwargs.get("prbench_default_profile_k", k)
