@@ -11,7 +11,7 @@ import pytest
 from prbench.options import OptionsError
 from prbench.profiles.base import ProfileView
 from prbench.records import ProfileItem
-from prbench.scoring.base import PairRequest, ScoreRequest
+from prbench.scoring.base import PairRequest, ScoreRequest, ScorerFaultError
 from prbench.scoring.runtime import (
     ScorerOutOfMemoryError,
     ScorerRuntime,
@@ -232,7 +232,8 @@ def test_other_errors_are_not_retried():
             raise ValueError("bad input")
 
     scorer = Broken(fp=None)
-    with pytest.raises(ValueError, match="bad input"):
+    # one error naming the scorer, the original exception kept as its cause
+    with pytest.raises(ScorerFaultError, match=r"scorer 'Broken' failed .*ValueError: bad input"):
         ScorerRuntime(scorer, chunk_size=8, progress=False).score([_req(i) for i in range(4)])
     assert len(scorer.calls) == 1
 

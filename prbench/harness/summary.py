@@ -156,6 +156,59 @@ def task_rows(results: Mapping[str, Any], *, length_baseline: bool = True) -> di
     return rows
 
 
+def domain_rows(
+    results: Mapping[str, Any], *, length_baseline: bool = True
+) -> dict[str, list[TaskRow]]:
+    """One row per domain for each task over every domain that reports ``domains``.
+
+    A task over every domain (``prbench_domain: "*"``, e.g. ``personalized_rewardbench_custom``)
+    is one lm-eval task, so its counts alone would give one row and a macro equal to the micro.
+    Its ``domains`` metric (:func:`prbench.harness.tasks.domain_counts`) holds the pair counts of
+    each domain; the rows here are built from them, like the rows of a published group's domain
+    tasks. Tasks without the metric are left out.
+    """
+    out: dict[str, list[TaskRow]] = {}
+    for task, row in task_rows(results, length_baseline=length_baseline).items():
+        values = (results.get("results") or {}).get(task) or {}
+        counts = values.get("domains,none")
+        if row.domain != "*" or not isinstance(counts, Mapping) or not counts:
+            continue
+        parts = []
+        for domain, c in counts.items():
+            n = int(c.get("n", 0))
+            length = c.get("length_correct")
+            parts.append(TaskRow(
+                task=task, domain=str(domain), condition=row.condition, data=row.data, n=n,
+                correct=int(c.get("correct", 0)), ties=int(c.get("ties", 0)),
+                invalid=int(c.get("invalid", 0)),
+                length_acc=float(length) / n if length_baseline and n and length is not None
+                else None,
+            ))
+        if sum(r.n for r in parts) == row.n:  # counts that do not add up are not used
+            out[task] = parts
+    return out
+
+
+def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
+    """lm-eval's results for its printed table, without what only prbench's summary reads.
+
+    ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
+    aggregates a group metric from its tasks' values), where it only repeats ``acc``: the table
+    shows it once, on the group's row. ``domains`` (per-domain counts of a task over every
+    domain) is a table of its own, shown by the summary. The results file keeps every value.
+    """
+    configs = result_dict.get("configs") or {}
+    rows = {}
+    for task, values in (result_dict.get("results") or {}).items():
+        kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
+        if isinstance(values, dict) and "prbench_condition" in kwargs:
+            values = {
+                k: v for k, v in values.items() if not k.startswith(("acc_macro", "domains"))
+            }
+        rows[task] = values
+    return {**result_dict, "results": rows}
+
+
 def _profile_label(results: Mapping[str, Any], rows: list[TaskRow]) -> str:
     conditions = {r.condition for r in rows}
     if conditions == {"noprofile"}:
@@ -181,8 +234,13 @@ def summarize(
     seed: int = DEFAULT_SEED,
     length_baseline: bool = True,
 ) -> list[Section]:
-    """One section per benchmark group in the run, plus one for prbench tasks outside a group."""
+    """The summary's sections, one per table.
+
+    One section per benchmark group in the run, one per task over every domain (a row per domain,
+    see :func:`domain_rows`), and one for the other prbench tasks outside a group.
+    """
     rows = task_rows(results, length_baseline=length_baseline)
+    split = domain_rows(results, length_baseline=length_baseline)
     sections: list[Section] = []
     used: set[str] = set()
     for group, subtasks in (results.get("group_subtasks") or {}).items():
@@ -191,6 +249,10 @@ def summarize(
             continue
         used.update(r.task for r in members)
         sections.append(_section(results, group, members, resamples, confidence, seed))
+    for task, parts in split.items():
+        if task not in used:
+            used.add(task)
+            sections.append(_section(results, task, parts, resamples, confidence, seed))
     rest = [r for t, r in rows.items() if t not in used]
     if rest:
         sections.append(_section(results, "tasks", rest, resamples, confidence, seed))
@@ -359,4 +421,13 @@ def format_sections(
     return "\n".join(lines)
 
 
-__all__ = ["Section", "TaskRow", "format_sections", "row_keys", "summarize", "task_rows"]
+__all__ = [
+    "Section",
+    "TaskRow",
+    "domain_rows",
+    "format_sections",
+    "row_keys",
+    "summarize",
+    "table_view",
+    "task_rows",
+]

@@ -21,7 +21,9 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
   scorer (the runtime is also a context manager).
 
-Non-finite results (NaN, inf) are returned to the caller but never cached.
+Non-finite results (NaN, inf) are returned to the caller but never cached. A scorer that raises
+or returns anything but one real number per request ends the call with one
+:class:`prbench.scoring.base.ScorerFaultError` naming it and its plugin; earlier chunks stay cached.
 
 A scorer's per-request extras (``request_extras``, :mod:`prbench.scoring.extras`) are kept with
 its scores and read back with :meth:`ScorerRuntime.extras`.
@@ -46,7 +48,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
-from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+from prbench.scoring.base import (
+    PairRequest,
+    ScoreRequest,
+    check_scores,
+    scorer_fault,
+    scorer_label,
+)
 from prbench.scoring.extras import RequestExtras
 
 logger = logging.getLogger(__name__)
@@ -254,6 +262,8 @@ class ScorerRuntime:
         self.scorer = scorer
         self.component = component
         self.name = component.name if component is not None else type(scorer).__name__
+        #: how errors name the scorer: qualified id and plugin
+        self.label = scorer_label(component, self.name)
         if pairwise is None:
             if component is not None:
                 pairwise = "pairwise" in component.tags
@@ -406,10 +416,12 @@ class ScorerRuntime:
                 chunk = pending.pop(0)
                 batch = [requests[i] for i in chunk]
                 try:
-                    scores = check_scores(fn(batch), len(batch), self.name)
+                    raw = fn(batch)
                 except Exception as exc:
-                    if not is_oom_error(exc):
-                        raise
+                    if not is_oom_error(exc):  # one error naming the plugin; earlier chunks kept
+                        stored = self._stats["computed"] - self._stats["nonfinite"]
+                        kept = stored if self._cache is not None else 0
+                        raise scorer_fault(exc, self.label, batch, kept) from exc
                     free_accelerator_memory()
                     if len(chunk) == 1:
                         raise ScorerOutOfMemoryError(
@@ -429,6 +441,7 @@ class ScorerRuntime:
                     rest = chunk + [i for c in pending for i in c]
                     pending = _plan_chunks(rest, [_group_key(requests[i]) for i in rest], size)
                     continue
+                scores = check_scores(raw, len(batch), self.name, label=self.label)
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)

@@ -55,3 +55,8 @@ def ratio_of_sums(items: Sequence[Sequence[float]]) -> float:
 def total(items: Sequence[float]) -> int:
     """``n_order_flips``: the number of pairs whose two orders preferred different answers."""
     return _order.total(items)
+
+
+def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """Per-domain pair counts of a task over every domain (the ``domains`` metric)."""
+    return _tasks.domain_counts(items)
