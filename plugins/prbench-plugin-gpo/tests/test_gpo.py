@@ -223,5 +223,20 @@ def test_train_command_reports_bad_input(tmp_path: Path, capsys) -> None:
     out = tmp_path / "gpo.pt"
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(out)]) == 2
     assert "prbench-gpo:" in capsys.readouterr().err and not out.exists()
-    assert main(["train", "--data", "sample", "--out", str(out), "--d-model", "10"]) == 2
+    assert main(["train", "--data", "sample", "--out", str(out), "--folds", "3",
+                 "--d-model", "10"]) == 2
     assert "multiple of heads" in capsys.readouterr().err
+    # k-fold on the evaluated data must be asked for explicitly; --folds is not for --train
+    assert main(["train", "--data", "sample", "--out", str(out)]) == 2
+    assert "add --folds K" in capsys.readouterr().err
+    assert main(["train", "--train", "sample", "--folds", "3", "--out", str(out)]) == 2
+    assert "--folds is for --data" in capsys.readouterr().err
+    # config=paper fixes its settings
+    assert main(["train", "--data", "sample", "--folds", "3", "--config", "paper",
+                 "--layers", "2", "--out", str(out)]) == 2
+    assert "config=paper fixes the published settings; drop layers=2" in capsys.readouterr().err
+    # a train file whose records carry no labelled preferences
+    assert main(["train", "--train", "sample", "--out", str(out), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: prbench-gpo: sample: 45 record(s) have no labelled")
+    assert not out.exists()
