@@ -45,6 +45,11 @@ HUB_DATASET = "QiyaoMa/Personalized-RewardBench"
 HUB_REVISION = "main"
 SAMPLE_DIR = Path(__file__).parent / "data" / "sample" / "pairs"
 SAMPLE_POOLS = Path(__file__).parent / "data" / "sample" / "pools.jsonl"
+#: the bundled, hand-written per-user preference sample (records with ``user_id`` and
+#: ``preferences``; see :mod:`prbench.preference_data`), read as the source ``preferences_sample``
+PREFERENCES_SAMPLE_DIR = Path(__file__).parent / "data" / "preferences_sample" / "pairs"
+#: local sources read by name
+NAMED_SOURCES = {"sample": SAMPLE_DIR, "preferences_sample": PREFERENCES_SAMPLE_DIR}
 
 KNOWN_FIELDS = (
     "id",
@@ -57,6 +62,9 @@ KNOWN_FIELDS = (
     "rejected",
     "domain",
 )
+#: optional fields with a schema of their own (per-user labelled pairs, see
+#: :mod:`prbench.preference_data`): validated, then kept as extra fields
+OPTIONAL_FIELDS = ("user_id", "preferences")
 #: an unknown top-level key at least this close (difflib ratio, case-insensitive) to a schema
 #: field that the record lacks is taken for a misspelling of it: an error, not a warning
 TYPO_CUTOFF = 0.85
@@ -251,7 +259,8 @@ class RecordChecker:
             return None
         rid = self._id(row, data)
         self.check_strings(row, rid, data)
-        self.check_keys(row, rid, data, KNOWN_FIELDS)
+        self.check_keys(row, rid, data, KNOWN_FIELDS + OPTIONAL_FIELDS)
+        self._preferences(row, rid, data)
         question = self._text(row, rid, data, "question", required=True)
         chosen = self._text(row, rid, data, "chosen", required=True)
         rejected = self._text(row, rid, data, "rejected", required=True)
@@ -319,6 +328,31 @@ class RecordChecker:
             else:
                 msg = f"unknown field, kept as an extra field{suggest(str(key), known)}"
                 self.warnings.append(row.issue(rid, key, msg, "unknown-field"))
+
+    def _preferences(self, row: Row, rid: str | None, data: Mapping[str, Any]) -> None:
+        """Check the optional ``user_id`` and ``preferences`` (:mod:`prbench.preference_data`).
+
+        A record's own pair among its preferences is an error: a method would be fitted on the
+        pair it is evaluated on.
+        """
+        from prbench.preference_data import preference_problems, user_id_problem
+
+        if "user_id" in data and (msg := user_id_problem(data["user_id"])):
+            self.problem(row, rid, "user_id", msg, "wrong-type")
+        if "preferences" not in data:
+            return
+        problems = preference_problems(data["preferences"])
+        for field, msg in problems:
+            self.problem(row, rid, field, msg, "bad-preference")
+        if problems:
+            return
+        own = {str(data.get("chosen", "")).strip(), str(data.get("rejected", "")).strip()}
+        question = str(data.get("question", "")).strip()
+        for i, item in enumerate(data["preferences"]):
+            pair = {item["chosen"].strip(), item["rejected"].strip()}
+            if pair == own and str(item.get("question", item.get("prompt"))).strip() == question:
+                msg = "is the record's own pair (a method would fit on the pair it is tested on)"
+                self.problem(row, rid, f"preferences[{i}]", msg, "leaked-preference")
 
     def _id(self, row: Row, data: Mapping[str, Any]) -> str | None:
         if "id" not in data:
@@ -476,7 +510,7 @@ def scan_source(source: str | os.PathLike[str]) -> tuple[list[Path], list[Issue]
     Raises:
         DataSourceError: the path does not exist, or a directory holds no data files.
     """
-    path = SAMPLE_DIR if str(source) == "sample" else Path(source)
+    path = NAMED_SOURCES.get(str(source), Path(source))
     try:
         path.lstat()
     except FileNotFoundError:
