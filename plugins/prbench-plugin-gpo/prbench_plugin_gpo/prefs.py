@@ -1,5 +1,8 @@
 """Labelled per-user preferences (``--train`` mode): users, their pairs, and label digests.
 
+The ``user_id`` and ``preferences`` fields are prbench's (:mod:`prbench.preference_data`, which
+parses and validates them); this module adds what GPO needs on top.
+
 A record of a preference file is a held-out pair (``question``, ``chosen``, ``rejected``) of one
 user (``user_id``, else the record id) with the user's labelled pairs in its ``preferences`` field
 (a list of ``{question, chosen, rejected}``). A user's **labelled pairs** are the union of the
@@ -14,24 +17,14 @@ user (``user_id``, else the record id) with the user's labelled pairs in its ``p
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from prbench_plugin_gpo.context import user_key
+from prbench.preference_data import Pref
 
 if TYPE_CHECKING:
     from prbench.records import Record
-
-
-@dataclasses.dataclass(frozen=True)
-class Pair:
-    """One labelled comparison: ``chosen`` preferred to ``rejected`` for ``question``."""
-
-    question: str
-    chosen: str
-    rejected: str
 
 
 def digest(text: str) -> str:
@@ -39,52 +32,23 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()[:16]
 
 
-def record_preferences(record: Record) -> list[Pair]:
-    """The pairs of a record's ``preferences`` field (``[]`` when it has none).
-
-    Raises:
-        ValueError: a malformed field, naming the file, line, record and item.
-    """
-    raw = record.extra.get("preferences")
-    if raw is None:
-        return []
-    where = f"{record.source or '?'}: record {record.id!r}"
-    if not isinstance(raw, list):
-        raise ValueError(f"{where}: field 'preferences' must be a list of {{question, chosen, "
-                         f"rejected}}, got {type(raw).__name__}")
-    out = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise ValueError(f"{where}: preferences[{i}] must be an object")
-        values = {name: item.get(name) for name in ("question", "chosen", "rejected")}
-        for name, value in values.items():
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{where}: preferences[{i}].{name} must be a non-empty string")
-        if values["chosen"].strip() == values["rejected"].strip():
-            raise ValueError(f"{where}: preferences[{i}] has the same chosen and rejected answer")
-        out.append(Pair(**values))
-    return out
-
-
-def user_pairs(records: Sequence[Record], *, held_out: bool) -> dict[str, list[Pair]]:
-    """Each user's labelled pairs: the union of their records' ``preferences`` (file order).
+def user_pairs(records: Sequence[Record], *, held_out: bool) -> dict[str, list[Pref]]:
+    """Each user's labelled pairs (:func:`prbench.preference_data.user_preferences`).
 
     Args:
         records: records of a preference file.
-        held_out: also add each record's own (question, chosen, rejected) -- training data only.
+        held_out: also add each record's own (question, chosen, rejected), after the user's
+            ``preferences`` and without repeats -- training data only.
     """
-    out: dict[str, list[Pair]] = {}
-    seen: set[tuple[str, Pair]] = set()
-    for r in records:
-        key = user_key(r)
-        pairs = record_preferences(r)
-        if held_out:
-            pairs.append(Pair(r.question, r.chosen, r.rejected))
-        mine = out.setdefault(key, [])
-        for p in pairs:
-            if (key, p) not in seen:
-                seen.add((key, p))
-                mine.append(p)
+    from prbench.preference_data import user_of, user_preferences
+
+    out = {u: list(ps) for u, ps in user_preferences(records).by_user.items()}
+    if held_out:
+        for r in records:
+            mine = out.setdefault(user_of(r), [])
+            pair = Pref(r.question, r.chosen, r.rejected)
+            if pair not in mine:
+                mine.append(pair)
     return out
 
 
@@ -94,7 +58,7 @@ def require_preferences(records: Sequence[Record], source: str) -> None:
     Raises:
         ValueError: naming the file and the first records without the field.
     """
-    missing = [r for r in records if not record_preferences(r)]
+    missing = [r for r in records if not r.extra.get("preferences")]
     if missing:
         shown = ", ".join(f"{r.id!r} ({r.source})" for r in missing[:5])
         raise ValueError(f"{source}: {len(missing)} record(s) have no labelled `preferences` "

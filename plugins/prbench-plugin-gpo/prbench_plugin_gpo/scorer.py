@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.preference_data import Pref
 from prbench.scoring.base import ScoreRequest
 from prbench.scoring.cache import fingerprint_of
 from prbench_plugin_gpo.config import TrainConfig, make_encoder
@@ -44,7 +45,7 @@ from prbench_plugin_gpo.context import (
 )
 from prbench_plugin_gpo.network import Episode, NetConfig, build_network, collate
 from prbench_plugin_gpo.plugin import GPOOptions
-from prbench_plugin_gpo.prefs import Pair, digest, overlap_error, user_pairs
+from prbench_plugin_gpo.prefs import digest, overlap_error, user_pairs
 from prbench_plugin_gpo.swap import ContextSwap, Unit
 from prbench_plugin_gpo.train import FORMAT, trained_on
 
@@ -130,7 +131,7 @@ class GPOScorer:
             rid: (c, r) for rid, (c, r) in (ckpt.get("pair_digests") or {}).items()}
         self.trained_on = trained_on(ckpt)
         self.overlap: list[str] = []
-        self.contexts: dict[str, list[Pair]] = {}
+        self.contexts: dict[str, list[Pref]] = {}
         if self.mode == "train-file":
             self._load_preferences(sorted(ckpt.get("train_users") or []))
         elif options.preferences_data:

@@ -18,17 +18,18 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from prbench.preference_data import Pref
 from prbench_plugin_gpo.config import TrainConfig
 from prbench_plugin_gpo.context import DISPREFERRED, PREFERRED, rng_for, target_text
 from prbench_plugin_gpo.network import Episode, NetConfig, collate
-from prbench_plugin_gpo.prefs import Pair, require_preferences, user_pairs
+from prbench_plugin_gpo.prefs import require_preferences, user_pairs
 
 if TYPE_CHECKING:
     from prbench.records import Record
     from prbench_plugin_gpo.train import Embed
 
 
-def pair_episode(pairs: Sequence[Pair], rows: dict[str, int], context: Sequence[int],
+def pair_episode(pairs: Sequence[Pref], rows: dict[str, int], context: Sequence[int],
                  targets: Sequence[int]) -> Episode:
     """An episode whose context is the ``context`` pairs and whose targets are the ``targets``.
 

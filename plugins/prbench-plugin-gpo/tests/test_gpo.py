@@ -58,8 +58,9 @@ def test_user_id_field_groups_records(records) -> None:
     b = dataclasses.replace(records[1], extra={"user_id": "u1"})
     assert user_key(a) == user_key(b) == "u1"
     assert user_key(records[2]) == records[2].id
-    with pytest.raises(ValueError, match="user_id must be a non-empty string"):
-        user_key(dataclasses.replace(records[0], extra={"user_id": 3}))
+    # prbench's rule (prbench.preference_data.user_of): a number is its text, a blank is no user
+    assert user_key(dataclasses.replace(records[0], extra={"user_id": 3})) == "3"
+    assert user_key(dataclasses.replace(records[0], extra={"user_id": " "})) == records[0].id
 
 
 def test_checkpoint_never_trains_on_the_pairs_it_evaluates(records) -> None:

@@ -173,7 +173,7 @@ def test_causal_lm_mean_pools_the_last_hidden_state(tiny_lm: Path, tmp_path: Pat
 # -- --train files --------------------------------------------------------------------------------
 
 
-def test_train_file_episodes_use_every_user_and_refuse_thin_users(tmp_path: Path) -> None:
+def test_train_file_training_uses_every_user_and_is_seeded(tmp_path: Path) -> None:
     users = [f"u{i}" for i in range(6)]
     records = load_records(str(write_preferences(tmp_path / "train.jsonl", users)))
     config = make_config(steps=3, batch_users=4, d_model=16, layers=1, heads=2, context_pairs=4)
@@ -183,13 +183,10 @@ def test_train_file_episodes_use_every_user_and_refuse_thin_users(tmp_path: Path
     again = train_on_preferences(records, config, fake_embed, progress=False)
     state, same = ckpt["folds"][0]["state_dict"], again["folds"][0]["state_dict"]
     assert all(np.array_equal(state[k].numpy(), same[k].numpy()) for k in state)  # seeded
-    thin = write_preferences(tmp_path / "thin.jsonl", ["solo"], pairs=0, held=1)
-    rows = [json.loads(line) for line in thin.read_text().splitlines()]
-    rows[0]["preferences"] = [{"question": "q", "chosen": "a", "rejected": "a"}]
-    thin.write_text(json.dumps(rows[0]) + "\n")
-    with pytest.raises(ValueError, match=r"thin.jsonl:1: record 'solo-held-0': preferences\[0\] "
-                                         "has the same chosen and rejected answer"):
-        train_on_preferences(load_records(str(thin)), config, fake_embed, progress=False)
+    solo = write_preferences(tmp_path / "solo.jsonl", ["solo"], pairs=3, held=1)
+    with pytest.raises(ValueError, match=r"solo\.jsonl: 1 user; meta-training needs at least 2"):
+        train_on_preferences(load_records(str(solo)), config, fake_embed, source=str(solo),
+                             progress=False)
 
 
 @pytest.fixture(scope="module")
