@@ -290,3 +290,77 @@ def test_context_swap_rescores_each_pair_with_its_partners_context(train_file_ch
     off = _scorer(ckpt, emb, evaluated, context_swap=False)
     off.score(requests[:2])
     assert off.stats()["context_swap"] == []
+
+
+def test_scores_never_read_the_evaluated_labels(train_file_checkpoint, tmp_path: Path) -> None:
+    # the evaluated file carries each held-out pair's label; swapping every label leaves every
+    # score as it was (labels reach only the context-swap diagnostic's accuracy)
+    ckpt, emb, _, evaluated = train_file_checkpoint
+    rows = [json.loads(line) for line in evaluated.read_text().splitlines()]
+    for row in rows:
+        row["chosen"], row["rejected"] = row["rejected"], row["chosen"]
+    swapped = tmp_path / "swapped.jsonl"
+    swapped.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    records = load_records(str(evaluated))
+    requests = [ScoreRequest(r.id, r.question, a) for r in records for a in (r.chosen, r.rejected)]
+    a = _scorer(ckpt, emb, evaluated)
+    b = _scorer(ckpt, emb, swapped)
+    assert a.score(requests) == b.score(requests)
+    assert a.fingerprint() == b.fingerprint()
+
+
+@pytest.mark.slow
+def test_preference_fixture_end_to_end(tiny_lm: Path, tmp_path: Path, capsys) -> None:
+    """Train on two domain files of the bundled fixture, evaluate the third one's users."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from prbench.cli import main as prbench_main
+    from prbench.records import PREFERENCES_SAMPLE_DIR
+
+    train_dir = tmp_path / "train"
+    train_dir.mkdir()
+    for name in ("Home_and_Cooking.jsonl", "Wellbeing_and_Travel.jsonl"):
+        shutil.copy(PREFERENCES_SAMPLE_DIR / name, train_dir / name)
+    evaluated = PREFERENCES_SAMPLE_DIR / "Technology_and_Study.jsonl"
+    ckpt, emb = tmp_path / "gpo.pt", tmp_path / "emb"
+    assert main(["train", "--train", str(train_dir), "--out", str(ckpt), "--config", "paper",
+                 "--steps", "5", "--batch-users", "4", "--embedder", "causal-lm-mean",
+                 "--model", str(tiny_lm), "--device", "cpu", "--embed-cache-dir", str(emb),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    model_args = (f"scorer=gpo,checkpoint={ckpt},preferences_data={evaluated},"
+                  f"embed_cache_dir={emb},swap_resamples=300")
+    metadata = json.dumps({"prbench_data": str(evaluated)})
+    code = prbench_main(["eval", "--tasks", "personalized_rewardbench_custom", "--device", "cpu",
+                         "--metadata", metadata, "--model_args", model_args,
+                         "--output_path", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    summary = out[out.index("prbench summary: scorer gpo"):]
+    assert "\n  gpo: trained on train file sha256:" in summary
+    assert "(4 users, 48 labelled pairs)" in summary  # pu01-pu04: 9 + 3 pairs each
+    line = next(x for x in summary.splitlines() if "gpo context-swap [preferences]" in x)
+    assert "(6 pairs, 2 users, seeded derangement)" in line and "paired bootstrap, 300" in line
+    results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
+    stats = results["config"]["prbench"]["scorer"]["stats"]
+    assert stats["context_swap"][0]["n_pairs"] == 6 and stats["diagnostics"][1] == line.strip()
+    acc = results["results"]["personalized_rewardbench_custom"]["acc,none"]
+    assert math.isclose(stats["context_swap"][0]["acc_own"], acc)  # the same pairs, same scores
+    # plain lm_eval: the same run, the diagnostic in the results (and manifest) it writes
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "lm_eval", "--tasks", "personalized_rewardbench_custom",
+         "--model", "prbench", "--device", "cpu", "--metadata", metadata, "--model_args",
+         model_args + ",cache=false", "--output_path", str(tmp_path / "plain")],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    plain = json.loads(next((tmp_path / "plain").rglob("results_*.json")).read_text())
+    plain_stats = plain["config"]["prbench"]["scorer"]["stats"]
+    assert plain_stats["diagnostics"][1] == line.strip()  # seeded: the very same line
+    manifest = next((tmp_path / "plain").rglob("prbench_manifest_*.json")).read_text()
+    assert "gpo context-swap [preferences]" in manifest
