@@ -177,7 +177,8 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     ckpt_path, emb = trained
     assert main(["info", str(ckpt_path)]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["format"] == "prbench-gpo/1" and len(info["folds"]) == 3
+    assert info["format"] == "prbench-gpo/2" and len(info["folds"]) == 3
+    assert info["mode"] == "kfold" and info["trained_on"].startswith("trained on benchmark pairs")
     code = prbench_main([
         "eval", "--tasks", "personalized_rewardbench_sample", "--device", "cpu", "--model_args",
         f"scorer=gpo,checkpoint={ckpt_path},embed_cache_dir={emb}",
@@ -185,6 +186,10 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     ])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
+    # the summary says how the checkpoint was trained and how much the user's context matters
+    assert "\n  gpo: trained on benchmark pairs, k-fold (3 folds over users;" in out
+    swap_line = next(x for x in out.splitlines() if "gpo context-swap [profile " in x)
+    assert "(45 pairs, 45 users, seeded derangement)" in swap_line
     results_file = next((tmp_path / "out").rglob("results_*.json"))
     manifest = results_file.with_name(results_file.name.replace("results_", "prbench_manifest_"))
     assert manifest.exists()
@@ -197,6 +202,9 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     described = scorer["runtime"]["scorer"]
     assert described["counts"]["by_fold_network"] == 90  # every answer, by its held-out network
     assert described["checkpoint_sha256"] and described["config"]["folds"] == 3
+    assert described["trained_on"].startswith("trained on benchmark pairs, k-fold")
+    (swap,) = scorer["stats"]["context_swap"]
+    assert swap["n_pairs"] == 45 and math.isclose(swap["acc_own"], group["acc,none"])
 
 
 @pytest.mark.slow
