@@ -241,24 +241,25 @@ class GPOScorer:
         vectors = np.concatenate([self.pool.reshape(-1, own.shape[1]), own], axis=0)
         offset = len(self.pool)
         jobs: dict[int, list[tuple[int, Episode]]] = {}
-        seen: list[tuple[list[int], list[int], list[int]]] = []
+        seen: list[tuple[list[int], dict[int, list[int]]]] = []
         start = 0
         for i, (r, (ctx_texts, ctx_labels, _)) in enumerate(zip(requests, contexts, strict=True)):
             rows = list(range(offset + start, offset + start + len(ctx_texts)))
             start += len(ctx_texts)
             user = self.users.get(r.record_id, r.record_id)
-            folds = self._folds_for(r.record_id)
-            neg: list[int] = []
-            for fold in folds:
+            negatives: dict[int, list[int]] = {}
+            for fold in self._folds_for(r.record_id):
+                neg: list[int] = []
                 if self.mode != "train-file":
                     rng = rng_for(self.config.seed, "score", r.record_id)
                     neg = pick_negatives(self.pool_owners, self.allowed[fold], user,
                                          self.config.negatives, rng)
+                negatives[fold] = neg
                 jobs.setdefault(fold, []).append((i, Episode(
                     ctx=rows + neg, ctx_labels=ctx_labels + [DISPREFERRED] * len(neg),
                     targets=[offset + n_ctx + i],
                 )))
-            seen.append((rows, neg, folds))
+            seen.append((rows, negatives))
         total = np.zeros(len(requests), dtype=np.float64)
         count = np.zeros(len(requests), dtype=np.float64)
         for fold, items in sorted(jobs.items()):
@@ -268,10 +269,11 @@ class GPOScorer:
                 count[i] += 1
         scores = [float(x) for x in total / count]
         if self.options.context_swap:
-            for i, (r, (rows, neg, folds)) in enumerate(zip(requests, seen, strict=True)):
-                unit = Unit(user=self.users.get(r.record_id, r.record_id), folds=folds,
+            for i, (r, (rows, negatives)) in enumerate(zip(requests, seen, strict=True)):
+                unit = Unit(user=self.users.get(r.record_id, r.record_id), folds=list(negatives),
                             own_x=vectors[rows], own_y=contexts[i][1],
-                            fixed_x=vectors[neg], fixed_y=[DISPREFERRED] * len(neg))
+                            fixed={f: (vectors[n], [DISPREFERRED] * len(n))
+                                   for f, n in negatives.items()})
                 self.swap.add(contexts[i][2], r.record_id, unit, digest(r.response),
                               vectors[offset + n_ctx + i], scores[i])
         return scores

@@ -43,7 +43,8 @@ class Unit:
         user: the record's user.
         folds: the networks that scored it (their mean is the score).
         own_x, own_y: the user's own context points (vectors, labels).
-        fixed_x, fixed_y: context points that do not belong to the user (kept when swapping).
+        fixed: per fold, the context points that do not belong to the user (vectors, labels;
+            kept when swapping).
         answers: answer digest -> (target vector, score with the own context).
     """
 
@@ -51,8 +52,7 @@ class Unit:
     folds: list[int]
     own_x: np.ndarray
     own_y: list[int]
-    fixed_x: np.ndarray
-    fixed_y: list[int]
+    fixed: dict[int, tuple[np.ndarray, list[int]]]
     answers: dict[str, tuple[np.ndarray, float]] = dataclasses.field(default_factory=dict)
 
 
@@ -126,15 +126,17 @@ class ContextSwap:
             jobs: dict[int, list[tuple[str, Episode]]] = {}
             for rid, u in complete.items():
                 d = donor[partner[u.user]]
-                block = [d.own_x, u.fixed_x] + [u.answers[a][0][None] for a in labels[rid][:2]]
-                rows.append(np.concatenate([b.reshape(-1, u.own_x.shape[-1]) for b in block]))
-                n_ctx = len(d.own_y) + len(u.fixed_y)
-                episode = Episode(ctx=list(range(start, start + n_ctx)),
-                                  ctx_labels=list(d.own_y) + list(u.fixed_y),
-                                  targets=[start + n_ctx, start + n_ctx + 1])
-                start += len(rows[-1])
+                answers = [u.answers[a][0][None] for a in labels[rid][:2]]
                 for fold in u.folds:
-                    jobs.setdefault(fold, []).append((rid, episode))
+                    fixed_x, fixed_y = u.fixed[fold]
+                    block = [d.own_x, fixed_x, *answers]
+                    rows.append(np.concatenate([b.reshape(-1, u.own_x.shape[-1]) for b in block]))
+                    n_ctx = len(d.own_y) + len(fixed_y)
+                    jobs.setdefault(fold, []).append((rid, Episode(
+                        ctx=list(range(start, start + n_ctx)),
+                        ctx_labels=list(d.own_y) + list(fixed_y),
+                        targets=[start + n_ctx, start + n_ctx + 1])))
+                    start += len(rows[-1])
             vectors = np.concatenate(rows).astype(np.float32)
             swapped: dict[str, list[float]] = {rid: [0.0, 0.0] for rid in complete}
             for fold, items in sorted(jobs.items()):

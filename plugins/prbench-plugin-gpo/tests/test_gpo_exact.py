@@ -364,3 +364,44 @@ def test_preference_fixture_end_to_end(tiny_lm: Path, tmp_path: Path, capsys) ->
     assert plain_stats["diagnostics"][1] == line.strip()  # seeded: the very same line
     manifest = next((tmp_path / "plain").rglob("prbench_manifest_*.json")).read_text()
     assert "gpo context-swap [preferences]" in manifest
+
+
+def test_context_swap_keeps_each_folds_own_points_and_averages_folds() -> None:
+    from prbench_plugin_gpo.swap import ContextSwap, Unit
+
+    def run(fold, episodes, vectors):  # a stand-in network: context mean . target + fold
+        out = []
+        for e in episodes:
+            ctx = vectors[e.ctx].mean(axis=0)
+            out.append([float(ctx @ vectors[t]) + fold for t in e.targets])
+        return out
+
+    swap = ContextSwap(seed=0, resamples=100)
+    dim = 2
+    users = {"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [-1.0, 0.0]}
+    answers = {"good": np.array([1.0, 0.0]), "bad": np.array([0.0, 1.0])}
+    for user, own in users.items():
+        # fold 0's own point pulls towards "good", fold 1's towards "bad": only their mean is right
+        fixed = {0: (np.array([[6.0, 0.0]]), [0]), 1: (np.array([[0.0, 2.0]]), [0])}
+        unit = Unit(user=user, folds=[0, 1], own_x=np.array([own]), own_y=[1], fixed=fixed)
+        for name, vec in answers.items():
+            score = float(np.mean([np.vstack([own, fixed[f][0][0]]).mean(0) @ vec + f
+                                   for f in (0, 1)]))
+            swap.add("g", f"r-{user}", unit, name, vec.reshape(dim), score)
+    labels = {f"r-{u}": ("good", "bad") for u in users}
+    (result,) = swap.compute(labels, run)
+    partner = derangement(list(users), 0, "g")
+
+    def expected(user: str) -> float:
+        donor = np.array(users[partner[user]])
+        diff = [np.vstack([donor, f]).mean(0) @ (answers["good"] - answers["bad"])
+                for f in ([6.0, 0.0], [0.0, 2.0])]
+        return float(np.mean(diff) > 0)
+
+    assert result["acc_own"] == 1.0
+    assert result["acc_swapped"] == sum(expected(u) for u in users) / 3 == 1.0  # fold 1 alone: 0
+    assert result["n_pairs"] == 3 and result["n_users"] == 3
+    lonely = ContextSwap()
+    lonely.add("g", "r1", Unit("a", [0], np.zeros((1, 2)), [1], {0: (np.zeros((0, 2)), [])}),
+               "good", answers["good"], 1.0)
+    assert lonely.compute({"r1": ("good", "bad")}, run)[0]["skipped"]
