@@ -336,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from prbench.devices import resolve_device
+    from prbench.profiles.embed import ModelUnavailableError
     from prbench.progress import disable_progress
     from prbench.records import file_hashes, is_hub_id, load_records
     from prbench_plugin_gpo.prefs import content_sha256
@@ -355,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               device=device)
         else:
             checkpoint = train_gpo(records, config, encoder.encode, device=device)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ModelUnavailableError) as exc:
         print(f"error: prbench-gpo: {exc}", file=sys.stderr)
         return 2
     files = {} if is_hub_id(source) else file_hashes(source)

@@ -248,4 +248,9 @@ def test_train_command_reports_bad_input(tmp_path: Path, capsys) -> None:
     assert main(["train", "--train", "sample", "--out", str(out), "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: prbench-gpo: sample: 45 record(s) have no labelled")
+    # an embedding model that is not there: one line, no traceback
+    assert main(["train", "--train", "preferences_sample", "--out", str(out), "--embedder",
+                 "causal-lm-mean", "--model", str(tmp_path / "no_model")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: prbench-gpo: model folder") and len(err.splitlines()) == 1
     assert not out.exists()
