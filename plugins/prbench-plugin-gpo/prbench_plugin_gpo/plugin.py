@@ -26,6 +26,11 @@ class GPOOptions:
         metadata={"help": "a record the checkpoint never saw: average the fold models "
                           "('ensemble', none trained on it) or raise ('error')"},
     )
+    config: Literal["any", "small", "paper"] = dataclasses.field(
+        default="any",
+        metadata={"help": "the training config the checkpoint must have (`paper`: refuse a "
+                          "checkpoint not trained with the published settings); any = no check"},
+    )
     preferences_data: str | None = dataclasses.field(
         default=None,
         metadata={"help": "the evaluated records with their users' labelled `preferences` (file "

@@ -98,6 +98,10 @@ class GPOScorer:
         ckpt = load_checkpoint(self.path)
         self.mode: str = ckpt.get("mode", "kfold")
         self.config = TrainConfig(**ckpt["config"])
+        if options.config != "any" and options.config != self.config.config:
+            raise ValueError(f"gpo: config={options.config} asked for, but the checkpoint was "
+                             f"trained with config={self.config.config} (prbench-gpo train "
+                             f"--config {options.config})")
         if self.config.trust_remote_code and not options.trust_remote_code:
             raise ValueError(f"gpo: the checkpoint's embedder {self.config.model!r} runs code "
                              "shipped with the model; pass trust_remote_code=true if you trust it")

@@ -217,7 +217,10 @@ def test_train_file_checkpoint_scores_other_users_and_refuses_overlap(train_file
     assert info["mode"] == "train-file" and info["config"]["config"] == "paper"
     assert info["trained_on"].startswith("trained on train file sha256:")
     assert info["net"]["mask"] == "context-only" and info["embedder"]["encoder"] == "causal-lm-mean"
-    rm = _scorer(ckpt, emb, evaluated)
+    rm = _scorer(ckpt, emb, evaluated, config="paper")  # the checkpoint's config, checked
+    with pytest.raises(ValueError, match="config=small asked for, but the checkpoint was trained "
+                                         "with config=paper"):
+        _scorer(ckpt, emb, evaluated, config="small")
     rec = load_records(str(evaluated))[0]
     req = ScoreRequest(rec.id, rec.question, rec.chosen)
     assert math.isclose(rm.score([req])[0], rm.score([ScoreRequest(rec.id, rec.question,
