@@ -135,9 +135,11 @@ class GPOScorer:
             rid: (c, r) for rid, (c, r) in (ckpt.get("pair_digests") or {}).items()}
         self.trained_on = trained_on(ckpt)
         self.overlap: list[str] = []
+        self.trained_records: list[str] = []
         self.contexts: dict[str, list[Pref]] = {}
         if self.mode == "train-file":
-            self._load_preferences(sorted(ckpt.get("train_users") or []))
+            self._load_preferences(sorted(ckpt.get("train_users") or []),
+                                   set(ckpt["folds"][0]["train_ids"]))
         elif options.preferences_data:
             raise ValueError("gpo: preferences_data is for checkpoints trained on labelled "
                              "preferences (prbench-gpo train --train); this one was trained "
@@ -146,13 +148,13 @@ class GPOScorer:
             "mode": self.mode, "trained_on": self.trained_on, "folds": len(self.nets),
             "n_records": len(self.users), "config": ckpt["config"],
             "embedder": ckpt.get("embedder"), "data": ckpt.get("data"),
-            "user_overlap": self.overlap,
+            "user_overlap": self.overlap, "trained_records": self.trained_records,
         }
         self._counts = {"requests": 0, "by_fold_network": 0, "unseen_ensemble": 0,
                         "by_train_file_network": 0}
         self.swap = ContextSwap(seed=options.swap_seed, resamples=options.swap_resamples)
 
-    def _load_preferences(self, train_users: list[str]) -> None:
+    def _load_preferences(self, train_users: list[str], train_ids: set[str]) -> None:
         """Each evaluated record's user and context from ``preferences_data``; refuse overlap."""
         from prbench.records import load_records
 
@@ -175,6 +177,8 @@ class GPOScorer:
             if not self.options.allow_user_overlap:
                 raise ValueError(message)
             self.overlap = sorted(set(self.users.values()) & set(train_users))
+            # records of the train file itself: their held-out pairs were training targets
+            self.trained_records = sorted(set(self.users) & train_ids)
 
     def _folds_for(self, record_id: str) -> list[int]:
         if self.mode == "train-file":
@@ -291,7 +295,9 @@ class GPOScorer:
         lines = [f"gpo: {self.trained_on}"]
         if self.overlap:
             lines.append(f"gpo: WARNING {len(self.overlap)} evaluated user(s) were training "
-                         "users (allow_user_overlap=true)")
+                         "users (allow_user_overlap=true)" + (
+                             f"; {len(self.trained_records)} evaluated record(s) were training "
+                             "records, their pairs trained on" if self.trained_records else ""))
         lines += [d["line"] for d in swap]
         return {"trained_on": self.trained_on, "context_swap": swap, "diagnostics": lines,
                 "counts": dict(self._counts)}

@@ -233,8 +233,10 @@ def test_train_file_checkpoint_scores_other_users_and_refuses_overlap(train_file
         _scorer(ckpt, emb, train)
     overlap = _scorer(ckpt, emb, train, allow_user_overlap=True)
     assert overlap.describe()["user_overlap"] == [f"t{i}" for i in range(6)]
-    assert any("WARNING 6 evaluated user(s) were training users" in line
+    assert any("WARNING 6 evaluated user(s) were training users (allow_user_overlap=true); 12 "
+               "evaluated record(s) were training records, their pairs trained on" in line
                for line in overlap.stats()["diagnostics"])
+    assert len(overlap.describe()["trained_records"]) == 12
     # a --train checkpoint needs the evaluated users' preferences; a record outside them fails
     with pytest.raises(ValueError, match="pass preferences_data="):
         PluginRegistry().build("scorer", "gpo", {"checkpoint": str(ckpt), "device": "cpu",
