@@ -331,7 +331,9 @@ def format_sections(
 
     Args:
         sections: from :func:`summarize`.
-        scorer: the run's scorer record (id, options, diagnostic), if the model was prbench's.
+        scorer: the run's scorer record (id, options, diagnostic), if the model was prbench's;
+            the lines a scorer returns under ``diagnostics`` in its ``stats()`` are printed
+            under the header.
         limit: lm-eval's ``--limit`` when it was given: the summary then says that only part of
             each task was evaluated.
     """
@@ -345,6 +347,9 @@ def format_sections(
                 "  DIAGNOSTIC: this scorer reads the hidden rubric/narrative; it is an upper "
                 "bound, not a reward model"
             )
+        stats = scorer.get("stats")
+        if isinstance(stats, Mapping):
+            lines.extend(f"  {line}" for line in stats.get("diagnostics") or ())
     else:
         lines.append("prbench summary")
     if limit:
