@@ -32,7 +32,7 @@ import dataclasses
 import hashlib
 import logging
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -271,6 +271,8 @@ class HFClassifierScorer:
         self._pooling = "not loaded"
         self._sharing: bool | None = None  # None: not decided yet
         self._sharing_note = ""
+        self._sharing_checked = False  # decided by the check (here or by an earlier run)
+        self._adopted: bool | None = None  # the check's outcome stored with the score cache
         self._token_budget = options.batch_tokens
 
     # -- loading ---------------------------------------------------------------------------------
@@ -321,6 +323,8 @@ class HFClassifierScorer:
                 raise ValueError(f"prefix_sharing='on' but this model cannot share prefixes: {why}")
             self._sharing = ok if opts.prefix_sharing == "on" else (None if ok else False)
             self._sharing_note = "on (option)" if opts.prefix_sharing == "on" else why
+            if ok and self._adopted is not None:
+                self._adopt_sharing(self._adopted)
         if not self._token_budget:
             self._token_budget = auto_token_budget(
                 model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
@@ -412,13 +416,33 @@ class HFClassifierScorer:
         shared = self._forward_shared([group])[0]
         tol = 1e-3 if self.dtype_name == "float32" else 5e-2
         worst = max(abs(a - b) / (1.0 + abs(a)) for a, b in zip(plain, shared, strict=True))
-        self._sharing = worst <= tol
+        self._sharing, self._sharing_checked = worst <= tol, True
         self._sharing_note = (
             f"verified (max relative difference {worst:.1e})" if self._sharing
             else f"disabled: shared and plain scores differ by {worst:.1e} (> {tol:.0e})"
         )
         if not self._sharing:
             logger.warning("prefix sharing %s", self._sharing_note)
+
+    def _adopt_sharing(self, value: bool) -> None:
+        self._sharing, self._sharing_checked = value, True
+        self._sharing_note = f"{'verified' if value else 'disabled'} (check stored with the cache)"
+
+    def decisions(self) -> dict[str, Any]:
+        """The sharing check's outcome once made (``prefix_sharing=auto``), for the score cache.
+
+        The check runs on the first group a process meets: a resumed process would check another.
+        """
+        checked = self.options.prefix_sharing == "auto" and self._sharing_checked
+        return {"prefix_sharing": bool(self._sharing)} if checked else {}
+
+    def adopt_decisions(self, decisions: Mapping[str, Any]) -> None:
+        """Take the sharing check's outcome from an earlier run under this fingerprint."""
+        value = decisions.get("prefix_sharing")
+        if self.options.prefix_sharing == "auto" and not self.released and isinstance(value, bool):
+            self._adopted = value
+            if self.model is not None and (self._sharing is not False or self._sharing_checked):
+                self._adopt_sharing(value)
 
     def _compute(self, seqs: list[list[int]], keys: list[Hashable]) -> list[float]:
         """Scores for ``seqs``; ``keys`` group the sequences that may share a prompt."""
