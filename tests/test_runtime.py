@@ -306,6 +306,33 @@ def test_out_of_memory_halves_the_chunk(error):
     assert rt.stats()["oom_retries"] == before
 
 
+def test_accelerator_memory_is_emptied_once_the_failed_chunk_is_released(monkeypatch):
+    import sys
+    import weakref
+
+    import prbench.scoring.engine as engine
+
+    class Held:
+        pass
+
+    refs, seen = [], []
+
+    class HoldsTensors(Hungry):
+        def score(self, requests):
+            held = Held()  # what a failed forward pass keeps alive through its traceback
+            refs.append(weakref.ref(held))
+            return super().score(requests)
+
+    monkeypatch.setattr(
+        engine, "free_accelerator_memory",
+        lambda: seen.append((sys.exc_info()[0], [r() for r in refs])),
+    )
+    rt = ScorerRuntime(HoldsTensors(fits=3), chunk_size=16, progress=False)
+    rt.score([_req(i) for i in range(8)])
+    assert len(seen) == rt.stats()["oom_retries"] == 2
+    assert all(exc is None and all(r is None for r in alive) for exc, alive in seen)
+
+
 def test_out_of_memory_on_one_request_is_a_clear_error():
     rt = ScorerRuntime(Hungry(fits=0), chunk_size=4, progress=False)
     with pytest.raises(ScorerOutOfMemoryError, match=r"single request .*record 'r0'.*max_length"):

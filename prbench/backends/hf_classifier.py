@@ -206,7 +206,9 @@ class HFClassifierScorer:
             ``computed`` (sequences run through the model), ``batches`` (batches planned by the
             engine), ``forward_passes``, ``shared_groups``, ``shared_tokens_saved``,
             ``truncated_profile``, ``truncated_question``, ``padded_tokens`` (token slots run,
-            padding included), ``real_tokens`` (real tokens run), ``oom_retries``. Calling it,
+            padding included), ``real_tokens`` (real tokens run), ``oom_retries``,
+            ``wasted_tokens`` (real tokens of attempts that ran out of memory and were redone; a
+            failed attempt counts nowhere else). Calling it,
             ``stats()``, returns those counts plus ``padded_fraction``,
             ``prefix_sharing`` (on/off and why) and ``token_budget``.
     """
@@ -263,7 +265,7 @@ class HFClassifierScorer:
         self.stats = RunStats(
             ("requests", "computed", "batches", "forward_passes", "shared_groups",
              "shared_tokens_saved", "truncated_profile", "truncated_question", "truncated_end",
-             "padded_tokens", "real_tokens", "oom_retries"),
+             "padded_tokens", "real_tokens", "oom_retries", "wasted_tokens"),
             self._stats_summary,
         )
         self.model: Any = None
@@ -501,9 +503,10 @@ class HFClassifierScorer:
                 )
         finally:
             self.stats["batches"] += stats.batches
-        self._token_budget = stats.token_budget or self._token_budget
+            self.stats["oom_retries"] += stats.oom_retries
+            self.stats["wasted_tokens"] += stats.wasted_tokens
+            self._token_budget = stats.token_budget or self._token_budget
         self.stats["computed"] += len(seqs)
-        self.stats["oom_retries"] += stats.oom_retries
         return results
 
     # -- public API ------------------------------------------------------------------------------
@@ -565,13 +568,15 @@ class HFClassifierScorer:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One reward per request, in order (the runtime dedups and caches; this computes)."""
+        from prbench.scoring.engine import uncounted_if_out_of_memory
+
         requests = list(requests)
         if not requests:
             return []
-        self.stats["requests"] += len(requests)
-        seqs = self.encode(requests)
-        groups = [(r.question, r.profile.text) for r in requests]
-        scores = self._compute(seqs, groups)
+        with uncounted_if_out_of_memory(self.stats):  # the runtime redoes a chunk out of memory
+            self.stats["requests"] += len(requests)
+            seqs = self.encode(requests)
+            scores = self._compute(seqs, [(r.question, r.profile.text) for r in requests])
         return check_scores(scores, len(requests), self.component)
 
     def _sharing_state(self) -> str:
