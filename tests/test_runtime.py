@@ -179,6 +179,23 @@ def test_resumed_scores_equal_uninterrupted_ones_bit_for_bit(tmp_path, killed_af
     assert rt.stats()["cache_hits"] > 0
 
 
+@pytest.mark.parametrize("killed_after", [1, 2, 3, 4])
+def test_resume_is_bit_exact_when_a_split_group_interleaves_with_others(tmp_path, killed_after):
+    # "big" (7 answers) exceeds a chunk of 3 and its answers alternate with other groups' ones:
+    # once its first chunk is stored, its first missing answer comes after theirs
+    reqs = []
+    for i in range(7):
+        reqs.append(_req(i, q="big"))
+        reqs.append(_req(10 + i, q=f"q{i % 3}"))
+    whole = ScorerRuntime(BatchSensitive(), cache=False, chunk_size=3, progress=False).score(reqs)
+    db = str(tmp_path / "killed.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        ScorerRuntime(BatchSensitive(fail_from_call=killed_after), cache_path=db, chunk_size=3,
+                      progress=False).score(reqs)
+    rt = ScorerRuntime(BatchSensitive(), cache_path=db, chunk_size=3, progress=False)
+    assert rt.score(reqs) == whole  # exact, not approximate
+
+
 class CheckedOnFirstGroup(BatchSensitive):
     """Like prefix sharing checked on the first group a process meets: the check's outcome (here,
     which group it ran on) changes the last bits of every later score."""
@@ -219,7 +236,7 @@ def test_a_resumed_run_reuses_the_decisions_stored_with_the_cache(tmp_path, kill
     # a run under another fingerprint decides for itself
     other = CheckedOnFirstGroup()
     other._fp = "fp-2"
-    ScorerRuntime(other, cache_path=db, chunk_size=4, progress=False).score(reqs[5:])
+    ScorerRuntime(other, cache_path=db, chunk_size=4, progress=False).score(reqs[5:13])
     assert other.adopted == [] and other.mode == "q1"
 
 
@@ -554,3 +571,22 @@ def test_calls_from_threads_run_one_at_a_time():
     for t in threads:
         t.join(timeout=30)
     assert scorer.most == 1 and rt.stats()["computed"] == 16
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chunk_plans_are_prefix_stable(seed):
+    """What a resumed run plans for the requests still missing is the rest of the first plan."""
+    import random
+
+    from prbench.scoring.resume import plan_chunks
+
+    rng = random.Random(seed)
+    groups = [(f"q{rng.randrange(8)}", "p") for _ in range(rng.randint(1, 60))]
+    order = list(range(len(groups)))
+    size = rng.randint(1, 9)
+    plan = plan_chunks(order, groups, size)
+    assert sorted(i for c in plan for i in c) == order and all(len(c) <= size for c in plan)
+    for done in range(len(plan) + 1):
+        committed = {i for c in plan[:done] for i in c}
+        rest = [i for i in order if i not in committed]
+        assert plan_chunks(rest, [groups[i] for i in rest], size) == plan[done:]

@@ -5,10 +5,10 @@ the rest. Scorers whose last bits depend on more than one request (a padded batc
 by several answers, a check made on the first group seen) would store different bits for the rest
 unless two things hold, both kept here:
 
-- **chunks never change**: :func:`plan_chunks` cuts requests greedily in order, a (question,
-  profile) group kept whole, so the chunks planned over the requests still missing are exactly
-  the remaining chunks of the uninterrupted plan, and a scorer composes its batches inside one
-  chunk only (it never sees two at once);
+- **chunks never change**: :func:`plan_chunks` cuts requests greedily, a (question, profile)
+  group kept whole unless it alone exceeds a chunk, so that the chunks planned over the requests
+  still missing are exactly the remaining chunks of the uninterrupted plan; a scorer composes
+  its batches inside one chunk only (it never sees two at once);
 - **decisions are made once per fingerprint**: a scorer reports run-time choices that change its
   scores (``decisions()``, e.g. whether prefix sharing passed its check) and takes earlier ones
   (``adopt_decisions(mapping)``); :class:`DecisionKeeper` stores them with the score cache before
@@ -36,16 +36,21 @@ def plan_chunks(
 ) -> list[list[int]]:
     """Cut ``order`` into chunks of at most ``size``, keeping equal groups together.
 
-    Requests of one group are made contiguous (groups in order of first appearance); a group is
-    split only when it alone is larger than ``size``. The plan is prefix-stable: removing its
-    first chunks from ``order`` and planning again gives its remaining chunks.
+    Requests of one group are made contiguous, in order, and a group is split only when it alone
+    is larger than ``size``. Groups come in the order of their **last** request: a run resumed
+    after the first chunks were stored plans exactly the remaining chunks of this plan. (In
+    order of first appearance it would not: once the first part of a split group is stored, the
+    group's first missing request may come after another group's, and the two swap places.)
     """
     by_group: dict[tuple[str, str], list[int]] = {}
+    last: dict[tuple[str, str], int] = {}
     for pos, i in enumerate(order):
         by_group.setdefault(groups[pos], []).append(i)
+        last[groups[pos]] = pos
     chunks: list[list[int]] = []
     current: list[int] = []
-    for members in by_group.values():
+    for key in sorted(by_group, key=last.__getitem__):
+        members = by_group[key]
         if current and len(current) + len(members) > size:
             chunks.append(current)
             current = []
