@@ -355,11 +355,12 @@ class ScorerRuntime:
     ) -> dict[str, float]:
         """Score the requests of ``unique`` missing from ``known``, chunk by chunk.
 
-        Chunks are cut greedily in request order, a (question, profile) group kept whole, and
-        each is cached before the next. A run resumed after ``kill -9`` therefore starts at a
-        chunk boundary of the interrupted run and cuts the rest into exactly the chunks the
-        uninterrupted run used: scorers whose last bits depend on the batch (padded forward
-        passes) store the same scores either way.
+        Chunks are cut by :func:`prbench.scoring.resume.plan_chunks` (a (question, profile)
+        group kept whole), and each is cached before the next, after the scorer's decisions. A
+        run resumed after ``kill -9`` therefore starts at a chunk boundary of the interrupted
+        run, cuts the rest into exactly the chunks the uninterrupted run used and adopts its
+        decisions: scorers whose last bits depend on the batch (padded forward passes, shared
+        prompts) store the same scores either way.
         """
         from prbench.progress import progress_bar
         from prbench.scoring.engine import free_accelerator_memory, is_oom_error
