@@ -15,6 +15,12 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   that share a (question, profile) together so a scorer's prompt sharing still sees them side by
   side; each chunk is committed to the cache before the next starts, so a run killed with
   ``kill -9`` loses at most one chunk;
+- **decisions**: a scorer that makes run-time choices changing the last bits of its scores (e.g.
+  ``hf-classifier`` checking prefix sharing on the first group it sees) reports them with
+  ``decisions()`` and takes earlier ones with ``adopt_decisions(mapping)``; they are stored with
+  the score cache under the fingerprint before the scores that follow them, and a later or
+  resumed run adopts them first. With chunks that never change, a run killed at any point and
+  run again stores exactly the scores of an uninterrupted run (:mod:`prbench.scoring.resume`);
 - **out-of-memory back-off**: a chunk that runs out of accelerator memory is retried at half the
   size, down to one request, then a clear error;
 - a **progress bar** (:func:`prbench.progress.progress_bar`), **run stats** (:meth:`stats`) and a
@@ -56,6 +62,7 @@ from prbench.scoring.base import (
     scorer_label,
 )
 from prbench.scoring.extras import RequestExtras
+from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -189,39 +196,6 @@ def request_key(request: ScoreRequest | PairRequest) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _group_key(request: ScoreRequest | PairRequest) -> tuple[str, str]:
-    return (str(request.question), str(getattr(request.profile, "text", "")))
-
-
-def _plan_chunks(
-    order: Sequence[int], groups: Sequence[tuple[str, str]], size: int
-) -> list[list[int]]:
-    """Cut ``order`` into chunks of at most ``size``, keeping equal groups together.
-
-    Requests of one group are made contiguous (groups in order of first appearance); a group is
-    split only when it alone is larger than ``size``.
-    """
-    by_group: dict[tuple[str, str], list[int]] = {}
-    for pos, i in enumerate(order):
-        by_group.setdefault(groups[pos], []).append(i)
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    for members in by_group.values():
-        if current and len(current) + len(members) > size:
-            chunks.append(current)
-            current = []
-        while len(members) > size:
-            chunks.append(members[:size])
-            members = members[size:]
-        current.extend(members)
-        if len(current) >= size:
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
-    return chunks
-
-
 class ScorerRuntime:
     """Dedup, cache, chunks, OOM back-off, progress and stats around one scorer.
 
@@ -299,6 +273,7 @@ class ScorerRuntime:
         )
         self._active_chunk = self.chunk_size  # lowered for good by an out-of-memory back-off
         self._extras = RequestExtras(scorer, self.name, required=self.pairwise)
+        self._decisions = DecisionKeeper(scorer, self._cache, self.name)
         self._closed = False
         self._lock = threading.RLock()  # one call at a time: scorers need not be thread-safe
 
@@ -396,18 +371,20 @@ class ScorerRuntime:
     ) -> dict[str, float]:
         """Score the requests of ``unique`` missing from ``known``, chunk by chunk.
 
-        Chunks are cut greedily in request order, a (question, profile) group kept whole, and
-        each is cached before the next. A run resumed after ``kill -9`` therefore starts at a
-        chunk boundary of the interrupted run and cuts the rest into exactly the chunks the
-        uninterrupted run used: scorers whose last bits depend on the batch (padded forward
-        passes) store the same scores either way.
+        Chunks are cut by :func:`prbench.scoring.resume.plan_chunks` (a (question, profile)
+        group kept whole), and each is cached before the next, after the scorer's decisions. A
+        run resumed after ``kill -9`` therefore starts at a chunk boundary of the interrupted
+        run, cuts the rest into exactly the chunks the uninterrupted run used and adopts its
+        decisions: scorers whose last bits depend on the batch (padded forward passes, shared
+        prompts) store the same scores either way.
         """
         from prbench.progress import progress_bar
         from prbench.scoring.engine import free_accelerator_memory, is_oom_error
 
+        self._decisions.adopt_stored()
         missing = [i for i in unique if keys[i] not in known]
         size = self._active_chunk
-        pending = _plan_chunks(missing, [_group_key(requests[i]) for i in missing], size)
+        pending = plan_chunks(missing, [group_key(requests[i]) for i in missing], size)
         out: dict[str, float] = {}
         total = sum(len(c) for c in pending)
         bar = progress_bar(total, desc=self.name, unit=unit, enabled=self.progress)
@@ -415,6 +392,7 @@ class ScorerRuntime:
             while pending:
                 chunk = pending.pop(0)
                 batch = [requests[i] for i in chunk]
+                oom = False
                 try:
                     raw = fn(batch)
                 except Exception as exc:
@@ -422,7 +400,6 @@ class ScorerRuntime:
                         stored = self._stats["computed"] - self._stats["nonfinite"]
                         kept = stored if self._cache is not None else 0
                         raise scorer_fault(exc, self.label, batch, kept) from exc
-                    free_accelerator_memory()
                     if len(chunk) == 1:
                         raise ScorerOutOfMemoryError(
                             f"scorer {self.name!r} ran out of memory on a single request "
@@ -431,6 +408,9 @@ class ScorerRuntime:
                             "or length options (e.g. max_length, batch_tokens), use a smaller "
                             "dtype, or a device with more memory"
                         ) from exc
+                    oom = True
+                if oom:  # out of the except block: the failed call's frames are released now
+                    free_accelerator_memory()
                     size = max(1, len(chunk) // 2)
                     self._active_chunk = min(self._active_chunk, size)
                     self._stats["oom_retries"] += 1
@@ -439,9 +419,12 @@ class ScorerRuntime:
                         "chunks of %d", self.name, len(chunk), size,
                     )
                     rest = chunk + [i for c in pending for i in c]
-                    pending = _plan_chunks(rest, [_group_key(requests[i]) for i in rest], size)
+                    pending = plan_chunks(rest, [group_key(requests[i]) for i in rest], size)
                     continue
                 scores = check_scores(raw, len(batch), self.name, label=self.label)
+                if not self._decisions.store_new():
+                    pending.insert(0, chunk)  # another process decided first: redo it their way
+                    continue
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
@@ -483,7 +466,8 @@ class ScorerRuntime:
 
         Returns:
             ``component`` (id, qualified id, plugin, tags, diagnostic), ``options``,
-            ``fingerprint``, ``runtime`` (cache on/off and file, chunk size, progress),
+            ``fingerprint``, ``runtime`` (cache on/off and file, chunk size, progress, the
+            decisions stored with the cache),
             ``stats``, and the scorer's own ``describe()`` under ``scorer`` (or ``None``) and its
             ``stats()`` under ``scorer_stats`` when it has them.
         """
@@ -504,6 +488,7 @@ class ScorerRuntime:
                 "cache_path": str(self._cache.path) if self._cache is not None else None,
                 "chunk_size": self.chunk_size,
                 "progress": self.progress,
+                "decisions": dict(self._decisions.stored or {}),
             },
             "stats": self.stats(),
             "scorer": self._scorer_call("describe"),
