@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     if component.diagnostic:
         print(f"note: {args.scorer!r} is a DIAGNOSTIC scorer (it reads the hidden rubric); "
               "requests must carry narrative/rubric_aspects", file=sys.stderr)
-    app = create_app(runtime_factory(args.scorer, options), config, scorer=args.scorer,
+    app = create_app(runtime_factory(component.qualified_id, options), config, scorer=args.scorer,
                      diagnostic=component.diagnostic, api_key=token)
     auth = (f"bearer token from ${args.api_key_env}; /health open" if token
             else "no authentication" + (" (--insecure)" if args.insecure else ""))

@@ -23,13 +23,13 @@ use verl or OpenRLHF with ``prbench serve``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from prbench.analysis.strict_json import write_json
 from prbench.profiles.base import ProfileView
 from prbench.records import Record
 from prbench.scoring.base import ScoreRequest
@@ -339,16 +339,19 @@ def run_rl(
     ordered = list(all_records.values())
     views = dict(zip(all_records, build_views(ordered, profile, profile_options), strict=True))
     registry = get_registry()
-    rt = build_runtime(config.scorer, config.scorer_options, progress=config.progress)
+    scorer = registry.get("scorer", config.scorer)  # resolved once; the qualified id from here on
+    judge_component = registry.get("scorer", config.judge) if config.judge else None
+    rt = build_runtime(scorer.qualified_id, config.scorer_options, progress=config.progress)
     judge = None
-    judge_diag = bool(config.judge) and registry.get("scorer", config.judge).diagnostic
+    judge_diag = judge_component is not None and judge_component.diagnostic
     try:
         if rt.pairwise:
             raise ValueError(f"scorer {config.scorer!r} is pairwise; RL needs a pointwise reward")
-        reward = ScorerReward(rt, all_records, views,
-                              diagnostic=registry.get("scorer", config.scorer).diagnostic)
-        if config.judge:
-            judge = build_runtime(config.judge, config.judge_options, progress=config.progress)
+        reward = ScorerReward(rt, all_records, views, diagnostic=scorer.diagnostic)
+        if judge_component is not None:
+            judge = build_runtime(
+                judge_component.qualified_id, config.judge_options, progress=config.progress
+            )
             if judge.pairwise:
                 raise ValueError(f"judge {config.judge!r} is pairwise; use a pointwise judge")
         eval_views = [views[r.id] for r in eval_records]
@@ -397,7 +400,7 @@ def run_rl(
         rt.close()
         if judge is not None:
             judge.close()
-    (out_dir / "rl_results.json").write_text(json.dumps(results, indent=2, default=str))
+    write_json(out_dir / "rl_results.json", results)  # strict JSON: null + a note for NaN
     return results
 
 

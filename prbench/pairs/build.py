@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from prbench.analysis.strict_json import dumps
 from prbench.jsonio import Row
 from prbench.pairs.base import GENERATION_FAILED, PairGenerator, PairOutcome
 from prbench.pairs.source import load_sources, output_row
@@ -146,7 +147,7 @@ def _read_jsonl(path: Path, report: BuildReport) -> list[dict[str, Any]]:
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", "utf-8")
+    tmp.write_text(dumps(data, indent=2, default=str) + "\n", "utf-8")  # strict: no bare NaN
     os.replace(tmp, path)
 
 
