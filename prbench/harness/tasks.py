@@ -3,9 +3,13 @@
 :func:`task_dirs` is the ``lm_eval.tasks`` entry point: prbench's own folder plus the folders that
 plugins register. :func:`load_docs` is what the task YAMLs call through ``custom_dataset``: it
 loads and validates records (any source :func:`prbench.records.load_records` reads), keeps one
-domain, builds the profile view of the task's condition through the profile-builder registry and
-returns the rows lm-eval iterates over. Each row carries the rendered profile and the builder's
-description, so logged samples show exactly what the reward model saw.
+domain and returns the rows lm-eval iterates over. Profiles are built lazily
+(:mod:`prbench.profiles.lazy`): a row of the profile condition carries the key of its profile
+view, built only when the row is scored (:func:`prepare_profiles`, called by the ``prbench``
+model for exactly the rows of its requests, one builder call for all of them) or its prompt is
+rendered for another model (:func:`doc_to_text`); none is built for a scorer registered with
+``reads_profile=False``. :func:`process_docs` fills the built views into the rows afterwards, so
+logged samples show exactly what the reward model saw.
 
 lm-eval passes ``--model_args`` and ``--metadata`` merged as keyword arguments; the keys read here
 all start with ``prbench_`` (an unknown ``prbench_`` key is an error, anything else is ignored):
@@ -217,7 +221,8 @@ def _records(req: DataRequest) -> list[Any]:
     return kept
 
 
-def _builder(req: DataRequest) -> tuple[Any, dict[str, Any]]:
+def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any]]:
+    """The builder component and its options (checked now; the builder is built when used)."""
     from prbench.plugins import get_registry
 
     component = get_registry().get("profile-builder", req.builder)
@@ -230,20 +235,56 @@ def _builder(req: DataRequest) -> tuple[Any, dict[str, Any]]:
             "profile builder %r has no option 'k'; prbench_profile_k is not used", req.builder
         )
         options.pop("k")
-    return component.build(options), options
+    return component, options
+
+
+def _profile_fields(view: Any, status: str) -> dict[str, Any]:
+    return {
+        "profile_text": view.text,
+        "profile_builder": view.builder,
+        "profile_post_ids": [item.id for item in view.items],
+        "profile_tokens": int(view.n_tokens),
+        "profile_status": status,
+    }
+
+
+#: the row fields that hold the profile view (filled in when it is built)
+PROFILE_FIELDS = (
+    "profile_text", "profile_builder", "profile_post_ids", "profile_tokens", "profile_status",
+)
+#: provenance entries and the profile keys of their rows (see :func:`refresh_provenance`)
+_ENTRY_KEYS: list[tuple[dict[str, Any], list[str]]] = []
 
 
 def build_rows(req: DataRequest) -> list[dict[str, Any]]:
-    """The task rows for a request (records of one domain with their profile views)."""
+    """The task rows for a request: records of one domain, their profiles not built yet.
+
+    The rows of the question-only condition hold their (empty) view; the others carry a
+    ``profile_key`` and ``profile_status`` ``pending``: the profile is built when the row is
+    scored (:func:`prepare_profiles`) or its prompt is first rendered (:func:`doc_to_text`), see
+    :mod:`prbench.profiles.lazy`. The builder's options are checked here, before any work.
+    """
     from prbench.options import options_to_dict
-    from prbench.profiles.base import build_views
+    from prbench.profiles import lazy
     from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     records = _records(req)
-    builder, options = _builder(req)
-    views = build_views(builder, records, f"profile builder {req.builder!r}", RuntimeError)
+    component, options = _builder_options(req)
+    parsed = component.parse_options(options) if component.options is not None else None
+    spec = lazy.spec_of(req.builder, options)
+    keys = lazy.STORE.register(spec, records)
+    if req.builder == "none":  # the question-only condition: nothing to compute
+        lazy.STORE.build(keys)
     rows = []
-    for record, view in zip(records, views, strict=True):
+    for record, key in zip(records, keys, strict=True):
+        view = lazy.STORE.view(key)
+        if view is not None:
+            fields = _profile_fields(view, lazy.STATUS_BUILT)
+        else:
+            fields = {
+                "profile_text": "", "profile_builder": req.builder, "profile_post_ids": [],
+                "profile_tokens": 0, "profile_status": lazy.STATUS_PENDING,
+            }
         rows.append(
             {
                 "id": record.id,
@@ -253,10 +294,9 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
                 "chosen": record.chosen,
                 "rejected": record.rejected,
                 "condition": req.condition,
-                "profile_text": view.text,
-                "profile_builder": view.builder,
-                "profile_post_ids": [item.id for item in view.items],
-                "profile_tokens": int(view.n_tokens),
+                **fields,
+                "profile_key": key,
+                "profile_spec": spec,
                 "n_posts": len(record.profile),
                 "source": record.source,
                 "record_json": json.dumps(record.to_dict(), ensure_ascii=False),
@@ -266,23 +306,131 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     LENGTHS[(req.source, req.domain, req.condition)] = [
         (len(r["chosen"].split()), len(r["rejected"].split())) for r in rows
     ]
-    PROVENANCE.append(
-        {
-            "data": req.source,
-            "revision": (req.revision or HUB_REVISION) if hub else None,
-            "split": req.split if hub else None,
-            "domain": req.domain,
-            "condition": req.condition,
-            "n_records": len(rows),
-            "file_hashes": {} if hub else file_hashes(req.source),
-            "profile_builder": {
-                "id": req.builder,
-                "options": options_to_dict(getattr(builder, "options", None)) or options,
-                "description": views[0].builder if views else req.builder,
-            },
-        }
-    )
+    entry = {
+        "data": req.source,
+        "revision": (req.revision or HUB_REVISION) if hub else None,
+        "split": req.split if hub else None,
+        "domain": req.domain,
+        "condition": req.condition,
+        "n_records": len(rows),
+        "file_hashes": {} if hub else file_hashes(req.source),
+        "profile_builder": {
+            "id": req.builder,
+            "options": options_to_dict(parsed) or options,
+            "description": req.builder,
+        },
+    }
+    PROVENANCE.append(entry)
+    _ENTRY_KEYS.append((entry, keys))
+    refresh_provenance()
     return rows
+
+
+def refresh_provenance() -> None:
+    """Record in each :data:`PROVENANCE` entry how many of its profiles were built.
+
+    ``profile_builder`` gets ``status`` (``built``, ``not built: scorer does not read profiles``
+    or ``pending``: no record of it was scored), ``n_built`` (records whose profile was built:
+    the ones scored, under ``--limit`` fewer than ``n_records``) and ``description`` (the
+    builder's own id with its options, once one view is built).
+    """
+    from prbench.profiles import lazy
+
+    live = {id(e) for e in PROVENANCE}
+    _ENTRY_KEYS[:] = [(e, k) for e, k in _ENTRY_KEYS if id(e) in live]
+    for entry, keys in _ENTRY_KEYS:
+        statuses = [lazy.STORE.status(k) for k in keys]
+        built = [k for k, s in zip(keys, statuses, strict=True) if s == lazy.STATUS_BUILT]
+        info = entry["profile_builder"]
+        info["n_built"] = len(built)
+        if built:
+            info["status"] = lazy.STATUS_BUILT
+            view = lazy.STORE.view(built[0])
+            if view is not None:
+                info["description"] = view.builder
+        elif lazy.STATUS_SKIPPED in statuses:
+            info["status"] = lazy.STATUS_SKIPPED
+        else:
+            info["status"] = lazy.STATUS_PENDING
+
+
+def _ensure_registered(doc: Mapping[str, Any]) -> str:
+    """The row's profile key, its record registered again if this process has not seen it."""
+    from prbench.profiles import lazy
+
+    key = str(doc["profile_key"])
+    if lazy.STORE.known(key):
+        return key
+    from prbench.jsonio import Row
+    from prbench.records import RecordChecker
+
+    checker = RecordChecker()
+    record = checker.record(Row(str(doc.get("source") or "row"), 0, json.loads(doc["record_json"])),
+                            str(doc.get("domain") or ""))
+    if record is None:
+        raise ValueError(f"row {doc.get('id')!r}: its record_json is not a valid record: "
+                         + "; ".join(str(i) for i in checker.issues))
+    record = dataclasses.replace(record, source=str(doc.get("source") or record.source))
+    (registered,) = lazy.STORE.register(str(doc["profile_spec"]), [record])
+    if registered != key:
+        raise ValueError(f"row {doc.get('id')!r}: its profile_key does not match its record")
+    return key
+
+
+def prepare_profiles(docs: Sequence[Mapping[str, Any]], *, build: bool) -> None:
+    """Build the pending profiles of ``docs`` (one call per builder), or mark them not built.
+
+    Args:
+        docs: task rows about to be scored.
+        build: False when the scorer does not read profiles (they are marked
+            :data:`prbench.profiles.lazy.STATUS_SKIPPED` instead).
+    """
+    from prbench.profiles import lazy
+
+    keys = list(dict.fromkeys(
+        _ensure_registered(d) for d in docs if d.get("profile_status") == lazy.STATUS_PENDING
+    ))
+    if build:
+        lazy.STORE.build(keys)
+    else:
+        lazy.STORE.skip(keys)
+    refresh_provenance()
+
+
+def row_view(doc: Mapping[str, Any], *, build: bool = True) -> Any:
+    """The :class:`~prbench.profiles.base.ProfileView` of a row.
+
+    A pending profile is built now (``build=True``) or stands as an empty view whose builder says
+    why it was not built.
+    """
+    from prbench.profiles import lazy
+    from prbench.profiles.base import ProfileView
+    from prbench.records import ProfileItem
+
+    if doc.get("profile_status") == lazy.STATUS_PENDING:
+        key = _ensure_registered(doc)
+        if build:
+            return lazy.STORE.view_for(key)
+        return ProfileView(text="", builder=lazy.STATUS_SKIPPED)
+    record = json.loads(doc["record_json"])
+    posts = {str(p.get("id")): p for p in record.get("profile", []) if isinstance(p, dict)}
+    items = []
+    for pid in doc.get("profile_post_ids") or []:
+        post = posts.get(str(pid))
+        if post is not None:
+            extra = {k: v for k, v in post.items() if k not in ("id", "category", "text")}
+            items.append(
+                ProfileItem(
+                    id=str(post["id"]), category=str(post.get("category", "")),
+                    text=str(post.get("text", "")), extra=extra,
+                )
+            )
+    return ProfileView(
+        text=doc["profile_text"],
+        items=tuple(items),
+        n_tokens=int(doc.get("profile_tokens", 0)),
+        builder=str(doc.get("profile_builder", "none")),
+    )
 
 
 def load_docs(**kwargs: Any) -> dict[str, Any]:
@@ -305,13 +453,66 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     """The prompt of a row: the profile (if any), then the question; the answer follows it.
 
     A reward model reads the structured row; this text is what a likelihood baseline
-    (``--model hf``) conditions on and what logged samples show.
+    (``--model hf``) conditions on and what logged samples show. A profile not built yet is
+    built here for the one row, unless a ``prbench`` model is open: it builds the profiles of the
+    rows it scores itself, all at once, and the prompt then names the builder instead.
     """
+    from prbench.profiles import lazy
+
+    profile = doc["profile_text"]
+    if doc.get("profile_status") == lazy.STATUS_PENDING:
+        if lazy.deferred():
+            profile = f"[profile {doc['profile_builder']}: built when the pair is scored]"
+        else:
+            profile = row_view(doc).text
     parts = []
-    if doc["profile_text"]:
-        parts.append("Earlier posts by the user:\n" + doc["profile_text"])
+    if profile:
+        parts.append("Earlier posts by the user:\n" + profile)
     parts.append("Question: " + doc["question"])
     return "\n\n".join(parts) + "\nAnswer: "
+
+
+def process_docs(dataset: Any) -> Any:
+    """``process_docs`` of the prbench tasks: the rows with the profiles built so far filled in.
+
+    lm-eval calls it each time it reads the task's documents: before scoring nothing is built and
+    the rows come back as they are; after scoring, the rows whose profile was built (or skipped
+    because the scorer does not read profiles) carry it, so logged samples show what the reward
+    model saw.
+    """
+    from prbench.profiles import lazy
+
+    if "profile_key" not in getattr(dataset, "column_names", ()):
+        return dataset
+    cache_key = (getattr(dataset, "_fingerprint", id(dataset)), lazy.STORE.generation)
+    if cache_key in _FILLED:
+        return _FILLED[cache_key]
+    keys = dataset["profile_key"]
+    statuses = dataset["profile_status"]
+    changed = [
+        i for i, (k, s) in enumerate(zip(keys, statuses, strict=True))
+        if s == lazy.STATUS_PENDING and lazy.STORE.status(k) != lazy.STATUS_PENDING
+    ]
+    if not changed:
+        return dataset
+    columns = {name: list(dataset[name]) for name in PROFILE_FIELDS}
+    for i in changed:
+        view = lazy.STORE.view(keys[i])
+        if view is None:
+            columns["profile_status"][i] = lazy.STATUS_SKIPPED
+            continue
+        for name, value in _profile_fields(view, lazy.STATUS_BUILT).items():
+            columns[name][i] = value
+    filled = dataset.remove_columns(list(PROFILE_FIELDS))
+    for name in PROFILE_FIELDS:
+        filled = filled.add_column(name, columns[name])
+    if len(_FILLED) > 32:
+        _FILLED.clear()
+    _FILLED[cache_key] = filled
+    return filled
+
+
+_FILLED: dict[tuple[Any, int], Any] = {}
 
 
 def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
@@ -343,10 +544,16 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
 
 
 def reset() -> None:
-    """Forget loaded records and provenance (tests)."""
+    """Forget loaded records, built profiles and provenance (tests)."""
+    from prbench.profiles import lazy
+
     PROVENANCE.clear()
     LENGTHS.clear()
     _RECORDS.clear()
+    _ENTRY_KEYS.clear()
+    _FILLED.clear()
+    lazy.STORE.reset()
+    lazy.release_all()
 
 
 __all__ = [
@@ -360,7 +567,11 @@ __all__ = [
     "doc_to_text",
     "load_docs",
     "parse_request",
+    "prepare_profiles",
+    "process_docs",
     "process_results",
+    "refresh_provenance",
+    "row_view",
     "task_dirs",
     "task_names",
 ]
