@@ -178,3 +178,27 @@ def test_rows_from_another_process_are_registered_again() -> None:
     lazy.STORE.reset()  # as if the rows came from a request cache of another process
     view = tasks.row_view(row)
     assert view.text.startswith("Post 1 (Category: ") and len(view.items) == 1
+
+
+def test_prompts_do_not_build_while_a_prbench_model_is_open() -> None:
+    class Consumer:
+        pass
+
+    def first_row(k: int) -> dict[str, Any]:
+        return tasks.load_docs(
+            prbench_domain=tasks.ALL_DOMAINS, prbench_condition="profile",
+            prbench_default_data="sample", prbench_profile="bm25", prbench_profile_k=k,
+        )["test"][0]
+
+    one, two = first_row(1), first_row(2)
+    consumer = Consumer()
+    lazy.defer_to(consumer)
+    try:
+        texts = [tasks.doc_to_text(one), tasks.doc_to_text(two)]
+    finally:
+        lazy.release(consumer)
+    assert lazy.STORE.status(one["profile_key"]) == lazy.STATUS_PENDING
+    # lm-eval's response cache is keyed on this prompt: two conditions never share one
+    assert texts[0] != texts[1] and all("built when scored" in t for t in texts)
+    assert tasks.doc_to_text(one).startswith("Earlier posts by the user:\nPost 1")
+    assert lazy.STORE.status(one["profile_key"]) == lazy.STATUS_BUILT

@@ -366,7 +366,11 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     profile = doc["profile_text"]
     if doc.get("profile_status") == lazy.STATUS_PENDING:
         if lazy.deferred():
-            profile = f"[profile {doc['profile_builder']}: built when the pair is scored]"
+            # the key names the builder, its options and the record's content, so lm-eval's
+            # response cache (keyed on this prompt) never mixes two profile conditions
+            profile = (
+                f"[profile {doc['profile_builder']} {doc['profile_key']}: built when scored]"
+            )
         else:
             profile = row_view(doc).text
     parts = []
