@@ -202,3 +202,16 @@ def test_prompts_do_not_build_while_a_prbench_model_is_open() -> None:
     assert texts[0] != texts[1] and all("built when scored" in t for t in texts)
     assert tasks.doc_to_text(one).startswith("Earlier posts by the user:\nPost 1")
     assert lazy.STORE.status(one["profile_key"]) == lazy.STATUS_BUILT
+
+
+def test_a_builder_that_cannot_be_built_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugin = write_plugin(tmp_path)
+    meta = {"prbench_profile_options": {"model": str(tmp_path / "no-such-model")}}
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", TASK, "--model_args", "scorer=counting",
+         "--metadata", json.dumps(meta), "--limit", "1", "--no-progress"], capsys,
+    )
+    assert code == 1
+    assert "error: profile builder 'dense': model folder" in err and "Traceback" not in err

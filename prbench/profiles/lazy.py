@@ -125,12 +125,23 @@ class ProfileStore:
         return keys
 
     def builder(self, spec: str) -> Any:
-        """The builder of a spec, built once per process."""
+        """The builder of a spec, built once per process.
+
+        Raises:
+            prbench.options.OptionsError: the builder cannot be built from its options (its
+                model cannot be found, say); the builder is named.
+        """
+        from prbench.options import OptionsError
+        from prbench.profiles.embed import ModelUnavailableError
+
         with self._lock:
             if spec not in self._builders:
                 parsed = json.loads(spec)
                 make = self._make_builder or _registry_builder
-                self._builders[spec] = make(parsed["builder"], parsed["options"])
+                try:
+                    self._builders[spec] = make(parsed["builder"], parsed["options"])
+                except ModelUnavailableError as exc:
+                    raise OptionsError(f"profile builder {parsed['builder']!r}: {exc}") from exc
             return self._builders[spec]
 
     def build(self, keys: Iterable[str]) -> None:
