@@ -363,10 +363,17 @@ class RankedBuilder:
 
 
 def ranked_options_from_dense(dense: Any, path: str) -> dict[str, Any]:
-    """The ``ranked`` options standing for ``dense`` options whose ranking is in ``path``."""
+    """The ``ranked`` options standing for ``dense`` options whose ranking is in ``path``.
+
+    Options at ``ranked``'s own default are left out (its defaults are ``dense``'s, except
+    ``model``, which is always set so that the encoder is checked).
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(RankedOptions)}
     out: dict[str, Any] = {"path": path}
     for name in (*IDENTITY_OPTIONS, *VIEW_OPTIONS):
-        out[name] = getattr(dense, name)
+        value = getattr(dense, name)
+        if name == "model" or value != defaults[name]:
+            out[name] = value
     return out
 
 
