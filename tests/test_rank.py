@@ -196,3 +196,17 @@ def test_prbench_ranked_needs_the_dense_condition() -> None:
     assert req.builder_options["path"] == "r.jsonl" and req.builder_options["model"] == "minilm"
     with pytest.raises(OptionsError, match="cannot be combined with prbench_profile='bm25'"):
         tasks.parse_request({**kwargs, "prbench_profile": "bm25"})
+
+
+def test_rank_argument_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.jsonl"
+    for more, needle in (
+        (["--builder", "bm25"], "ranks with the 'dense' builder"),
+        (["--batch_size", "lots"], "--batch_size must be a positive integer or auto"),
+        (["--builder_args", "modle=minilm"], "did you mean 'model'"),
+    ):
+        code, _, err = run_eval(["rank", "sample", "-o", str(out), *more], capsys)
+        assert code == 1 and err.startswith("error: ") and needle in err, err
+        assert not out.exists()

@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--builder", default="dense",
                         help="the profile builder that ranks (dense, the only one that embeds)")
     parser.add_argument("--builder_args", default="", metavar="K=V,...",
-                        help="its options, e.g. model=contriever (see `prbench scorers`-style "
-                        "help in the README's profile builders table)")
+                        help="its options, e.g. model=contriever (listed by `prbench scorers "
+                        "--kind profile-builder --options dense`)")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument(
         "--batch_size", default="auto",
