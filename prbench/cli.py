@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "correlate": "prbench.commands.correlate",
     "eval": "prbench.harness.cli",
     "plugins": "prbench.commands.plugins",
+    "prefs": "prbench.commands.prefs",
     "rank": "prbench.commands.rank",
     "report": "prbench.commands.report",
     "rl": "prbench.commands.rl",

@@ -339,3 +339,181 @@ def test_a_corrupt_cache_file_names_itself(server, tmp_path):
     text = str(info.value)
     assert str(folder / "responses.sqlite") in text
     assert 'cache_dir=""' in text and "move the file aside" in text
+
+
+class DroppingServer:
+    """A loopback OpenAI-compatible server that drops connections without answering.
+
+    The first ``drop_first`` requests are read and then dropped (``how="close"``: the connection
+    is closed; ``"reset"``: reset); after ``stop_after`` answers the next request is dropped and
+    the server stops listening, so later connections are refused (``closed`` is set then).
+    Answers are ``answer(text of the last message)``.
+    """
+
+    def __init__(self, *, drop_first: int = 0, how: str = "close", stop_after: int = 0,
+                 port: int = 0, answer=lambda text: f"reply to {text}") -> None:
+        import json
+        import socket
+        import struct
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.drop_first, self.stop_after = drop_first, stop_after
+        self.received: list[str] = []
+        self.answered = 0
+        self.closed = threading.Event()
+        lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                text = body["messages"][-1]["content"]
+                with lock:
+                    owner.received.append(text)
+                    drop = len(owner.received) <= owner.drop_first
+                    stop = bool(owner.stop_after) and owner.answered >= owner.stop_after
+                    if not (drop or stop):
+                        owner.answered += 1
+                if drop or stop:
+                    if how == "reset":
+                        self.connection.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                        )
+                    self.close_connection = True
+                    if stop:
+                        threading.Thread(target=owner.stop, daemon=True).start()
+                    return
+                data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": answer(text)}}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self) -> None:
+        if not self.closed.is_set():
+            self._server.shutdown()
+            self._server.server_close()
+            self.closed.set()
+
+    def __enter__(self) -> DroppingServer:
+        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _http_backend(base_url: str, **overrides) -> OpenAIBackend:
+    fields = {"backend": "openai", "model": "m", "base_url": base_url, "max_concurrency": 1}
+    fields.update(overrides)
+    backend = build_backend(BackendSpec(**fields))
+    assert isinstance(backend, OpenAIBackend)
+    backend.backoff_base = 0.01
+    return backend
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_a_dropped_connection_is_retried_like_a_5xx_then_succeeds(how, caplog):
+    with DroppingServer(drop_first=2, how=how) as srv:
+        backend = _http_backend(srv.base_url, max_retries=3, cache_dir="")
+        with caplog.at_level(logging.WARNING, logger="prbench.backends.http"):
+            out = backend.generate([chat("a"), chat("b")], GREEDY)
+    assert out == ["reply to a", "reply to b"]
+    assert srv.received == ["a", "a", "a", "b"]  # the first request was dropped twice, then asked
+    assert backend.retries == 2 and backend.failed == 0
+    assert "connection dropped before a complete reply" in caplog.text
+
+
+def test_a_connection_dropped_on_every_attempt_fails_that_item_not_the_run():
+    with DroppingServer(drop_first=3) as srv:
+        backend = _http_backend(srv.base_url, max_retries=2, cache_dir="")
+        failed, fine = backend.generate([chat("a"), chat("b")], GREEDY)
+    assert isinstance(failed, GenerationFailure) and failed.reason == "connection"
+    assert "connection dropped before a complete reply" in failed.detail
+    assert "3 attempts" in failed.detail
+    assert fine == "reply to b"
+
+
+def test_a_refused_connection_stops_the_run_and_keeps_the_replies_received(tmp_path):
+    cache = str(tmp_path / "responses")
+    chats = [chat(w) for w in ("one", "two", "three", "four")]
+    with DroppingServer(stop_after=2) as srv:
+        port = srv.port
+        backend = _http_backend(srv.base_url, max_retries=1, cache_dir=cache)
+        backend._sleep = lambda seconds: srv.closed.wait(10)  # retry once nobody listens
+        with pytest.raises(BackendRequestError) as info:
+            backend.generate(chats, GREEDY)
+    message = str(info.value)
+    assert "\n" not in message and isinstance(info.value, BackendFatalError)
+    assert f"cannot reach the server at {srv.base_url}: connection failed" in message
+    assert "ConnectionRefusedError" in message and "all 2 attempts" in message
+    assert "re-running the same command resumes" in message
+    # "three" was dropped, then refused: a per-item failure; "four" was refused on every attempt
+    assert srv.received == ["one", "two", "three"]
+    assert backend.cache is not None and len(backend.cache) == 2
+    with DroppingServer(port=port) as again:  # the same command, the server back
+        resumed = _http_backend(again.base_url, max_retries=1, cache_dir=cache)
+        out = resumed.generate(chats, GREEDY)
+    assert out == [f"reply to {w}" for w in ("one", "two", "three", "four")]
+    assert again.received == ["three", "four"]  # the replies already received were not asked again
+
+
+def test_an_unknown_host_is_fatal(monkeypatch):
+    import socket
+
+    def no_such_host(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", no_such_host)
+    backend = _http_backend("http://judge.internal.example:8000/v1", max_retries=1, cache_dir="")
+    with pytest.raises(BackendRequestError) as info:
+        backend.generate([chat("a")], GREEDY)
+    message = str(info.value)
+    assert "cannot reach the server at http://judge.internal.example:8000/v1" in message
+    assert "gaierror" in message and "fix `base_url`" in message
+    assert message.endswith("then re-run the same command")
+
+
+def test_a_judge_run_stopped_by_a_refused_connection_resumes_from_the_replies_received(tmp_path):
+    """Through the scorer runtime, as `prbench eval` runs a judge: stop, then the same run again."""
+    import math
+
+    from prbench.scoring.base import PairRequest
+    from prbench.scoring.runtime import build_runtime
+
+    pairs = [PairRequest(record_id=f"r{i}", question=f"question {i}", first=f"answer one {i}",
+                         second=f"answer two {i}") for i in range(4)]  # 8 chats: both orders
+
+    def options(url: str) -> dict[str, str]:
+        return {"backend": "openai", "model": "judge", "base_url": url, "max_retries": "1",
+                "max_concurrency": "1", "cache_dir": str(tmp_path / "responses"),
+                "chunk_size": "2", "progress": "false"}
+
+    def verdict(text: str) -> str:
+        return "Result: A"
+
+    with DroppingServer(stop_after=3, answer=verdict) as srv:
+        port = srv.port
+        with build_runtime("llm-judge", options(srv.base_url)) as runtime:
+            runtime.scorer.backend.backoff_base = 0.01
+            runtime.scorer.backend._sleep = lambda seconds: srv.closed.wait(10)
+            with pytest.raises(BackendFatalError) as info:
+                runtime.compare(pairs)
+    assert "cannot reach the server" in str(info.value)
+    assert "re-running the same command resumes" in str(info.value)
+    assert len(srv.received) == 4  # 3 answered, the 4th dropped; then nobody listened
+    with (DroppingServer(port=port, answer=verdict) as again,
+          build_runtime("llm-judge", options(again.base_url)) as runtime):
+        out = runtime.compare(pairs)
+    assert len(again.received) == 5  # only what the stopped run had not received
+    assert len(out) == 4 and not any(math.isnan(p) for p in out)

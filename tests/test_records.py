@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from prbench.cli import main
 from prbench.records import (
     DataSourceError,
+    Record,
     RecordValidationError,
     is_hub_id,
     load_records,
@@ -173,3 +177,171 @@ def test_custom_task_rows_keep_each_records_domain(tmp_path: Path) -> None:
         ("a1", "Art_and_Entertainment", "cooking"),
         ("m1", "Society_and_Culture", "cooking"),
     ]
+
+
+class _CountingReader:
+    """A binary file handle that adds the size of every read to ``counts``."""
+
+    def __init__(self, handle: Any, counts: list[int]) -> None:
+        self._handle, self._counts = handle, counts
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self._counts.append(len(data))
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    def __enter__(self) -> _CountingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._handle.close()
+
+
+def test_validate_streams_records_one_at_a_time_without_keeping_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prbench import jsonio
+
+    monkeypatch.setattr(jsonio, "CHUNK_BYTES", 4096)
+    path = write_jsonl(tmp_path / "d.jsonl", [record(id=f"u{i}") for i in range(200)])
+    counts: list[int] = []
+    real_open = Path.open
+
+    def open_(self: Path, *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(self, *args, **kwargs)
+        return _CountingReader(handle, counts) if self == path else handle
+
+    monkeypatch.setattr(Path, "open", open_)
+    alive: list[weakref.ref[Record]] = []
+    read_before_first: list[int] = []
+
+    def take(rec: Record) -> None:
+        if not read_before_first:
+            read_before_first.append(sum(counts))
+        alive.append(weakref.ref(rec))
+
+    report = validate(path, keep_records=False, on_record=take)
+    gc.collect()
+    assert report.ok and report.valid == 200 and report.records == []
+    assert len(alive) == 200 and all(ref() is None for ref in alive)  # none kept anywhere
+    # the first record arrives after a block or two, not after the whole file was read
+    assert read_before_first[0] <= 2 * 4096 < path.stat().st_size
+    assert max(counts) <= 4096
+
+
+def test_block_boundaries_do_not_change_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prbench import jsonio
+
+    rows = [json.dumps(record(id=f"u{i}")) for i in range(4)]
+    data = (rows[0] + "\r\n" + rows[1] + "\r" + "\n" + rows[2] + "\r\r\n" + "{bad}\n" + rows[3])
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(data.encode()[:-5])  # the last line is cut short
+
+    def outcome() -> tuple[list[tuple[str, int | None]], list[str]]:
+        report = validate(path)
+        return [(i.code, i.line) for i in report.issues], [r.source for r in report.records]
+
+    expected = outcome()
+    assert expected[0] == [("blank-line", 4), ("invalid-json", 5), ("truncated-json", 6)]
+    assert [s.rsplit(":", 1)[1] for s in expected[1]] == ["1", "2", "3"]
+    for size in (1, 2, 3, 7, 64, 1000):
+        monkeypatch.setattr(jsonio, "CHUNK_BYTES", size)
+        assert outcome() == expected, size
+
+
+def test_duplicate_ids_are_found_while_streaming(tmp_path: Path) -> None:
+    long_id = "y" * 5000
+    ids = ["a", "b", long_id, "c", "a", long_id, "b"]
+    path = write_jsonl(tmp_path / "d.jsonl", [record(id=i) for i in ids])
+    report = validate(path, keep_records=False)
+    assert report.valid == 4 and report.records == []
+    found = [(i.line, i.code) for i in report.issues]
+    assert found == [(5, "duplicate-id"), (6, "duplicate-id"), (7, "duplicate-id")]
+    assert f"first seen at {path}:3" in report.issues[1].message
+
+
+def test_prbench_validate_does_not_keep_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import statistics
+
+    import prbench.commands.validate as command
+
+    rows = [record(id="a", chosen="one two three"), record(id="b"), record(id="c", profile=[])]
+    path = write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", rows)
+    seen: list[tuple[dict[str, Any], Any]] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        report = validate(*args, **kwargs)
+        seen.append((kwargs, report))
+        return report
+
+    monkeypatch.setattr(command, "validate", spy)
+    assert main(["validate", str(path), "--format", "json"]) == 0
+    ((kwargs, report),) = seen
+    assert kwargs["keep_records"] is False and report.records == [] and report.valid == 3
+    payload = json.loads(capsys.readouterr().out)
+    (row,) = payload["domains"]
+    recs = load_records(path)
+    assert row["records"] == 3 and row["profile_min"] == 0 and row["profile_max"] == 2
+    assert row["chosen_words"] == statistics.fmean(len(r.chosen.split()) for r in recs)
+    assert row["chosen_longer"] == statistics.fmean(
+        float(len(r.chosen.split()) > len(r.rejected.split())) for r in recs
+    )
+
+
+def test_compressed_files_in_a_folder_keep_their_domain(tmp_path: Path) -> None:
+    import gzip
+    import lzma
+
+    body = (json.dumps(record(id="a1")) + "\n").encode()
+    (tmp_path / "Art_and_Entertainment.jsonl.gz").write_bytes(gzip.compress(body))
+    (tmp_path / "Society_and_Culture.json.xz").write_bytes(
+        lzma.compress(json.dumps([record(id="s1")]).encode())
+    )
+    recs = load_records(tmp_path)
+    assert [(r.domain, r.id) for r in recs] == [
+        ("Art_and_Entertainment", "a1"),
+        ("Society_and_Culture", "s1"),
+    ]
+    assert not is_hub_id("owner/d.jsonl.gz")
+
+
+def test_statistics_of_no_records_print_a_bare_table() -> None:
+    from prbench.analysis.dataset_stats import domain_stats, format_table
+
+    assert domain_stats([]) == []
+    assert format_table([]).splitlines()[0].startswith("domain")
+
+
+def test_shown_escapes_and_cuts() -> None:
+    from prbench.jsonio import shown, shown_path
+
+    assert shown("a\nb") == "'a\\nb'"
+    assert shown("x" * 61) == "'" + "x" * 60 + "'…(61 chars)"
+    assert shown_path("d\u202eb.jsonl") == "d\\u202eb.jsonl"
+    assert shown_path(Path("plain/d.jsonl")) == "plain/d.jsonl"
+
+
+def test_normalised_comparison_never_changes_the_stored_text(tmp_path: Path) -> None:
+    chosen = "Keep\u00a0it cold,\u200b then feed it."
+    path = write_jsonl(tmp_path / "d.jsonl", [record(chosen=chosen)])
+    assert load_records(path)[0].chosen == chosen
+
+
+def test_a_line_with_several_duplicate_keys_counts_as_one_row(tmp_path: Path) -> None:
+    row = record()
+    text = json.dumps(row)[:-1] + ', "id": "u2", "chosen": "z"}'
+    path = tmp_path / "d.jsonl"
+    path.write_text(text + "\n" + json.dumps(record(id="u3")) + "\n")
+    report = validate(path)
+    assert [(i.line, i.field, i.code) for i in report.issues] == [
+        (1, "id", "duplicate-key"),
+        (1, "chosen", "duplicate-key"),
+    ]
+    assert report.rows == 2 and [r.id for r in report.records] == ["u3"]

@@ -1,9 +1,13 @@
-"""Per-domain statistics of a set of records (``prbench validate`` prints them)."""
+"""Per-domain statistics of a set of records (``prbench validate`` prints them).
+
+:class:`StatsAccumulator` takes records one at a time and keeps running sums only, so statistics
+of a source of any size cost memory for the domain and category names, not for the records.
+"""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from prbench.records import Record
@@ -13,45 +17,85 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values) if values else 0.0
+@dataclasses.dataclass
+class _Sums:
+    """Running sums of one row of the table."""
+
+    records: int = 0
+    categories: set[str] = dataclasses.field(default_factory=set)
+    profile: int = 0
+    profile_min: int | None = None
+    profile_max: int = 0
+    question: int = 0
+    narrative: int = 0
+    aspects: int = 0
+    chosen: int = 0
+    rejected: int = 0
+    chosen_longer: int = 0
+
+    def add(self, r: Record) -> None:
+        posts, chosen, rejected = len(r.profile), _words(r.chosen), _words(r.rejected)
+        self.records += 1
+        self.categories.add(r.category)
+        self.profile += posts
+        self.profile_min = posts if self.profile_min is None else min(self.profile_min, posts)
+        self.profile_max = max(self.profile_max, posts)
+        self.question += _words(r.question)
+        self.narrative += _words(r.narrative)
+        self.aspects += len(r.rubric_aspects)
+        self.chosen += chosen
+        self.rejected += rejected
+        self.chosen_longer += chosen > rejected
+
+    def row(self, name: str) -> dict[str, Any]:
+        n = self.records or 1
+        return {
+            "domain": name,
+            "records": self.records,
+            "categories": len(self.categories),
+            "profile_mean": self.profile / n,
+            "profile_min": self.profile_min or 0,
+            "profile_max": self.profile_max,
+            "question_words": self.question / n,
+            "narrative_words": self.narrative / n,
+            "aspects": self.aspects / n,
+            "chosen_words": self.chosen / n,
+            "rejected_words": self.rejected / n,
+            "chosen_longer": self.chosen_longer / n,
+        }
 
 
-def domain_stats(records: Sequence[Record]) -> list[dict[str, Any]]:
-    """One row per domain (sorted), then an ``all`` row.
+class StatsAccumulator:
+    """Per-domain statistics built one record at a time (pass :meth:`add` as a callback)."""
 
-    Columns: records, categories, profile posts (mean/min/max), question words, narrative words,
-    rubric aspects, chosen and rejected words (mean), and how often the chosen answer is the longer
-    one (a length-bias check: near 0.5 is healthy).
-    """
-    by_domain: dict[str, list[Record]] = {}
-    for r in records:
-        by_domain.setdefault(r.domain or "(none)", []).append(r)
-    rows = [_row(name, by_domain[name]) for name in sorted(by_domain)]
-    if len(by_domain) > 1:
-        rows.append(_row("all", list(records)))
-    return rows
+    def __init__(self) -> None:
+        self._domains: dict[str, _Sums] = {}
+        self._all = _Sums()
+
+    def add(self, record: Record) -> None:
+        """Count one record."""
+        self._domains.setdefault(record.domain or "(none)", _Sums()).add(record)
+        self._all.add(record)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per domain (sorted), then an ``all`` row when there are several domains.
+
+        Columns: records, categories, profile posts (mean/min/max), question words, narrative
+        words, rubric aspects, chosen and rejected words (mean), and how often the chosen answer
+        is the longer one (a length-bias check: near 0.5 is healthy). No record, no row.
+        """
+        rows = [self._domains[name].row(name) for name in sorted(self._domains)]
+        if len(self._domains) > 1:
+            rows.append(self._all.row("all"))
+        return rows
 
 
-def _row(name: str, recs: Sequence[Record]) -> dict[str, Any]:
-    profile = [len(r.profile) for r in recs]
-    chosen = [_words(r.chosen) for r in recs]
-    rejected = [_words(r.rejected) for r in recs]
-    longer = [c > j for c, j in zip(chosen, rejected, strict=True)]
-    return {
-        "domain": name,
-        "records": len(recs),
-        "categories": len({r.category for r in recs}),
-        "profile_mean": _mean(profile),
-        "profile_min": min(profile, default=0),
-        "profile_max": max(profile, default=0),
-        "question_words": _mean([_words(r.question) for r in recs]),
-        "narrative_words": _mean([_words(r.narrative) for r in recs]),
-        "aspects": _mean([len(r.rubric_aspects) for r in recs]),
-        "chosen_words": _mean(chosen),
-        "rejected_words": _mean(rejected),
-        "chosen_longer": _mean([float(x) for x in longer]),
-    }
+def domain_stats(records: Iterable[Record]) -> list[dict[str, Any]]:
+    """The rows of :meth:`StatsAccumulator.rows` for these records."""
+    stats = StatsAccumulator()
+    for record in records:
+        stats.add(record)
+    return stats.rows()
 
 
 COLUMNS = (
@@ -86,7 +130,7 @@ def format_table(rows: Sequence[dict[str, Any]], *, markdown: bool = False) -> s
         lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
         return "\n".join(lines)
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+    widths = [max([len(h), *(len(b[i]) for b in body)]) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))
     lines += ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]

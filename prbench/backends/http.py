@@ -8,21 +8,25 @@ Standard library only (``http.client`` and threads). What it does:
   sent as ``Authorization: Bearer ...``; it is never stored on the backend, in the cache, in a
   fingerprint, in a log line or in an error message (any text that echoes it is redacted);
 * at most ``max_concurrency`` requests in flight per backend, across threads and calls;
-* retries on HTTP 408/409/429, HTTP 5xx, timeouts, dropped connections and malformed 200 replies
-  (not JSON, no ``choices``, ``content: null``), with exponential backoff (jittered, at least the
-  server's ``Retry-After``), up to ``max_retries`` times;
+* retries on HTTP 408/409/429, HTTP 5xx, timeouts, connections that could not be opened,
+  connections dropped before the reply was complete (reset, closed without an answer) and
+  malformed 200 replies (not JSON, no ``choices``, ``content: null``), with exponential backoff
+  (jittered, at least the server's ``Retry-After``), up to ``max_retries`` times;
 * what failures mean (see :mod:`prbench.backends.base`):
 
-  - **per item** -- a 408/409/429/5xx, a timeout or a malformed reply on every attempt, or a
-    client error that concerns this request only (400, 413, 422, ... e.g. a prompt longer than the
-    served context): ``generate`` returns a :class:`~prbench.backends.base.GenerationFailure` for
-    that chat (reason ``http-<status>``, ``timeout``, ``bad-response``, ``connection``) and the
-    other chats go on; the caller records the item as invalid;
+  - **per item** -- a 408/409/429/5xx, a timeout, a dropped connection or a malformed reply on
+    every attempt, or a client error that concerns this request only (400, 413, 422, ... e.g. a
+    prompt longer than the served context): ``generate`` returns a
+    :class:`~prbench.backends.base.GenerationFailure` for that chat (reason ``http-<status>``,
+    ``timeout``, ``connection``, ``bad-response``) and the other chats go on; the caller records
+    the item as invalid. A server that accepted the connection was reached, so a connection it
+    dropped says nothing about the other requests;
   - **fatal** -- 401/403 (the API key), 404 (``base_url`` or ``model``), a TLS failure, or a
-    server that refused or dropped the connection on every attempt of a request: no request can
-    succeed, so :class:`BackendRequestError` (a
-    :class:`~prbench.backends.base.BackendFatalError`) stops the run with one line naming the
-    server and the fix. Requests already in flight finish and are cached;
+    connection that could not be opened on every attempt of a request (refused: no server on that
+    port; the host name does not resolve; no route): no request can succeed, so
+    :class:`BackendRequestError` (a :class:`~prbench.backends.base.BackendFatalError`) stops the
+    run with one line naming the server and the fix, and saying that re-running the same command
+    resumes. Requests already in flight finish and are cached;
 * ``timeout`` is a deadline for the whole exchange (connect, send, the full response), not only
   for each socket read;
 * an on-disk response cache keyed by the endpoint URL plus the whole request body (see
@@ -83,6 +87,14 @@ class BackendCapabilityError(NotImplementedError):
 
 class _Timeout(Exception):
     pass
+
+
+class _NotConnected(Exception):
+    """The connection could not be opened (refused, unknown host, no route): nothing was sent."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def resolve_cache_dir(setting: str, area: str = "responses") -> str:
@@ -331,11 +343,18 @@ class OpenAIBackend:
             except ssl.SSLError as exc:
                 raise BackendRequestError(
                     f"TLS with {self.base_url} failed: {_one_line(self._redact(str(exc)))} "
-                    "(check base_url's scheme and the server's certificate)"
+                    f"(check base_url's scheme and the server's certificate){self._resume()}"
                 ) from None
-            except (OSError, http.client.HTTPException) as exc:
+            except _NotConnected as exc:  # `unreachable` stays as it was
                 code = "connection"
-                reason = f"connection failed ({type(exc).__name__}: {self._redact(str(exc))})"
+                reason = (f"connection failed ({type(exc.error).__name__}: "
+                          f"{self._redact(str(exc.error))})")
+            except (OSError, http.client.HTTPException) as exc:
+                # the server accepted the connection, then dropped it: retried like a 5xx
+                unreachable = False
+                code = "connection"
+                reason = (f"connection dropped before a complete reply ({type(exc).__name__}: "
+                          f"{self._redact(str(exc)) or 'no detail'})")
             else:
                 unreachable = False
                 excerpt = _one_line(self._redact(data[:_EXCERPT].decode("utf-8", "replace")))
@@ -349,6 +368,7 @@ class OpenAIBackend:
                 elif status in FATAL_STATUSES:
                     raise BackendRequestError(
                         f"{self.endpoint} answered HTTP {status}: {excerpt}{self._hint(status)}"
+                        f"{self._resume()}"
                     )
                 elif status not in RETRY_STATUSES:
                     return self._give_up(index, f"http-{status}", f"HTTP {status}: {excerpt}", 1)
@@ -374,13 +394,10 @@ class OpenAIBackend:
             )
             self._sleep(delay)
         if unreachable:
-            resume = " (responses received so far are cached: re-running resumes)" if (
-                self.cache is not None
-            ) else ""
             raise BackendRequestError(
                 f"cannot reach the server at {self.base_url}: {_one_line(reason)} on all "
                 f"{attempts} attempt{'s' if attempts != 1 else ''}; start the server or fix "
-                f"`base_url`{resume}"
+                f"`base_url`{self._resume()}"
             )
         if code == "timeout":
             reason += " (raise `timeout` or `max_retries` if the server is slow or overloaded)"
@@ -396,6 +413,13 @@ class OpenAIBackend:
             self.failed += 1
         logger.warning("%s; the item is recorded as invalid", detail)
         return GenerationFailure(reason=code, detail=detail)
+
+    def _resume(self) -> str:
+        """How to go on after a fatal error (replies so far are in the response cache)."""
+        if self.cache is None:
+            return "; then re-run the same command"
+        return ("; replies received so far are cached, so re-running the same command resumes "
+                "where this run stopped")
 
     def _hint(self, status: int) -> str:
         if status in (401, 403):
@@ -422,6 +446,13 @@ class OpenAIBackend:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:
+            try:
+                conn.connect()
+            except (ssl.SSLError, TimeoutError):
+                raise  # TLS: fatal; a connect timeout: like any timeout
+            except OSError as exc:  # refused, name not resolved, no route to the host
+                raise _NotConnected(exc) from None
+            _tighten(conn, deadline)
             conn.request("POST", self._path, body=payload, headers=headers)
             _tighten(conn, deadline)
             response = conn.getresponse()

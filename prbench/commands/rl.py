@@ -20,6 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", required=True,
                         help="causal LM folder or hub id (the policy to train)")
     parser.add_argument("--gguf_file", default="", help="a GGUF file inside --policy")
+    parser.add_argument("--trust_remote_code", action="store_true",
+                        help="run code shipped with the policy (an auto_map in its config); only "
+                        "for code you have read and trust")
     parser.add_argument("--scorer", required=True, help="reward scorer id (`prbench scorers`)")
     parser.add_argument("--model_args", default="", metavar="K=V,...",
                         help="the reward scorer's options (and runtime options: cache, ...)")
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         "max_completion_length": args.max_completion_length, "temperature": args.temperature,
         "top_p": args.top_p, "seed": args.seed, "save_steps": args.save_steps, "judge": judge,
         "judge_options": judge_options, "eval_max_new_tokens": args.eval_max_new_tokens,
-        "progress": progress_enabled(),
+        "progress": progress_enabled(), "trust_remote_code": args.trust_remote_code,
     }
     evaluator = get_registry(args.plugin).build("downstream-evaluator", "online-rl", options)
     train = load_records(args.data)

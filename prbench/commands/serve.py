@@ -3,23 +3,31 @@
 Endpoints: POST /get_reward (OpenRLHF: {"query", "prompts", "labels"} -> {"rewards"}), POST /score
 ({"items": [{question, response, profile, ...}]} -> {"scores"}), GET /health, GET /metrics.
 Requests are coalesced into batches up to a token budget; a full queue answers 503 + Retry-After.
+Bodies over --max_body_bytes get 413 before they are parsed. With --api_key_env NAME every path
+but /health needs 'Authorization: Bearer $NAME'; binding a non-loopback --host needs a token
+unless --insecure is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench serve``."""
+    from prbench.downstream.serve_guard import DEFAULT_MAX_BODY_BYTES
+
     parser.add_argument("--scorer", required=True, help="scorer id (see `prbench scorers`)")
     parser.add_argument(
         "--model_args", default="", metavar="K=V,...",
         help="scorer options and runtime options (cache, cache_path, chunk_size), "
         "e.g. pretrained=PATH,dtype=bfloat16",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (anything but loopback needs --api_key_env, "
+                        "or --insecure)")
     parser.add_argument("--port", type=int, default=8000, help="port (0 = any free port)")
     parser.add_argument("--batch_tokens", type=int, default=65536,
                         help="approximate tokens (characters/4) per coalesced batch")
@@ -31,6 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="most waiting requests; more are answered 503 + Retry-After")
     parser.add_argument("--max_items_per_request", type=int, default=4096,
                         help="most responses in one HTTP request (more: 413)")
+    parser.add_argument("--max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
+                        help="largest request body in bytes; larger ones get 413 before parsing "
+                        f"(default {DEFAULT_MAX_BODY_BYTES})")
+    parser.add_argument(
+        "--api_key_env", default="", metavar="NAME",
+        help="require 'Authorization: Bearer <token>' on every path but /health, the token read "
+        "from the environment variable NAME (never from the command line, never logged)",
+    )
+    parser.add_argument(
+        "--insecure", action="store_true",
+        help="allow a non-loopback --host without --api_key_env (anyone who can reach the port "
+        "can use the scorer)",
+    )
     parser.add_argument(
         "--strip", action="append", default=[], metavar="TEXT",
         help="remove TEXT from the end of OpenRLHF responses (e.g. the policy's EOS token); "
@@ -40,9 +61,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=("critical", "error", "warning", "info", "debug"))
 
 
+def api_key(args: argparse.Namespace) -> str | None:
+    """The bearer token the server requires (``None``: none), checked against ``--host``.
+
+    Raises:
+        OptionsError: ``--api_key_env`` names an unset or empty variable, or a non-loopback
+            ``--host`` has no token and no ``--insecure``.
+    """
+    from prbench.downstream.serve_guard import is_loopback
+    from prbench.options import OptionsError
+
+    if args.api_key_env:
+        token = os.environ.get(args.api_key_env, "").strip()
+        if not token:
+            raise OptionsError(
+                f"--api_key_env {args.api_key_env}: the environment variable "
+                f"${args.api_key_env} is not set or empty; export the token there"
+            )
+        return token
+    if not is_loopback(args.host) and not args.insecure:
+        raise OptionsError(
+            f"--host {args.host} lets other machines reach the reward server, and it has no "
+            "token: pass --api_key_env NAME (clients then send 'Authorization: Bearer <token>'), "
+            "or --insecure to serve without authentication on a network you trust"
+        )
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
-    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory
+    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
     from prbench.options import OptionsError, parse_kv_string
     from prbench.plugins import get_registry
     from prbench.scoring.runtime import split_options
@@ -53,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: prbench serve needs the 'serve' extra: pip install -c constraints-cpu.txt "
               "-e '.[serve]'", file=sys.stderr)
         return 1
+    token = api_key(args)
     options = parse_kv_string(args.model_args)
     component = get_registry(args.plugin).get("scorer", args.scorer)
     _, scorer_raw = split_options(component, options)  # bad options fail here, before serving
@@ -61,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         config = ServerConfig(
             batch_tokens=args.batch_tokens, max_batch_items=args.max_batch_items,
             max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-            max_items_per_request=args.max_items_per_request, strip=tuple(args.strip),
+            max_items_per_request=args.max_items_per_request,
+            max_body_bytes=args.max_body_bytes, strip=tuple(args.strip),
         )
     except ValueError as exc:
         raise OptionsError(str(exc)) from exc
@@ -69,8 +119,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {args.scorer!r} is a DIAGNOSTIC scorer (it reads the hidden rubric); "
               "requests must carry narrative/rubric_aspects", file=sys.stderr)
     app = create_app(runtime_factory(args.scorer, options), config, scorer=args.scorer,
-                     diagnostic=component.diagnostic)
+                     diagnostic=component.diagnostic, api_key=token)
+    auth = (f"bearer token from ${args.api_key_env}; /health open" if token
+            else "no authentication" + (" (--insecure)" if args.insecure else ""))
     print(f"prbench serve: {args.scorer} on http://{args.host}:{args.port} "
-          "(POST /get_reward, POST /score, GET /health, GET /metrics)", file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+          f"(POST /get_reward, POST /score, GET /health, GET /metrics; {auth}; bodies up to "
+          f"{config.max_body_bytes} bytes)", file=sys.stderr)
+    try:  # the scorer is built (app start-up) before the port is bound
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    except SystemExit:
+        failure = startup_error(app)
+        if not failure:
+            raise
+        print(f"error: scorer {args.scorer!r} could not be built, nothing was served: {failure}",
+              file=sys.stderr)
+        return 1
     return 0

@@ -1,9 +1,13 @@
 """Check a data file or folder against the record schema and print per-domain statistics.
 
-Problems go to stderr one per line (file, line, record, field, code) and exit 1; warnings (unknown
-fields, kept as extra fields) go to stderr one line per kind, and every path of a folder that was
-not read is listed with the reason; both are counted in the summary and do not change the exit
-status.
+Problems go to stderr one ``error:`` line each (file, line, record, field, code) and exit 1; a
+source without any record is such a problem too. Warnings (unknown fields, kept as extra fields)
+go to stderr one line per kind, and every path of a folder that was not read is listed with the
+reason; both are counted in the summary and do not change the exit status.
+
+The source is read as a stream and the statistics are running sums, so memory does not grow with
+the file (only the ids seen are kept, for the duplicate check); with ``--pools`` the records are
+kept, since the pools are checked against them.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import dataclasses
 import json
 import sys
 
-from prbench.jsonio import summarize
+from prbench.jsonio import Issue, shown_path, summarize
 from prbench.records import DataSourceError, LoadReport, validate
 
 
@@ -21,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench validate``."""
     parser.add_argument(
         "path",
-        help="a .jsonl/.json/.parquet file, a folder of per-domain files, 'sample' (the bundled "
-        "sample) or a hub dataset id",
+        help="a .jsonl/.json/.parquet file (.jsonl.gz/.json.gz and .bz2/.xz too), a folder of "
+        "per-domain files, 'sample' (the bundled sample) or a hub dataset id",
     )
     parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
     parser.add_argument("--split", default="test", help="hub split (hub ids only)")
@@ -43,18 +47,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate; print statistics (exit 0) or every problem (exit 1)."""
-    from prbench.analysis.dataset_stats import domain_stats, format_table
+    from prbench.analysis.dataset_stats import StatsAccumulator, format_table
 
-    try:
-        report = validate(args.path, revision=args.revision, split=args.split)
-    except DataSourceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     pools_path = args.pools
     if pools_path is None and args.path == "sample":
         from prbench.records import SAMPLE_POOLS
 
         pools_path = str(SAMPLE_POOLS)
+    stats = StatsAccumulator()
+    try:
+        report = validate(
+            args.path,
+            revision=args.revision,
+            split=args.split,
+            keep_records=pools_path is not None,
+            on_record=stats.add,
+        )
+    except DataSourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if report.valid == 0 and not report.issues:  # every reader names an empty file; a backstop
+        where = ", ".join(shown_path(f) for f in report.files) or shown_path(args.path)
+        report.issues.append(Issue(where, None, None, None, "holds no records", "no-records"))
     pool_report = None
     if pools_path is not None:
         from prbench.downstream.pools import validate_pools
@@ -68,25 +82,25 @@ def run(args: argparse.Namespace) -> int:
     common = {
         "files": report.files,
         "rows": report.rows,
-        "valid": len(report.records),
+        "valid": report.valid,
         "warnings": [dataclasses.asdict(w) for w in report.warnings],
         "skipped": [{"path": s.file, "reason": s.message, "code": s.code} for s in report.skipped],
     }
     if issues:
         for issue in issues:
-            print(issue, file=sys.stderr)
+            print(f"error: {issue}", file=sys.stderr)
         bad = len({(i.file, i.line) for i in report.issues})
         print(
-            f"\n{len(issues)} problem(s); {report.rows} rows read, {len(report.records)} valid, "
+            f"\n{len(issues)} problem(s); {report.rows} rows read, {report.valid} valid, "
             f"{bad} row(s) or line(s) with problems, {_notes(report)}, "
-            f"in {', '.join(report.files)}",
+            f"in {', '.join(shown_path(f) for f in report.files)}",
             file=sys.stderr,
         )
         if args.format == "json":
             problems = [dataclasses.asdict(i) for i in issues]
             print(json.dumps({"ok": False, "problems": problems, **common}, indent=2))
         return 1
-    rows = domain_stats(report.records)
+    rows = stats.rows()
     if args.format == "json":
         payload = {"ok": True, **common, "domains": rows}
         if pool_report is not None:
@@ -99,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(pool_report.format(markdown=args.format == "markdown"))
     if args.format == "text":
         print(
-            f"\nOK: {len(report.records)} records in {len(report.files)} file(s); {_notes(report)}."
+            f"\nOK: {report.valid} records in {len(report.files)} file(s); {_notes(report)}."
         )
     elif report.warnings or report.skipped:
         print(f"\n{_notes(report)}.")

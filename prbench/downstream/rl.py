@@ -61,6 +61,8 @@ class RLConfig:
         judge_options: the judge's options (e.g. backend, model).
         eval_max_new_tokens: tokens per evaluation answer (greedy).
         progress: show progress bars.
+        trust_remote_code: run code shipped with the policy (an ``auto_map`` in its config);
+            never implied, and a policy that needs it is refused in one line without it.
     """
 
     policy: str
@@ -84,6 +86,7 @@ class RLConfig:
     judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_max_new_tokens: int = 128
     progress: bool = True
+    trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -178,7 +181,8 @@ def evaluate_policy(
 
     options = PolicyOptions(backend="hf", model=model, gguf_file=gguf_file, temperature=0.0,
                             top_p=1.0, max_new_tokens=config.eval_max_new_tokens,
-                            seed=config.seed, cache_dir="", device="auto")
+                            seed=config.seed, cache_dir="", device="auto",
+                            trust_remote_code=config.trust_remote_code)
     backend = resolve_backend(options, None, f"rl eval ({label})")
     chats = [policy_chat(r.question, v) for r, v in zip(records, views, strict=True)]
     answers = [a.strip() for a in
@@ -203,15 +207,50 @@ def evaluate_policy(
     return out
 
 
+def check_policy(config: RLConfig) -> None:
+    """Fail early, in one line, when the policy's config or tokenizer cannot load as set.
+
+    Both are loaded with ``trust_remote_code`` passed explicitly (transformers would otherwise
+    ask on standard input, and a "y" would run the folder's code). A GGUF policy is not checked
+    here (the file holds no code; it loads with the model).
+
+    Raises:
+        OptionsError: the policy needs code shipped with it and ``trust_remote_code`` is off, or
+            it cannot be loaded at all (the folder and the reason named).
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    from prbench.options import OptionsError
+    from prbench.profiles.embed import remote_code_error
+
+    if config.gguf_file:
+        return  # a GGUF file carries no code, and reading it twice would cost seconds
+    try:
+        AutoConfig.from_pretrained(config.policy, trust_remote_code=config.trust_remote_code)
+        AutoTokenizer.from_pretrained(config.policy, trust_remote_code=config.trust_remote_code)
+    except (OSError, ValueError) as exc:
+        if remote_code_error(config.policy, exc) is not None:
+            raise OptionsError(
+                f"policy {config.policy}: this model needs code shipped with it (an auto_map in "
+                "its config) to load; prbench runs such code only with --trust_remote_code "
+                "(option trust_remote_code=true of online-rl); pass it only if you have read "
+                "and trust that code"
+            ) from None
+        detail = " ".join(str(exc).split())
+        raise OptionsError(f"policy {config.policy}: cannot load it: {detail}") from None
+
+
 def _load_policy(config: RLConfig) -> tuple[Any, Any]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     extra = {"gguf_file": config.gguf_file} if config.gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(config.policy, **extra)
+    trust = config.trust_remote_code
+    tokenizer = AutoTokenizer.from_pretrained(config.policy, trust_remote_code=trust, **extra)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(config.policy, dtype=torch.float32, **extra)
+    model = AutoModelForCausalLM.from_pretrained(config.policy, dtype=torch.float32,
+                                                 trust_remote_code=trust, **extra)
     if config.gguf_file:
         unmark_gguf(model)
     return model, tokenizer
@@ -282,6 +321,7 @@ def run_rl(
 
     Raises:
         ValueError: bad settings, or the judge/scorer is pairwise.
+        OptionsError: the policy cannot load (e.g. it needs ``trust_remote_code``).
         ImportError: trl is not installed (the ``rl`` extra).
     """
     from datasets import Dataset
@@ -291,6 +331,7 @@ def run_rl(
     from prbench.plugins import get_registry
     from prbench.scoring.runtime import build_runtime
 
+    check_policy(config)  # before any data, model or output folder
     set_seed(config.seed)
     out_dir = Path(config.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

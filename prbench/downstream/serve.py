@@ -9,12 +9,18 @@
 - the queue is **bounded**: with ``max_queue`` requests waiting, a new one is answered HTTP 503
   with ``Retry-After`` (clients back off and retry; see :mod:`prbench.downstream.serve_client`);
 - ``GET /health`` and ``GET /metrics`` (JSON: requests, items, batches, mean batch size, queue
-  depth, latency percentiles, errors, rejected, the runtime's stats).
+  depth, latency percentiles, errors, rejected, unauthorized, too large, the runtime's stats);
+- **guarded** (:mod:`prbench.downstream.serve_guard`): bodies over ``max_body_bytes`` are answered
+  413 before they are read in full or parsed, and with a token every path but ``/health`` needs
+  ``Authorization: Bearer <token>`` (401 otherwise). A body that is not JSON, or nests too deeply,
+  is answered 400 with a JSON error, like every other bad request.
 
 Endpoints that score (request shapes in :mod:`prbench.downstream.serve_schema`):
 ``POST /get_reward`` (OpenRLHF's remote reward-model schema, answer ``{"rewards": [...]}``) and
 ``POST /score`` (native structured records, answer ``{"scores": [...]}``). Rewards come back in
-request order; a non-finite score is sent as ``null``.
+request order; a non-finite score is sent as ``null``. ``/get_reward`` always answers
+``{"rewards", "scores", "extra_logs"}`` (also for an empty query list), which OpenRLHF and verl
+clients read.
 
 The runtime is built, used and closed in one dedicated thread, so scorers and caches that are
 bound to a thread (SQLite connections, CUDA streams) work unchanged.
@@ -33,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from prbench.downstream.serve_guard import DEFAULT_MAX_BODY_BYTES
 from prbench.scoring.base import ScoreRequest
 
 
@@ -47,6 +54,7 @@ class ServerConfig:
         max_wait_ms: longest a request waits for others to join its batch.
         max_queue: most requests waiting; beyond it the server answers 503 + ``Retry-After``.
         max_items_per_request: most items in one HTTP request (larger ones get 413).
+        max_body_bytes: the largest request body; a larger one gets 413 before it is parsed.
         retry_after_s: the ``Retry-After`` value sent with 503.
         strip: strings removed from the end of OpenRLHF responses (EOS / pad tokens).
         latency_window: how many recent request latencies the percentiles are computed from.
@@ -57,12 +65,14 @@ class ServerConfig:
     max_wait_ms: float = 5.0
     max_queue: int = 1024
     max_items_per_request: int = 4096
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     retry_after_s: int = 1
     strip: tuple[str, ...] = ()
     latency_window: int = 10000
 
     def __post_init__(self) -> None:
-        for name in ("batch_tokens", "max_batch_items", "max_queue", "max_items_per_request"):
+        for name in ("batch_tokens", "max_batch_items", "max_queue", "max_items_per_request",
+                     "max_body_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"server option {name} must be at least 1")
         if self.max_wait_ms < 0:
@@ -95,6 +105,8 @@ class _Metrics:
         self.errors = 0
         self.bad_requests = 0
         self.rejected = 0
+        self.unauthorized = 0
+        self.too_large = 0
         self.non_finite = 0
         self.latencies: collections.deque[float] = collections.deque(maxlen=window)
 
@@ -285,6 +297,8 @@ class RewardBatcher:
             "errors": m.errors,
             "bad_requests": m.bad_requests,
             "rejected": m.rejected,
+            "unauthorized": m.unauthorized,
+            "too_large": m.too_large,
             "non_finite": m.non_finite,
             "latency_ms": m.percentiles(),
             "config": dataclasses.asdict(self.config),
@@ -309,27 +323,40 @@ def create_app(
     *,
     scorer: str = "",
     diagnostic: bool = False,
+    api_key: str | None = None,
 ) -> Any:
     """The FastAPI application (the runtime is built when the app starts).
 
     Args:
         runtime_factory: builds the scorer runtime (called once, in the worker thread).
-        config: batching and queueing settings.
+        config: batching, queueing and body-size settings.
         scorer: the scorer id (shown by ``/health``).
         diagnostic: the scorer reads hidden fields; items may carry ``narrative`` and
             ``rubric_aspects``, and ``/health`` flags it.
+        api_key: the bearer token every path but ``/health`` needs; ``None`` or ``""``: none.
+            Only its digest is kept (see :mod:`prbench.downstream.serve_guard`).
     """
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    from prbench.downstream.serve_schema import PayloadError, native_requests, openrlhf_requests
+    from prbench.downstream.serve_guard import RequestGuard, token_digest
+    from prbench.downstream.serve_schema import (
+        PayloadError,
+        decode_body,
+        native_requests,
+        openrlhf_requests,
+    )
 
     cfg = config or ServerConfig()
     batcher = RewardBatcher(runtime_factory, cfg)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
-        await batcher.start()
+        try:
+            await batcher.start()
+        except Exception as exc:  # reported in one line by whoever runs the app
+            app.state.startup_error = exc
+            raise
         try:
             yield
         finally:
@@ -337,18 +364,27 @@ def create_app(
 
     app = FastAPI(title="prbench reward server", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.startup_error = None
+
+    def count(kind: str) -> None:
+        setattr(batcher.metrics, kind, getattr(batcher.metrics, kind) + 1)
+
+    token = (api_key or "").strip()
+    app.add_middleware(RequestGuard, max_body_bytes=cfg.max_body_bytes, count=count,
+                       api_key_digest=token_digest(token) if token else None)
+    app.add_middleware(_NoStartupTraceback)
 
     def error(status: int, message: str, **headers: str) -> Any:
         return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
+    def answer(key: str, values: list[float | None]) -> Any:
+        if key == "rewards":  # OpenRLHF reads "rewards"; newer versions also "scores"/"extra_logs"
+            return JSONResponse({"rewards": values, "scores": values, "extra_logs": {}})
+        return JSONResponse({key: values})
+
     async def handle(request: Request, parse: Callable[[Any], list[ScoreRequest]], key: str) -> Any:
-        try:
-            body = await request.json()
-        except ValueError as exc:
-            batcher.metrics.bad_requests += 1
-            return error(400, f"body: not JSON ({exc})")
-        try:
-            requests = parse(body)
+        try:  # the guard has already refused bodies over max_body_bytes
+            requests = parse(decode_body(await request.body()))
         except PayloadError as exc:
             batcher.metrics.bad_requests += 1
             return error(400, str(exc))
@@ -357,7 +393,7 @@ def create_app(
             return error(413, f"{len(requests)} items in one request; the limit is "
                               f"{cfg.max_items_per_request} (split the request)")
         if not requests:
-            return JSONResponse({key: []})
+            return answer(key, [])
         try:
             scores = await batcher.submit(requests)
         except QueueFullError as exc:
@@ -365,10 +401,7 @@ def create_app(
                 "Retry-After": str(cfg.retry_after_s)})
         except Exception as exc:
             return error(500, f"scoring failed: {type(exc).__name__}: {exc}")
-        values = _json_scores(scores, batcher.metrics)
-        if key == "rewards":  # OpenRLHF reads "rewards"; newer versions also "scores"/"extra_logs"
-            return JSONResponse({"rewards": values, "scores": values, "extra_logs": {}})
-        return JSONResponse({key: values})
+        return answer(key, _json_scores(scores, batcher.metrics))
 
     async def get_reward(request: Request) -> Any:
         return await handle(
@@ -387,6 +420,12 @@ def create_app(
     async def metrics() -> Any:
         return batcher.snapshot()
 
+    async def internal_error(request: Request, exc: Exception) -> Any:
+        # a bug, never a bad request: still a JSON body for the client (the log has the traceback)
+        return error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    app.add_exception_handler(Exception, internal_error)
+
     # annotations are strings under `from __future__ import annotations` and FastAPI resolves them
     # in this module's globals, where the lazily imported Request is not: give it the class
     for endpoint in (get_reward, score):
@@ -396,6 +435,38 @@ def create_app(
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
     return app
+
+
+class _NoStartupTraceback:
+    """Keeps the ASGI server from logging a traceback when the scorer cannot be built.
+
+    Starlette reports a failed start-up with the whole traceback, which uvicorn logs. The app
+    keeps the error in ``app.state.startup_error`` instead, and ``prbench serve`` (or
+    :func:`start_in_thread`) reports it in one line.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def quiet(message: Any) -> None:
+            if message.get("type") == "lifespan.startup.failed":
+                message = {**message, "message": ""}
+            await send(message)
+
+        await self.app(scope, receive, quiet)
+
+
+def startup_error(app: Any) -> str:
+    """One line saying why ``app`` could not start (``""`` when it did, or has not tried)."""
+    exc = getattr(getattr(app, "state", None), "startup_error", None)
+    if exc is None:
+        return ""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def runtime_factory(scorer: str, options: Mapping[str, Any] | None = None) -> Callable[[], Any]:
@@ -454,13 +525,18 @@ def start_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0,
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="prbench-reward-server", daemon=True)
+    def serve() -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn's exit on a failed start-up: raised below
+            server.run()
+
+    thread = threading.Thread(target=serve, name="prbench-reward-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             server.should_exit = True
-            raise RuntimeError("the reward server did not start (see the log above)")
+            why = startup_error(app) or "see the log above"
+            raise RuntimeError(f"the reward server did not start ({why})")
         time.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()
     return ServerHandle(server, thread, app, f"http://{bound[0]}:{bound[1]}")

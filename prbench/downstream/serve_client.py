@@ -2,8 +2,10 @@
 
 It retries when the server says it is busy (HTTP 503, honouring ``Retry-After``) or cannot be
 reached, with capped exponential backoff, and fails with a clear error after ``retries`` tries.
-Other HTTP errors (a bad payload: 400, 413; a scorer failure: 500) are raised at once with the
-server's message.
+Other HTTP errors (a bad payload: 400, 413; a wrong token: 401; a scorer failure: 500) are raised
+at once with the server's message. A server started with ``--api_key_env`` gets the token from
+``$PRBENCH_REWARD_API_KEY`` (or the variable named by ``api_key_env``) as
+``Authorization: Bearer ...``; the token is read at each request and never stored or shown.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 #: environment variable with the server's base URL (default ``http://127.0.0.1:8000``)
 URL_ENV = "PRBENCH_REWARD_URL"
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: environment variable with the server's bearer token (when it was started with --api_key_env)
+KEY_ENV = "PRBENCH_REWARD_API_KEY"
 
 
 class RewardServerError(RuntimeError):
@@ -34,15 +38,22 @@ class RewardClient:
         retries: tries for busy (503) or unreachable servers before giving up.
         backoff: first wait in seconds when the server sends no ``Retry-After``; doubled per try,
             capped at 10 s.
+        api_key_env: the environment variable holding the server's token (unset or empty: no
+            ``Authorization`` header).
     """
 
     def __init__(self, url: str = "", *, timeout: float = 300.0, retries: int = 20,
-                 backoff: float = 0.05) -> None:
+                 backoff: float = 0.05, api_key_env: str = KEY_ENV) -> None:
         self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        self.api_key_env = api_key_env
         self.timeout = timeout
         self.retries = max(1, retries)
         self.backoff = backoff
         self.busy_retries = 0
+
+    def _headers(self) -> dict[str, str]:
+        token = os.environ.get(self.api_key_env, "").strip() if self.api_key_env else ""
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _post(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         data = json.dumps(payload).encode()
@@ -50,7 +61,8 @@ class RewardClient:
         last = ""
         for _ in range(self.retries):
             req = urllib.request.Request(
-                self.url + path, data=data, headers={"Content-Type": "application/json"}
+                self.url + path, data=data,
+                headers={"Content-Type": "application/json", **self._headers()},
             )
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
@@ -94,7 +106,8 @@ class RewardClient:
         return rewards
 
     def _get(self, path: str) -> dict[str, Any]:
-        with urllib.request.urlopen(self.url + path, timeout=self.timeout) as resp:
+        req = urllib.request.Request(self.url + path, headers=self._headers())
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
             out: dict[str, Any] = json.loads(resp.read().decode())
             return out
 

@@ -14,7 +14,8 @@ Two request shapes become :class:`~prbench.scoring.base.ScoreRequest` lists:
   that is a JSON object with those keys in the singular (``{"question": ..., "profile": ...}``);
   without a question the prompt itself is the question.
 
-Every problem is reported as a :class:`PayloadError` naming the field and item index.
+Every problem is reported as a :class:`PayloadError` naming the field and item index; a body that
+is not UTF-8 JSON, or that nests deeper than :data:`MAX_DEPTH`, is one too (:func:`decode_body`).
 """
 
 from __future__ import annotations
@@ -37,8 +38,53 @@ CONTEXT_LISTS = {
 }
 
 
+#: The deepest nesting of arrays and objects a request may have (a real one needs about 6).
+MAX_DEPTH = 64
+
+
 class PayloadError(ValueError):
     """A request body that cannot be scored; the message names the field and the item."""
+
+
+def _depth_error(value: Any, where: str) -> str:
+    """Why ``value`` nests too deeply (``""`` when it does not); iterative, so never recursing."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = (node.values() if isinstance(node, dict)
+                    else node if isinstance(node, list) else ())
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    return f"{where}: nested more than {MAX_DEPTH} levels deep"
+                stack.append((child, depth + 1))
+    return ""
+
+
+def _loads(text: str | bytes, where: str, bad: str = "not JSON") -> Any:
+    """Decode JSON text, reporting every failure (deep nesting included) as a PayloadError."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise PayloadError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as exc:  # JSONDecodeError, and UnicodeDecodeError for bytes
+        raise PayloadError(f"{where}: {bad} ({exc})") from None
+    problem = _depth_error(value, where)
+    if problem:
+        raise PayloadError(problem)
+    return value
+
+
+def decode_body(raw: bytes) -> Any:
+    """The JSON value of a request body.
+
+    Raises:
+        PayloadError: an empty body, one that is not UTF-8 JSON, or one nested more than
+            :data:`MAX_DEPTH` levels deep.
+    """
+    if not raw.strip():
+        raise PayloadError("body: empty; send a JSON object")
+    return _loads(raw, "body")
 
 
 def _string(value: Any, where: str, *, default: str | None = None) -> str:
@@ -143,10 +189,7 @@ def _label_context(label: Any, where: str) -> dict[str, Any]:
     if isinstance(label, Mapping):
         return dict(label)
     if isinstance(label, str) and label.lstrip().startswith("{"):
-        try:
-            parsed = json.loads(label)
-        except json.JSONDecodeError as exc:
-            raise PayloadError(f"{where}: looks like JSON but does not parse: {exc}") from exc
+        parsed = _loads(label, where, bad="looks like JSON but does not parse")
         if isinstance(parsed, Mapping):
             return dict(parsed)
     return {}

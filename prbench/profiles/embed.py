@@ -542,7 +542,9 @@ class Encoder:
         self.stats.unique += len(unique)
         found = self._get_cache().get(list(unique)) if self.use_cache else {}
         self.stats.cached += len(found)
-        missing = [h for h in unique if h not in found]
+        # longest first over the whole call, so every step's batches pad little (the model's own
+        # sorting only sees one step); rows are put back in the caller's order by hash below
+        missing = sorted((h for h in unique if h not in found), key=lambda h: -len(unique[h]))
         if missing:
             model = self._get_model()
             step = max(self.batch_size * 8, 256)

@@ -18,7 +18,7 @@ CHECKPOINTS = (
 
 REMOTE_CODE_REFUSAL = (
     "InternLM2-Reward computes its score in Python code shipped with the checkpoint "
-    "(modeling_internlm2.py: the reward token, the value head and get_scores), which transformers "
+    "(modeling_internlm2.py: the reward token, the value head and get_score), which transformers "
     "can only run with trust_remote_code. prbench never runs downloaded code on its own: read that "
     "file, then pass trust_remote_code=true (pin revision=<commit> so the code cannot change)"
 )
@@ -38,7 +38,11 @@ class InternLM2RewardOptions:
         False, "REQUIRED true: the score comes from the model's own code (read it first)"
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = _opt(
-        "auto", "weights dtype; auto = float32 on CPU, bfloat16 (else float16) on GPU"
+        "auto", "weights dtype; auto = float16 on GPU (the model card's), float32 on CPU"
+    )
+    call: Literal["forward", "get_score"] = _opt(
+        "forward", "forward: batched, each chat scored as get_score would; get_score: the "
+        "checkpoint's own method, one chat per call (the authors' exact path)"
     )
     device: str = _opt("auto", "cpu, cuda, cuda:N or auto")
     max_length: int = _opt(
@@ -49,8 +53,8 @@ class InternLM2RewardOptions:
     )
     user_format: str = _opt(DEFAULT_USER_FORMAT, "user turn with a profile: {profile}, {question}")
     system_format: str = _opt(DEFAULT_SYSTEM_FORMAT, "system turn with a profile: {profile}")
-    batch_size: int = _opt(16, "most chats per get_scores call")
-    batch_tokens: int = _opt(32768, "most padded tokens per get_scores call (halved on OOM)")
+    batch_size: int = _opt(16, "most chats per forward call (call=forward)")
+    batch_tokens: int = _opt(32768, "most padded tokens per forward call (halved on OOM)")
 
     def __post_init__(self) -> None:
         if not self.trust_remote_code:
@@ -68,6 +72,6 @@ def register_scorers(register: ComponentRegister) -> None:
         "internlm2-reward",
         "prbench_plugin_internlm2.scorer:InternLM2RewardScorer",
         options=InternLM2RewardOptions,
-        description="InternLM2-Reward via its remote get_scores (needs trust_remote_code=true)",
+        description="InternLM2-Reward through its remote code (needs trust_remote_code=true)",
         tags=("pointwise", "hf", "remote-code"),
     )

@@ -1,11 +1,22 @@
-"""The ``internlm2-reward`` scorer: batches of chats through the checkpoint's ``get_scores``.
+"""The ``internlm2-reward`` scorer: InternLM2-Reward checkpoints scored as their own code scores.
 
-InternLM2-Reward is loaded with ``AutoModel`` and the checkpoint's own code. That code renders a
-chat with the tokenizer's chat template, encodes it without special tokens (the template writes
-the BOS), appends the reward token and reads its value head there. prbench does not re-implement
-any of that: it builds the chats (with the profile where ``profile_position`` puts it), cuts the
-profile of over-long chats (then the question, never the answer), sorts chats by length and calls
-``model.get_scores(tokenizer, chats)`` on token-budgeted batches.
+InternLM2-Reward is loaded with ``AutoModel`` and the checkpoint's own code. Its ``get_score``
+renders a chat with the tokenizer's chat template (which writes the BOS), encodes it without
+special tokens, appends the reward token and reads the value head at that token. Two ways to run
+it (``call=``):
+
+- ``forward`` (default): prbench encodes each chat exactly as ``get_score`` does, puts the reward
+  token right after each chat's last token, right-pads a length-sorted, token-budgeted batch and
+  calls the checkpoint's ``forward`` once per batch. Every row keeps the positions it has alone,
+  so a score does not depend on the batch it lands in (equal to ``get_score`` up to float noise).
+- ``get_score``: the checkpoint's own method, one chat per call, as RewardBench runs the model —
+  the authors' exact path, slower.
+
+The checkpoint's batched ``get_scores`` is not used: it calls ``tokenizer.batch_encode_plus``,
+which transformers 5 removed, and it appends the reward token after the padding, so a chat's
+reward shifts with the longest chat of its batch. Both paths pass ``use_cache=False``: a score
+needs no cache, and with the config's ``use_cache=true`` the checkpoint's decoder converts caches
+with ``DynamicCache.from_legacy_cache``, also removed in transformers 5.
 """
 
 from __future__ import annotations
@@ -18,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from prbench.backends.chat_inputs import ChatEncoder, build_chat, template_sha256
-from prbench.backends.hf_classifier import model_identity, resolve_dtype
+from prbench.backends.hf_classifier import model_identity
 from prbench.devices import torch_device
 from prbench.scoring.base import ScoreRequest, check_scores
 from prbench.scoring.cache import fingerprint_of
 from prbench_plugin_internlm2.plugin import InternLM2RewardOptions
 
 #: Bump when a change alters scores for the same options.
-SCORER_VERSION = 1
+SCORER_VERSION = 2
 
 
 def _remote_code_files(pretrained: str) -> dict[str, str]:
@@ -59,7 +70,11 @@ class InternLM2RewardScorer:
             raise ValueError(REMOTE_CODE_REFUSAL)
         self.options = options
         self.device = torch_device(options.device)
-        self.dtype_name = resolve_dtype(options.dtype, self.device)
+        # the model card loads the weights in float16 on a GPU; float32 on a CPU
+        self.dtype_name = (
+            ("float16" if self.device.type == "cuda" else "float32")
+            if options.dtype == "auto" else options.dtype
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(
             options.pretrained, revision=options.revision, trust_remote_code=True
         )
@@ -79,6 +94,7 @@ class InternLM2RewardScorer:
             "user_format": options.user_format,
             "system_format": options.system_format,
             "chat_template": template_sha256(self.encoder.template),
+            "call": options.call,
         }
         self.model: Any = None
         self.counts: Counter[str] = Counter()
@@ -98,10 +114,11 @@ class InternLM2RewardScorer:
             o.pretrained, revision=o.revision, dtype=getattr(torch, self.dtype_name),
             trust_remote_code=True,
         )
-        if not callable(getattr(model, "get_scores", None)):
+        reward_id = getattr(model.config, "reward_token_id", None)
+        if not callable(getattr(model, "get_score", None)) or not isinstance(reward_id, int):
             raise TypeError(
-                f"{o.pretrained}: the model ({type(model).__name__}) has no get_scores(tokenizer, "
-                "chats) method; is this an InternLM2-Reward checkpoint?"
+                f"{o.pretrained}: the model ({type(model).__name__}) has no get_score(tokenizer, "
+                "chat) method or no config.reward_token_id; is this an InternLM2-Reward checkpoint?"
             )
         self.model = model.to(self.device).eval()
         return self.model
@@ -142,6 +159,22 @@ class InternLM2RewardScorer:
             lengths.append(len(e.ids) + 1)
         return chats, lengths
 
+    def input_ids(self, chat: list[dict[str, str]], reward_token_id: int) -> list[int]:
+        """The ids ``get_score`` scores: template text, no special tokens, then the reward token.
+
+        Args:
+            chat: the messages.
+            reward_token_id: the checkpoint's reward token (``config.reward_token_id``).
+
+        Returns:
+            The token ids, the reward token last.
+        """
+        text = self.tokenizer.apply_chat_template(
+            chat, chat_template=self.encoder.template, tokenize=False, add_generation_prompt=False
+        )
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return [*ids, reward_token_id]
+
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One reward per request, in request order."""
         import torch
@@ -153,22 +186,45 @@ class InternLM2RewardScorer:
             return []
         chats, lengths = self.chats(requests)
         model = self._load()
+        if self.options.call == "get_score":
 
-        def forward(batch: list[int]) -> list[float]:
-            with torch.inference_mode():
-                out = model.get_scores(self.tokenizer, [chats[i] for i in batch])
-            out = [out] if isinstance(out, int | float) else list(out)
-            if len(out) != len(batch):
-                raise RuntimeError(
-                    f"get_scores returned {len(out)} scores for {len(batch)} chats"
-                )
-            self.counts["get_scores_calls"] += 1
-            return [float(s) for s in out]
+            def forward(batch: list[int]) -> list[float]:
+                out = []
+                with torch.inference_mode():
+                    for i in batch:
+                        reward = model.get_score(self.tokenizer, chats[i], use_cache=False)
+                        out.append(float(reward))
+                self.counts["get_score_calls"] += len(batch)
+                return out
+
+            budget, most = self.options.batch_tokens, 1
+        else:
+            reward_id = int(model.config.reward_token_id)
+            pad_id = self.tokenizer.pad_token_id
+            pad_id = reward_id if pad_id is None else int(pad_id)
+            ids = [self.input_ids(chat, reward_id) for chat in chats]
+            lengths = [len(row) for row in ids]
+
+            def forward(batch: list[int]) -> list[float]:
+                width = max(lengths[i] for i in batch)
+                rows = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.bool)
+                for r, i in enumerate(batch):  # right padding after the reward token
+                    rows[r, : lengths[i]] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[r, : lengths[i]] = True
+                with torch.inference_mode():
+                    out = model(
+                        input_ids=rows.to(self.device), attention_mask=mask.to(self.device),
+                        use_cache=False, return_dict=False,
+                    )[0]
+                self.counts["forward_calls"] += 1
+                return out.float().reshape(-1).cpu().tolist()
+
+            budget, most = self.options.batch_tokens, self.options.batch_size
 
         stats = BatchStats()  # the scorer runtime shows the progress bar
         scores = run_batches(
-            lengths, forward, token_budget=self.options.batch_tokens,
-            max_batch_size=self.options.batch_size, stats=stats,
+            lengths, forward, token_budget=budget, max_batch_size=most, stats=stats,
         )
         self.counts["requests"] += len(requests)
         self.counts["oom_retries"] += stats.oom_retries
@@ -178,7 +234,7 @@ class InternLM2RewardScorer:
         return check_scores(scores, len(requests), self.component)
 
     def stats(self) -> dict[str, int]:
-        """Counts so far: requests, get_scores calls, truncations, OOM retries."""
+        """Counts so far: requests, forward / get_score calls, truncations, OOM retries."""
         return dict(self.counts)
 
     def describe(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A tiny local checkpoint whose remote code (tiny_remote/) has InternLM2-Reward's interface."""
+"""A tiny local checkpoint whose remote code (internlm2_remote/) has InternLM2-Reward's API."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import shutil
 from pathlib import Path
 
-REMOTE = Path(__file__).parent / "tiny_remote"
+REMOTE = Path(__file__).parent / "internlm2_remote"
 REWARD_TOKEN = "[UNUSED_TOKEN_130]"  # the reward token's name in the real InternLM2 vocabulary
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>", REWARD_TOKEN]
 _WORDS_TEXT = (
@@ -50,16 +50,21 @@ def build_reward_folder(path: Path, seed: int = 0) -> Path:
     for src in REMOTE.glob("*.py"):
         shutil.copy(src, path / src.name)
     config = {
-        "model_type": "tiny_internlm2_reward",
-        "architectures": ["TinyInternLM2RewardModel"],
-        "auto_map": {
-            "AutoConfig": "configuration_tiny_internlm2_reward.TinyInternLM2RewardConfig",
-            "AutoModel": "modeling_tiny_internlm2_reward.TinyInternLM2RewardModel",
+        "model_type": "internlm2",
+        "architectures": ["InternLM2ForRewardModel"],
+        "auto_map": {  # as in the released checkpoints' config.json
+            "AutoConfig": "configuration_internlm2.InternLM2Config",
+            "AutoModel": "modeling_internlm2.InternLM2ForRewardModel",
         },
         "vocab_size": len(fast),
         "hidden_size": 32,
+        "intermediate_size": 64,
         "num_hidden_layers": 2,
         "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "use_cache": True,
+        "bos_token_id": fast.bos_token_id,
+        "eos_token_id": fast.eos_token_id,
         "reward_token_id": fast.convert_tokens_to_ids(REWARD_TOKEN),
         "pad_token_id": fast.pad_token_id,
     }
@@ -69,5 +74,10 @@ def build_reward_folder(path: Path, seed: int = 0) -> Path:
                                   trust_remote_code=True)
     with torch.no_grad():  # spread the random head so that scores differ well above float noise
         model.v_head.weight.normal_(0.0, 1.0)
-    model.save_pretrained(path)
+    # save_pretrained trips over the list-form _tied_weights_keys under transformers 5 (as the real
+    # checkpoints' class does); write the weights file directly, as a hub download would bring it
+    from safetensors.torch import save_file
+
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
     return path

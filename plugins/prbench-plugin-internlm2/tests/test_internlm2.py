@@ -50,18 +50,66 @@ def test_refuses_to_load_without_trust_remote_code(folder: Path) -> None:
         )
 
 
-def test_scores_come_from_the_remote_get_score(folder: Path) -> None:
+def _get_score_ids(scorer, chat) -> list[int]:
+    """The ids the checkpoint's get_score builds for a chat (its recipe, restated)."""
+    text = scorer.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=False)
+    ids = scorer.tokenizer.encode(text, add_special_tokens=False)
+    return [*ids, scorer.model.config.reward_token_id]
+
+
+def test_scores_equal_the_checkpoints_get_score(folder: Path) -> None:
     scorer = _build(folder, batch_size="3")
     scores = scorer.score(REQUESTS)
     chats, _ = scorer.chats(REQUESTS)
-    own = [scorer.model.get_score(scorer.tokenizer, chat) for chat in chats]
-    assert scores == pytest.approx(own, abs=1e-4)
+    own = [scorer.model.get_score(scorer.tokenizer, chat, use_cache=False) for chat in chats]
+    assert scores == pytest.approx(own, abs=1e-5)
     assert len(set(scores)) == len(scores)
     assert chats[0][0]["content"].startswith("Some of my earlier posts:")  # profile in user turn
-    assert scorer.stats()["get_scores_calls"] == 2  # 4 chats, at most 3 per call
+    assert scorer.stats()["forward_calls"] == 2  # 4 chats, at most 3 per call
+    # a row keeps the positions it has alone: the batch it lands in does not move its score
     assert _build(folder, batch_size="1").score(REQUESTS[::-1]) == pytest.approx(
-        scores[::-1], abs=1e-4
+        scores[::-1], abs=1e-5
     )
+
+
+def test_input_ids_follow_get_score_with_one_bos(folder: Path) -> None:
+    scorer = _build(folder)
+    scorer.score(REQUESTS[:1])
+    chats, _ = scorer.chats(REQUESTS)
+    reward_id = scorer.model.config.reward_token_id
+    for chat in chats:
+        ids = scorer.input_ids(chat, reward_id)
+        assert ids == _get_score_ids(scorer, chat)
+        assert ids[-1] == reward_id and ids.count(reward_id) == 1
+        assert ids[0] == scorer.tokenizer.bos_token_id  # the template writes it ...
+        assert ids.count(scorer.tokenizer.bos_token_id) == 1  # ... and nothing adds another
+
+
+def test_exact_mode_calls_the_checkpoints_get_score(folder: Path) -> None:
+    exact = _build(folder, call="get_score")
+    scores = exact.score(REQUESTS)
+    assert exact.stats()["get_score_calls"] == len(REQUESTS)
+    assert "forward_calls" not in exact.stats()
+    assert scores == pytest.approx(_build(folder).score(REQUESTS), abs=1e-5)
+    assert exact.describe()["settings"]["call"] == "get_score"
+    assert exact.fingerprint() != _build(folder).fingerprint()
+    with pytest.raises(OptionsError, match="call"):
+        _build(folder, call="get_scores")
+
+
+def test_paths_that_transformers_5_broke_are_not_taken(folder: Path) -> None:
+    """The checkpoint API's batched get_scores and its cached forward fail under transformers 5."""
+    from transformers import DynamicCache
+
+    scorer = _build(folder)
+    assert len(scorer.score(REQUESTS)) == len(REQUESTS)
+    chats, _ = scorer.chats(REQUESTS[:2])
+    if not hasattr(scorer.tokenizer, "batch_encode_plus"):
+        with pytest.raises(AttributeError, match="batch_encode_plus"):
+            scorer.model.get_scores(scorer.tokenizer, chats)
+    if not hasattr(DynamicCache, "from_legacy_cache"):
+        with pytest.raises(AttributeError, match="from_legacy_cache"):
+            scorer.model.get_score(scorer.tokenizer, chats[0])  # config.use_cache is true
 
 
 def test_profile_positions_and_truncation(folder: Path) -> None:
@@ -86,8 +134,9 @@ def test_describe_and_fingerprint(folder: Path) -> None:
     described = scorer.describe()
     assert described["component"] == "internlm2-reward"
     assert set(described["settings"]["remote_code"]) == {
-        "configuration_tiny_internlm2_reward.py", "modeling_tiny_internlm2_reward.py"
+        "configuration_internlm2.py", "modeling_internlm2.py"
     }
+    assert described["resolved"]["dtype"] == "float32"  # auto on a CPU; float16 on a GPU
     assert described["fingerprint"] == scorer.fingerprint() == _build(folder).fingerprint()
     assert _build(folder, profile_position="none").fingerprint() != scorer.fingerprint()
 

@@ -39,7 +39,8 @@ class SkyworkOptions(HFClassifierOptions):
     attn_implementation: Literal["variant", "auto", "eager", "sdpa", "flash_attention_2"] = (
         dataclasses.field(
             default="variant",
-            metadata={"help": "attention kernel; variant = eager for Gemma-2, else auto"},
+            metadata={"help": "attention kernel; variant = flash_attention_2 when flash_attn is "
+                      "installed on a GPU, else eager for Gemma-2 and sdpa for the others"},
         )
     )
     max_length: int = dataclasses.field(
@@ -68,15 +69,21 @@ class SkyworkOptions(HFClassifierOptions):
         """The chosen variant's recommended settings."""
         return VARIANTS[self.variant]
 
-    def resolved(self) -> HFClassifierOptions:
-        """The ``hf-classifier`` options these resolve to (explicit values over the variant's)."""
+    def resolved(self, *, flash_attention: bool = False) -> HFClassifierOptions:
+        """The ``hf-classifier`` options these resolve to (explicit values over the variant's).
+
+        Args:
+            flash_attention: whether ``flash_attention_2`` can run here (the cards' kernel); the
+                variant's fallback kernel is used otherwise.
+        """
         spec = self.spec
+        variant_attn = "flash_attention_2" if flash_attention else spec.attn_implementation
         defaults: dict[str, Any] = {
             "pretrained": self.pretrained or spec.hub_id,
             "revision": self.revision or spec.revision,
             "dtype": spec.dtype if self.dtype == "variant" else self.dtype,
             "attn_implementation": (
-                spec.attn_implementation
+                variant_attn
                 if self.attn_implementation == "variant"
                 else self.attn_implementation
             ),
@@ -94,6 +101,6 @@ def register_scorers(register: ComponentRegister) -> None:
         "skywork",
         "prbench_plugin_skywork.scorer:SkyworkScorer",
         options=SkyworkOptions,
-        description="Skywork-Reward v0.2 / V2 (variant=...): recommended settings per checkpoint",
+        description="Skywork-Reward v0.1/v0.2/V2 (variant=...) with each card's settings",
         tags=("pointwise", "hf"),
     )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from prbench.backends.hf_classifier import HFClassifierScorer
+from prbench.devices import torch_device
 from prbench_plugin_skywork.plugin import FROM_VARIANT, SkyworkOptions
+from prbench_plugin_skywork.variants import flash_attention_available
 
 
 class SkyworkScorer(HFClassifierScorer):
@@ -24,7 +26,8 @@ class SkyworkScorer(HFClassifierScorer):
     def __init__(self, options: SkyworkOptions) -> None:
         self.skywork_options = options
         self.variant = options.spec
-        super().__init__(options.resolved())
+        flash = flash_attention_available(torch_device(options.device))
+        super().__init__(options.resolved(flash_attention=flash))
 
     def describe(self) -> dict[str, Any]:
         """``hf-classifier``'s description plus the variant and which settings it supplied."""

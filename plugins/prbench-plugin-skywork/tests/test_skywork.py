@@ -62,9 +62,32 @@ def test_variants_fill_in_the_recommended_settings() -> None:
     assert (explicit.max_length, explicit.revision) == (4096, "abc")
 
 
+def test_v01_variants_and_the_attention_kernel_rule() -> None:
+    from prbench_plugin_skywork.variants import flash_attention_available
+
+    comp = PluginRegistry().get("scorer", "skywork")
+    llama01 = comp.parse_options({"variant": "v0.1-llama-3.1-8b"})
+    gemma01 = comp.parse_options({"variant": "v0.1-gemma-2-27b"})
+    assert llama01.resolved().pretrained == "Skywork/Skywork-Reward-Llama-3.1-8B"
+    assert gemma01.resolved().pretrained == "Skywork/Skywork-Reward-Gemma-2-27B"
+    assert llama01.spec.generation == gemma01.spec.generation == "v0.1"
+    v2 = comp.parse_options({"variant": "v2-qwen3-0.6b"})
+    # the cards' kernel where it runs; otherwise sdpa, and eager for Gemma-2 (soft-capping)
+    for opts in (llama01, gemma01, v2):
+        assert opts.resolved(flash_attention=True).attn_implementation == "flash_attention_2"
+    assert v2.resolved().attn_implementation == "sdpa"
+    assert llama01.resolved().attn_implementation == "sdpa"
+    assert gemma01.resolved().attn_implementation == "eager"
+    explicit = comp.parse_options({"variant": "v2-qwen3-0.6b", "attn_implementation": "eager"})
+    assert explicit.resolved(flash_attention=True).attn_implementation == "eager"
+    import torch
+
+    assert flash_attention_available(torch.device("cpu")) is False
+
+
 def test_bad_options_fail_clearly() -> None:
     comp = PluginRegistry().get("scorer", "skywork")
-    with pytest.raises(OptionsError, match=r"variant=<one of v0\.2-llama-3\.1-8b"):
+    with pytest.raises(OptionsError, match=r"variant=<one of v0\.1-llama-3\.1-8b"):
         comp.parse_options({})
     with pytest.raises(OptionsError, match=r"v2-qwen3-0\.6b"):
         comp.parse_options({"variant": "v2-qwen3-0.5b"})
@@ -89,7 +112,7 @@ def test_scores_are_the_models_own_reward_with_one_bos(models, arch, variant) ->
         assert leading == (0 if arch == "qwen3" else 1)  # Qwen3: none; others: exactly one
     scores = scorer.score(REQUESTS)
     model = AutoModelForSequenceClassification.from_pretrained(
-        models[arch], dtype=torch.float32, attn_implementation="eager"
+        models[arch], dtype=torch.float32, attn_implementation="eager", trust_remote_code=False
     ).eval()
     with torch.no_grad():
         own = [model(input_ids=torch.tensor([s])).logits[0][0].item() for s in ids]
@@ -103,6 +126,34 @@ def test_scores_are_the_models_own_reward_with_one_bos(models, arch, variant) ->
     if arch == "gemma2":
         assert described["options"]["attn_implementation"] == "eager"
         assert scorer.model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize(("arch", "variant"), [("qwen3", "v2-qwen3-0.6b"),
+                                               ("llama", "v2-llama-3.2-1b")])
+def test_exact_mode_matches_the_v2_card_recipe(models, arch, variant) -> None:
+    """profile_position=none is the card's input; ids and reward equal the card's recipe."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    scorer = _build({"variant": variant, "pretrained": str(models[arch]), "dtype": "float32",
+                     "profile_position": "none", "max_batch_size": "1"})
+    tok = AutoTokenizer.from_pretrained(models[arch], trust_remote_code=False)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        models[arch], dtype=torch.float32, trust_remote_code=False
+    ).eval()
+    card_ids, card_scores = [], []
+    for r in REQUESTS:  # the V2 card: render, drop a leading BOS text, tokenise, logits[0][0]
+        chat = [{"role": "user", "content": r.question},
+                {"role": "assistant", "content": r.response}]
+        text = tok.apply_chat_template(chat, tokenize=False)
+        if tok.bos_token is not None and text.startswith(tok.bos_token):
+            text = text[len(tok.bos_token):]
+        ids = tok(text, return_tensors="pt")["input_ids"]
+        card_ids.append(ids[0].tolist())
+        with torch.no_grad():
+            card_scores.append(model(input_ids=ids).logits[0][0].item())
+    assert scorer.encode(REQUESTS) == card_ids
+    assert scorer.score(REQUESTS) == pytest.approx(card_scores, rel=1e-4, abs=1e-4)
 
 
 def test_variant_dtype_is_bf16_unless_overridden(models) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.judges.common import seeded_unit
+from prbench.preference_data import Pref, UserPreferences, user_preferences
 from prbench.store import SQLiteStore
 from prbench_plugin_synthesizeme.prompts import Demo
 
@@ -29,15 +30,6 @@ _TABLES = (
     "mode TEXT NOT NULL, persona TEXT NOT NULL, demos TEXT NOT NULL, prompt TEXT NOT NULL, "
     "model TEXT NOT NULL, details TEXT NOT NULL, created REAL NOT NULL)",
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Pref:
-    """One labelled pair of a user: the question, the answer they chose and the one they did not."""
-
-    question: str
-    chosen: str
-    rejected: str
 
 
 @dataclasses.dataclass
@@ -107,53 +99,31 @@ class PersonaStore:
         self.store.close()
 
 
-def parse_preferences(raw: Any, where: str) -> list[Pref]:
-    """Validate a record's ``preferences``: a list of ``{question (or prompt), chosen, rejected}``.
+def load_preferences(source: str) -> UserPreferences:
+    """The per-user ``preferences`` of the records of ``source`` (file, folder, named source).
 
     Raises:
-        ValueError: anything else, naming ``where`` (file, line, record) and the item.
-    """
-    if not isinstance(raw, list):
-        raise ValueError(f"{where}: field 'preferences' must be a list of "
-                         f"{{question, chosen, rejected}}, got {type(raw).__name__}")
-    out = []
-    for i, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise ValueError(f"{where}: preferences[{i}] must be an object")
-        question = item.get("question", item.get("prompt"))
-        fields = {"question": question, "chosen": item.get("chosen"),
-                  "rejected": item.get("rejected")}
-        for name, value in fields.items():
-            if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{where}: preferences[{i}].{name} must be a non-empty string"
-                                 + (" (or 'prompt')" if name == "question" else ""))
-        if fields["chosen"].strip() == fields["rejected"].strip():
-            raise ValueError(f"{where}: preferences[{i}] has the same chosen and rejected answer")
-        out.append(Pref(**fields))
-    return out
-
-
-def load_preferences(source: str) -> dict[str, list[Pref]]:
-    """The ``preferences`` of every record of ``source`` that has them, by record id.
-
-    Raises:
-        ValueError: a malformed ``preferences`` field (file, line, record and item named).
+        ValueError: a malformed ``preferences`` field (file, line, record and item named), or
+            records of one user with different preferences.
     """
     from prbench.records import load_records
 
-    out: dict[str, list[Pref]] = {}
-    for record in load_records(source):
-        if "preferences" in record.extra:
-            where = f"{record.source or source} record {record.id!r}"
-            prefs = parse_preferences(record.extra["preferences"], where)
-            if prefs:
-                out[record.id] = prefs
-    return out
+    return user_preferences(load_records(source))
 
 
-def split_preferences(prefs: Sequence[Pref], user: str, seed: int,
-                      val_fraction: float) -> tuple[list[Pref], list[Pref]]:
-    """Seeded (train, validation) split of a user's pairs; validation only with 3+ pairs."""
+def split_preferences(prefs: Sequence[Pref], user: str, seed: int, val_fraction: float,
+                      split: str = "shuffled") -> tuple[list[Pref], list[Pref]]:
+    """(train, validation) split of a user's pairs; validation only with 3+ pairs.
+
+    ``shuffled``: a seeded shuffle, ``round(n * val_fraction)`` pairs (at least one) validate.
+    ``temporal``: the given (oldest-first) order is kept; the first ``int(n * (1 - val_fraction))``
+    pairs train and the later ones validate, as the original implementation splits.
+    """
+    if split == "temporal":
+        if len(prefs) < 3 or val_fraction <= 0:
+            return list(prefs), []
+        n_train = min(max(int(len(prefs) * (1 - val_fraction)), 1), len(prefs) - 1)
+        return list(prefs[:n_train]), list(prefs[n_train:])
     order = sorted(range(len(prefs)), key=lambda i: (seeded_unit("split", seed, user, i), i))
     n_val = round(len(prefs) * val_fraction) if len(prefs) >= 3 else 0
     n_val = min(max(n_val, 1 if len(prefs) >= 3 and val_fraction > 0 else 0), len(prefs) - 1)

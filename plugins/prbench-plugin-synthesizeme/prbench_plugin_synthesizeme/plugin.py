@@ -22,8 +22,8 @@ class SynthesizeMeOptions(BackendOptions):
     )
     preferences_data: str = dataclasses.field(
         default="",
-        metadata={"help": "records carrying a `preferences` field (file, folder or 'sample'); "
-                          "needed for fit=preferences"},
+        metadata={"help": "records carrying `user_id` + `preferences` (file, folder, "
+                          "'preferences_sample'; the task's own data); needed for fit=preferences"},
     )
     orders: Literal["both", "one"] = dataclasses.field(
         default="both",
@@ -33,13 +33,32 @@ class SynthesizeMeOptions(BackendOptions):
         default=512, metadata={"help": "tokens for a persona (and for a bootstrap reasoning)"}
     )
     demos: int = dataclasses.field(
-        default=2, metadata={"help": "most demonstrations (user's own pairs) in the judge prompt"}
+        default=4,
+        metadata={"help": "most demonstrations per candidate set (the user's labelled training "
+                          "pairs, with their verified reasoning where there is one)"},
     )
     demo_candidates: int = dataclasses.field(
-        default=4, metadata={"help": "candidate demo sets tried on the validation split"}
+        default=8,
+        metadata={"help": "seeded candidate demo sets tried on the validation pairs (the empty "
+                          "set is tried as well)"},
     )
     val_fraction: float = dataclasses.field(
         default=0.3, metadata={"help": "share of a user's pairs held out to select the demos"}
+    )
+    split: Literal["shuffled", "temporal"] = dataclasses.field(
+        default="shuffled",
+        metadata={"help": "train/validation split of a user's pairs: 'shuffled' (seeded) or "
+                          "'temporal' (kept in order: the oldest pairs train, as the original)"},
+    )
+    parse_retries: int = dataclasses.field(
+        default=3,
+        metadata={"help": "times an unparsable reply (persona, reasoning, verdict, grade) is "
+                          "asked again, each at a higher temperature"},
+    )
+    retry_temperature: float = dataclasses.field(
+        default=0.75,
+        metadata={"help": "temperature of the last retry; retry k of n samples at temperature + "
+                          "(retry_temperature - temperature) * k / n"},
     )
     persona_cache: bool = dataclasses.field(
         default=True, metadata={"help": "keep induced personas on disk (per user, prompt, model)"}
@@ -55,6 +74,12 @@ class SynthesizeMeOptions(BackendOptions):
                              "`preferences` field>")
         if self.persona_max_new_tokens < 1 or self.demos < 0 or self.demo_candidates < 1:
             raise ValueError("persona_max_new_tokens and demo_candidates must be >= 1, demos >= 0")
+        if self.parse_retries < 0:
+            raise ValueError("parse_retries must be >= 0")
+        if self.parse_retries and self.retry_temperature < self.temperature:
+            raise ValueError(f"retry_temperature ({self.retry_temperature}) is below temperature "
+                             f"({self.temperature}): retries rise in temperature; set "
+                             f"retry_temperature={self.temperature} or higher, or parse_retries=0")
         if not 0 <= self.val_fraction < 1:
             raise ValueError("val_fraction must be in [0, 1)")
 

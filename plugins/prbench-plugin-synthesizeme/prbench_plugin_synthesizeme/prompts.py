@@ -13,13 +13,13 @@ from typing import TypedDict
 from prbench.backends.base import Chat
 
 #: Bumped whenever a prompt's wording changes (part of cache keys and fingerprints).
-PROMPT_VERSION = "synthesizeme-1"
+PROMPT_VERSION = "synthesizeme-2"
 
 NO_POSTS = "(this person has not shared any posts)"
 
 
 class Demo(TypedDict):
-    """One demonstration: a pair of the user's, the reasoning that predicted it, the verdict."""
+    """A demonstration: a pair of the user's, its verified reasoning (``""``: none), the verdict."""
 
     question: str
     answer_a: str
@@ -114,12 +114,14 @@ def _demo_block(demos: Sequence[Demo]) -> str:
         return ""
     parts = []
     for i, d in enumerate(demos, 1):
+        reasoning = f"Reasoning: {d['reasoning'].strip()}\n" if d["reasoning"].strip() else ""
         parts.append(
             f"<example {i}>\nQuestion: {d['question'].strip()}\nAnswer A: {d['answer_a'].strip()}\n"
-            f"Answer B: {d['answer_b'].strip()}\nReasoning: {d['reasoning'].strip()}\n"
+            f"Answer B: {d['answer_b'].strip()}\n{reasoning}"
             f"Verdict: [[{d['verdict']}]]\n</example {i}>"
         )
-    return ("Earlier choices this person really made, with the reasoning that predicted them:\n"
+    return ("Earlier choices this person really made (with the reasoning that predicted them, "
+            "where there is one):\n"
             + "\n\n".join(parts) + "\n\n")
 
 

@@ -62,7 +62,10 @@ def test_both_orders_and_invalid_verdicts(tmp_path: Path) -> None:
     assert stats["parse_failure_reasons"] == {"tie": 2}
     assert [(f["item"], f["step"]) for f in stats["failures"]] == [("r3", "judge")] * 2
     assert stats["position_bias"] == 0.5 and stats["n_order_flips"] == 0
-    assert backend.count("judge") == 6
+    assert backend.count("judge") == 6 + 3 * 2  # r3's two orders are asked again 3 times
+    assert stats["parse_retries"]["replies_retried"] == 2
+    assert stats["parse_retries"]["retry_calls"] == 6 and stats["parse_retries"]["recovered"] == 0
+    assert stats["fit_modes"] == {"profile": 3}
 
 
 def test_position_bias_split_orders_are_ties(tmp_path: Path) -> None:
@@ -72,7 +75,7 @@ def test_position_bias_split_orders_are_ties(tmp_path: Path) -> None:
     assert stats["position_bias"] == 1.0 and stats["n_order_flips"] == 2
     assert stats["order_agreement"] == 0.0
     described = rm.describe()
-    assert described["prompt_version"] == "synthesizeme-1" and described["fingerprint"]
+    assert described["prompt_version"] == "synthesizeme-2" and described["fingerprint"]
 
 
 def test_one_order_is_seeded(tmp_path: Path) -> None:
@@ -154,7 +157,7 @@ def test_preferences_mode_keeps_only_reasoning_that_predicts_the_label(tmp_path:
     rm, backend = judge(tmp_path, script=script, preferences_data=str(data), demos=1)
     assert rm.compare([pair("ae-01"), pair("ae-02")]) == [1.0, 1.0]
     fit = rm.stats()["personas"]
-    train, val = split_preferences(rm.preferences["ae-01"], "ae-01", 0, 0.3)
+    train, val = split_preferences(rm.preferences.by_user["ae-01"], "ae-01", 0, 0.3)
     assert len(train) + len(val) == 6 and len(val) == 2
     boot = [c for c in backend.chats if kind(c) == "bootstrap"]
     right = sum(answers(c)[0].startswith(GOOD) for c in boot)
@@ -172,12 +175,14 @@ def test_preferences_mode_keeps_only_reasoning_that_predicts_the_label(tmp_path:
 def test_preferences_must_not_contain_the_evaluated_pair(tmp_path: Path) -> None:
     from prbench.records import load_records
 
-    rec = load_records("sample", domains=["Art_and_Entertainment"])[0]
-    leak = [{"question": rec.question, "chosen": rec.chosen, "rejected": rec.rejected}]
+    # a file whose own records are clean (prbench validate rejects a record's own pair among its
+    # preferences) but that is used to judge other data: record ae-01's pairs hold ae-02's pair
+    rec, other = load_records("sample", domains=["Art_and_Entertainment"])[:2]
+    leak = [{"question": other.question, "chosen": other.chosen, "rejected": other.rejected}]
     data = _records_with_preferences(tmp_path, {rec.id: leak + _prefs(2)})
     rm, _ = judge(tmp_path, preferences_data=str(data))
     with pytest.raises(ValueError, match="contain the pair under evaluation"):
-        rm.compare([PairRequest(rec.id, rec.question, rec.rejected, rec.chosen)])
+        rm.compare([PairRequest(rec.id, other.question, other.rejected, other.chosen)])
 
 
 def test_preference_data_errors_name_the_record(tmp_path: Path) -> None:
@@ -249,6 +254,7 @@ def test_prbench_eval_with_a_tiny_causal_lm(tiny_lm: Path, tmp_path: Path, capsy
           {k: v for k, v in group.items() if "," in k})
     stats = results["config"]["prbench"]["scorer"]["runtime"]["scorer"]["stats"]
     assert stats["n_pairs"] == 9 and stats["personas"]["induced"] == 9
+    assert stats["fit_modes"] == {"profile": 9}  # no labelled pairs in the benchmark: said so
     assert stats["n_invalid_orders"] + stats["n_verdicts"] == 18
 
 
@@ -271,3 +277,4 @@ def test_plain_lm_eval_with_a_tiny_causal_lm(tiny_lm: Path, tmp_path: Path) -> N
     scorer = results["config"]["prbench"]["scorer"]
     assert scorer["id"] == "synthesizeme-rating"
     assert scorer["runtime"]["scorer"]["stats"]["personas"]["induced"] == 6
+    assert scorer["runtime"]["scorer"]["stats"]["fit_modes"] == {"profile": 6}

@@ -1,0 +1,576 @@
+r"""The record schema, and the checks that turn one decoded row into a :class:`Record`.
+
+:class:`RecordChecker` reports every problem of a row with its field and a stable code: missing
+or mistyped fields, misspelt schema fields, duplicate ids, text that later steps cannot take (a
+lone surrogate, a NUL character, nesting too deep), ids with control or bidi characters, answers
+or questions made only of invisible characters, and chosen/rejected answers that are the same
+text once Unicode normalisation, invisible characters and kinds of space are ignored (compared
+so, never stored so: a record keeps its text exactly). :mod:`prbench.records` loads sources with
+it and re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from prbench.issues import Issue, Row, short, shown, shown_path
+from prbench.options import suggest
+
+KNOWN_FIELDS = (
+    "id",
+    "question",
+    "profile",
+    "narrative",
+    "rubric_aspects",
+    "category",
+    "chosen",
+    "rejected",
+    "domain",
+)
+#: optional fields with a schema of their own (per-user labelled pairs, see
+#: :mod:`prbench.preference_data`): validated, then kept as extra fields
+OPTIONAL_FIELDS = ("user_id", "preferences")
+#: an unknown top-level key at least this close (difflib ratio, case-insensitive) to a schema
+#: field that the record lacks is taken for a misspelling of it: an error, not a warning
+TYPO_CUTOFF = 0.85
+#: deepest nesting of lists/objects a record may have (deeper input breaks later JSON/Arrow steps)
+MAX_DEPTH = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileItem:
+    """One past post of the user: ``{id, category, text}`` (title + body)."""
+
+    id: str
+    category: str
+    text: str
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RubricAspect:
+    """One thing the user expects: ``{aspect, evidence, reason}``."""
+
+    aspect: str
+    evidence: str = ""
+    reason: str = ""
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One benchmark record.
+
+    Attributes:
+        id: unique id.
+        question: the user's question (RM input).
+        profile: the user's past posts (RM input through a profile builder).
+        chosen: the answer that covers the user's rubric.
+        rejected: the equally good answer that does not.
+        category: the record's category.
+        domain: the domain (config / file name), e.g. ``Art_and_Entertainment``.
+        narrative: the user's own elaboration; never RM input.
+        rubric_aspects: what the user expects; never RM input.
+        extra: unknown fields, kept and passed through.
+        source: ``file:line`` it was read from.
+    """
+
+    id: str
+    question: str
+    profile: tuple[ProfileItem, ...]
+    chosen: str
+    rejected: str
+    category: str = ""
+    domain: str = ""
+    narrative: str = ""
+    rubric_aspects: tuple[RubricAspect, ...] = ()
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    source: str = ""
+
+    def hidden(self) -> dict[str, Any]:
+        """The fields no real RM may see (for diagnostic scorers and judges)."""
+        return {
+            "narrative": self.narrative,
+            "rubric_aspects": [dataclasses.asdict(a) for a in self.rubric_aspects],
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record in the published schema, extra fields included."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "question": self.question,
+            "profile": [
+                {"id": p.id, "category": p.category, "text": p.text, **p.extra}
+                for p in self.profile
+            ],
+            "narrative": self.narrative,
+            "rubric_aspects": [
+                {"aspect": a.aspect, "evidence": a.evidence, "reason": a.reason, **a.extra}
+                for a in self.rubric_aspects
+            ],
+            "category": self.category,
+            "chosen": self.chosen,
+            "rejected": self.rejected,
+        }
+        if self.domain:
+            out["domain"] = self.domain
+        out.update(self.extra)
+        return out
+
+
+class RecordChecker:
+    """Validates decoded rows into records, collecting every issue in ``issues``.
+
+    One checker per load: it remembers the ids it has seen to report duplicates. Subclass it to
+    validate variants of the schema (``prbench build`` checks records that have no answers yet).
+    """
+
+    def __init__(self) -> None:
+        self.issues: list[Issue] = []
+        self.warnings: list[Issue] = []
+        #: id (a digest for a long one) -> (file, line) where it was first seen
+        self.seen_ids: dict[str | bytes, tuple[str, int]] = {}
+
+    def problem(self, row: Row, rid: str | None, field: str | None, msg: str, code: str) -> None:
+        """Record one issue at ``row``."""
+        self.issues.append(row.issue(rid, field, msg, code))
+
+    def _text(
+        self,
+        row: Row,
+        rid: str | None,
+        data: Mapping[str, Any],
+        field: str,
+        *,
+        required: bool,
+        label: str = "",
+    ) -> str | None:
+        name = label or field
+        if field not in data:
+            if required:
+                self.problem(row, rid, name, "required field is missing", "missing-field")
+            return None if required else ""
+        value = data[field]
+        if not isinstance(value, str):
+            code = "non-string-answer" if field in ("chosen", "rejected") else "wrong-type"
+            self.problem(
+                row,
+                rid,
+                name,
+                f"expected a string, got {type(value).__name__} {short(value)}",
+                code,
+            )
+            return None
+        if required and not value.strip():
+            code = "empty-answer" if field in ("chosen", "rejected") else "empty-field"
+            self.problem(row, rid, name, "is empty", code)
+            return None
+        if required and invisible_only(value):
+            self.problem(row, rid, name, _invisible_message(value), "invisible-text")
+            return None
+        return value
+
+    def record(self, row: Row, domain: str) -> Record | None:
+        """Validate one row; the record, or ``None`` after adding its issues."""
+        data = row.data
+        n_before = len(self.issues)
+        if not isinstance(data, dict):
+            self.problem(
+                row,
+                None,
+                None,
+                f"expected a JSON object, got {type(data).__name__} {short(data)}",
+                "not-object",
+            )
+            return None
+        rid = self._id(row, data)
+        self.check_strings(row, rid, data)
+        self.check_keys(row, rid, data, KNOWN_FIELDS + OPTIONAL_FIELDS)
+        self._preferences(row, rid, data)
+        question = self._text(row, rid, data, "question", required=True)
+        chosen = self._text(row, rid, data, "chosen", required=True)
+        rejected = self._text(row, rid, data, "rejected", required=True)
+        narrative = self._text(row, rid, data, "narrative", required=False)
+        category = self._text(row, rid, data, "category", required=False)
+        own_domain = self._text(row, rid, data, "domain", required=False)
+        profile = self._profile(row, rid, data)
+        rubric = self._rubric(row, rid, data)
+        if chosen and rejected and chosen.strip() == rejected.strip():
+            self.problem(
+                row,
+                rid,
+                "rejected",
+                "is identical to 'chosen' (the pair cannot be told apart)",
+                "identical-answers",
+            )
+        elif chosen and rejected and comparable(chosen) == comparable(rejected):
+            self.problem(
+                row,
+                rid,
+                "rejected",
+                "is the same text as 'chosen' once Unicode normalisation (NFKC), invisible "
+                "characters (zero-width, bidi) and kinds of space are ignored: the pair cannot be "
+                "told apart on screen",
+                "identical-after-normalisation",
+            )
+        if len(self.issues) > n_before or rid is None:
+            return None
+        assert question is not None and chosen is not None and rejected is not None
+        assert profile is not None and rubric is not None
+        extra = {k: v for k, v in data.items() if k not in KNOWN_FIELDS}
+        return Record(
+            id=rid,
+            question=question,
+            profile=profile,
+            chosen=chosen,
+            rejected=rejected,
+            category=category or "",
+            domain=own_domain or domain,
+            narrative=narrative or "",
+            rubric_aspects=rubric,
+            extra=extra,
+            source=f"{row.file}:{row.line}",
+        )
+
+    def check_strings(self, row: Row, rid: str | None, data: Mapping[str, Any]) -> None:
+        """Report a lone surrogate in any text and nesting deeper than :data:`MAX_DEPTH`.
+
+        Such a record would pass the type checks and crash later (in Arrow, a tokenizer, a
+        results file); see :func:`prbench.jsonio.text_problems`.
+        """
+        for field, message, code in text_problems(data, MAX_DEPTH):
+            self.problem(row, rid, field, message, code)
+
+    def check_keys(
+        self, row: Row, rid: str | None, data: Mapping[str, Any], known: Sequence[str]
+    ) -> None:
+        """Warn about each unknown top-level key; an error when it is a misspelt schema field.
+
+        A key within :data:`TYPO_CUTOFF` of a field in ``known`` that the record lacks (e.g.
+        ``choosen``, ``rubric_aspect``) is an error naming the key and the field it resembles;
+        any other unknown key is kept as an extra field and gets a warning (with the closest
+        schema fields, if any).
+        """
+        for key in data:
+            if key in known:
+                continue
+            close = difflib.get_close_matches(str(key).lower(), known, n=1, cutoff=TYPO_CUTOFF)
+            if close and close[0] not in data:
+                msg = (
+                    f"unknown field; did you mean {close[0]!r}? It looks like a misspelling of "
+                    "that schema field, whose value would otherwise be lost; rename it"
+                )
+                self.problem(row, rid, key, msg, "misspelt-field")
+            else:
+                msg = f"unknown field, kept as an extra field{suggest(str(key), known)}"
+                self.warnings.append(row.issue(rid, key, msg, "unknown-field"))
+
+    def _preferences(self, row: Row, rid: str | None, data: Mapping[str, Any]) -> None:
+        """Check the optional ``user_id`` and ``preferences`` (:mod:`prbench.preference_data`).
+
+        A record's own pair among its preferences is an error: a method would be fitted on the
+        pair it is evaluated on.
+        """
+        from prbench.preference_data import preference_problems, user_id_problem
+
+        if "user_id" in data and (msg := user_id_problem(data["user_id"])):
+            self.problem(row, rid, "user_id", msg, "wrong-type")
+        if "preferences" not in data:
+            return
+        problems = preference_problems(data["preferences"])
+        for field, msg in problems:
+            self.problem(row, rid, field, msg, "bad-preference")
+        if problems:
+            return
+        own = {str(data.get("chosen", "")).strip(), str(data.get("rejected", "")).strip()}
+        question = str(data.get("question", "")).strip()
+        for i, item in enumerate(data["preferences"]):
+            pair = {item["chosen"].strip(), item["rejected"].strip()}
+            if pair == own and str(item.get("question", item.get("prompt"))).strip() == question:
+                msg = "is the record's own pair (a method would fit on the pair it is tested on)"
+                self.problem(row, rid, f"preferences[{i}]", msg, "leaked-preference")
+
+    def _id(self, row: Row, data: Mapping[str, Any]) -> str | None:
+        if "id" not in data:
+            self.problem(row, None, "id", "required field is missing", "missing-field")
+            return None
+        value = data["id"]
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            self.problem(
+                row,
+                None,
+                "id",
+                f"expected a string, got {type(value).__name__} {short(value)}",
+                "wrong-type",
+            )
+            return None
+        rid = str(value)
+        if not rid.strip():
+            self.problem(row, None, "id", "is empty", "empty-field")
+            return None
+        bad = id_character_problem(rid)
+        if bad is not None:
+            self.problem(row, rid, "id", *bad)
+            return None
+        key: str | bytes = rid
+        if len(rid) > 64:  # keep a digest, not the text, of a long id
+            key = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        if key in self.seen_ids:
+            file, line = self.seen_ids[key]
+            self.problem(
+                row,
+                rid,
+                "id",
+                f"duplicate id (first seen at {shown_path(file)}:{line})",
+                "duplicate-id",
+            )
+            return None
+        self.seen_ids[key] = (row.file, row.line)
+        return rid
+
+    def _profile(
+        self, row: Row, rid: str | None, data: Mapping[str, Any]
+    ) -> tuple[ProfileItem, ...] | None:
+        if "profile" not in data:
+            self.problem(row, rid, "profile", "required field is missing", "missing-field")
+            return None
+        value = data["profile"]
+        if not isinstance(value, list):
+            self.problem(
+                row,
+                rid,
+                "profile",
+                f"expected a list of posts, got {type(value).__name__}",
+                "wrong-type",
+            )
+            return None
+        items: list[ProfileItem] = []
+        seen: dict[str, int] = {}
+        for i, item in enumerate(value):
+            post = _post(item, i, seen)
+            if isinstance(post, ProfileItem):
+                items.append(post)
+            else:
+                self.problem(row, rid, *post)
+        return tuple(items) if len(items) == len(value) else None
+
+    def _rubric(
+        self, row: Row, rid: str | None, data: Mapping[str, Any]
+    ) -> tuple[RubricAspect, ...] | None:
+        value = data.get("rubric_aspects", [])
+        if not isinstance(value, list):
+            self.problem(
+                row,
+                rid,
+                "rubric_aspects",
+                f"expected a list, got {type(value).__name__} {short(value)}",
+                "wrong-type",
+            )
+            return None
+        out: list[RubricAspect] = []
+        for i, item in enumerate(value):
+            aspect = _aspect(item, i)
+            if isinstance(aspect, RubricAspect):
+                out.append(aspect)
+            else:
+                self.problem(row, rid, *aspect)
+        return tuple(out) if len(out) == len(value) else None
+
+
+def _post(item: Any, i: int, seen: dict[str, int]) -> ProfileItem | tuple[str, str, str]:
+    """Profile item ``i`` as a :class:`ProfileItem`, or ``(field, message, code)`` of its fault.
+
+    ``seen`` maps the post ids met so far to their index (updated here).
+    """
+    field = f"profile[{i}]"
+    if not isinstance(item, dict):
+        got = f"{type(item).__name__} {short(item)}"
+        return field, f"expected an object {{id, category, text}}, got {got}", "bad-profile-item"
+    text = item.get("text")
+    if not isinstance(text, str) or not text.strip():
+        what = "missing" if "text" not in item else f"not a non-empty string ({short(text)})"
+        return f"{field}.text", f"is {what}", "bad-profile-item"
+    if invisible_only(text):
+        return f"{field}.text", _invisible_message(text), "invisible-text"
+    pid = item.get("id", i)
+    if isinstance(pid, bool) or not isinstance(pid, str | int):
+        return f"{field}.id", f"expected a string, got {short(pid)}", "bad-profile-item"
+    bad = id_character_problem(str(pid))
+    if bad is not None:
+        return f"{field}.id", *bad
+    cat = item.get("category", "")
+    if not isinstance(cat, str):
+        return f"{field}.category", f"expected a string, got {short(cat)}", "bad-profile-item"
+    if str(pid) in seen:
+        also = f"also profile[{seen[str(pid)]}]"
+        return f"{field}.id", f"duplicate post id {shown(pid)} ({also})", "duplicate-post-id"
+    seen[str(pid)] = i
+    extra = {k: v for k, v in item.items() if k not in ("id", "category", "text")}
+    return ProfileItem(id=str(pid), category=cat, text=text, extra=extra)
+
+
+def _aspect(item: Any, i: int) -> RubricAspect | tuple[str, str, str]:
+    """Rubric aspect ``i`` as a :class:`RubricAspect`, or ``(field, message, code)``."""
+    field = f"rubric_aspects[{i}]"
+    if not isinstance(item, dict) or not str(item.get("aspect") or "").strip():
+        where = f"{field}.aspect" if isinstance(item, dict) else field
+        return where, "every rubric aspect needs a non-empty string 'aspect'", "bad-rubric-aspect"
+    if not isinstance(item["aspect"], str):
+        return f"{field}.aspect", "expected a string", "bad-rubric-aspect"
+    bad = [k for k in ("evidence", "reason") if k in item and not isinstance(item[k], str)]
+    if bad:
+        return f"{field}.{bad[0]}", "expected a string", "bad-rubric-aspect"
+    extra = {k: v for k, v in item.items() if k not in ("aspect", "evidence", "reason")}
+    return RubricAspect(
+        aspect=item["aspect"],
+        evidence=item.get("evidence", ""),
+        reason=item.get("reason", ""),
+        extra=extra,
+    )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: characters that control the direction of bidirectional text (Unicode's Bidi_Control)
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+#: letters and symbols that draw as blank space (Hangul fillers, the braille blank, ...)
+_BLANK_LOOKALIKES = "\u115f\u1160\u3164\uffa0\u2800"
+
+
+#: Unicode categories that draw nothing: control, format (zero-width, bidi, BOM), separators
+_INVISIBLE_CATEGORIES = frozenset(("Cc", "Cf", "Zs", "Zl", "Zp"))
+#: categories an id must not contain (a plain space is allowed; NUL has its own check)
+_BAD_ID_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
+
+
+def _draws_nothing(char: str) -> bool:
+    return (
+        char.isspace()
+        or char in _BLANK_LOOKALIKES
+        or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+    )
+
+
+def invisible_only(text: str) -> bool:
+    """True when ``text`` has characters but none that draws anything.
+
+    Whitespace of every kind, control and format characters (zero-width space, joiners, bidi
+    controls, the BOM) and blank-looking letters (Hangul fillers, the braille blank) draw nothing.
+    Stops at the first visible character (usually the first one).
+    """
+    return bool(text) and all(_draws_nothing(c) for c in text)
+
+
+def comparable(text: str) -> str:
+    """``text`` as compared for sameness (never stored: records keep their text exactly).
+
+    NFKC (composed forms, NBSP and other space variants become a plain space), format characters
+    (zero-width, bidi, soft hyphen, BOM) removed, whitespace runs made one space, stripped.
+    """
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+        text = "".join(c for c in text if c.isascii() or unicodedata.category(c) != "Cf")
+    return " ".join(text.split())
+
+
+def id_character_problem(rid: str) -> tuple[str, str] | None:
+    """``(message, code)`` when an id holds a control, format or line-separator character.
+
+    Such characters make two different ids look the same on screen, and bidi controls reorder
+    the text shown after them; NUL is left to the ``nul-character`` check.
+    """
+    if rid.isprintable():
+        return None
+    for index, char in enumerate(rid):
+        if char == "\x00" or unicodedata.category(char) not in _BAD_ID_CATEGORIES:
+            continue
+        name = unicodedata.name(char, "a control character")
+        what = f"U+{ord(char):04X} ({name}) at character {index + 1}"
+        if char in BIDI_CONTROLS:
+            return (
+                f"contains the bidirectional-text control {what}, which reorders how the text "
+                "around it is displayed; remove it",
+                "bidi-control-in-id",
+            )
+        return (
+            f"contains {what}, a control or invisible formatting character that makes different "
+            "ids look the same; remove it",
+            "control-character-in-id",
+        )
+    return None
+
+
+def _invisible_message(text: str) -> str:
+    """The message for text made only of invisible characters, naming the first few."""
+    kinds = sorted({c for c in text if not c.isspace() or c not in " \t\n\r"})[:4]
+    named = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control')}" for c in kinds)
+    return (
+        f"holds only invisible characters ({named or 'spaces'}): it would look empty; write the "
+        "text or remove the record"
+    )
+
+
+def text_problems(data: Any, max_depth: int) -> Iterator[tuple[str | None, str, str]]:
+    r"""``(field, message, code)`` for each text of decoded JSON that later steps cannot take.
+
+    ``json`` decodes an escape such as ``\ud800`` without its pair into a string that cannot be
+    encoded as UTF-8 (code ``lone-surrogate``, for a value or a key); a NUL character (``\u0000``,
+    code ``nul-character``) truncates the text in C libraries, tokenizers and terminals; nesting
+    deeper than ``max_depth`` lists/objects (code ``too-deeply-nested``, reported once, at the
+    top-level field) breaks recursive JSON and Arrow code. Walks ``data`` without recursion.
+    """
+    stack: list[tuple[Any, Any, int]] = [(None, data, 0)]  # (path chain, value, depth)
+    while stack:
+        path, value, depth = stack.pop()
+        if depth > max_depth:
+            while path is not None and path[0] is not None:
+                path = path[0]
+            top = path[1] if path is not None and isinstance(path[1], str) else None
+            yield top, f"is nested more than {max_depth} lists/objects deep", "too-deeply-nested"
+            return
+        if isinstance(value, str):
+            found = None if value.isascii() else _SURROGATE.search(value)
+            if found is not None:
+                yield (
+                    _field(path),
+                    f"contains a lone UTF-16 surrogate U+{ord(found.group()):04X} at character "
+                    f"{found.start() + 1} (an escape like \\ud83d without its pair), which is "
+                    "not valid Unicode text; fix or remove the escape",
+                    "lone-surrogate",
+                )
+            if "\x00" in value:
+                yield (
+                    _field(path),
+                    f"contains a NUL character (U+0000, written \\u0000) at character "
+                    f"{value.index(chr(0)) + 1}; remove it (it cuts the text short in "
+                    "tokenizers, C libraries and terminals)",
+                    "nul-character",
+                )
+        elif isinstance(value, dict):
+            children: list[tuple[Any, Any, int]] = []
+            for key, item in value.items():
+                child = (path, key)
+                children += [(child, key, depth + 1), (child, item, depth + 1)]
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            items = [((path, i), item, depth + 1) for i, item in enumerate(value)]
+            stack.extend(reversed(items))
+
+
+def _field(path: Any) -> str | None:
+    """The dotted field (``profile[3].text``) of a path chain ``(parent, key or index)``."""
+    parts: list[Any] = []
+    while path is not None:
+        path, key = path
+        parts.append(key)
+    out = ""
+    for key in reversed(parts):
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out or None

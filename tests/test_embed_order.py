@@ -1,0 +1,40 @@
+"""The encoder embeds the texts of one call longest first and returns them in the caller's order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _profiles_fixtures import minilm_dir
+
+from prbench.profiles.embed import Encoder, EncoderSpec
+
+TEXTS = [
+    "I paint watercolour landscapes at dawn and sell them at the weekend market.",
+    "Sleep.",
+    "Our band rehearses twice a week; I play the bass and write most of the lyrics for the "
+    "songs we perform at small venues around the city, usually on Friday nights.",
+    "Budget travel tips for long train journeys across Europe.",
+    "Sleep.",
+]
+
+
+def test_texts_are_embedded_longest_first_once_and_returned_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enc = Encoder(EncoderSpec(model=str(minilm_dir())), device="cpu", cache=False)
+    model = enc._get_model()
+    seen: list[list[str]] = []
+    original = type(model).embed
+
+    def spy(self, texts, batch_size):
+        seen.append(list(texts))
+        return original(self, texts, batch_size)
+
+    monkeypatch.setattr(type(model), "embed", spy)
+    out = enc.encode(TEXTS)
+    assert seen == [sorted(set(TEXTS), key=len, reverse=True)]  # the duplicate embedded once
+    one_by_one = np.stack([enc.encode([t])[0] for t in TEXTS])
+    assert np.allclose(out, one_by_one, atol=1e-5)
+    assert np.array_equal(out[1], out[4])
