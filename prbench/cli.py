@@ -130,17 +130,21 @@ def user_errors() -> tuple[type[BaseException], ...]:
     :class:`prbench.records.DataSourceError` and :class:`~prbench.records.RecordValidationError`
     (unreadable or invalid data), :class:`prbench.options.OptionsError`, and the plugin registry's
     :class:`~prbench.plugins.UnknownComponentError` (unknown or ambiguous ids) and
-    :class:`~prbench.plugins.PluginError` (a factory that does not fit its registration), and
-    :class:`prbench.backends.base.BackendFatalError` (a judge's server rejects the key, does not
-    know the model, or cannot be reached).
+    :class:`~prbench.plugins.PluginError` (a factory that does not fit its registration, or a
+    plugin's scorer or profile builder that raised or returned garbage: the message names the
+    plugin and the component), :class:`prbench.backends.base.BackendFatalError` (a judge's server
+    rejects the key, does not know the model, or cannot be reached), and
+    :class:`prbench.store.StoreError` (a damaged score, embedding or response cache file; the
+    message names it and the ways out).
     """
     from prbench.backends.base import BackendFatalError
     from prbench.options import OptionsError
     from prbench.plugins import PluginError, UnknownComponentError
     from prbench.records import DataSourceError, RecordValidationError
+    from prbench.store import StoreError
 
     return (DataSourceError, RecordValidationError, OptionsError, UnknownComponentError,
-            PluginError, BackendFatalError)
+            PluginError, BackendFatalError, StoreError)
 
 
 def one_line(exc: BaseException) -> str:

@@ -37,6 +37,9 @@ _WORDS = [
 class ScriptedBackend:
     """A generation backend whose reply to each chat is ``script(chat)``; it records the chats.
 
+    A script may return a :class:`prbench.backends.base.Completion` (``Completion(text,
+    "length")`` plays a reply cut at ``max_new_tokens``); it is passed on as it is.
+
     Args:
         script: the reply for one chat.
         fingerprint: the backend's identity in scorer fingerprints.
@@ -61,7 +64,9 @@ class LoopbackOpenAI:
     """A real HTTP server on 127.0.0.1 answering ``POST /v1/chat/completions`` with ``script``.
 
     Use it as a context manager; ``base_url`` is what a backend's ``base_url`` option takes, and
-    ``calls`` counts the requests served.
+    ``calls`` counts the requests served. The reply's ``finish_reason`` is ``"stop"``, or the
+    ``finish_reason`` of a :class:`prbench.backends.base.Completion` the script returns
+    (``Completion(text, "length")`` plays a reply cut at ``max_tokens``).
     """
 
     def __init__(self, script: Script) -> None:
@@ -76,11 +81,13 @@ class LoopbackOpenAI:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.calls += 1
+                content = owner.script(body["messages"])
+                finish = getattr(content, "finish_reason", "stop")  # a Completion says "length"
                 reply = {
                     "id": f"loopback-{owner.calls}", "object": "chat.completion",
                     "model": body.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                        "role": "assistant", "content": owner.script(body["messages"])}}],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": {
+                        "role": "assistant", "content": str(content)}}],
                 }
                 data = json.dumps(reply).encode()
                 self.send_response(200)

@@ -339,6 +339,22 @@ def test_answers_cut_off_by_the_token_limit_are_dropped(tmp_path):
     assert build_pairs(path, out, lenient, overwrite=True, progress=False).n_kept == 1
 
 
+def test_a_reply_the_backend_marks_as_cut_goes_to_the_unfinished_filter(tmp_path):
+    from prbench.backends.base import Completion
+
+    path = write_jsonl(tmp_path / "src.jsonl", [source_row("ok-1")])
+
+    def cut(chat):  # the backend says the budget ran out (finish_reason "length")
+        text = scripted_generator(chat)
+        return text if is_rejected(chat) else Completion(text.rstrip(".") + " and the", "length")
+
+    out = tmp_path / "o.jsonl"
+    report = build_pairs(path, out, generator(ScriptedBackend(cut))[0], progress=False)
+    assert report.drop_reasons == {"unfinished": 1} and report.n_failed == 0
+    lenient = generator(ScriptedBackend(cut), drop_unfinished=False)[0]
+    assert build_pairs(path, out, lenient, overwrite=True, progress=False).n_kept == 1
+
+
 @pytest.mark.slow
 def test_smollm2_builds_a_pair_end_to_end(tmp_path):
     """The real SmolLM2-135M-Instruct (GGUF) through the CLI: structure, not quality."""

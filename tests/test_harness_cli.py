@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from prbench.harness import tasks
-from prbench.harness.cli import only_prbench_tasks, requested_tasks, scoped_cache_path
+from prbench.harness.cli import only_prbench_tasks, requested_tasks
 from tests._harness_fixtures import read_log, results_and_manifest, run_eval, write_plugin
 from tests._records_fixtures import record, write_jsonl
 
@@ -58,13 +58,6 @@ def _eval_group(
     assert code == 0
     results, manifest, path = results_and_manifest(output)
     return out, results, manifest, path
-
-
-def test_cache_path_depends_on_model_and_arguments() -> None:
-    a = scoped_cache_path("c", "prbench", {"scorer": "length"})
-    assert a == scoped_cache_path("c", "prbench", {"scorer": "length"})
-    assert a != scoped_cache_path("c", "prbench", {"scorer": "length", "prefer": "shorter"})
-    assert a.startswith("c_") and len(a) == len("c_") + 12
 
 
 def test_task_selection() -> None:
@@ -135,13 +128,12 @@ def test_oracle_upper_bound_and_length_baseline(
         assert baseline[task] == pytest.approx(length_results["results"][task]["acc,none"])
 
 
-def test_limit_samples_and_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_limit_and_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plugin = write_plugin(tmp_path)
     log = tmp_path / "calls.jsonl"
     argv = [
         "--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2",
-        "--model_args", f"scorer=counting,log={log}", "--use_cache", str(tmp_path / "cache"),
-        "--log_samples",
+        "--model_args", f"scorer=counting,log={log}", "--log_samples",
     ]
     code, out, _ = run_eval([*argv, "--output_path", str(tmp_path / "first")], capsys)
     assert code == 0
@@ -160,22 +152,6 @@ def test_limit_samples_and_cache(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert {"acc", "tie", "margin"} <= set(rows[0])
     for task in DOMAIN_TASKS:
         assert first["n-samples"][task]["effective"] == 2
-
-    tasks.reset()
-    code, _, _ = run_eval([*argv, "--output_path", str(tmp_path / "second")], capsys)
-    assert code == 0
-    assert len(read_log(log)) == 1  # everything came from the cache: no scorer call
-    second, manifest, _ = results_and_manifest(tmp_path / "second")
-    assert manifest["scorer"]["built"] is False
-    for task in DOMAIN_TASKS:
-        assert second["results"][task]["acc,none"] == first["results"][task]["acc,none"]
-
-    # another scorer configuration with the same --use_cache path gets its own cache file
-    tasks.reset()
-    other = [a.replace(f"log={log}", f"log={log},bonus=1") for a in argv]
-    code, _, _ = run_eval([*other, "--output_path", str(tmp_path / "third")], capsys)
-    assert code == 0 and len(read_log(log)) == 2
-    assert len(list(tmp_path.glob("cache_*_rank0.db"))) == 2
 
 
 def test_any_data_in_the_schema_through_metadata(

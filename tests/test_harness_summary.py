@@ -82,3 +82,15 @@ def test_limit_zero_width_and_stratified_bootstrap_are_stated() -> None:
     other = _results({"t": ("Art_and_Entertainment", "noprofile", 0.5, 4)})
     text = format_sections(summarize(other, resamples=200, length_baseline=False), limit=0.25)
     assert "--limit 25% of the pairs" in text and "zero-width" not in text
+
+
+def test_scorer_diagnostics_lines_are_printed_under_the_header() -> None:
+    sections = summarize(_results({"t": ("Art_and_Entertainment", "noprofile", 0.5, 4)}),
+                         resamples=50, length_baseline=False)
+    scorer = {"id": "x", "options": {}, "stats": {"diagnostics": ["x: check one", "x: two"]}}
+    lines = format_sections(sections, scorer=scorer).splitlines()
+    assert lines[:3] == ["prbench summary: scorer x", "  x: check one", "  x: two"]
+    # no stats, a failed stats() ({"error": ...}) or no diagnostics: nothing extra
+    for stats in (None, {"error": "boom"}, {"diagnostics": []}):
+        text = format_sections(sections, scorer={"id": "x", "options": {}, "stats": stats})
+        assert text.splitlines()[1] == ""

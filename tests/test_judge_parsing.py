@@ -246,3 +246,14 @@ def test_a_reply_the_backend_could_not_produce_fails_every_parser():
     for result in results:
         assert isinstance(result, ParseFailure) and result.reason == "generation-failed"
         assert result.detail == "http-503: request 0 failed after 6 attempts: HTTP 503"
+
+
+def test_a_truncated_reply_keeps_its_reason_other_backend_failures_do_not():
+    from prbench.backends.base import GenerationFailure, truncation_failure
+    from prbench.judges.parsing import generation_failed
+
+    cut = generation_failed(truncation_failure("Verdict: A and then", 12))
+    assert cut.reason == "truncated" and "max_new_tokens=12" in cut.detail
+    assert generation_failed(GenerationFailure("http-503", "busy")).reason == "generation-failed"
+    # every parser turns a cut reply into that failure, never a verdict
+    assert parse_pairwise(truncation_failure("Verdict: A")).reason == "truncated"

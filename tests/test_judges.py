@@ -296,7 +296,9 @@ def test_real_hf_backend_gibberish_is_counted_never_a_verdict(tmp_path):
     out = j.compare([pair("r1", "use the stove", "bake it")])
     stats = j.stats()
     assert stats["n_replies"] == 2
-    assert stats["n_parse_failures"] == 2 - stats["n_verdicts"]
+    # a reply that used all 4 tokens is `truncated` (a generation failure), never parsed
+    assert stats["n_parse_failures"] + stats["n_generation_failures"] == 2 - stats["n_verdicts"]
+    assert set(stats["generation_failure_reasons"]) <= {"truncated"}
     # whatever a random model says, a pair is nan exactly when none of its orders was readable
     for p, detail in zip(out, j.details(), strict=True):
         read = [o for o in detail["orders"] if o["verdict"] is not None]
@@ -519,3 +521,295 @@ def test_prbench_eval_stops_with_one_line_when_the_judge_server_rejects_the_mode
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
     assert f"{server.base_url}/chat/completions answered HTTP 404" in line
     assert "check base_url" in line
+
+
+# -- both-order metrics: one rule for every order-swapping judge -----------------------------------
+
+#: verdict per (pair, chosen shown first?) -- "?" is an unreadable reply
+PATTERNS = {
+    "p1": {True: "A", False: "A"},  # the first-shown answer always wins: split, a flip
+    "p2": {True: "A", False: "B"},  # chosen both times
+    "p3": {True: "B", False: "A"},  # rejected both times
+    "p4": {True: "B", False: "B"},  # the second-shown answer always wins: split, a flip
+    "p5": {True: "A", False: "?"},  # chosen first: read; chosen second: unreadable
+}
+
+
+def _patterned(chat):
+    shown_a = tagged(chat, "answer_a")
+    rid, role = shown_a.split()[0], shown_a.split()[1]
+    verdict = PATTERNS[rid][role == "chosen"]
+    return "I cannot tell." if verdict == "?" else f"Verdict: {verdict}"
+
+
+def test_both_order_metrics_on_a_hand_computed_example():
+    from prbench.judges.order_metrics import aggregate, pair_metrics
+
+    j, _ = judge(_patterned)
+    pairs = [pair(rid, f"{rid} chosen answer", f"{rid} rejected answer") for rid in PATTERNS]
+    probs = j.compare(pairs)
+    assert probs == [0.5, 1.0, 0.0, 0.5, 1.0]
+    outcomes = j.request_extras(pairs)
+    assert outcomes[0] == {"orders": [["first", "first"], ["second", "second"]]}
+    assert outcomes[4] == {"orders": [["first", "first"], ["second", None]]}
+    # a sixth pair judged in one order only (orders=one): chosen shown first, and it won
+    outcomes.append({"orders": [["first", "first"]]})
+    # a pair the judge could not ask at all (e.g. its persona failed): it earns nothing
+    assert pair_metrics({"orders": []})["acc_split_half"] == 0.0
+    assert pair_metrics({"orders": []})["position_bias"] == [0, 0]
+    assert pair_metrics(outcomes[5])["acc_chosen_second"] != pair_metrics(outcomes[5])[
+        "acc_chosen_second"]  # nan: not judged with the chosen answer second
+    got = aggregate(outcomes)
+    # strict acc (ties wrong): p2, p5, p6 -> 3/6; split half: .5+1+0+.5+1+1 = 4/6
+    assert got["acc_split_half"] == pytest.approx(4 / 6)
+    # chosen shown first: p1 1, p2 1, p3 0, p4 0, p5 1, p6 1 -> 4/6
+    assert got["acc_chosen_first"] == pytest.approx(4 / 6)
+    # chosen shown second: p1 0, p2 1, p3 0, p4 1, p5 0 (unreadable counts wrong) -> 2/5
+    assert got["acc_chosen_second"] == pytest.approx(2 / 5)
+    # verdicts won by the answer shown first: 2+1+1+0+1+1 = 6 of 2+2+2+2+1+1 = 10 verdicts
+    assert got["position_bias"] == pytest.approx(0.6)
+    assert got["n_order_flips"] == 2
+
+
+def _task_utils():
+    import importlib.util
+
+    from prbench.harness.tasks import builtin_task_dir
+
+    spec = importlib.util.spec_from_file_location(
+        "prb_utils", builtin_task_dir() / "personalized_rewardbench" / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    return utils
+
+
+def test_the_task_metrics_of_the_hand_computed_example(monkeypatch):
+    """process_results per pair, then the YAML's aggregations: the numbers of the example."""
+    from prbench.judges import order_metrics
+
+    utils = _task_utils()
+    monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})
+    j, _ = judge(_patterned)
+    docs = [{"id": rid, "question": "What should I cook?", "profile_text": "Post 1: no oven.",
+             "chosen": f"{rid} chosen answer", "rejected": f"{rid} rejected answer"}
+            for rid in PATTERNS]
+    pairs = [pair(d["id"], d["chosen"], d["rejected"]) for d in docs]
+    probs = j.compare(pairs)
+    for doc, outcome in zip(docs, j.request_extras(pairs), strict=True):
+        order_metrics.PAIR_OUTCOMES[order_metrics.doc_key(doc)] = outcome
+    rows = [utils.process_results(d, [(p, False), (1 - p, False)])
+            for d, p in zip(docs, probs, strict=True)]
+
+    def column(name):
+        return [r[name] for r in rows]
+
+    assert sum(column("acc")) / 5 == pytest.approx(2 / 5)  # p2, p5; the split pairs are ties
+    assert sum(column("tie")) == 2
+    assert sum(column("acc_split_half")) / 5 == pytest.approx(3 / 5)  # .5 + 1 + 0 + .5 + 1
+    assert utils.finite_mean(column("acc_chosen_first")) == pytest.approx(3 / 5)
+    assert utils.finite_mean(column("acc_chosen_second")) == pytest.approx(2 / 5)
+    assert utils.ratio_of_sums(column("position_bias")) == pytest.approx(5 / 9)
+    assert utils.total(column("n_order_flips")) == 2
+
+
+def test_order_outcomes_must_be_well_formed():
+    from prbench.judges.order_metrics import pair_metrics
+
+    for bad in ({}, {"orders": "x"}, {"orders": [["first", "third"]]},
+                {"orders": [["first", None], ["first", "first"]]}, {"orders": [["first"]]}):
+        with pytest.raises(ValueError, match="order"):
+            pair_metrics(bad)
+
+
+def test_pointwise_llm_scorers_report_no_order_outcomes():
+    backend = ScriptedBackend(lambda chat: "Grade: 7")
+    scorer = LLMRatingScorer(LLMRatingOptions(), backend=backend)
+    reqs = [request("r1", "an answer")]
+    scorer.score(reqs)
+    assert scorer.request_extras(reqs) == [None]
+
+
+# -- a reply cut at max_new_tokens is invalid (`truncated`), never a verdict ---------------------
+
+
+def test_a_truncated_reply_is_invalid_even_when_it_names_a_verdict():
+    from prbench.backends.base import Completion
+
+    def respond(chat):
+        text = "Verdict: A"  # readable, but the model had not finished
+        return Completion(text, "length") if "cut" in tagged(chat, "answer_a") else text
+
+    j, _ = judge(respond, max_new_tokens=7)
+    out = j.compare([pair("r1", "cut here", "whole"), pair("r2", "fine", "also fine")])
+    assert out[0] == 0.0  # only the uncut order ("whole" shown as A, and A won) counts
+    assert out[1] == 0.5
+    stats = j.stats()
+    assert stats["generation_failure_reasons"] == {"truncated": 1}
+    (failure,) = stats["failures"]
+    assert failure["reason"] == "truncated" and failure["item"] == "r1"
+    assert "max_new_tokens=7" in failure["detail"]
+    assert j.details()[0]["orders"][0]["failure"] == "truncated"
+
+
+def test_truncated_replies_are_failures_for_the_rating_and_rubric_judges():
+    from prbench.backends.base import Completion
+
+    rating = LLMRatingScorer(
+        LLMRatingOptions(), backend=ScriptedBackend(lambda chat: Completion("Grade: 9", "length"))
+    )
+    assert math.isnan(rating.score([request("r1", "x")])[0])
+    assert rating.stats()["generation_failure_reasons"] == {"truncated": 1}
+    rubric = RubricJudge(RubricJudgeOptions(), backend=ScriptedBackend(
+        lambda chat: Completion("Scores: [2, 2]", "length")))
+    (item,) = rubric.judge([RubricItem("q?", ASPECTS, "an answer", key="k")])
+    assert not item.ok and item.failure.reason == "truncated"
+    # callers that need every reply (a policy's samples) get the cut text back as it is
+    backend = ScriptedBackend(lambda chat: Completion("half a sent", "length"))
+    from prbench.backends.base import GenerationConfig
+
+    (text,) = generate_in_batches(backend, [[{"role": "user", "content": "hi"}]],
+                                  GenerationConfig(), 4)
+    assert text == "half a sent" and text.finish_reason == "length"
+    # a caller with its own rule for cut text (the pair generator) can keep it with failures on
+    (kept,) = generate_in_batches(backend, [[{"role": "user", "content": "hi"}]],
+                                  GenerationConfig(), 4, keep_failures=True,
+                                  truncated_is_failure=False)
+    assert kept == "half a sent" and kept.finish_reason == "length"
+
+
+def test_a_reply_cut_by_an_http_server_is_truncated(tmp_path):
+    from prbench.backends.base import Completion
+    from prbench.testing import LoopbackOpenAI
+
+    def script(messages):
+        content = messages[-1]["content"]
+        return Completion("Verdict: A", "length") if "<answer_a>\nlong" in content else "Verdict: B"
+
+    with LoopbackOpenAI(script) as server:
+        j = get_registry().build("scorer", "llm-judge", {
+            "backend": "openai", "model": "judge", "base_url": server.base_url,
+            "cache_dir": str(tmp_path / "responses"), "max_new_tokens": "16"})
+        replies = j.backend.generate([[{"role": "user", "content": "<answer_a>\nlong"}]],
+                                     j.options.generation_config())
+        assert replies[0].finish_reason == "length"
+        out = j.compare([pair("r1", "long answer", "short")])
+        calls = server.calls
+        # the cached response keeps its finish_reason: still truncated, not re-asked
+        again = get_registry().build("scorer", "llm-judge", {
+            "backend": "openai", "model": "judge", "base_url": server.base_url,
+            "cache_dir": str(tmp_path / "responses"), "max_new_tokens": "16"})
+        again.compare([pair("r1", "long answer", "short")])
+        assert server.calls == calls
+    assert out == [1.0]  # the uncut order: B ("long answer" shown second) won
+    for stats in (j.stats(), again.stats()):
+        assert stats["generation_failure_reasons"] == {"truncated": 1}
+        assert stats["n_verdicts"] == 1
+
+
+def _eval_sample(tmp_path, capsys, model_args: str, out: str) -> tuple[dict, dict, str]:
+    from prbench.harness import tasks
+    from tests._harness_fixtures import results_and_manifest, run_eval
+
+    tasks.reset()
+    try:
+        code, printed, _ = run_eval(
+            ["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "2",
+             "--model_args", model_args, "--output_path", str(tmp_path / out)],
+            capsys,
+        )
+    finally:
+        tasks.reset()
+    assert code == 0
+    results, manifest, _ = results_and_manifest(tmp_path / out)
+    return results, manifest, printed
+
+
+def test_both_order_metrics_reach_lm_eval_results_summary_and_manifest(tmp_path, capsys):
+    from prbench.testing import LoopbackOpenAI
+
+    with LoopbackOpenAI(lambda messages: "Verdict: A") as server:
+        args = f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},cache_dir="
+        results, manifest, printed = _eval_sample(tmp_path, capsys, args, "out")
+    art = "personalized_rewardbench_sample_art_and_entertainment_noprofile"
+    got = results["results"][art]
+    # "A" always: every pair split -> strict acc 0 (ties), a split pair earns 0.5
+    assert got["acc,none"] == 0.0 and got["tie,none"] == 1.0
+    assert got["acc_split_half,none"] == 0.5
+    assert got["acc_chosen_first,none"] == 1.0 and got["acc_chosen_second,none"] == 0.0
+    assert got["position_bias,none"] == 1.0 and got["n_order_flips,none"] == 2
+    assert "both orders (pairwise judge; see below)" in printed and "split½" in printed
+    section = manifest["summary"]["sections"][0]
+    assert section["order_metrics"] == {"acc_split_half": 0.5, "n_order_flips": 6}
+    row = next(t for t in section["tasks"] if t["task"] == art)
+    assert row["order_metrics"]["position_bias"] == 1.0
+
+
+class _CachedJudge(LLMPairwiseJudge):
+    """llm-judge with a fingerprint, so the runtime keeps its scores in the score cache."""
+
+    def fingerprint(self) -> str:
+        return "cached-judge-v1"
+
+
+def test_order_outcomes_are_kept_with_cached_scores(tmp_path):
+    from prbench.scoring.runtime import ScorerRuntime
+
+    pairs = [pair(rid, f"{rid} chosen answer", f"{rid} rejected answer") for rid in PATTERNS]
+    first = _CachedJudge(LLMJudgeOptions(), backend=ScriptedBackend(_patterned))
+    with ScorerRuntime(first, pairwise=True, cache_path=str(tmp_path / "s.sqlite")) as rt:
+        probs = rt.compare(pairs)
+        outcomes = rt.extras(pairs)
+    assert outcomes == first.request_extras(pairs)
+    # a new run reads scores and outcomes from the cache: the model is not asked again
+    backend = ScriptedBackend(lambda chat: "Verdict: B")
+    second = _CachedJudge(LLMJudgeOptions(), backend=backend)
+    with ScorerRuntime(second, pairwise=True, cache_path=str(tmp_path / "s.sqlite")) as rt:
+        assert rt.compare(pairs)[:4] == probs[:4]
+        assert rt.extras(pairs)[:4] == outcomes[:4]
+        assert rt.stats()["cache_hits"] == 5
+        # only the latest call's extras stay in memory (a long-running server stays bounded)
+        rt.compare(pairs[:1])
+        assert rt.extras(pairs)[1:] == [None] * 4 and rt.extras(pairs)[0] == outcomes[0]
+    assert backend.chats == []
+    # a cached pairwise score without its outcomes (an older cache) is judged again
+    from prbench.scoring.cache import ScoreCache
+
+    with ScoreCache("cached-judge-v1", tmp_path / "s.sqlite") as cache:
+        cache.store.write("DELETE FROM extras WHERE fingerprint = ?", [("cached-judge-v1",)])
+    third = _CachedJudge(LLMJudgeOptions(), backend=ScriptedBackend(_patterned))
+    with ScorerRuntime(third, pairwise=True, cache_path=str(tmp_path / "s.sqlite")) as rt:
+        assert rt.compare(pairs) == probs and rt.extras(pairs) == outcomes
+        assert rt.stats()["cache_hits"] == 0
+
+
+def test_pointwise_scorers_get_no_order_metrics():
+    from prbench.harness.summary import format_sections, summarize
+
+    utils = _task_utils()
+    doc = {"id": "never-judged", "question": "q", "profile_text": "", "chosen": "a",
+           "rejected": "b"}
+    assert set(utils.process_results(doc, [(1.0, False), (0.0, False)])) == {
+        "acc", "acc_macro", "tie", "margin", "invalid"}
+    results = {
+        "results": {"t": {"acc,none": 0.5, "tie,none": 0.0, "invalid,none": 0.0}},
+        "configs": {"t": {"dataset_kwargs": {"prbench_condition": "noprofile",
+                                             "prbench_domain": "d"}}},
+        "n-samples": {"t": {"effective": 4}},
+    }
+    sections = summarize(results, length_baseline=False, resamples=50)
+    assert sections[0].as_dict()["order_metrics"] is None
+    assert "both orders" not in format_sections(sections)
+
+
+def test_request_extras_of_the_wrong_length_is_a_clear_error():
+    from prbench.scoring.runtime import ScorerRuntime
+
+    class Sloppy(LLMPairwiseJudge):
+        def request_extras(self, requests):
+            return [None]
+
+    sloppy = Sloppy(LLMJudgeOptions(), backend=ScriptedBackend(lambda chat: "Verdict: A"))
+    with ScorerRuntime(sloppy, pairwise=True, cache=False) as rt, pytest.raises(
+        TypeError, match=r"request_extras\(\) must return one value per request \(2\), got 1"
+    ):
+        rt.compare([pair("r1", "a", "b"), pair("r2", "c", "d")])

@@ -161,9 +161,11 @@ def test_planner_with_a_real_tiny_model_caches_by_its_fingerprint(tmp_path):
     stats = first.stats()
     assert stats["n_generated"] == 2 and stats["backend"].startswith("hf:")
     assert stats["n_parse_failures"] == sum(v.extra["plan_failure"] is not None for v in views)
+    # a plan cut at max_new_tokens is a failure (`truncated`) and, like every failure, not cached
+    cut = sum(v.extra["plan_failure"] == "truncated" for v in views)
     second = get_registry().build("profile-builder", "planner", options)
     assert [v.text for v in second.build(records(2))] == [v.text for v in views]
-    assert second.stats()["n_generated"] == 0 and second.stats()["n_cache_hits"] == 2
+    assert second.stats()["n_generated"] == cut and second.stats()["n_cache_hits"] == 2 - cut
 
 
 class _DownFor(ScriptedBackend):

@@ -11,7 +11,7 @@ import pytest
 from prbench.options import OptionsError
 from prbench.profiles.base import ProfileView
 from prbench.records import ProfileItem
-from prbench.scoring.base import PairRequest, ScoreRequest
+from prbench.scoring.base import PairRequest, ScoreRequest, ScorerFaultError
 from prbench.scoring.runtime import (
     ScorerOutOfMemoryError,
     ScorerRuntime,
@@ -179,6 +179,110 @@ def test_resumed_scores_equal_uninterrupted_ones_bit_for_bit(tmp_path, killed_af
     assert rt.stats()["cache_hits"] > 0
 
 
+@pytest.mark.parametrize("killed_after", [1, 2, 3, 4])
+def test_resume_is_bit_exact_when_a_split_group_interleaves_with_others(tmp_path, killed_after):
+    # "big" (7 answers) exceeds a chunk of 3 and its answers alternate with other groups' ones:
+    # once its first chunk is stored, its first missing answer comes after theirs
+    reqs = []
+    for i in range(7):
+        reqs.append(_req(i, q="big"))
+        reqs.append(_req(10 + i, q=f"q{i % 3}"))
+    whole = ScorerRuntime(BatchSensitive(), cache=False, chunk_size=3, progress=False).score(reqs)
+    db = str(tmp_path / "killed.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        ScorerRuntime(BatchSensitive(fail_from_call=killed_after), cache_path=db, chunk_size=3,
+                      progress=False).score(reqs)
+    rt = ScorerRuntime(BatchSensitive(), cache_path=db, chunk_size=3, progress=False)
+    assert rt.score(reqs) == whole  # exact, not approximate
+
+
+class CheckedOnFirstGroup(BatchSensitive):
+    """Like prefix sharing checked on the first group a process meets: the check's outcome (here,
+    which group it ran on) changes the last bits of every later score."""
+
+    def __init__(self, fail_from_call: int | None = None) -> None:
+        super().__init__(fail_from_call=fail_from_call)
+        self.mode: str | None = None
+        self.adopted: list[dict] = []
+
+    def decisions(self):
+        return {} if self.mode is None else {"mode": self.mode}
+
+    def adopt_decisions(self, decisions):
+        self.adopted.append(dict(decisions))
+        self.mode = decisions.get("mode", self.mode)
+
+    def score(self, requests):
+        if self.mode is None:
+            self.mode = requests[0].question
+        bump = 1e-7 if self.mode == "q0" else 2e-7
+        return [s + bump for s in super().score(requests)]
+
+
+@pytest.mark.parametrize("killed_after", [1, 2])
+def test_a_resumed_run_reuses_the_decisions_stored_with_the_cache(tmp_path, killed_after):
+    reqs = [_req(i, q=f"q{i % 4}") for i in range(16)]
+    whole = ScorerRuntime(CheckedOnFirstGroup(), cache=False, chunk_size=4,
+                          progress=False).score(reqs)
+    db = str(tmp_path / "killed.sqlite")
+    with pytest.raises(KeyboardInterrupt):
+        ScorerRuntime(CheckedOnFirstGroup(fail_from_call=killed_after), cache_path=db,
+                      chunk_size=4, progress=False).score(reqs)
+    scorer = CheckedOnFirstGroup()
+    rt = ScorerRuntime(scorer, cache_path=db, chunk_size=4, progress=False)
+    assert rt.score(reqs) == whole  # a fresh decision would be made on group q<killed_after>
+    assert scorer.adopted == [{"mode": "q0"}]
+    assert rt.describe()["runtime"]["decisions"] == {"mode": "q0"}
+    # a run under another fingerprint decides for itself
+    other = CheckedOnFirstGroup()
+    other._fp = "fp-2"
+    ScorerRuntime(other, cache_path=db, chunk_size=4, progress=False).score(reqs[5:13])
+    assert other.adopted == [] and other.mode == "q1"
+
+
+class Raced(CheckedOnFirstGroup):
+    """Another process stores its decision while this one computes its first chunk."""
+
+    def __init__(self, db: str, theirs: str, stubborn: bool = False) -> None:
+        super().__init__()
+        self.db, self.theirs, self.stubborn = db, theirs, stubborn
+
+    def score(self, requests):
+        if not self.calls:
+            from prbench.scoring.cache import ScoreCache
+
+            ScoreCache("fp-1", self.db).decide({"mode": self.theirs})
+        return super().score(requests)
+
+    def adopt_decisions(self, decisions):
+        if self.stubborn:
+            self.adopted.append(dict(decisions))
+        else:
+            super().adopt_decisions(decisions)
+
+
+def test_a_decision_stored_first_by_another_run_wins_and_the_chunk_is_redone(tmp_path):
+    db = str(tmp_path / "race.sqlite")
+    reqs = [_req(i, q=f"q{i % 2}") for i in range(6)]
+    scorer = Raced(db, theirs="q1")
+    got = ScorerRuntime(scorer, cache_path=db, chunk_size=4, progress=False).score(reqs)
+    assert scorer.mode == "q1" and scorer.adopted == [{"mode": "q1"}]
+    expected = ScorerRuntime(CheckedOnFirstGroup(), cache=False, chunk_size=4, progress=False)
+    expected.scorer.mode = "q1"
+    assert got == expected.score(reqs)
+    assert len(scorer.calls) == len(expected.scorer.calls) + 1  # the first chunk was redone
+
+
+def test_a_scorer_that_ignores_the_stored_decision_is_refused(tmp_path):
+    from prbench.scoring.cache import ScoreCache
+
+    db = str(tmp_path / "stubborn.sqlite")
+    rt = ScorerRuntime(Raced(db, theirs="q9", stubborn=True), cache_path=db, progress=False)
+    with pytest.raises(RuntimeError, match=r"'Raced' did not adopt .*mode"):
+        rt.score([_req(0)])
+    assert ScoreCache("fp-1", db).count() == 0  # nothing stored under the wrong decision
+
+
 def test_a_group_larger_than_a_chunk_is_split():
     scorer = Fake(fp=None)
     rt = ScorerRuntime(scorer, chunk_size=2, progress=False)
@@ -219,6 +323,33 @@ def test_out_of_memory_halves_the_chunk(error):
     assert rt.stats()["oom_retries"] == before
 
 
+def test_accelerator_memory_is_emptied_once_the_failed_chunk_is_released(monkeypatch):
+    import sys
+    import weakref
+
+    import prbench.scoring.engine as engine
+
+    class Held:
+        pass
+
+    refs, seen = [], []
+
+    class HoldsTensors(Hungry):
+        def score(self, requests):
+            held = Held()  # what a failed forward pass keeps alive through its traceback
+            refs.append(weakref.ref(held))
+            return super().score(requests)
+
+    monkeypatch.setattr(
+        engine, "free_accelerator_memory",
+        lambda: seen.append((sys.exc_info()[0], [r() for r in refs])),
+    )
+    rt = ScorerRuntime(HoldsTensors(fits=3), chunk_size=16, progress=False)
+    rt.score([_req(i) for i in range(8)])
+    assert len(seen) == rt.stats()["oom_retries"] == 2
+    assert all(exc is None and all(r is None for r in alive) for exc, alive in seen)
+
+
 def test_out_of_memory_on_one_request_is_a_clear_error():
     rt = ScorerRuntime(Hungry(fits=0), chunk_size=4, progress=False)
     with pytest.raises(ScorerOutOfMemoryError, match=r"single request .*record 'r0'.*max_length"):
@@ -232,7 +363,8 @@ def test_other_errors_are_not_retried():
             raise ValueError("bad input")
 
     scorer = Broken(fp=None)
-    with pytest.raises(ValueError, match="bad input"):
+    # one error naming the scorer, the original exception kept as its cause
+    with pytest.raises(ScorerFaultError, match=r"scorer 'Broken' failed .*ValueError: bad input"):
         ScorerRuntime(scorer, chunk_size=8, progress=False).score([_req(i) for i in range(4)])
     assert len(scorer.calls) == 1
 
@@ -440,3 +572,22 @@ def test_calls_from_threads_run_one_at_a_time():
     for t in threads:
         t.join(timeout=30)
     assert scorer.most == 1 and rt.stats()["computed"] == 16
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chunk_plans_are_prefix_stable(seed):
+    """What a resumed run plans for the requests still missing is the rest of the first plan."""
+    import random
+
+    from prbench.scoring.resume import plan_chunks
+
+    rng = random.Random(seed)
+    groups = [(f"q{rng.randrange(8)}", "p") for _ in range(rng.randint(1, 60))]
+    order = list(range(len(groups)))
+    size = rng.randint(1, 9)
+    plan = plan_chunks(order, groups, size)
+    assert sorted(i for c in plan for i in c) == order and all(len(c) <= size for c in plan)
+    for done in range(len(plan) + 1):
+        committed = {i for c in plan[:done] for i in c}
+        rest = [i for i in order if i not in committed]
+        assert plan_chunks(rest, [groups[i] for i in rest], size) == plan[done:]

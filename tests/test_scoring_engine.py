@@ -112,6 +112,74 @@ def test_run_batches_backs_off_on_out_of_memory():
     assert calls[0] == 20 and max(calls[1:]) * 20 <= 200
 
 
+class _Frame:
+    """Stands for the tensors a failed forward pass holds in its frame."""
+
+
+def _released_check(monkeypatch, module, refs, seen):
+    """Patch ``module.free_accelerator_memory`` to record whether the failed frames are gone."""
+    import sys
+
+    def free():
+        seen.append((sys.exc_info()[0], [r() for r in refs]))
+
+    monkeypatch.setattr(module, "free_accelerator_memory", free)
+
+
+def test_run_batches_counts_failed_batches_apart_and_frees_memory_once_they_are_released(
+    monkeypatch,
+):
+    import weakref
+
+    import prbench.scoring.engine as engine
+
+    refs, seen = [], []
+    _released_check(monkeypatch, engine, refs, seen)
+    lengths = [20] * 12 + [10] * 6
+
+    def fn(batch):
+        held = _Frame()
+        refs.append(weakref.ref(held))
+        if sum(lengths[i] for i in batch) > 100:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return list(batch)
+
+    stats, clean = BatchStats(), BatchStats()
+    assert run_batches(lengths, fn, token_budget=1000, stats=stats) == list(range(18))
+    run_batches(lengths, lambda b: list(b), token_budget=stats.token_budget, stats=clean)
+    assert stats.oom_retries == len(seen) >= 2
+    # the failed batches are waste, not work: the rest equals a clean run at the final budget
+    assert stats.wasted_tokens == 300 + 180  # all 18 items (300 tokens), then 9 items of 20
+    assert (stats.items, stats.batches, stats.real_tokens, stats.padded_tokens) == (
+        clean.items, clean.batches, clean.real_tokens, clean.padded_tokens
+    )
+    # emptied outside the except block, with the failed call's frame already gone
+    assert all(exc is None and all(r is None for r in alive) for exc, alive in seen)
+
+
+def test_counts_of_an_attempt_that_runs_out_of_memory_are_undone():
+    import torch
+
+    from prbench.scoring.engine import uncounted_if_out_of_memory
+
+    counts = {"requests": 4, "real_tokens": 100, "oom_retries": 1, "wasted_tokens": 7}
+    with pytest.raises(torch.OutOfMemoryError), uncounted_if_out_of_memory(counts):
+        counts["requests"] += 8
+        counts["real_tokens"] += 50  # computed, then thrown away with the attempt
+        counts["oom_retries"] += 2  # back-offs inside the attempt
+        counts["wasted_tokens"] += 30
+        counts["new_key"] = 1
+        raise torch.OutOfMemoryError("CUDA out of memory")
+    assert counts == {"requests": 4, "real_tokens": 100, "oom_retries": 3, "wasted_tokens": 87}
+    with pytest.raises(ValueError), uncounted_if_out_of_memory(counts):
+        counts["requests"] += 1  # any other error: the counts stay as they are
+        raise ValueError("bad input")
+    assert counts["requests"] == 5
+    with uncounted_if_out_of_memory(counts):
+        counts["requests"] += 1
+    assert counts["requests"] == 6
+
+
 def test_run_batches_reraises_when_single_item_does_not_fit_or_error_is_not_oom():
     def oom(batch):
         raise RuntimeError("CUDA out of memory")

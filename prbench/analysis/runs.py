@@ -58,18 +58,20 @@ class Run:
 
 
 def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A JSON object from a file.
+    """A JSON object from a file, non-finite numbers restored (see :mod:`.strict_json`).
 
     Raises:
         RunFileError: unreadable, not JSON or not an object (naming the file).
     """
+    from prbench.analysis.strict_json import restore
+
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise RunFileError(f"{path}: cannot read a JSON results file ({exc})") from exc
     if not isinstance(data, dict):
         raise RunFileError(f"{path}: expected a JSON object")
-    return data
+    return restore(data)
 
 
 def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:

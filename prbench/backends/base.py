@@ -14,6 +14,9 @@ Failures come in two kinds, and every backend keeps them apart:
 * **for the whole run** -- a setting every request shares is wrong (a rejected API key, an unknown
   model or route, a server nobody answers at): ``generate`` raises :class:`BackendFatalError`,
   whose message is one line naming the server and the fix.
+
+Every generated reply is a :class:`Completion` (a ``str`` with ``finish_reason``), so a reply cut
+at ``max_new_tokens`` is known as such on every backend (``finish_reason == "length"``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ class GenerationFailure:
     Attributes:
         reason: a stable code: ``http-<status>`` (a 5xx/429 on every attempt, or a 4xx that
             concerns this request only), ``timeout``, ``bad-response`` (a 200 whose body is not a
-            chat completion with text), ``prompt-too-long``.
+            chat completion with text), ``prompt-too-long``, ``truncated`` (a reply cut at
+            ``max_new_tokens``; made by :func:`truncation_failure` for callers that record
+            invalid items).
         detail: a one-line explanation (the endpoint, the attempts, an excerpt of the reply).
     """
 
@@ -46,8 +51,63 @@ class GenerationFailure:
         return f"{self.reason}: {self.detail}"
 
 
+class Completion(str):
+    """Generated text that also says why generation stopped.
+
+    It is a ``str`` (every caller that treats replies as text keeps working) with one more
+    attribute, :attr:`finish_reason`: ``"stop"`` (an end-of-sequence token or a stop string),
+    ``"length"`` (the ``max_new_tokens`` budget was used up before the reply ended) or whatever
+    else a server reports. Backends return it for every reply they generate; a plain ``str``
+    (a scripted test backend) counts as finished.
+
+    Args:
+        text: the reply.
+        finish_reason: why generation stopped.
+    """
+
+    finish_reason: str
+
+    def __new__(cls, text: str, finish_reason: str = "stop") -> Completion:  # noqa: D102
+        obj = super().__new__(cls, text)
+        obj.finish_reason = finish_reason
+        return obj
+
+    def __reduce__(self) -> tuple[type[Completion], tuple[str, str]]:
+        return (Completion, (str(self), self.finish_reason))
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the reply was cut at ``max_new_tokens`` (``finish_reason == "length"``)."""
+        return self.finish_reason == "length"
+
+
 #: What ``generate`` returns per chat: the completion, or why there is none.
 Reply = str | GenerationFailure
+
+#: The failure reason of a reply cut at ``max_new_tokens`` (see :func:`truncation_failure`).
+TRUNCATED = "truncated"
+
+
+def is_truncated(reply: object) -> bool:
+    """Whether ``reply`` is a :class:`Completion` cut at the token budget."""
+    return isinstance(reply, Completion) and reply.truncated
+
+
+def truncation_failure(reply: str, max_new_tokens: int | None = None) -> GenerationFailure:
+    """The :class:`GenerationFailure` standing for a reply cut at ``max_new_tokens``.
+
+    A cut reply is never read for a verdict, a rating or a plan: whatever it holds was written
+    before the model finished (an RM-R1 trace cut inside its reasoning may already name a
+    reply). Callers that record invalid items get this failure in the reply's place (see
+    :func:`prbench.judges.common.generate_in_batches`).
+    """
+    tail = " ".join(str(reply).split())[-120:]
+    budget = "max_new_tokens" if max_new_tokens is None else f"max_new_tokens={max_new_tokens}"
+    return GenerationFailure(
+        reason=TRUNCATED,
+        detail=f"the reply used all {budget} tokens before it ended (raise max_new_tokens); "
+        f"it ended with: {tail!r}",
+    )
 
 
 class BackendFatalError(RuntimeError):

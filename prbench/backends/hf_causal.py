@@ -14,6 +14,9 @@
 * ``logprobs`` sums the log-probabilities of a continuation's tokens (tokenised on their own,
   without special tokens) after the rendered prompt; left padding plus explicit position ids
   keep it independent of the batch, and only the continuation's logits are computed.
+* Every reply is a :class:`~prbench.backends.base.Completion`: ``finish_reason`` is ``"length"``
+  when the reply used all ``max_new_tokens`` without an end-of-sequence token or a stop string
+  (judges then count it as ``truncated``), ``"stop"`` otherwise.
 * A chat whose prompt is longer than the model's context gets a
   :class:`~prbench.backends.base.GenerationFailure` (``prompt-too-long``) in its place; the other
   chats are generated. An empty or unreadable output is text like any other: the caller's parser
@@ -31,7 +34,14 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prbench.backends.base import BackendSpec, Chat, GenerationConfig, GenerationFailure, Reply
+from prbench.backends.base import (
+    BackendSpec,
+    Chat,
+    Completion,
+    GenerationConfig,
+    GenerationFailure,
+    Reply,
+)
 from prbench.backends.chat_inputs import load_chat_template, resolve_bos, template_sha256
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
 from prbench.devices import resolve_device
@@ -268,7 +278,9 @@ class HFCausalBackend:
                 outputs[i] = text
         return outputs
 
-    def _generate_batch(self, prompts: list[list[int]], config: GenerationConfig) -> list[str]:
+    def _generate_batch(
+        self, prompts: list[list[int]], config: GenerationConfig
+    ) -> list[Completion]:
         import torch
         from transformers import GenerationConfig as HFGenerationConfig
         from transformers import LogitsProcessorList, StoppingCriteriaList
@@ -303,9 +315,13 @@ class HFCausalBackend:
         texts = []
         eos = set(self.eos_ids)
         for row in out[:, width:].tolist():
-            end = next((k for k, t in enumerate(row) if t in eos), len(row))
+            end = next((k for k, t in enumerate(row) if t in eos), None)
             text = self.tokenizer.decode(row[:end], skip_special_tokens=True)
-            texts.append(cut_at_stop(text, config.stop))
+            cut = cut_at_stop(text, config.stop)
+            # No end-of-sequence token, no stop string and the whole budget generated: the
+            # reply was cut at max_new_tokens.
+            budget_used = end is None and len(row) >= config.max_new_tokens and cut == text
+            texts.append(Completion(cut, "length" if budget_used else "stop"))
         return texts
 
     # -- scoring --------------------------------------------------------------------------------

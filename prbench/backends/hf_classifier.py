@@ -32,7 +32,7 @@ import dataclasses
 import hashlib
 import logging
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -206,7 +206,9 @@ class HFClassifierScorer:
             ``computed`` (sequences run through the model), ``batches`` (batches planned by the
             engine), ``forward_passes``, ``shared_groups``, ``shared_tokens_saved``,
             ``truncated_profile``, ``truncated_question``, ``padded_tokens`` (token slots run,
-            padding included), ``real_tokens`` (real tokens run), ``oom_retries``. Calling it,
+            padding included), ``real_tokens`` (real tokens run), ``oom_retries``,
+            ``wasted_tokens`` (real tokens of attempts that ran out of memory and were redone; a
+            failed attempt counts nowhere else). Calling it,
             ``stats()``, returns those counts plus ``padded_fraction``,
             ``prefix_sharing`` (on/off and why) and ``token_budget``.
     """
@@ -263,7 +265,7 @@ class HFClassifierScorer:
         self.stats = RunStats(
             ("requests", "computed", "batches", "forward_passes", "shared_groups",
              "shared_tokens_saved", "truncated_profile", "truncated_question", "truncated_end",
-             "padded_tokens", "real_tokens", "oom_retries"),
+             "padded_tokens", "real_tokens", "oom_retries", "wasted_tokens"),
             self._stats_summary,
         )
         self.model: Any = None
@@ -271,6 +273,8 @@ class HFClassifierScorer:
         self._pooling = "not loaded"
         self._sharing: bool | None = None  # None: not decided yet
         self._sharing_note = ""
+        self._sharing_checked = False  # decided by the check (here or by an earlier run)
+        self._adopted: bool | None = None  # the check's outcome stored with the score cache
         self._token_budget = options.batch_tokens
 
     # -- loading ---------------------------------------------------------------------------------
@@ -321,6 +325,8 @@ class HFClassifierScorer:
                 raise ValueError(f"prefix_sharing='on' but this model cannot share prefixes: {why}")
             self._sharing = ok if opts.prefix_sharing == "on" else (None if ok else False)
             self._sharing_note = "on (option)" if opts.prefix_sharing == "on" else why
+            if ok and self._adopted is not None:
+                self._adopt_sharing(self._adopted)
         if not self._token_budget:
             self._token_budget = auto_token_budget(
                 model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
@@ -412,13 +418,33 @@ class HFClassifierScorer:
         shared = self._forward_shared([group])[0]
         tol = 1e-3 if self.dtype_name == "float32" else 5e-2
         worst = max(abs(a - b) / (1.0 + abs(a)) for a, b in zip(plain, shared, strict=True))
-        self._sharing = worst <= tol
+        self._sharing, self._sharing_checked = worst <= tol, True
         self._sharing_note = (
             f"verified (max relative difference {worst:.1e})" if self._sharing
             else f"disabled: shared and plain scores differ by {worst:.1e} (> {tol:.0e})"
         )
         if not self._sharing:
             logger.warning("prefix sharing %s", self._sharing_note)
+
+    def _adopt_sharing(self, value: bool) -> None:
+        self._sharing, self._sharing_checked = value, True
+        self._sharing_note = f"{'verified' if value else 'disabled'} (check stored with the cache)"
+
+    def decisions(self) -> dict[str, Any]:
+        """The sharing check's outcome once made (``prefix_sharing=auto``), for the score cache.
+
+        The check runs on the first group a process meets: a resumed process would check another.
+        """
+        checked = self.options.prefix_sharing == "auto" and self._sharing_checked
+        return {"prefix_sharing": bool(self._sharing)} if checked else {}
+
+    def adopt_decisions(self, decisions: Mapping[str, Any]) -> None:
+        """Take the sharing check's outcome from an earlier run under this fingerprint."""
+        value = decisions.get("prefix_sharing")
+        if self.options.prefix_sharing == "auto" and not self.released and isinstance(value, bool):
+            self._adopted = value
+            if self.model is not None and (self._sharing is not False or self._sharing_checked):
+                self._adopt_sharing(value)
 
     def _compute(self, seqs: list[list[int]], keys: list[Hashable]) -> list[float]:
         """Scores for ``seqs``; ``keys`` group the sequences that may share a prompt."""
@@ -477,9 +503,10 @@ class HFClassifierScorer:
                 )
         finally:
             self.stats["batches"] += stats.batches
-        self._token_budget = stats.token_budget or self._token_budget
+            self.stats["oom_retries"] += stats.oom_retries
+            self.stats["wasted_tokens"] += stats.wasted_tokens
+            self._token_budget = stats.token_budget or self._token_budget
         self.stats["computed"] += len(seqs)
-        self.stats["oom_retries"] += stats.oom_retries
         return results
 
     # -- public API ------------------------------------------------------------------------------
@@ -541,13 +568,15 @@ class HFClassifierScorer:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One reward per request, in order (the runtime dedups and caches; this computes)."""
+        from prbench.scoring.engine import uncounted_if_out_of_memory
+
         requests = list(requests)
         if not requests:
             return []
-        self.stats["requests"] += len(requests)
-        seqs = self.encode(requests)
-        groups = [(r.question, r.profile.text) for r in requests]
-        scores = self._compute(seqs, groups)
+        with uncounted_if_out_of_memory(self.stats):  # the runtime redoes a chunk out of memory
+            self.stats["requests"] += len(requests)
+            seqs = self.encode(requests)
+            scores = self._compute(seqs, [(r.question, r.profile.text) for r in requests])
         return check_scores(scores, len(requests), self.component)
 
     def _sharing_state(self) -> str:

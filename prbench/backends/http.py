@@ -29,6 +29,8 @@ Standard library only (``http.client`` and threads). What it does:
     resumes. Requests already in flight finish and are cached;
 * ``timeout`` is a deadline for the whole exchange (connect, send, the full response), not only
   for each socket read;
+* every reply is a :class:`~prbench.backends.base.Completion` carrying the server's
+  ``finish_reason`` (``"length"``: cut at ``max_tokens``, which judges count as ``truncated``);
 * an on-disk response cache keyed by the endpoint URL plus the whole request body (see
   :mod:`prbench.backends.cache`), **on by default**: ``cache_dir="auto"`` keeps it under
   ``prbench.paths.cache_dir("responses")``, a path puts it there, ``""`` turns it off. A cached
@@ -61,6 +63,7 @@ from prbench.backends.base import (
     BackendFatalError,
     BackendSpec,
     Chat,
+    Completion,
     GenerationConfig,
     GenerationFailure,
     Reply,
@@ -205,7 +208,8 @@ class OpenAIBackend:
         bodies = [self.request_body(chat, config) for chat in chats]
         responses = self._fetch_all(bodies)
         return [
-            r if isinstance(r, GenerationFailure) else cut_at_stop(_message_text(r), config.stop)
+            r if isinstance(r, GenerationFailure)
+            else Completion(cut_at_stop(_message_text(r), config.stop), _finish_reason(r))
             for r in responses
         ]
 
@@ -503,6 +507,12 @@ def _decode(data: bytes) -> tuple[dict[str, Any] | None, str]:
 def _message_text(response: dict[str, Any]) -> str:
     """The assistant message of a response :func:`_problem` passed."""
     return str(response["choices"][0]["message"]["content"])
+
+
+def _finish_reason(response: dict[str, Any]) -> str:
+    """``choices[0].finish_reason`` of a response (``"length"``: cut at ``max_tokens``)."""
+    reason = response["choices"][0].get("finish_reason")
+    return str(reason) if reason else "stop"
 
 
 def _one_line(text: str) -> str:

@@ -13,7 +13,6 @@ Example: ``prbench bon --scorer length --scorer embedding-similarity --scorer or
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -64,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run Best-of-N and write the results."""
+    from prbench.analysis.strict_json import write_json
     from prbench.downstream.bestofn import format_table
     from prbench.plugins import get_registry
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     out_dir.mkdir(parents=True, exist_ok=True)
     results_path = out_dir / RESULTS_NAME
-    results_path.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(results_path, result, indent=1)  # strict JSON: NaN as null + a note
     table = format_table(result)
     (out_dir / TABLE_NAME).write_text(table + "\n", encoding="utf-8")
     print(table)

@@ -14,13 +14,13 @@ Example: ``prbench correlate bon/bon_results.json --benchmark results/ -o correl
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from prbench.analysis.correlation import DEFAULT_CORR_RESAMPLES, DEFAULT_RBO_P, Side
+from prbench.analysis.strict_json import write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -170,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
         table += f"\nDIAGNOSTIC scorers included (read the hidden rubric): {result['diagnostic']}"
     if result["sample"]:
         table += "\nData: the bundled SAMPLE, not the benchmark."
-    (out / "correlation.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_json(out / "correlation.json", result, indent=1)  # strict JSON: NaN as null + a note
     (out / "correlation.md").write_text(table + "\n", encoding="utf-8")
     try:
         plot = correlation_plot(result, bench, down, bon, out / "correlation.png")

@@ -30,6 +30,7 @@ from prbench.downstream.bestofn import (
     pair_outcomes,
 )
 from prbench.options import OptionsError, as_mapping, parse_kv_string
+from prbench.plugins import BUILTIN_NAMESPACE
 
 DEFAULT_N = 16
 
@@ -111,22 +112,36 @@ def spec_labels(specs: Sequence[str]) -> list[str]:
     return labels
 
 
-def check_pointwise(specs: Sequence[str]) -> None:
+#: the built-in scorers the evaluator uses itself, by qualified id: a plugin registering the same
+#: bare id (``length``) must not make them ambiguous
+LENGTH_SCORER = f"{BUILTIN_NAMESPACE}/length"
+RUBRIC_JUDGE = f"{BUILTIN_NAMESPACE}/rubric-judge"
+
+
+def check_pointwise(specs: Sequence[str]) -> list[str]:
     """Check every spec names a registered pointwise scorer (before any work is done).
 
+    Returns:
+        The qualified id of each spec's scorer (``plugin/id``): later lookups use it, so an id
+        resolved once is never resolved again (and cannot become ambiguous).
+
     Raises:
-        prbench.plugins.UnknownComponentError: an unknown id.
+        prbench.plugins.UnknownComponentError: an unknown or ambiguous id.
         OptionsError: a pairwise judge (no score per answer).
     """
     from prbench.plugins import get_registry
 
+    qualified = []
     for spec in specs:
         scorer_id, _ = parse_scorer_spec(spec)
-        if "pairwise" in get_registry().get("scorer", scorer_id).tags:
+        component = get_registry().get("scorer", scorer_id)
+        if "pairwise" in component.tags:
             raise OptionsError(
                 f"best-of-n: {scorer_id!r} is a pairwise judge (it compares two answers and "
                 "gives no score per answer); Best-of-N needs a pointwise scorer"
             )
+        qualified.append(component.qualified_id)
+    return qualified
 
 
 class BestOfNEvaluator:
@@ -162,7 +177,8 @@ class BestOfNEvaluator:
         if "k" in fields and "k" not in raw:
             raw["k"] = o.profile_k
         builder = component.build(raw)
-        views = build_views(builder, records, f"profile builder {o.profile!r}", RuntimeError)
+        what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
+        views = build_views(builder, records, what)
         return views, {"id": o.profile, "options": raw}
 
     def _pools(self, records: Sequence[Any], views: Sequence[Any]) -> list[Any]:
@@ -219,7 +235,7 @@ class BestOfNEvaluator:
                     )
                 )
         with build_runtime(
-            "rubric-judge", {**parse_kv_string(o.judge), "scale": "unit"}, progress=o.progress
+            RUBRIC_JUDGE, {**parse_kv_string(o.judge), "scale": "unit"}, progress=o.progress
         ) as rt:
             values = rt.score(requests)
             described = rt.describe()
@@ -243,7 +259,7 @@ class BestOfNEvaluator:
         if not scorers:
             raise OptionsError("best-of-n: name at least one scorer")
         labels = spec_labels(scorers)
-        check_pointwise(scorers)
+        qualified = check_pointwise(scorers)
         records = self._records()
         views, profile_info = self._views(records)
         pools = self._pools(records, views)
@@ -297,8 +313,8 @@ class BestOfNEvaluator:
             "scorers": {},
             "baselines": {},
         }
-        for label, spec in zip(labels, scorers, strict=True):
-            result["scorers"][label] = self._score_one(spec, items, by_id, view_of, ks, boot)
+        for label, spec, qid in zip(labels, scorers, qualified, strict=True):
+            result["scorers"][label] = self._score_one(spec, qid, items, by_id, view_of, ks, boot)
         result["baselines"] = self._baselines(items, by_id, ks, boot)
         return result
 
@@ -322,13 +338,13 @@ class BestOfNEvaluator:
         return out
 
     def _score_one(
-        self, spec: str, items: Sequence[PoolItem], by_id: Mapping[str, Any],
+        self, spec: str, qualified_id: str, items: Sequence[PoolItem], by_id: Mapping[str, Any],
         view_of: Mapping[str, Any], ks: Sequence[int], boot: Mapping[str, Any],
     ) -> dict[str, Any]:
         from prbench.scoring.runtime import build_runtime
 
         scorer_id, raw = parse_scorer_spec(spec)
-        with build_runtime(scorer_id, raw, progress=self.options.progress) as rt:
+        with build_runtime(qualified_id, raw, progress=self.options.progress) as rt:
             diagnostic = bool(rt.component is not None and rt.component.diagnostic)
             values = rt.score(self._requests(items, by_id, view_of, diagnostic))
             described = rt.describe()
@@ -349,6 +365,7 @@ class BestOfNEvaluator:
         return {
             "spec": spec,
             "id": scorer_id,
+            "qualified_id": qualified_id,
             "diagnostic": diagnostic,
             "curve": curve.as_dict(),
             "pair_accuracy": acc.as_dict(),
@@ -370,7 +387,7 @@ class BestOfNEvaluator:
             "description": "expected quality of a uniformly random pick (exact)",
             "curve": best_of_n_curve(items, constant, ks, **boot).as_dict(),
         }
-        with build_runtime("length", {}, progress=False) as rt:
+        with build_runtime(LENGTH_SCORER, {}, progress=False) as rt:
             values = rt.score(self._requests(items, by_id, {}, False))
         lengths, chosen, rejected, pos = {}, [], [], 0
         for item in items:

@@ -29,7 +29,7 @@ import functools
 import inspect
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -132,7 +132,57 @@ def _prbench_dirs() -> list[str]:
 
     dirs = [] if lm_eval_discovers(TASKS_GROUP) else task_dirs()
     warn_troubled_plugins()
-    return _merge_paths(dirs, list(_settings["extra_dirs"]))
+    merged = _merge_paths(dirs, list(_settings["extra_dirs"]))
+    warn_unreadable_task_files(merged)
+    return merged
+
+
+def unreadable_task_files(dirs: Sequence[str]) -> list[tuple[Path, str]]:
+    """The task YAMLs under ``dirs`` that lm-eval's index would skip, each with the reason.
+
+    lm-eval 0.4.13 indexes a folder by loading every ``*.yaml`` in it with its own (safe) loader
+    and drops a file that fails without a word (it is logged at debug level only), so asking for
+    its task later says "Tasks not found". This loads each file the same way (``!function``
+    references are not imported) and returns the failures.
+    """
+    from lm_eval.tasks._index import TaskIndex
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    out: list[tuple[Path, str]] = []
+    for root in dirs:
+        for path in TaskIndex._iter_yaml_files(Path(root)):
+            try:
+                cfg = load_yaml(path, resolve_func=False, recursive=True)
+                TaskIndex.process_cfg(cfg, path, {})
+            except Exception as exc:  # what lm-eval's index catches, reported instead
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                out.append((path, f"{type(exc).__name__}: {reason}"))
+    return out
+
+
+_warned_files: set[tuple[str, str]] = set()
+
+
+def warn_unreadable_task_files(dirs: Sequence[str], stream: Any = None) -> list[str]:
+    """One warning line per unreadable task YAML of prbench's or a plugin's folders (once each).
+
+    Returns:
+        The lines written now.
+    """
+    lines = []
+    for path, reason in unreadable_task_files(dirs):
+        key = (str(path), reason)
+        if key in _warned_files:
+            continue
+        _warned_files.add(key)
+        lines.append(
+            f"prbench: warning: task file {path} is skipped by lm-eval's task index, its tasks "
+            f"are unavailable: {reason}"
+        )
+    out = sys.stderr if stream is None else stream
+    for line in lines:
+        out.write(line + "\n")
+    return lines
 
 
 def warn_troubled_plugins(stream: Any = None) -> list[str]:
@@ -219,7 +269,15 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
 def lm_eval_error_fix(exc: BaseException) -> str | None:
     """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None."""
     message = str(exc)
-    if not isinstance(exc, ValueError) or not message.startswith(
+    if not isinstance(exc, ValueError):
+        return None
+    if "did not find any docs" in message:
+        return (
+            "no pair to evaluate (lm-eval: task.build_requests() did not find any docs): "
+            "--limit must be above 0 (a number of pairs per task, or a fraction), and the data "
+            "must hold records"
+        )
+    if not message.startswith(
         ("Tasks not found", "Specify --output_path", "Need to specify task")
     ):
         return None
@@ -285,6 +343,8 @@ def patch_task_manager(manager_cls: type | None = None) -> bool:
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
     _install_clean_errors()
+    if _running_lm_eval_cli():
+        patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if _argv_has_metadata(sys.argv):
         quiet_metadata_hint(metadata_given=True)
     elif not any(isinstance(f, MetadataHintFilter)
@@ -303,6 +363,9 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
 def patch_results_saving(tracker_cls: type | None = None) -> bool:
     """Under plain ``lm_eval``: write prbench's manifest next to a ``prbench`` run's results.
 
+    A ``prbench`` run's results and samples files are written as strict JSON too (see
+    :func:`prbench.harness.manifest.save_results_strictly`).
+
     ``prbench eval`` writes the manifest itself; plain ``lm_eval`` gets the same file (versions,
     plugins, scorer and runtime, data, summary with bootstrap intervals) from this wrap of
     ``EvaluationTracker.save_results_aggregated``. A failure to write it is a warning, never a
@@ -316,12 +379,18 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
     save = tracker_cls.save_results_aggregated
     if getattr(save, "_prbench_manifest", False):
         return False
+    save_samples = tracker_cls.save_results_samples
+    prbench_run = {"seen": False}
 
     @functools.wraps(save)
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
-        save(self, results=results, samples=samples)
         if not (results.get("config") or {}).get("prbench"):
-            return  # not a prbench run
+            save(self, results=results, samples=samples)
+            return  # not a prbench run: lm-eval's file as lm-eval writes it
+        from prbench.harness.manifest import save_results_strictly
+
+        prbench_run["seen"] = True
+        save_results_strictly(save, self, results, samples)
         try:
             from prbench.harness import manifest, summary, tasks
             from prbench.plugins import get_registry
@@ -340,8 +409,45 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
         except Exception as exc:  # the results are saved; the manifest is extra
             log.warning("prbench: could not write the manifest: %s", exc)
 
+    @functools.wraps(save_samples)
+    def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
+        if not prbench_run["seen"]:
+            save_samples(self, task_name=task_name, samples=samples)
+            return
+        from prbench.harness.manifest import save_samples_strictly
+
+        save_samples_strictly(save_samples, self, task_name, samples)
+
     save_results_aggregated._prbench_manifest = True  # type: ignore[attr-defined]
     tracker_cls.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
+    tracker_cls.save_results_samples = save_results_samples  # type: ignore[method-assign]
+    return True
+
+
+def patch_table() -> bool:
+    """Under plain ``lm_eval``: print its table through :func:`prbench.harness.summary.table_view`.
+
+    The table then shows ``acc_macro`` on group rows only and leaves the ``domains`` counts of a
+    task over every domain to prbench's summary, as ``prbench eval`` does; results files keep
+    every value.
+
+    Returns:
+        ``True`` if ``lm_eval.utils.make_table`` was wrapped now (``False``: wrapped before).
+    """
+    import lm_eval.utils
+
+    original = lm_eval.utils.make_table
+    if getattr(original, "_prbench_table", False):
+        return False
+
+    @functools.wraps(original)
+    def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
+        from prbench.harness.summary import table_view
+
+        return original(table_view(result_dict), column, sort_results)
+
+    make_table._prbench_table = True  # type: ignore[attr-defined]
+    lm_eval.utils.make_table = make_table
     return True
 
 
@@ -360,8 +466,11 @@ __all__ = [
     "lm_eval_error_fix",
     "on_lm_eval_import",
     "patch_results_saving",
+    "patch_table",
     "patch_task_manager",
     "quiet_metadata_hint",
     "register_model",
+    "unreadable_task_files",
     "warn_troubled_plugins",
+    "warn_unreadable_task_files",
 ]

@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = (
         "Every other flag goes to `lm_eval run` unchanged (--tasks, --model_args, --limit, "
-        "--output_path, --log_samples, --use_cache, --metadata, ...); see --lm-eval-help."
+        "--output_path, --log_samples, --metadata, ...; not --use_cache: prbench's own score "
+        "cache does its job); see --lm-eval-help."
     )
 
 
@@ -151,17 +152,20 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
     from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
 
     from prbench.harness.lm import DEFAULT_SCORER
+    from prbench.harness.manifest import save_results_strictly, save_samples_strictly
+    from prbench.harness.summary import table_view
 
     captured: dict[str, Any] = {}
     save = EvaluationTracker.save_results_aggregated
+    save_samples = EvaluationTracker.save_results_samples
     original_name = GeneralConfigTracker.__dict__["_get_model_name"]
     original_table = lm_eval.utils.make_table
 
     def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
-        return original_table(without_leaf_macro(result_dict), column, sort_results)
+        return original_table(table_view(result_dict), column, sort_results)
 
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
-        save(self, results=results, samples=samples)
+        save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
         captured["results"] = results
         captured["output_path"] = self.output_path
         captured["date_id"] = getattr(self, "date_id", None)
@@ -174,46 +178,20 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
             name = f"prbench-{given.get('scorer') or DEFAULT_SCORER}"
         return name
 
+    def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
+        save_samples_strictly(save_samples, self, task_name, samples)
+
     EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
+    EvaluationTracker.save_results_samples = save_results_samples  # type: ignore[method-assign]
     GeneralConfigTracker._get_model_name = staticmethod(get_model_name)  # type: ignore[method-assign]
     lm_eval.utils.make_table = make_table
     try:
         yield captured
     finally:
         EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
+        EvaluationTracker.save_results_samples = save_samples  # type: ignore[method-assign]
         GeneralConfigTracker._get_model_name = original_name  # type: ignore[method-assign]
         lm_eval.utils.make_table = original_table
-
-
-def without_leaf_macro(result_dict: dict[str, Any]) -> dict[str, Any]:
-    """lm-eval's results for its printed table, without ``acc_macro`` on single prbench tasks.
-
-    ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
-    aggregates a group metric from its tasks' values), where it only repeats ``acc``. The table
-    shows it once, on the group's row; the results file keeps every value.
-    """
-    configs = result_dict.get("configs") or {}
-    rows = {}
-    for task, values in (result_dict.get("results") or {}).items():
-        kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
-        if isinstance(values, dict) and "prbench_condition" in kwargs:
-            values = {k: v for k, v in values.items() if not k.startswith("acc_macro")}
-        rows[task] = values
-    return {**result_dict, "results": rows}
-
-
-def scoped_cache_path(path: str, model: str, model_args: Any) -> str:
-    """lm-eval's ``--use_cache`` path made specific to the model and its arguments.
-
-    lm-eval keys cached responses by the request text only, so two scorers sharing one cache
-    file would get each other's scores. ``prbench eval`` appends a short hash of the model name
-    and ``--model_args`` to the path.
-    """
-    import hashlib
-    import json
-
-    key = json.dumps([model, model_args or {}], sort_keys=True, default=str)
-    return f"{path}_{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def _lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Namespace:
@@ -250,13 +228,15 @@ def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
-    from prbench.options import OptionsError
-    from prbench.plugins import PluginError, UnknownComponentError, get_registry
-    from prbench.records import DataSourceError, RecordValidationError
-
-    expected = (
-        RecordValidationError, DataSourceError, OptionsError, UnknownComponentError, PluginError,
+    from prbench.cli import one_line, user_errors
+    from prbench.harness.lm_eval_args import (
+        USE_CACHE_REFUSED,
+        json_flag_problem,
+        restore_option_text,
     )
+    from prbench.plugins import get_registry
+
+    expected = user_errors()
     registry = get_registry(getattr(args, "plugin", None) or ())
     from prbench.harness import bridge
 
@@ -265,8 +245,12 @@ def run(args: argparse.Namespace) -> int:
     from lm_eval.utils import setup_logging
 
     setup_logging()
+    extra = getattr(args, "extra_args", None) or []
+    problem = json_flag_problem(extra)
+    if problem:  # lm-eval would raise a bare ValueError naming no flag
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     try:
-        extra = getattr(args, "extra_args", None) or []
         ns = _lm_eval_namespace(extra, show_help=args.lm_eval_help)
     except SystemExit as exc:  # --help, or an argparse error already printed
         return int(exc.code or 0)
@@ -280,6 +264,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 1
 
+    # the user's text back where lm-eval typed it; each option's declared type decides
+    if ns.model == "prbench" and isinstance(getattr(ns, "model_args", None), dict):
+        ns.model_args = restore_option_text(ns.model_args, extra)
+    if isinstance(getattr(ns, "metadata", None), dict):
+        ns.metadata = restore_option_text(ns.metadata, extra, flags=("metadata",))
+
     reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
     if reserved:
         print(
@@ -290,12 +280,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
     if getattr(ns, "use_cache", None):
-        ns.use_cache = scoped_cache_path(ns.use_cache, ns.model, ns.model_args)
-        print(f"prbench: response cache {ns.use_cache}_rank<r>.db", file=sys.stderr)
+        print(f"error: {USE_CACHE_REFUSED}", file=sys.stderr)  # a pickle cache: never
+        return 1
 
     from prbench.harness import tasks
 
     dirs = tasks.task_dirs()
+    bridge.warn_unreadable_task_files(dirs)  # lm-eval would skip them without a word
     own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
     own_names = tasks.task_names(own)
     typo = misspelt_task(requested_tasks(ns.tasks), own_names)
@@ -314,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
         with _capture(ns.model) as captured:
             ns.func(ns)
     except expected as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # lm-eval's own argument checks, with the fix added
         fixed = bridge.lm_eval_error_fix(exc)
@@ -426,6 +417,12 @@ def argument_problem(ns: argparse.Namespace, *, tasks_hint: Any = None) -> str |
         listing = f" (prbench's groups: {groups})" if groups else ""
         return f"no --tasks given: name the tasks to run, e.g. --tasks {example}{listing}"
     wants_samples = getattr(ns, "log_samples", False) or getattr(ns, "predict_only", False)
+    limit = getattr(ns, "limit", None)
+    if limit is not None and not limit > 0:
+        return (
+            f"--limit {limit:g} leaves no pair to evaluate: give a number of pairs per task "
+            "(e.g. --limit 10) or a fraction of them (e.g. --limit 0.5), or leave it out"
+        )
     if wants_samples and not getattr(ns, "output_path", None):
         flag = "--predict_only" if getattr(ns, "predict_only", False) else "--log_samples"
         return (

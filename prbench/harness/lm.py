@@ -180,8 +180,15 @@ class PRBenchLM(LM):
 
         lm-eval passes its own ``--device``/``--batch_size`` (with defaults such as ``cuda:0``)
         beside the model arguments; a key given in ``--model_args`` (``device=cpu``) wins over
-        them instead of failing with "got multiple values for keyword argument".
+        them instead of failing with "got multiple values for keyword argument". Under the
+        ``lm_eval`` command, values lm-eval typed from the command line get the user's text back
+        (:func:`prbench.harness.lm_eval_args.restore_option_text`), so each option is read by its
+        declared type only (``revision=00123456`` stays ``'00123456'``).
         """
+        from prbench.harness.lm_eval_args import check_no_use_cache, restore_option_text
+
+        check_no_use_cache()  # plain lm_eval: its pickle cache would open after this model
+        arg_dict = restore_option_text(arg_dict)
         given = additional_config or {}
         extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}
         return cls(**arg_dict, **extra)
@@ -191,9 +198,12 @@ class PRBenchLM(LM):
         cls, arg_string: str, additional_config: dict[str, Any] | None = None
     ) -> PRBenchLM:
         """As :meth:`create_from_arg_obj`, from ``"key=value,..."``."""
-        from lm_eval import utils
+        from prbench.harness.lm_eval_args import option_text
+        from prbench.options import parse_kv_string
 
-        args = utils.simple_parse_args_string(arg_string)
+        # the text as given: each option's declared type decides (lm-eval's parser would turn
+        # "00123456" into 123456)
+        args = {k: option_text(v) for k, v in parse_kv_string(arg_string).items()}
         return cls.create_from_arg_obj(args, additional_config)
 
     # -- lm-eval plumbing ----------------------------------------------------------------------
@@ -321,7 +331,7 @@ class PRBenchLM(LM):
         }
 
     def _score_pointwise(self, requests: Sequence[Any]) -> list[float]:
-        from prbench.scoring.base import ScoreRequest, check_scores
+        from prbench.scoring.base import ScoreRequest
 
         self._prepare_profiles(requests)
         keys: list[tuple[Any, ...]] = []
@@ -335,28 +345,36 @@ class PRBenchLM(LM):
                 response = doc["chosen"] if which == 0 else doc["rejected"]
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
-        scores = check_scores(self.runtime.score(batch), len(batch), self.component.name)
+        scores = self.runtime.score(batch)  # checked by the runtime: one real number each
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, scores, strict=True))
         return [by_key[k] for k in keys]
 
     def _score_pairwise(self, requests: Sequence[Any]) -> list[float]:
-        from prbench.scoring.base import PairRequest, check_scores
+        from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
+        from prbench.scoring.base import PairRequest
 
         self._prepare_profiles(requests)
         sides: list[tuple[tuple[Any, ...], int]] = []
         unique: dict[tuple[Any, ...], PairRequest] = {}
+        docs: dict[tuple[Any, ...], dict[str, Any]] = {}
         for inst in requests:
             doc = self._doc(inst)
             key = (inst.task_name, doc["id"])
             sides.append((key, self._which(doc, inst)))
             if key not in unique:
+                docs[key] = doc
                 unique[key] = PairRequest(
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc)
                 )
         batch = list(unique.values())
-        probs = check_scores(self.runtime.compare(batch), len(batch), self.component.name)
+        probs = self.runtime.compare(batch)  # checked by the runtime
+        # the judge's per-order verdicts (the runtime's request extras; chosen = the pair's
+        # first answer), for the tasks' both-order metrics (prbench.judges.order_metrics)
+        for key, outcome in zip(unique, self.runtime.extras(batch), strict=True):
+            if outcome is not None:
+                PAIR_OUTCOMES[doc_key(docs[key])] = outcome
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, probs, strict=True))

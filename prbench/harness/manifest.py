@@ -4,15 +4,16 @@ It answers "what exactly produced these numbers": the versions of prbench, its p
 torch and transformers; the scorer with its validated options (and whether it is a diagnostic that
 read hidden fields); the profile condition of every task (builder, options, k); the data source
 with its revision or the SHA-256 of every file read; the seeds; the command line; and prbench's
-summary (per-domain accuracy with bootstrap intervals).
+summary (per-domain accuracy with bootstrap intervals). The manifest, and lm-eval's results and
+samples files of a prbench run, are strict JSON: a NaN or infinity is written as ``null`` with a
+``<key>_nonfinite`` note next to it (:mod:`prbench.analysis.strict_json`).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,12 +117,37 @@ def build_manifest(
 
 
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> Path:
-    """Write the manifest as indented JSON; returns the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n",
-                    encoding="utf-8")
-    return path
+    """Write the manifest as strict, indented JSON (:mod:`prbench.analysis.strict_json`)."""
+    from prbench.analysis.strict_json import write_json
 
+    return write_json(path, manifest)
+
+
+def save_results_strictly(
+    save: Callable[..., None], tracker: Any, results: dict[str, Any], samples: Any = None
+) -> None:
+    """Call lm-eval's ``save_results_aggregated`` so that the results file is strict JSON.
+
+    lm-eval writes ``NaN`` for a metric without a value (e.g. the mean margin when no pair got a
+    verdict). It is given a copy with :func:`prbench.analysis.strict_json.strict` applied; the
+    keys lm-eval adds while saving (task hashes, its config tracker) are copied back to
+    ``results``, which keeps its own numbers for the summary.
+    """
+    from prbench.analysis.strict_json import strict
+
+    copy = strict(results)
+    save(tracker, results=copy, samples=samples)
+    for key, value in copy.items():
+        results.setdefault(key, value)
+
+
+def save_samples_strictly(
+    save: Callable[..., None], tracker: Any, task_name: str, samples: Sequence[Any]
+) -> None:
+    """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above)."""
+    from prbench.analysis.strict_json import strict
+
+    save(tracker, task_name=task_name, samples=[strict(sample) for sample in samples])
 
 
 
@@ -162,6 +188,8 @@ __all__ = [
     "build_manifest",
     "manifest_path",
     "results_file",
+    "save_results_strictly",
+    "save_samples_strictly",
     "versions",
     "write_manifest",
     "write_run_manifest",

@@ -4,6 +4,8 @@ lm-eval's table gives each task's mean and a normal-approximation standard error
 adds what a reward-model comparison needs: a seeded percentile-bootstrap 95% interval per domain,
 the tie rate (ties count as wrong), pairs without a verdict, the micro (all pairs) and macro (mean
 of domains) overall accuracy, and the length baseline ("the longer answer wins") on the same pairs.
+For a pairwise judge that swaps the answers it also shows the both-order metrics per domain
+(:mod:`prbench.judges.order_metrics`).
 
 Accuracy over 0/1 outcomes is fully described by the number of correct pairs, so the intervals
 are computed from lm-eval's per-task accuracy and pair count: no per-sample log is needed, and a
@@ -13,6 +15,7 @@ multi-process run summarises like a single-process one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +44,9 @@ class TaskRow:
         ties: pairs with equal scores.
         invalid: pairs with a non-finite score (no verdict).
         length_acc: accuracy of the length baseline on the same pairs (``None`` if unknown).
+        order_metrics: a pairwise judge's both-order metrics (``acc_split_half``,
+            ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``, ``n_order_flips``;
+            :mod:`prbench.judges.order_metrics`); ``None`` for scorers without orders.
     """
 
     task: str
@@ -52,6 +58,7 @@ class TaskRow:
     ties: int
     invalid: int
     length_acc: float | None = None
+    order_metrics: dict[str, float | None] | None = None
 
 
 @dataclasses.dataclass
@@ -72,12 +79,44 @@ class Section:
             "accuracy": self.summary.as_dict(),
             "ties": sum(r.ties for r in self.rows) / max(1, sum(r.n for r in self.rows)),
             "invalid": sum(r.invalid for r in self.rows),
+            "order_metrics": _order_totals(self.rows),
         }
 
 
 def _metric(values: Mapping[str, Any], name: str) -> float:
     value = values.get(f"{name},none")
     return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _order_metrics(values: Mapping[str, Any]) -> dict[str, float | None] | None:
+    """A task's both-order metrics from lm-eval's values (``None``: the scorer has no orders)."""
+    from prbench.judges.order_metrics import ORDER_METRICS
+
+    if "acc_split_half,none" not in values:
+        return None
+    out: dict[str, float | None] = {}
+    for name in ORDER_METRICS:
+        value = values.get(f"{name},none")
+        ok = isinstance(value, int | float) and not math.isnan(value)
+        out[name] = float(value) if ok else None
+    return out
+
+
+def _order_totals(rows: list[TaskRow]) -> dict[str, float | None] | None:
+    """``acc_split_half`` over all pairs and the total ``n_order_flips`` of judged rows."""
+    judged = [r for r in rows if r.order_metrics is not None and r.n > 0]
+    if not judged or len(judged) != len(rows):
+        return None
+    half = [r.order_metrics.get("acc_split_half") for r in judged]  # type: ignore[union-attr]
+    flips = [r.order_metrics.get("n_order_flips") for r in judged]  # type: ignore[union-attr]
+    n = sum(r.n for r in judged)
+    return {
+        "acc_split_half": (
+            sum(h * r.n for h, r in zip(half, judged, strict=True)) / n  # type: ignore[operator]
+            if None not in half else None
+        ),
+        "n_order_flips": sum(flips) if None not in flips else None,  # type: ignore[arg-type]
+    }
 
 
 def _length_acc(data: str, domain: str, condition: str, n: int) -> float | None:
@@ -112,8 +151,62 @@ def task_rows(results: Mapping[str, Any], *, length_baseline: bool = True) -> di
             correct=round(_metric(values, "acc") * n), ties=round(_metric(values, "tie") * n),
             invalid=round(_metric(values, "invalid") * n),
             length_acc=_length_acc(data, domain, condition, n) if length_baseline else None,
+            order_metrics=_order_metrics(values),
         )
     return rows
+
+
+def domain_rows(
+    results: Mapping[str, Any], *, length_baseline: bool = True
+) -> dict[str, list[TaskRow]]:
+    """One row per domain for each task over every domain that reports ``domains``.
+
+    A task over every domain (``prbench_domain: "*"``, e.g. ``personalized_rewardbench_custom``)
+    is one lm-eval task, so its counts alone would give one row and a macro equal to the micro.
+    Its ``domains`` metric (:func:`prbench.harness.tasks.domain_counts`) holds the pair counts of
+    each domain; the rows here are built from them, like the rows of a published group's domain
+    tasks. Tasks without the metric are left out.
+    """
+    out: dict[str, list[TaskRow]] = {}
+    for task, row in task_rows(results, length_baseline=length_baseline).items():
+        values = (results.get("results") or {}).get(task) or {}
+        counts = values.get("domains,none")
+        if row.domain != "*" or not isinstance(counts, Mapping) or not counts:
+            continue
+        parts = []
+        for domain, c in counts.items():
+            n = int(c.get("n", 0))
+            length = c.get("length_correct")
+            parts.append(TaskRow(
+                task=task, domain=str(domain), condition=row.condition, data=row.data, n=n,
+                correct=int(c.get("correct", 0)), ties=int(c.get("ties", 0)),
+                invalid=int(c.get("invalid", 0)),
+                length_acc=float(length) / n if length_baseline and n and length is not None
+                else None,
+            ))
+        if sum(r.n for r in parts) == row.n:  # counts that do not add up are not used
+            out[task] = parts
+    return out
+
+
+def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
+    """lm-eval's results for its printed table, without what only prbench's summary reads.
+
+    ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
+    aggregates a group metric from its tasks' values), where it only repeats ``acc``: the table
+    shows it once, on the group's row. ``domains`` (per-domain counts of a task over every
+    domain) is a table of its own, shown by the summary. The results file keeps every value.
+    """
+    configs = result_dict.get("configs") or {}
+    rows = {}
+    for task, values in (result_dict.get("results") or {}).items():
+        kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
+        if isinstance(values, dict) and "prbench_condition" in kwargs:
+            values = {
+                k: v for k, v in values.items() if not k.startswith(("acc_macro", "domains"))
+            }
+        rows[task] = values
+    return {**result_dict, "results": rows}
 
 
 def _profile_label(results: Mapping[str, Any], rows: list[TaskRow]) -> str:
@@ -153,8 +246,13 @@ def summarize(
     seed: int = DEFAULT_SEED,
     length_baseline: bool = True,
 ) -> list[Section]:
-    """One section per benchmark group in the run, plus one for prbench tasks outside a group."""
+    """The summary's sections, one per table.
+
+    One section per benchmark group in the run, one per task over every domain (a row per domain,
+    see :func:`domain_rows`), and one for the other prbench tasks outside a group.
+    """
     rows = task_rows(results, length_baseline=length_baseline)
+    split = domain_rows(results, length_baseline=length_baseline)
     sections: list[Section] = []
     used: set[str] = set()
     for group, subtasks in (results.get("group_subtasks") or {}).items():
@@ -163,6 +261,10 @@ def summarize(
             continue
         used.update(r.task for r in members)
         sections.append(_section(results, group, members, resamples, confidence, seed))
+    for task, parts in split.items():
+        if task not in used:
+            used.add(task)
+            sections.append(_section(results, task, parts, resamples, confidence, seed))
     rest = [r for t, r in rows.items() if t not in used]
     if rest:
         sections.append(_section(results, "tasks", rest, resamples, confidence, seed))
@@ -205,6 +307,32 @@ def _interval(est: Any) -> str:
     return f"[{est.low:.3f}, {est.high:.3f}]{mark}"
 
 
+def _order_lines(sec: Section, width: int) -> list[str]:
+    """The both-order block of a section whose scorer is a pairwise judge (else nothing)."""
+    totals = _order_totals(sec.rows)
+    if totals is None:
+        return []
+    lines = [
+        "  both orders (pairwise judge; see below):",
+        f"  {'domain'.ljust(width)}  {'split½':>6}  {'chosen 1st':>10}  {'chosen 2nd':>10}  "
+        f"{'pos.bias':>8}  {'flips':>5}",
+    ]
+    for key, row in zip(row_keys(sec.rows), sec.rows, strict=True):
+        m = row.order_metrics or {}
+        flips = m.get("n_order_flips")
+        lines.append(
+            f"  {key.ljust(width)}  {_fmt(m.get('acc_split_half'))}  "
+            f"{_fmt(m.get('acc_chosen_first')):>10}  {_fmt(m.get('acc_chosen_second')):>10}  "
+            f"{_fmt(m.get('position_bias')):>8}  {'-' if flips is None else int(flips):>5}"
+        )
+    flips = totals["n_order_flips"]
+    lines.append(
+        f"  {'micro (pairs)'.ljust(width)}  {_fmt(totals['acc_split_half'])}  {'':>10}  "
+        f"{'':>10}  {'':>8}  {'-' if flips is None else int(flips):>5}"
+    )
+    return lines
+
+
 def format_sections(
     sections: list[Section],
     *,
@@ -215,7 +343,9 @@ def format_sections(
 
     Args:
         sections: from :func:`summarize`.
-        scorer: the run's scorer record (id, options, diagnostic), if the model was prbench's.
+        scorer: the run's scorer record (id, options, diagnostic), if the model was prbench's;
+            the lines a scorer returns under ``diagnostics`` in its ``stats()`` are printed
+            under the header.
         limit: lm-eval's ``--limit`` when it was given: the summary then says that only part of
             each task was evaluated.
     """
@@ -229,6 +359,9 @@ def format_sections(
                 "  DIAGNOSTIC: this scorer reads the hidden rubric/narrative; it is an upper "
                 "bound, not a reward model"
             )
+        stats = scorer.get("stats")
+        if isinstance(stats, Mapping):
+            lines.extend(f"  {line}" for line in stats.get("diagnostics") or ())
     else:
         lines.append("prbench summary")
     if limit:
@@ -278,6 +411,7 @@ def format_sections(
         invalid = sum(r.invalid for r in sec.rows)
         if invalid:
             lines.append(f"  {invalid} pair(s) without a verdict (non-finite score), counted wrong")
+        lines.extend(_order_lines(sec, width))
     if sections:
         first = sections[0].summary.micro
         lines.append("")
@@ -287,6 +421,14 @@ def format_sections(
             f"{first.resamples} resamples, seed {first.seed}; length = the longer answer wins, "
             "on the same pairs"
         )
+        if any(_order_totals(sec.rows) is not None for sec in sections):
+            lines.append(
+                "both orders: split½ = acc where a pair whose two orders disagree earns 0.5 (acc "
+                "counts it as a wrong tie); chosen 1st / 2nd = accuracy of the single verdicts "
+                "with the chosen answer shown first / second (an unreadable one is wrong); "
+                "pos.bias = share of readable verdicts won by the answer shown first (0.5 = "
+                "none); flips = pairs whose two orders preferred different answers"
+            )
         if zero_width:
             lines.append(
                 "* zero-width interval: every pair behind it had the same outcome (all right or "
@@ -296,4 +438,13 @@ def format_sections(
     return "\n".join(lines)
 
 
-__all__ = ["Section", "TaskRow", "format_sections", "row_keys", "summarize", "task_rows"]
+__all__ = [
+    "Section",
+    "TaskRow",
+    "domain_rows",
+    "format_sections",
+    "row_keys",
+    "summarize",
+    "table_view",
+    "task_rows",
+]

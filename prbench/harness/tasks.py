@@ -173,7 +173,8 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         builder = str(kwargs.get("prbench_profile") or DEFAULT_PROFILE_BUILDER)
         options = {}
         k = DEFAULT_PROFILE_K
-        if builder == DEFAULT_PROFILE_BUILDER:  # the task's own retrieval defaults
+        # the task's own retrieval defaults, whether the built-in is named bare or qualified
+        if builder in (DEFAULT_PROFILE_BUILDER, f"prbench/{DEFAULT_PROFILE_BUILDER}"):
             key = "prbench_default_profile_options"
             options.update(as_mapping(kwargs.get(key) or {}, key))
             k = kwargs.get("prbench_default_profile_k", k)
@@ -251,8 +252,8 @@ def _records(req: DataRequest) -> list[Any]:
     return kept
 
 
-def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any]]:
-    """The builder component and its options (checked now; the builder is built when used)."""
+def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
+    """The builder component, its options and its name for errors (built when first used)."""
     from prbench.plugins import get_registry
 
     component = get_registry().get("profile-builder", req.builder)
@@ -265,7 +266,8 @@ def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any]]:
             "profile builder %r has no option 'k'; prbench_profile_k is not used", req.builder
         )
         options.pop("k")
-    return component, options
+    what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
+    return component, options, what
 
 
 def build_rows(req: DataRequest) -> list[dict[str, Any]]:
@@ -281,10 +283,10 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     records = _records(req)
-    component, options = _builder_options(req)
+    component, options, what = _builder_options(req)
     parsed = component.parse_options(options) if component.options is not None else None
     spec = lazy.spec_of(req.builder, options)
-    keys = lazy.STORE.register(spec, records)
+    keys = lazy.STORE.register(spec, records, what=what)
     if req.builder == "none":  # the question-only condition: nothing to compute
         lazy.STORE.build(keys)
     rows = []
@@ -306,6 +308,7 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
                 "chosen": record.chosen,
                 "rejected": record.rejected,
                 "condition": req.condition,
+                "task_domain": req.domain,  # "*": per-domain counts in the `domains` metric
                 **fields,
                 "profile_key": key,
                 "profile_spec": spec,
@@ -348,6 +351,10 @@ def load_docs(**kwargs: Any) -> dict[str, Any]:
     """
     import datasets
 
+    from prbench.harness.lm_eval_args import restore_option_text
+
+    # under plain lm_eval: the text typed in --metadata/--model_args (prbench_revision=00123456)
+    kwargs = restore_option_text(kwargs, flags=("metadata", "model_args"))
     req = parse_request(kwargs)
     rows = build_rows(req)
     return {"test": datasets.Dataset.from_list(rows)}
@@ -385,11 +392,15 @@ def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
     return [doc["chosen"], doc["rejected"]]
 
 
-def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, float]:
+def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
     """Strict pair metrics from the two scores (chosen first).
 
     ``acc`` and ``acc_macro`` are the same number for one task; a group averages ``acc`` over
-    pairs (micro) and ``acc_macro`` over domains (macro).
+    pairs (micro) and ``acc_macro`` over domains (macro). A task over every domain (``*``, e.g.
+    ``personalized_rewardbench_custom``) has no ``acc_macro`` (it would only repeat ``acc``);
+    it reports ``domains`` instead, ``[domain, correct, tie, invalid, longer_chosen]`` per pair,
+    which :func:`domain_counts` sums per domain, so the summary shows one row per domain and a
+    true macro average, as for the published groups.
     """
     from prbench.analysis.metrics import pair_outcome
 
@@ -399,13 +410,45 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         )
     chosen, rejected = (r[0] if isinstance(r, tuple | list) else r for r in results)
     out = pair_outcome(chosen, rejected)
-    return {
+    metrics: dict[str, Any] = {
         "acc": out.correct,
         "acc_macro": out.correct,
         "tie": out.tie,
         "margin": out.margin,
         "invalid": out.invalid,
     }
+    if doc.get("task_domain") == ALL_DOMAINS:
+        del metrics["acc_macro"]
+        longer = pair_outcome(len(str(doc["chosen"]).split()), len(str(doc["rejected"]).split()))
+        metrics["domains"] = [
+            str(doc.get("domain", "")), out.correct, out.tie, out.invalid, longer.correct
+        ]
+    return metrics
+
+
+#: the counts :func:`domain_counts` gives per domain
+DOMAIN_COUNT_KEYS = ("n", "correct", "ties", "invalid", "length_correct")
+
+
+def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
+    """Aggregation of the ``domains`` metric: per-domain pair counts (domains sorted).
+
+    Args:
+        items: ``[domain, correct, tie, invalid, longer_chosen]`` per pair (see
+            :func:`process_results`); lm-eval gathers them from every process first.
+
+    Returns:
+        ``{domain: {"n", "correct", "ties", "invalid", "length_correct"}}``.
+    """
+    counts: dict[str, dict[str, int]] = {}
+    for domain, correct, tie, invalid, longer in items:
+        row = counts.setdefault(str(domain), dict.fromkeys(DOMAIN_COUNT_KEYS, 0))
+        row["n"] += 1
+        row["correct"] += int(correct)
+        row["ties"] += int(tie)
+        row["invalid"] += int(invalid)
+        row["length_correct"] += int(longer)
+    return {d: counts[d] for d in sorted(counts)}
 
 
 def reset() -> None:
@@ -425,6 +468,7 @@ __all__ = [
     "builtin_task_dir",
     "doc_to_choice",
     "doc_to_text",
+    "domain_counts",
     "load_docs",
     "parse_request",
     "prepare_profiles",

@@ -7,8 +7,9 @@ also share :class:`LLMJudgeBase` (options, backend, failure counts and the per-i
 
 Invalid items: a reply the backend could not produce (a
 :class:`~prbench.backends.base.GenerationFailure`: 5xx/timeouts/malformed replies on every
-attempt, a prompt too long for the model) and a reply that does not parse are both failures of
-that item. The judge scores it ``nan`` (counted as ``invalid`` by the metrics), never a verdict,
+attempt, a prompt too long for the model), a reply cut at ``max_new_tokens`` (reason
+``truncated``, see :func:`generate_in_batches`) and a reply that does not parse are all failures
+of that item. The judge scores it ``nan`` (counted as ``invalid`` by the metrics), never a verdict,
 counts it by reason in ``stats()`` and lists it (item, stage, reason, detail) in ``stats()`` and
 ``describe()``, which the results manifest records. Errors that concern the whole run
 (:class:`~prbench.backends.base.BackendFatalError`) are not caught: the run stops.
@@ -32,8 +33,11 @@ from prbench.backends.base import (
     GenerationFailure,
     Reply,
     build_backend,
+    is_truncated,
+    truncation_failure,
 )
 from prbench.judges import prompts
+from prbench.judges.order_metrics import order_outcome
 from prbench.judges.parsing import ParseFailure, generation_failed
 
 
@@ -139,6 +143,7 @@ def generate_in_batches(
     desc: str | None = None,
     unit: str = "reply",
     keep_failures: bool = False,
+    truncated_is_failure: bool = True,
 ) -> list[Reply]:
     """Call ``backend.generate`` on chunks of ``batch_size`` chats; check the reply count.
 
@@ -154,10 +159,18 @@ def generate_in_batches(
         keep_failures: return a chat's
             :class:`~prbench.backends.base.GenerationFailure` in its place (callers that record
             the item as invalid: judges, the planner, pair generators); ``False`` raises instead,
-            for callers that need every reply.
+            for callers that need every reply. With ``keep_failures`` a reply cut at
+            ``max_new_tokens`` (a :class:`~prbench.backends.base.Completion` whose
+            ``finish_reason`` is ``"length"``) is a failure too, reason ``truncated``: it is
+            never read for a verdict. Without it a cut reply is returned as text (a policy's
+            samples are capped by design).
+        truncated_is_failure: ``False`` returns a cut reply as text even with
+            ``keep_failures`` (callers with their own rule for cut text, such as the pair
+            generator's ``drop_unfinished`` filter).
 
     Returns:
-        One reply per chat: its text, or (with ``keep_failures``) the backend's failure.
+        One reply per chat: its text (a :class:`~prbench.backends.base.Completion` where the
+        backend made one), or (with ``keep_failures``) the backend's failure.
 
     Raises:
         RuntimeError: the backend returned a different number of replies than chats.
@@ -178,9 +191,14 @@ def generate_in_batches(
                     f"{len(chunk)} chats"
                 )
             for k, reply in enumerate(replies):
-                if isinstance(reply, GenerationFailure) and not keep_failures:
-                    raise GenerationFailedError(start + k, reply, backend.fingerprint)
-                out.append(reply if isinstance(reply, GenerationFailure) else str(reply))
+                if isinstance(reply, GenerationFailure):
+                    if not keep_failures:
+                        raise GenerationFailedError(start + k, reply, backend.fingerprint)
+                    out.append(reply)
+                elif keep_failures and truncated_is_failure and is_truncated(reply):
+                    out.append(truncation_failure(reply, config.max_new_tokens))
+                else:
+                    out.append(reply if isinstance(reply, str) else str(reply))
             bar.update(len(chunk))
     return out
 
@@ -266,14 +284,18 @@ class OrderTally:
     Every pairwise judge (``llm-judge`` and the judges plugins ship) counts the same things the
     same way: :meth:`order` reads one order's verdict, :meth:`pair` turns a pair's orders into
     P(first ≻ second) (``nan`` when no order gave a readable verdict; split orders give 0.5, which
-    the metrics count as a tie, i.e. wrong) and :meth:`stats` reports position bias and order
-    flips under one set of keys.
+    the strict ``acc`` counts as a tie, i.e. wrong) and :meth:`stats` reports position bias and
+    order flips under one set of keys. Each pair's order outcome (:attr:`outcomes`,
+    :meth:`recent_outcomes`) reaches the harness through :meth:`LLMJudgeBase.request_extras`,
+    and the task's metrics (``acc_split_half``, per-order accuracy, ``position_bias``,
+    ``n_order_flips``; :mod:`prbench.judges.order_metrics`) are computed from it per pair.
     """
 
     def __init__(self) -> None:
         self.pairs = self.orders = self.verdicts = self.first_shown_won = 0
         self.unjudged = self.both_read = self.flips = 0
         self.details: list[dict[str, Any]] = []
+        self.outcomes: list[dict[str, Any]] = []
 
     def order(self, shown_first: str, verdict: Any) -> dict[str, Any]:
         """Count one order's verdict and return its detail row.
@@ -305,7 +327,19 @@ class OrderTally:
         self.details.append(
             {"record_id": record_id, "p_first": p_first, **extra, "orders": list(orders)}
         )
+        self.outcomes.append(order_outcome(orders))
         return p_first
+
+    def recent_outcomes(self, n: int) -> list[dict[str, Any]]:
+        """The order outcomes (:func:`prbench.judges.order_metrics.order_outcome`) of the last
+        ``n`` pairs, in order: what a judge's ``request_extras`` hands the harness.
+
+        Raises:
+            ValueError: fewer than ``n`` pairs were counted.
+        """  # noqa: D205
+        if n > len(self.outcomes):
+            raise ValueError(f"asked for the outcomes of {n} pairs, {len(self.outcomes)} counted")
+        return [dict(o) for o in self.outcomes[len(self.outcomes) - n :]] if n else []
 
     def stats(self) -> dict[str, Any]:
         """``n_pairs``, ``n_orders``, ``n_verdicts``, ``n_invalid_orders``, ``n_pairs_unjudged``,
@@ -390,6 +424,18 @@ class LLMJudgeBase:
         else:
             self._counter.add(None)
         return parsed
+
+    def request_extras(self, requests: Sequence[Any]) -> list[dict[str, Any] | None]:
+        """Per-request extras for the scorer runtime, right after a ``compare``/``score`` call.
+
+        A judge that keeps an :class:`OrderTally` in ``self._tally`` returns the order outcome
+        of each pair of that call (the harness computes the both-order metrics from them);
+        other judges return ``None`` per request.
+        """
+        tally = getattr(self, "_tally", None)
+        if not isinstance(tally, OrderTally):
+            return [None] * len(requests)
+        return list(tally.recent_outcomes(len(requests)))
 
     def failures(self) -> list[dict[str, Any]]:
         """Every failed reply since the last reset: item, context, stage, reason, detail."""

@@ -14,7 +14,11 @@ which shuffles positions with a fixed seed.
 :meth:`LLMPairwiseJudge.stats` reports the generation and parse failures (by reason, and listed
 per item), the position bias (how often the answer shown first won, among readable verdicts; 0.5
 is unbiased) and the agreement between the two orders of a pair;
-:meth:`LLMPairwiseJudge.details` keeps every reply's verdict.
+:meth:`LLMPairwiseJudge.details` keeps every reply's verdict. Each pair's per-order verdicts reach
+the harness through ``request_extras`` (see :class:`~prbench.judges.common.LLMJudgeBase`), from
+which the tasks report ``acc_split_half``, the per-order accuracies, ``position_bias`` and
+``n_order_flips`` (:mod:`prbench.judges.order_metrics`). A reply cut at ``max_new_tokens`` is an
+invalid order (``truncated``).
 """
 
 from __future__ import annotations

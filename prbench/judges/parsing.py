@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from typing import TypeVar
 
-from prbench.backends.base import GenerationFailure, Reply
+from prbench.backends.base import TRUNCATED, GenerationFailure, Reply
 
 T = TypeVar("T")
 
@@ -98,8 +98,13 @@ def strip_reasoning(text: str) -> str | ParseFailure:
 
 
 def generation_failed(failure: GenerationFailure) -> ParseFailure:
-    """The parse failure standing for a reply the backend could not produce."""
-    return ParseFailure(reason="generation-failed", detail=str(failure))
+    """The parse failure standing for a reply the backend could not produce.
+
+    A reply cut at ``max_new_tokens`` keeps its own reason, ``truncated``; any other backend
+    failure is ``generation-failed`` (its reason is in the detail).
+    """
+    reason = TRUNCATED if failure.reason == TRUNCATED else "generation-failed"
+    return ParseFailure(reason=reason, detail=str(failure))
 
 
 def _reply_body(text: Reply) -> str | ParseFailure:

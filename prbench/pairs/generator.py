@@ -182,8 +182,9 @@ class RubricContrastGenerator:
             chats.append(
                 prompts.rejected_chat(record.question, view.text, aspects, o.answer_words)
             )
-        replies = generate_in_batches(
-            self.backend, chats, o.generation_config(), o.batch_size, keep_failures=True
+        replies = generate_in_batches(  # cut answers go to the drop_unfinished filter
+            self.backend, chats, o.generation_config(), o.batch_size, keep_failures=True,
+            truncated_is_failure=False,
         )
         outcomes: list[PairOutcome] = []
         items = []

@@ -108,15 +108,26 @@ class ProfileStore:
         self._views: dict[str, ProfileView] = {}
         self._skipped: set[str] = set()
         self._builders: dict[str, Any] = {}
+        self._what: dict[str, str] = {}
         #: bumped whenever a view is built or a key skipped (callers cache on it)
         self.generation = 0
         #: records passed to builders, per builder spec (tests and provenance)
         self.n_built: dict[str, int] = {}
 
-    def register(self, spec: str, records: Sequence[Record]) -> list[str]:
-        """Remember records whose profile under ``spec`` may be asked for; their keys, in order."""
+    def register(
+        self, spec: str, records: Sequence[Record], *, what: str | None = None
+    ) -> list[str]:
+        """Remember records whose profile under ``spec`` may be asked for; their keys, in order.
+
+        Args:
+            spec: :func:`spec_of` the builder and its options.
+            records: the records.
+            what: names the builder in errors (e.g. with its plugin); default its id.
+        """
         keys = []
         with self._lock:
+            if what is not None:
+                self._what[spec] = what
             for record in records:
                 key = profile_key(spec, record)
                 if key not in self._views:
@@ -149,7 +160,8 @@ class ProfileStore:
 
         Raises:
             KeyError: a key that was never registered.
-            RuntimeError: a builder returned the wrong number of views.
+            prbench.profiles.base.ProfileBuilderFaultError: the builder failed or returned views
+                that are not one valid view per record (see :func:`build_views`).
         """
         with self._lock:
             todo: dict[str, dict[str, Record]] = {}
@@ -162,10 +174,8 @@ class ProfileStore:
                 todo.setdefault(spec, {})[key] = record
             for spec, group in todo.items():
                 name = json.loads(spec)["builder"]
-                views = build_views(
-                    self.builder(spec), list(group.values()), f"profile builder {name!r}",
-                    RuntimeError,
-                )
+                what = self._what.get(spec, f"profile builder {name!r}")
+                views = build_views(self.builder(spec), list(group.values()), what)
                 for key, view in zip(group, views, strict=True):
                     self._views[key] = view
                     self._pending.pop(key, None)
@@ -208,6 +218,7 @@ class ProfileStore:
             self._views.clear()
             self._skipped.clear()
             self._builders.clear()
+            self._what.clear()
             self.n_built.clear()
             self.generation += 1
 

@@ -10,9 +10,11 @@ profile view built for the task condition, and the answer(s) -- never the hidden
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from prbench.plugins import PluginError
 from prbench.profiles.base import ProfileView
 
 EMPTY_PROFILE = ProfileView(text="")
@@ -62,8 +64,8 @@ class Scorer(Protocol):
     ``score()`` is all a scorer must have. The harness never calls it directly: every scorer runs
     inside a :class:`prbench.scoring.runtime.ScorerRuntime` (dedup, score cache, chunks,
     out-of-memory back-off, stats). A scorer may also have the optional methods of
-    :class:`ScorerExtras` (``fingerprint()``, ``describe()``, ``close()``); the same holds for a
-    :class:`PairwiseJudge`.
+    :class:`ScorerExtras` (``fingerprint()``, ``describe()``, ``close()``, ``request_extras()``);
+    the same holds for a :class:`PairwiseJudge`.
     """
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
@@ -112,19 +114,123 @@ class ScorerExtras(Protocol):
         """
         ...
 
+    def request_extras(self, requests: Sequence[Any]) -> list[Any]:
+        """One JSON-ready value (or ``None``) per request of the ``score``/``compare`` call just
+        made, kept with the score in the cache and read back with
+        :meth:`prbench.scoring.runtime.ScorerRuntime.extras`.
 
-def check_scores(scores: Sequence[float], n: int, scorer: str) -> list[float]:
-    """Check a scorer returned exactly ``n`` numbers; return them as floats.
+        A pairwise judge returns each pair's per-order verdicts
+        (:func:`prbench.judges.order_metrics.order_outcome`), from which the tasks compute the
+        both-order metrics; :class:`prbench.judges.common.LLMJudgeBase` provides it for judges
+        that keep an :class:`~prbench.judges.common.OrderTally`.
+        """  # noqa: D205
+        ...
+
+
+class ScorerFaultError(PluginError):
+    """A scorer raised, or returned something other than one real number per request.
+
+    The message names the scorer's qualified id and its plugin; the runtime raises it after the
+    chunks already scored were committed to the score cache, so a rerun keeps them.
+    """
+
+
+def scorer_label(component: Any, fallback: str = "") -> str:
+    """``scorer 'ns/id' (plugin 'p')`` for errors; ``scorer 'fallback'`` without a component."""
+    if component is None:
+        return f"scorer {fallback!r}"
+    return f"{component.kind} {component.qualified_id!r} (plugin {component.plugin!r})"
+
+
+def scorer_fault(exc: Exception, label: str, batch: Sequence[Any], kept: int = 0) -> Exception:
+    """The error to raise for an exception a scorer raised on ``batch``.
+
+    prbench's own user errors (bad options, a judge server that refuses the key, a damaged
+    cache, ...) already say what to do and are returned unchanged; anything else becomes one
+    :class:`ScorerFaultError` naming the scorer (``label``, see :func:`scorer_label`), the
+    records of the batch and the original error on one line.
+
+    Args:
+        exc: what the scorer raised.
+        label: names the scorer and its plugin.
+        batch: the requests of the failed call.
+        kept: scores committed to the score cache before it (said in the message when > 0).
+    """
+    from prbench.cli import user_errors
+
+    if isinstance(exc, user_errors()):
+        return exc
+    ids = list(dict.fromkeys(str(getattr(r, "record_id", "?")) for r in batch))
+    more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
+    shown = ", ".join(repr(i) for i in ids[:3])
+    message = " ".join(str(exc).split()) or "(no message)"
+    note = (
+        f"; the {kept} scores computed before it are kept in the score cache (a rerun reuses "
+        "them)" if kept > 0 else ""
+    )
+    return ScorerFaultError(
+        f"{label} failed on {len(batch)} request(s) (records {shown}{more}): "
+        f"{type(exc).__name__}: {message}{note}"
+    )
+
+
+def _real(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (not a bool), else ``None``.
+
+    Python and numpy ints and floats pass; so does a 0-d array or tensor holding one (read with
+    ``item()``). A bool, a string, ``None`` or a bigger array does not.
+    """
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        value = value.item()  # numpy 0-d array, torch 0-d tensor
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return None
+
+
+def check_scores(
+    scores: Sequence[float], n: int, scorer: str, *, label: str | None = None
+) -> list[float]:
+    """Check a scorer returned exactly ``n`` real numbers; return them as floats.
+
+    Real numbers are ints and floats (Python or numpy) and 0-d arrays or tensors holding one;
+    ``nan`` is allowed (it marks a request without a verdict, e.g. an unreadable judge reply).
+    A bool, a string such as ``"1.5"``, ``None`` or a list is not a score and is never coerced.
+
+    Args:
+        scores: what the scorer returned.
+        n: the number of requests it was given.
+        scorer: the scorer's id (named in the error when ``label`` is not given).
+        label: how to name the scorer in errors, e.g. from :func:`scorer_label`.
 
     Raises:
-        RuntimeError: a wrong count or a non-numeric value, naming the scorer.
+        ScorerFaultError: not a sequence, a wrong count or a value that is not a real number,
+            naming the scorer (and its plugin when ``label`` says so).
     """
+    who = label or f"scorer {scorer!r}"
+    if scores is None or isinstance(scores, str | bytes | Mapping) or not hasattr(
+        scores, "__len__"
+    ):
+        raise ScorerFaultError(
+            f"{who} returned {_short(scores)} ({type(scores).__name__}), not a list of {n} "
+            "numbers (one per request)"
+        )
     if len(scores) != n:
-        raise RuntimeError(f"scorer {scorer!r} returned {len(scores)} scores for {n} requests")
+        raise ScorerFaultError(f"{who} returned {len(scores)} scores for {n} requests")
     out = []
     for i, s in enumerate(scores):
-        try:
-            out.append(float(s))
-        except (TypeError, ValueError) as exc:
-            raise RuntimeError(f"scorer {scorer!r} returned a non-number {s!r} at {i}") from exc
+        value = _real(s)
+        if value is None:
+            raise ScorerFaultError(
+                f"{who} returned {_short(s)} ({type(s).__name__}) for request {i}: a score must "
+                "be a real number (int or float; nan marks a missing verdict), never a bool or "
+                "a string"
+            )
+        out.append(value)
     return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -11,6 +11,12 @@ The database runs in WAL mode, so any number of processes may read and write it 
 queue on a lock with a timeout; readers never block). Scorers commit once per batch: a run killed
 with ``kill -9`` keeps every batch it finished, and the rerun computes only what is missing.
 
+Next to the scores, the file keeps a scorer's **decisions** per fingerprint (see
+:meth:`ScoreCache.decide`): choices made at run time that change the last bits of its scores, such
+as whether prefix sharing passed its check. The first run under a fingerprint makes them; every
+later run, a resumed one included, reuses them, so all scores under one fingerprint are computed
+the same way.
+
 Non-finite scores (NaN, inf) are returned to the caller but never cached, so a transient numeric
 failure is retried on the next run rather than remembered. WAL needs a local file system (not
 NFS); point ``path`` at local disk on clusters.
@@ -44,6 +50,11 @@ _TABLES = (
     "description TEXT NOT NULL, created REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS scores (fingerprint TEXT NOT NULL, key TEXT NOT NULL, "
     "score REAL NOT NULL, created REAL NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID",
+    # per-request extras a scorer reports beside its score (a judge's per-order verdicts)
+    "CREATE TABLE IF NOT EXISTS extras (fingerprint TEXT NOT NULL, key TEXT NOT NULL, "
+    "extras TEXT NOT NULL, PRIMARY KEY (fingerprint, key)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS decisions (fingerprint TEXT NOT NULL, name TEXT NOT NULL, "
+    "value TEXT NOT NULL, created REAL NOT NULL, PRIMARY KEY (fingerprint, name)) WITHOUT ROWID",
 )
 
 #: How to turn the score cache off (named in the corrupt-file message).
@@ -182,6 +193,34 @@ class ScoreCache:
         """Store one score."""
         self.put_many([(key, score)])
 
+    def put_extras(self, items: Mapping[str, Any]) -> int:
+        """Store JSON-ready per-request extras (kept beside the scores of the same keys).
+
+        Returns:
+            How many were stored.
+        """
+        rows = [
+            (self.fingerprint, key, json.dumps(value, sort_keys=True, default=str))
+            for key, value in items.items()
+        ]
+        return self.store.write(
+            "INSERT OR REPLACE INTO extras (fingerprint, key, extras) VALUES (?, ?, ?)", rows
+        )
+
+    def get_extras(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The stored extras among ``keys`` (missing or unreadable ones are absent)."""
+        rows = self.store.query_in(
+            "SELECT key, extras FROM extras WHERE fingerprint = ? AND key IN ({marks})",
+            keys, (self.fingerprint,),
+        )
+        found: dict[str, Any] = {}
+        for key, text in rows:
+            try:
+                found[key] = json.loads(text)
+            except (TypeError, ValueError):
+                continue
+        return found
+
     def count(self) -> int:
         """Scores stored under this fingerprint."""
         rows = self.store.query(
@@ -193,10 +232,53 @@ class ScoreCache:
         return self.count()
 
     def clear(self) -> int:
-        """Delete this fingerprint's scores; returns how many were deleted."""
+        """Delete this fingerprint's scores, extras and decisions; returns how many scores went."""
         n = self.count()
-        self.store.write("DELETE FROM scores WHERE fingerprint = ?", [(self.fingerprint,)])
+        for table in ("scores", "extras", "decisions"):
+            self.store.write(f"DELETE FROM {table} WHERE fingerprint = ?", [(self.fingerprint,)])
         return n
+
+    # -- decisions -------------------------------------------------------------------------------
+
+    def decisions(self) -> dict[str, Any]:
+        """The decisions stored under this fingerprint (name to JSON value).
+
+        A stored value that is not valid JSON is left out (the scorer then decides again and
+        :meth:`decide` keeps the first value written, so such a row is never replaced: clear the
+        fingerprint to start over).
+        """
+        rows = self.store.query(
+            "SELECT name, value FROM decisions WHERE fingerprint = ?", (self.fingerprint,)
+        )
+        found: dict[str, Any] = {}
+        for name, value in rows:
+            try:
+                found[str(name)] = json.loads(value)
+            except (TypeError, ValueError):
+                continue
+        return found
+
+    def decide(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Store decisions not stored yet (the first writer wins) and return all stored ones.
+
+        Several processes may decide at once; each then adopts what the returned mapping holds.
+
+        Args:
+            values: decision names to JSON-ready values.
+
+        Returns:
+            Every decision stored under this fingerprint after the write.
+        """
+        now = time.time()
+        self.store.write(
+            "INSERT OR IGNORE INTO decisions (fingerprint, name, value, created) "
+            "VALUES (?, ?, ?, ?)",
+            [
+                (self.fingerprint, str(name), json.dumps(value, sort_keys=True), now)
+                for name, value in values.items()
+            ],
+        )
+        return self.decisions()
 
     def description(self) -> dict[str, Any] | None:
         """The stored description of this fingerprint, if any."""

@@ -17,9 +17,10 @@ Nothing here imports torch at module import time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any, Literal, TypeVar
 
 logger = logging.getLogger(__name__)
@@ -175,6 +176,37 @@ def free_accelerator_memory() -> None:
         logger.debug("could not empty the CUDA cache", exc_info=True)
 
 
+@contextlib.contextmanager
+def uncounted_if_out_of_memory(counts: MutableMapping[str, int]) -> Iterator[None]:
+    """Undo what an attempt added to ``counts`` if it runs out of memory (the error propagates).
+
+    The caller (e.g. the scorer runtime, halving its chunk) redoes the work, so the attempt's
+    counts would be counted twice: they are restored to their values before the attempt, except
+    ``oom_retries`` (back-offs made inside the attempt are kept) and ``wasted_tokens``, which grows
+    by the real tokens the attempt computed (``real_tokens``) plus those it already wasted.
+
+    Args:
+        counts: running integer counts, e.g. a scorer's stats.
+    """
+    before = dict(counts)
+    try:
+        yield
+    except Exception as exc:
+        if is_oom_error(exc):
+            after = dict(counts)
+            counts.clear()
+            counts.update(before)
+
+            def grew(key: str) -> int:
+                return int(after.get(key, 0)) - int(before.get(key, 0))
+
+            counts["oom_retries"] = int(after.get("oom_retries", 0))
+            counts["wasted_tokens"] = (
+                int(before.get("wasted_tokens", 0)) + grew("real_tokens") + grew("wasted_tokens")
+            )
+        raise
+
+
 @dataclasses.dataclass
 class BatchStats:
     """What a :func:`run_batches` call did (for reports and benchmarks).
@@ -185,6 +217,8 @@ class BatchStats:
         real_tokens: the sum of the items' lengths.
         padded_tokens: the sum over batches of ``len(batch) * max length``.
         oom_retries: batches that ran out of memory and were re-planned.
+        wasted_tokens: the real tokens of those batches (computed again after the back-off; not
+            in ``real_tokens``).
         token_budget: the budget in force at the end (lower than the start after a back-off).
     """
 
@@ -193,6 +227,7 @@ class BatchStats:
     real_tokens: int = 0
     padded_tokens: int = 0
     oom_retries: int = 0
+    wasted_tokens: int = 0
     token_budget: int = 0
 
     @property
@@ -243,7 +278,9 @@ def run_batches(
         desc: the progress-bar label.
         weights: how far each item advances the bar (default 1 each; e.g. a group's size).
         oom_backoff: on an out-of-memory error, halve the budget and re-plan the unfinished items
-            (a single item that does not fit re-raises the error).
+            (a single item that does not fit re-raises the error). A failed batch counts only in
+            ``stats.oom_retries`` and ``stats.wasted_tokens``; accelerator memory is emptied once
+            its frames are released.
         stats: a :class:`BatchStats` to fill in.
         pad_free_from: see :func:`plan_batches`.
         batch_overhead: see :func:`plan_batches`.
@@ -282,6 +319,8 @@ def run_batches(
                 except Exception as exc:
                     if not (oom_backoff and is_oom_error(exc)) or len(batch) == 1:
                         raise
+                    replan = True
+                if replan:  # out of the except block: the failed batch's frames are released
                     free_accelerator_memory()
                     new_budget = max(1, padded_tokens(lengths, batch) // 2)
                     logger.warning(
@@ -291,8 +330,8 @@ def run_batches(
                     )
                     budget = min(budget, new_budget)
                     stats.oom_retries += 1
+                    stats.wasted_tokens += sum(lengths[i] for i in batch)
                     stats.token_budget = budget
-                    replan = True
                     break
                 if len(out) != len(batch):
                     raise RuntimeError(

@@ -197,7 +197,8 @@ def shared_prefix_hidden(
             tokens and the one after it: the prefix's last position followed by every
             continuation position (shape ``[1 + len(suffix), hidden]``), for log-probabilities.
         counter: if given, ``forward_passes``, ``padded_tokens`` (token slots computed, padding
-            included) and ``real_tokens`` (real tokens computed) are added to it.
+            included) and ``real_tokens`` (real tokens computed) are added to it when the call
+            succeeds (a call that fails, e.g. out of memory, adds nothing: it is redone).
         pad_free_from: prefixes at least this long run only with prefixes of their exact length
             (no padding, so the causal attention kernel applies; see
             :func:`prbench.scoring.engine.plan_batches`). ``None``: batch all prefixes together.
@@ -215,7 +216,7 @@ def shared_prefix_hidden(
 
     if positions not in ("last", "all"):
         raise ValueError(f"positions must be 'last' or 'all', got {positions!r}")
-    counts = counter if counter is not None else {}
+    counts: dict[str, int] = {}
 
     def count(slots: int, real: int) -> None:
         counts["forward_passes"] = counts.get("forward_passes", 0) + 1
@@ -280,4 +281,7 @@ def shared_prefix_hidden(
                 result[k] = hidden[r, n - 1]
             else:
                 result[k] = torch.cat([prefix_last[rows[r]], hidden[r, :n]], dim=0)
+    if counter is not None:
+        for key, value in counts.items():
+            counter[key] = counter.get(key, 0) + value
     return result

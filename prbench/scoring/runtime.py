@@ -15,13 +15,24 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   that share a (question, profile) together so a scorer's prompt sharing still sees them side by
   side; each chunk is committed to the cache before the next starts, so a run killed with
   ``kill -9`` loses at most one chunk;
+- **decisions**: a scorer that makes run-time choices changing the last bits of its scores (e.g.
+  ``hf-classifier`` checking prefix sharing on the first group it sees) reports them with
+  ``decisions()`` and takes earlier ones with ``adopt_decisions(mapping)``; they are stored with
+  the score cache under the fingerprint before the scores that follow them, and a later or
+  resumed run adopts them first. With chunks that never change, a run killed at any point and
+  run again stores exactly the scores of an uninterrupted run (:mod:`prbench.scoring.resume`);
 - **out-of-memory back-off**: a chunk that runs out of accelerator memory is retried at half the
   size, down to one request, then a clear error;
 - a **progress bar** (:func:`prbench.progress.progress_bar`), **run stats** (:meth:`stats`) and a
   JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
   scorer (the runtime is also a context manager).
 
-Non-finite results (NaN, inf) are returned to the caller but never cached.
+Non-finite results (NaN, inf) are returned to the caller but never cached. A scorer that raises
+or returns anything but one real number per request ends the call with one
+:class:`prbench.scoring.base.ScorerFaultError` naming it and its plugin; earlier chunks stay cached.
+
+A scorer's per-request extras (``request_extras``, :mod:`prbench.scoring.extras`) are kept with
+its scores and read back with :meth:`ScorerRuntime.extras`.
 
 Example::
 
@@ -43,7 +54,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
-from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+from prbench.scoring.base import (
+    PairRequest,
+    ScoreRequest,
+    check_scores,
+    scorer_fault,
+    scorer_label,
+)
+from prbench.scoring.extras import RequestExtras
+from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -177,39 +196,6 @@ def request_key(request: ScoreRequest | PairRequest) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _group_key(request: ScoreRequest | PairRequest) -> tuple[str, str]:
-    return (str(request.question), str(getattr(request.profile, "text", "")))
-
-
-def _plan_chunks(
-    order: Sequence[int], groups: Sequence[tuple[str, str]], size: int
-) -> list[list[int]]:
-    """Cut ``order`` into chunks of at most ``size``, keeping equal groups together.
-
-    Requests of one group are made contiguous (groups in order of first appearance); a group is
-    split only when it alone is larger than ``size``.
-    """
-    by_group: dict[tuple[str, str], list[int]] = {}
-    for pos, i in enumerate(order):
-        by_group.setdefault(groups[pos], []).append(i)
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    for members in by_group.values():
-        if current and len(current) + len(members) > size:
-            chunks.append(current)
-            current = []
-        while len(members) > size:
-            chunks.append(members[:size])
-            members = members[size:]
-        current.extend(members)
-        if len(current) >= size:
-            chunks.append(current)
-            current = []
-    if current:
-        chunks.append(current)
-    return chunks
-
-
 class ScorerRuntime:
     """Dedup, cache, chunks, OOM back-off, progress and stats around one scorer.
 
@@ -250,6 +236,8 @@ class ScorerRuntime:
         self.scorer = scorer
         self.component = component
         self.name = component.name if component is not None else type(scorer).__name__
+        #: how errors name the scorer: qualified id and plugin
+        self.label = scorer_label(component, self.name)
         if pairwise is None:
             if component is not None:
                 pairwise = "pairwise" in component.tags
@@ -284,6 +272,8 @@ class ScorerRuntime:
             0,
         )
         self._active_chunk = self.chunk_size  # lowered for good by an out-of-memory back-off
+        self._extras = RequestExtras(scorer, self.name, required=self.pairwise)
+        self._decisions = DecisionKeeper(scorer, self._cache, self.name)
         self._closed = False
         self._lock = threading.RLock()  # one call at a time: scorers need not be thread-safe
 
@@ -356,6 +346,7 @@ class ScorerRuntime:
         self._stats["requests"] += len(requests)
         if not requests:
             return []
+        self._extras.new_call()
         keys = [request_key(r) for r in requests]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -363,7 +354,7 @@ class ScorerRuntime:
         self._stats["unique"] += len(first)
         known: dict[str, float] = {}
         if self._cache is not None:
-            known = self._cache.get_many(list(first))
+            known = self._extras.from_cache(self._cache, self._cache.get_many(list(first)))
         self._stats["cache_hits"] += len(known)
         if len(known) < len(first):
             known.update(self._compute(requests, keys, list(first.values()), known, fn, unit))
@@ -380,18 +371,20 @@ class ScorerRuntime:
     ) -> dict[str, float]:
         """Score the requests of ``unique`` missing from ``known``, chunk by chunk.
 
-        Chunks are cut greedily in request order, a (question, profile) group kept whole, and
-        each is cached before the next. A run resumed after ``kill -9`` therefore starts at a
-        chunk boundary of the interrupted run and cuts the rest into exactly the chunks the
-        uninterrupted run used: scorers whose last bits depend on the batch (padded forward
-        passes) store the same scores either way.
+        Chunks are cut by :func:`prbench.scoring.resume.plan_chunks` (a (question, profile)
+        group kept whole), and each is cached before the next, after the scorer's decisions. A
+        run resumed after ``kill -9`` therefore starts at a chunk boundary of the interrupted
+        run, cuts the rest into exactly the chunks the uninterrupted run used and adopts its
+        decisions: scorers whose last bits depend on the batch (padded forward passes, shared
+        prompts) store the same scores either way.
         """
         from prbench.progress import progress_bar
         from prbench.scoring.engine import free_accelerator_memory, is_oom_error
 
+        self._decisions.adopt_stored()
         missing = [i for i in unique if keys[i] not in known]
         size = self._active_chunk
-        pending = _plan_chunks(missing, [_group_key(requests[i]) for i in missing], size)
+        pending = plan_chunks(missing, [group_key(requests[i]) for i in missing], size)
         out: dict[str, float] = {}
         total = sum(len(c) for c in pending)
         bar = progress_bar(total, desc=self.name, unit=unit, enabled=self.progress)
@@ -399,12 +392,14 @@ class ScorerRuntime:
             while pending:
                 chunk = pending.pop(0)
                 batch = [requests[i] for i in chunk]
+                oom = False
                 try:
-                    scores = check_scores(fn(batch), len(batch), self.name)
+                    raw = fn(batch)
                 except Exception as exc:
-                    if not is_oom_error(exc):
-                        raise
-                    free_accelerator_memory()
+                    if not is_oom_error(exc):  # one error naming the plugin; earlier chunks kept
+                        stored = self._stats["computed"] - self._stats["nonfinite"]
+                        kept = stored if self._cache is not None else 0
+                        raise scorer_fault(exc, self.label, batch, kept) from exc
                     if len(chunk) == 1:
                         raise ScorerOutOfMemoryError(
                             f"scorer {self.name!r} ran out of memory on a single request "
@@ -413,6 +408,9 @@ class ScorerRuntime:
                             "or length options (e.g. max_length, batch_tokens), use a smaller "
                             "dtype, or a device with more memory"
                         ) from exc
+                    oom = True
+                if oom:  # out of the except block: the failed call's frames are released now
+                    free_accelerator_memory()
                     size = max(1, len(chunk) // 2)
                     self._active_chunk = min(self._active_chunk, size)
                     self._stats["oom_retries"] += 1
@@ -421,12 +419,18 @@ class ScorerRuntime:
                         "chunks of %d", self.name, len(chunk), size,
                     )
                     rest = chunk + [i for c in pending for i in c]
-                    pending = _plan_chunks(rest, [_group_key(requests[i]) for i in rest], size)
+                    pending = plan_chunks(rest, [group_key(requests[i]) for i in rest], size)
+                    continue
+                scores = check_scores(raw, len(batch), self.name, label=self.label)
+                if not self._decisions.store_new():
+                    pending.insert(0, chunk)  # another process decided first: redo it their way
                     continue
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
+                extras = self._extras.collect(batch, [keys[i] for i in chunk])
                 if self._cache is not None and finite:
+                    self._cache.put_extras({k: v for k, v in extras.items() if k in finite})
                     self._cache.put_many(finite)
                 out.update(fresh)
                 self._stats["computed"] += len(chunk)
@@ -435,6 +439,10 @@ class ScorerRuntime:
         finally:
             bar.close()
         return out
+
+    def extras(self, requests: Sequence[ScoreRequest | PairRequest]) -> list[Any]:
+        """The scorer's extras of the latest call's requests (``None`` where none)."""
+        return self._extras.get([request_key(r) for r in requests])
 
     # -- reporting -------------------------------------------------------------------------------
 
@@ -458,7 +466,8 @@ class ScorerRuntime:
 
         Returns:
             ``component`` (id, qualified id, plugin, tags, diagnostic), ``options``,
-            ``fingerprint``, ``runtime`` (cache on/off and file, chunk size, progress),
+            ``fingerprint``, ``runtime`` (cache on/off and file, chunk size, progress, the
+            decisions stored with the cache),
             ``stats``, and the scorer's own ``describe()`` under ``scorer`` (or ``None``) and its
             ``stats()`` under ``scorer_stats`` when it has them.
         """
@@ -479,6 +488,7 @@ class ScorerRuntime:
                 "cache_path": str(self._cache.path) if self._cache is not None else None,
                 "chunk_size": self.chunk_size,
                 "progress": self.progress,
+                "decisions": dict(self._decisions.stored or {}),
             },
             "stats": self.stats(),
             "scorer": self._scorer_call("describe"),

@@ -43,16 +43,14 @@ def target_text(question: str, answer: str) -> str:
 
 
 def user_key(record: Record) -> str:
-    """The user a record belongs to: its ``user_id`` extra field, else its id.
+    """The user a record belongs to: its ``user_id`` field, else its id.
 
-    Raises:
-        ValueError: a ``user_id`` that is not a non-empty string (naming the record).
+    The rule is prbench's (:func:`prbench.preference_data.user_of`; ``prbench validate`` checks
+    the field).
     """
-    value = record.extra.get("user_id", record.id)
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"record {record.id!r} ({record.source}): user_id must be a non-empty "
-                         f"string, got {value!r}")
-    return value
+    from prbench.preference_data import user_of
+
+    return user_of(record)
 
 
 def assign_folds(keys: Iterable[str], folds: int, seed: int) -> dict[str, int]:

@@ -1,17 +1,24 @@
 """The GPO network: a transformer neural process over frozen embeddings (torch imported lazily).
 
 Input tokens are the context points (embedding + label embedding: preferred / dispreferred) and
-the target options (embedding + the "target" label). Context tokens attend to the context; each
-target attends to the context and to itself only, so a target's score never depends on the other
-targets in the batch (scores are batch-independent, as in GPO). A linear head reads one logit per
-target: the user's predicted preference for that option.
+the target options (embedding + the "target" label). Context tokens attend to the valid context
+only. Targets never attend to each other, so a target's score never depends on the other targets in
+the batch (scores are batch-independent, as in GPO). Two masks for the targets:
+
+- ``context-only`` (GPO's published mask, ``config=paper``): a target attends to the context and
+  nothing else; its own embedding reaches its output through the residual stream only. A target
+  of an episode with no context at all (a case the paper never meets) attends to itself, so the
+  softmax is defined;
+- ``target-self`` (prbench's small default): a target attends to the context and to itself.
+
+A linear head reads one logit per target: the user's predicted preference for that option.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -20,12 +27,53 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class NetConfig:
-    """Shape of the network (stored in the checkpoint)."""
+    """Shape of the network (stored in the checkpoint).
+
+    Attributes:
+        dim_in: embedding size of the inputs.
+        d_model: width of the transformer.
+        layers: transformer encoder layers.
+        heads: attention heads.
+        mask: ``target-self`` or ``context-only`` (see the module docstring).
+    """
 
     dim_in: int
     d_model: int = 64
     layers: int = 2
     heads: int = 4
+    mask: Literal["target-self", "context-only"] = "target-self"
+
+
+#: The target masks the network knows.
+MASKS = ("target-self", "context-only")
+
+
+def attention_allowed(ctx_valid: torch.Tensor, targets: int, mask: str) -> torch.Tensor:
+    """``allowed[b, i, j]``: whether token ``i`` may attend key ``j`` (context first, then targets).
+
+    Context tokens see the valid context (and themselves, so a padded row stays defined); a
+    target sees the valid context, plus itself under ``target-self`` or when its episode has no
+    valid context. No token ever sees a target other than itself.
+    """
+    import torch
+
+    b, c = ctx_valid.shape
+    n = c + targets
+    device = ctx_valid.device
+    key_ok = torch.cat([ctx_valid, torch.zeros(b, targets, dtype=torch.bool, device=device)], 1)
+    allowed = key_ok[:, None, :].expand(b, n, n).clone()
+    eye = torch.eye(n, dtype=torch.bool, device=device)[None].expand(b, n, n)
+    if mask == "target-self":
+        return allowed | eye
+    self_ok = torch.zeros(b, n, dtype=torch.bool, device=device)
+    self_ok[:, :c] = True  # context rows (padding included) keep themselves
+    self_ok[:, c:] = ~ctx_valid.any(dim=1, keepdim=True)  # targets only without any context
+    return allowed | (eye & self_ok[:, :, None])
+
+
+def parameter_count(net: torch.nn.Module) -> int:
+    """Trainable parameters of a network."""
+    return sum(p.numel() for p in net.parameters() if p.requires_grad)
 
 
 def build_network(config: NetConfig) -> torch.nn.Module:
@@ -48,6 +96,8 @@ def build_network(config: NetConfig) -> torch.nn.Module:
                 layer, config.layers, enable_nested_tensor=False
             )
             self.head = nn.Linear(config.d_model, 1)
+            if config.mask not in MASKS:
+                raise ValueError(f"mask must be one of {MASKS}, got {config.mask!r}")
 
         def forward(
             self, ctx_x: torch.Tensor, ctx_y: torch.Tensor, ctx_valid: torch.Tensor,
@@ -60,12 +110,7 @@ def build_network(config: NetConfig) -> torch.nn.Module:
                 self.proj(tgt_x) + self.label.weight[2].expand(b, t, -1),
             ], dim=1)
             n = c + t
-            # allowed[b, i, j]: query i may attend key j (valid context keys, and itself)
-            key_ok = torch.cat([ctx_valid, torch.zeros(b, t, dtype=torch.bool,
-                                                       device=ctx_x.device)], dim=1)
-            allowed = key_ok[:, None, :].expand(b, n, n) | torch.eye(
-                n, dtype=torch.bool, device=ctx_x.device
-            )[None]
+            allowed = attention_allowed(ctx_valid, t, config.mask)
             mask = torch.zeros(b, n, n, device=ctx_x.device).masked_fill(~allowed, float("-inf"))
             mask = mask.repeat_interleave(config.heads, dim=0)
             hidden = self.encoder(tokens, mask=mask)

@@ -12,10 +12,10 @@ from prbench.hookspecs import ComponentRegister
 
 @dataclasses.dataclass(frozen=True)
 class GPOOptions:
-    """Options of ``gpo``: which trained checkpoint to use and how to run it.
+    """Options of ``gpo``: the trained checkpoint, the evaluated users' context, how to run.
 
-    The embedder and the model's shape come from the checkpoint (``prbench-gpo train``); only
-    run-time settings are options here.
+    The embedder, the model's shape and its training (``config``) come from the checkpoint
+    (``prbench-gpo train``).
     """
 
     checkpoint: str = dataclasses.field(
@@ -25,6 +25,36 @@ class GPOOptions:
         default="ensemble",
         metadata={"help": "a record the checkpoint never saw: average the fold models "
                           "('ensemble', none trained on it) or raise ('error')"},
+    )
+    config: Literal["any", "small", "paper"] = dataclasses.field(
+        default="any",
+        metadata={"help": "the training config the checkpoint must have (`paper`: refuse a "
+                          "checkpoint not trained with the published settings); any = no check"},
+    )
+    preferences_data: str | None = dataclasses.field(
+        default=None,
+        metadata={"help": "the evaluated records with their users' labelled `preferences` (file "
+                          "or folder): each user's context, for a checkpoint trained with --train"},
+    )
+    allow_user_overlap: bool = dataclasses.field(
+        default=False,
+        metadata={"help": "score users that were among the checkpoint's training users (refused "
+                          "by default; results say so)"},
+    )
+    trust_remote_code: bool = dataclasses.field(
+        default=False,
+        metadata={"help": "allow a checkpoint whose embedder runs code shipped with its model"},
+    )
+    context_swap: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "report the context-swap diagnostic (each pair rescored with another "
+                          "user's context) in stats and the summary"},
+    )
+    swap_seed: int = dataclasses.field(
+        default=0, metadata={"help": "seed of the context-swap derangement and its bootstrap"}
+    )
+    swap_resamples: int = dataclasses.field(
+        default=2000, metadata={"help": "bootstrap resamples of the context-swap interval"}
     )
     device: str = dataclasses.field(
         default="auto", metadata={"help": "auto | cpu | cuda | cuda:N (embedder and network)"}
@@ -50,8 +80,8 @@ class GPOOptions:
             )
         if not Path(self.checkpoint).expanduser().is_file():
             raise ValueError(f"gpo: checkpoint {self.checkpoint!r} does not exist")
-        if self.batch_size < 1 or self.embed_batch_size < 1:
-            raise ValueError("batch_size and embed_batch_size must be at least 1")
+        if self.batch_size < 1 or self.embed_batch_size < 1 or self.swap_resamples < 1:
+            raise ValueError("batch_size, embed_batch_size and swap_resamples must be at least 1")
 
 
 @hookimpl
@@ -62,6 +92,7 @@ def register_scorers(register: ComponentRegister) -> None:
         "prbench_plugin_gpo.scorer:GPOScorer",
         options=GPOOptions,
         tags=("pointwise", "trained"),
-        description="Group Preference Optimization: a neural process over embeddings of the "
-                    "user's posts, meta-trained with k-fold over users (prbench-gpo train)",
+        description="Group Preference Optimization: a neural process over embeddings of a "
+                    "user's labelled pairs (trained on other users' preferences) or posts "
+                    "(k-fold over users); prbench-gpo train",
     )

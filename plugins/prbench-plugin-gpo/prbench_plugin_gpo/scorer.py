@@ -1,15 +1,26 @@
-"""``gpo``: scores a response with the fold network that never saw the request's record.
+"""``gpo``: scores a response with a network that never trained on the request's user.
 
-For a request of record ``r`` the context is the posts of the profile view the task shows (up to
-the checkpoint's ``context_posts``; none in the question-only condition; a view that renders text
-without listing posts gives that text as one point) as preferred points and
-``negatives`` embedded posts of the fold's *training* users as dispreferred points (drawn with a
-generator seeded by the training seed and the record id, so a record always gets the same ones);
+**Checkpoints trained with ``--train``** (labelled preferences of other users): the context of a
+request is the labelled pairs of its user, read from ``preferences_data`` (the user's
+``preferences``, at most the checkpoint's ``context_pairs``, in file order: each chosen answer a
+preferred point, each rejected one a dispreferred point); the target is ``(question,
+response)``. The evaluated users must not be training users of the checkpoint (refused unless
+``allow_user_overlap=true``), and a user's context must not contain the pair being scored.
+
+**k-fold checkpoints** (``--data --folds K``): for a request of record ``r`` the context is the
+posts of the profile view the task shows (up to the checkpoint's ``context_posts``; none in the
+question-only condition; a view that renders text without listing posts gives that text as one
+point) as preferred points and ``negatives`` embedded posts of the fold's *training* users as
+dispreferred points (drawn with a generator seeded by the training seed and the record id, so a
+record always gets the same ones);
 the target is ``(question, response)``. The score is the network's logit for the target.
 
 Record ``r`` is scored by the network of the fold that held ``r`` out. A record the checkpoint
 never saw (other data) is scored by the mean of all fold networks (``unseen=ensemble``), none of
 which trained on it, or refused (``unseen=error``).
+
+``stats()`` adds the context-swap diagnostic (:mod:`prbench_plugin_gpo.swap`) and how the
+checkpoint was trained, as ``diagnostics`` lines that ``prbench eval`` prints under its summary.
 """
 
 from __future__ import annotations
@@ -19,8 +30,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.preference_data import Pref
 from prbench.scoring.base import ScoreRequest
 from prbench.scoring.cache import fingerprint_of
+from prbench_plugin_gpo.config import TrainConfig, make_encoder
 from prbench_plugin_gpo.context import (
     DISPREFERRED,
     PREFERRED,
@@ -28,10 +41,13 @@ from prbench_plugin_gpo.context import (
     post_text,
     rng_for,
     target_text,
+    user_key,
 )
 from prbench_plugin_gpo.network import Episode, NetConfig, build_network, collate
 from prbench_plugin_gpo.plugin import GPOOptions
-from prbench_plugin_gpo.train import FORMAT, TrainConfig, make_encoder
+from prbench_plugin_gpo.prefs import digest, overlap_error, user_pairs
+from prbench_plugin_gpo.swap import ContextSwap, Unit
+from prbench_plugin_gpo.train import FORMAT, trained_on
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -47,7 +63,10 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except Exception as exc:
         raise ValueError(f"gpo: cannot read checkpoint {path}: {exc}") from exc
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        raise ValueError(f"gpo: {path} is not a {FORMAT} checkpoint (from `prbench-gpo train`)")
+        found = ckpt.get("format") if isinstance(ckpt, dict) else None
+        hint = " (an older layout: train it again)" if isinstance(found, str) else ""
+        raise ValueError(f"gpo: {path} is not a {FORMAT} checkpoint (from `prbench-gpo "
+                         f"train`){hint}")
     if not ckpt.get("folds"):
         raise ValueError(f"gpo: checkpoint {path} holds no trained fold")
     return ckpt
@@ -65,8 +84,9 @@ class GPOScorer:
     """A trained GPO checkpoint as a pointwise prbench scorer.
 
     Raises:
-        ValueError: an unreadable checkpoint, or an embedder that differs from the one it was
-            trained with.
+        ValueError: an unreadable checkpoint, an embedder that differs from the one it was
+            trained with, or (``--train`` checkpoints) missing ``preferences_data`` or evaluated
+            users that were training users.
     """
 
     def __init__(self, options: GPOOptions) -> None:
@@ -76,7 +96,15 @@ class GPOScorer:
         self.path = Path(options.checkpoint).expanduser().resolve()
         self.sha256 = _sha256(self.path)
         ckpt = load_checkpoint(self.path)
+        self.mode: str = ckpt.get("mode", "kfold")
         self.config = TrainConfig(**ckpt["config"])
+        if options.config != "any" and options.config != self.config.config:
+            raise ValueError(f"gpo: config={options.config} asked for, but the checkpoint was "
+                             f"trained with config={self.config.config} (prbench-gpo train "
+                             f"--config {options.config})")
+        if self.config.trust_remote_code and not options.trust_remote_code:
+            raise ValueError(f"gpo: the checkpoint's embedder {self.config.model!r} runs code "
+                             "shipped with the model; pass trust_remote_code=true if you trust it")
         self.device = resolve_device(options.device)
         self.encoder = make_encoder(
             self.config, device=options.device, batch_size=options.embed_batch_size,
@@ -87,7 +115,7 @@ class GPOScorer:
         if trained_with and now and trained_with != now:
             raise ValueError(
                 f"gpo: the checkpoint was trained on embeddings of {trained_with!r}, but "
-                f"{self.config.embedder!r} resolves to {now!r} here; its scores would be "
+                f"{self.config.model!r} resolves to {now!r} here; its scores would be "
                 "meaningless"
             )
         net_config = NetConfig(**ckpt["net"])
@@ -103,13 +131,59 @@ class GPOScorer:
         self.users: dict[str, str] = dict(ckpt["users"])
         self.pool_owners: list[str] = list(ckpt["pool_owners"])
         self.pool = ckpt["pool_vectors"].numpy()
+        self.labels: dict[str, tuple[str, str]] = {
+            rid: (c, r) for rid, (c, r) in (ckpt.get("pair_digests") or {}).items()}
+        self.trained_on = trained_on(ckpt)
+        self.overlap: list[str] = []
+        self.trained_records: list[str] = []
+        self.contexts: dict[str, list[Pref]] = {}
+        if self.mode == "train-file":
+            self._load_preferences(sorted(ckpt.get("train_users") or []),
+                                   set(ckpt["folds"][0]["train_ids"]))
+        elif options.preferences_data:
+            raise ValueError("gpo: preferences_data is for checkpoints trained on labelled "
+                             "preferences (prbench-gpo train --train); this one was trained "
+                             "k-fold on profile posts")
         self.summary = {
-            "folds": len(self.nets), "n_records": len(self.users),
-            "config": ckpt["config"], "embedder": ckpt.get("embedder"), "data": ckpt.get("data"),
+            "mode": self.mode, "trained_on": self.trained_on, "folds": len(self.nets),
+            "n_records": len(self.users), "config": ckpt["config"],
+            "embedder": ckpt.get("embedder"), "data": ckpt.get("data"),
+            "user_overlap": self.overlap, "trained_records": self.trained_records,
         }
-        self._counts = {"requests": 0, "by_fold_network": 0, "unseen_ensemble": 0}
+        self._counts = {"requests": 0, "by_fold_network": 0, "unseen_ensemble": 0,
+                        "by_train_file_network": 0}
+        self.swap = ContextSwap(seed=options.swap_seed, resamples=options.swap_resamples)
+
+    def _load_preferences(self, train_users: list[str], train_ids: set[str]) -> None:
+        """Each evaluated record's user and context from ``preferences_data``; refuse overlap."""
+        from prbench.records import load_records
+
+        source = self.options.preferences_data
+        if not source:
+            raise ValueError(f"gpo: the checkpoint was {self.trained_on}; pass "
+                             "preferences_data=<the evaluated records with their users' "
+                             "`preferences`> to give each user's context")
+        records = load_records(source)
+        self.users = {r.id: user_key(r) for r in records}
+        by_user = user_pairs(records, held_out=False)
+        empty = sorted(u for u in set(self.users.values()) if not by_user.get(u))
+        if empty:
+            raise ValueError(f"gpo: {source}: user(s) {', '.join(map(repr, empty[:10]))} have no "
+                             "labelled `preferences`, so GPO has no context for them")
+        self.contexts = by_user
+        self.labels = {r.id: (digest(r.chosen), digest(r.rejected)) for r in records}
+        message = overlap_error(sorted(set(self.users.values())), train_users, source)
+        if message:
+            if not self.options.allow_user_overlap:
+                raise ValueError(message)
+            self.overlap = sorted(set(self.users.values()) & set(train_users))
+            # records of the train file itself: their held-out pairs were training targets
+            self.trained_records = sorted(set(self.users) & train_ids)
 
     def _folds_for(self, record_id: str) -> list[int]:
+        if self.mode == "train-file":
+            self._counts["by_train_file_network"] += 1
+            return [0]
         if record_id in self.fold_of:
             fold = self.fold_of[record_id]
             if fold not in self.nets:
@@ -123,68 +197,123 @@ class GPOScorer:
         self._counts["unseen_ensemble"] += 1
         return sorted(self.nets)
 
-    def _context_texts(self, request: ScoreRequest) -> list[str]:
-        """The preferred context of a request: its view's posts (or its text, if it has none)."""
+    def _context(self, request: ScoreRequest) -> tuple[list[str], list[int], str]:
+        """(the user's own context texts, their labels, the swap group) of a request."""
+        if self.mode == "train-file":
+            user = self.users.get(request.record_id)
+            if user is None:
+                raise ValueError(f"gpo: record {request.record_id!r} is not in preferences_data "
+                                 f"({self.options.preferences_data}), so its user has no context")
+            pairs = self.contexts[user][: self.config.context_pairs]
+            target = request.response.strip()
+            for p in pairs:
+                if p.question.strip() == request.question.strip() and target in (
+                        p.chosen.strip(), p.rejected.strip()):
+                    raise ValueError(f"gpo: the preferences of user {user!r} (record "
+                                     f"{request.record_id!r}) contain the pair being scored")
+            texts = [target_text(p.question, a) for p in pairs for a in (p.chosen, p.rejected)]
+            return texts, [PREFERRED, DISPREFERRED] * len(pairs), "preferences"
+        group = f"profile {request.profile.builder or 'none'}"
         items = request.profile.items[: self.config.context_posts]
         if items:
-            return [post_text(i) for i in items]
+            return [post_text(i) for i in items], [PREFERRED] * len(items), group
         if request.profile.text.strip() and self.config.context_posts:
-            return [request.profile.text]  # a builder that renders text without posts
-        return []
+            return [request.profile.text], [PREFERRED], group  # text without listed posts
+        return [], [], group
+
+    def _run(self, fold: int, episodes: list[Episode], vectors: Any) -> list[list[float]]:
+        """Logits of one fold's network for each episode (in chunks of ``batch_size``)."""
+        import torch
+
+        out: list[list[float]] = []
+        step = self.options.batch_size
+        for s in range(0, len(episodes), step):
+            with torch.inference_mode():
+                logits = self.nets[fold](*collate(episodes[s : s + step], vectors, self.device))
+            out += logits.cpu().tolist()
+        return out
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One logit per request, in request order (independent of batching)."""
         import numpy as np
-        import torch
 
         requests = list(requests)
         if not requests:
             return []
         self._counts["requests"] += len(requests)
-        posts = [self._context_texts(r) for r in requests]
-        texts = [t for p in posts for t in p] + [target_text(r.question, r.response)
-                                                  for r in requests]
+        contexts = [self._context(r) for r in requests]
+        texts = [t for c in contexts for t in c[0]] + [target_text(r.question, r.response)
+                                                        for r in requests]
         own = np.asarray(self.encoder.encode(texts), dtype=np.float32).reshape(len(texts), -1)
-        n_posts = sum(len(p) for p in posts)
-        vectors = np.concatenate([self.pool, own], axis=0)
+        n_ctx = sum(len(c[0]) for c in contexts)
+        vectors = np.concatenate([self.pool.reshape(-1, own.shape[1]), own], axis=0)
         offset = len(self.pool)
         jobs: dict[int, list[tuple[int, Episode]]] = {}
+        seen: list[tuple[list[int], dict[int, list[int]]]] = []
         start = 0
-        for i, (r, p) in enumerate(zip(requests, posts, strict=True)):
-            rows = list(range(offset + start, offset + start + len(p)))
-            start += len(p)
+        for i, (r, (ctx_texts, ctx_labels, _)) in enumerate(zip(requests, contexts, strict=True)):
+            rows = list(range(offset + start, offset + start + len(ctx_texts)))
+            start += len(ctx_texts)
             user = self.users.get(r.record_id, r.record_id)
+            negatives: dict[int, list[int]] = {}
             for fold in self._folds_for(r.record_id):
-                rng = rng_for(self.config.seed, "score", r.record_id)
-                neg = pick_negatives(self.pool_owners, self.allowed[fold], user,
-                                     self.config.negatives, rng)
+                neg: list[int] = []
+                if self.mode != "train-file":
+                    rng = rng_for(self.config.seed, "score", r.record_id)
+                    neg = pick_negatives(self.pool_owners, self.allowed[fold], user,
+                                         self.config.negatives, rng)
+                negatives[fold] = neg
                 jobs.setdefault(fold, []).append((i, Episode(
-                    ctx=rows + neg,
-                    ctx_labels=[PREFERRED] * len(rows) + [DISPREFERRED] * len(neg),
-                    targets=[offset + n_posts + i],
+                    ctx=rows + neg, ctx_labels=ctx_labels + [DISPREFERRED] * len(neg),
+                    targets=[offset + n_ctx + i],
                 )))
+            seen.append((rows, negatives))
         total = np.zeros(len(requests), dtype=np.float64)
         count = np.zeros(len(requests), dtype=np.float64)
-        step = self.options.batch_size
         for fold, items in sorted(jobs.items()):
-            for s in range(0, len(items), step):
-                chunk = items[s : s + step]
-                with torch.inference_mode():
-                    logits = self.nets[fold](*collate([e for _, e in chunk], vectors, self.device))
-                for (i, _), value in zip(chunk, logits[:, 0].cpu().tolist(), strict=True):
-                    total[i] += value
-                    count[i] += 1
-        return [float(x) for x in total / count]
+            logits = self._run(fold, [e for _, e in items], vectors)
+            for (i, _), values in zip(items, logits, strict=True):
+                total[i] += values[0]
+                count[i] += 1
+        scores = [float(x) for x in total / count]
+        if self.options.context_swap:
+            for i, (r, (rows, negatives)) in enumerate(zip(requests, seen, strict=True)):
+                unit = Unit(user=self.users.get(r.record_id, r.record_id), folds=list(negatives),
+                            own_x=vectors[rows], own_y=contexts[i][1],
+                            fixed={f: (vectors[n], [DISPREFERRED] * len(n))
+                                   for f, n in negatives.items()})
+                self.swap.add(contexts[i][2], r.record_id, unit, digest(r.response),
+                              vectors[offset + n_ctx + i], scores[i])
+        return scores
+
+    def stats(self) -> dict[str, Any]:
+        """How the checkpoint was trained and the context-swap diagnostic, with summary lines.
+
+        ``diagnostics`` holds the lines ``prbench eval`` prints under its summary.
+        """
+        swap = self.swap.compute(self.labels, self._run) if self.options.context_swap else []
+        lines = [f"gpo: {self.trained_on}"]
+        if self.overlap:
+            lines.append(f"gpo: WARNING {len(self.overlap)} evaluated user(s) were training "
+                         "users (allow_user_overlap=true)" + (
+                             f"; {len(self.trained_records)} evaluated record(s) were training "
+                             "records, their pairs trained on" if self.trained_records else ""))
+        lines += [d["line"] for d in swap]
+        return {"trained_on": self.trained_on, "context_swap": swap, "diagnostics": lines,
+                "counts": dict(self._counts)}
 
     def fingerprint(self) -> str:
-        """Hash of the checkpoint file, the embedder and the unseen-record policy."""
+        """Hash of the checkpoint file, the embedder, the unseen-record policy and the contexts."""
         return fingerprint_of({
             "component": "gpo", "checkpoint_sha256": self.sha256,
             "embedder": self.encoder.describe(), "unseen": self.options.unseen,
+            "contexts": {u: [[p.question, p.chosen, p.rejected] for p in ps]
+                         for u, ps in sorted(self.contexts.items())},
+            "users": self.users if self.mode == "train-file" else None,
         })
 
     def describe(self) -> dict[str, Any]:
-        """Checkpoint, its training settings and folds, embedder and counts (for the manifest)."""
+        """Checkpoint, how it was trained, its folds, embedder and counts (for the manifest)."""
         from prbench.options import options_to_dict
 
         return {

@@ -1,7 +1,15 @@
 """Meta-training of GPO with k-fold over users, and the ``prbench-gpo`` command.
 
-``prbench-gpo train --data sample --out gpo.pt`` embeds every profile post and every (question,
-answer) option once (through prbench's on-disk embedding cache), then trains one network per fold:
+Two modes, chosen explicitly:
+
+- ``prbench-gpo train --train FILE``: one network meta-trained across the users of a file of
+  labelled per-user preferences (:mod:`prbench_plugin_gpo.train_prefs`); evaluated on other users.
+- ``prbench-gpo train --data DATA --folds K``: k-fold over the users of the evaluated data itself,
+  described below (labelled "trained on benchmark pairs, k-fold" everywhere it is reported).
+
+``prbench-gpo train --data sample --folds 5 --out gpo.pt`` embeds every profile post and every
+(question, answer) option once (through prbench's on-disk embedding cache), then trains one
+network per fold:
 fold ``i``'s network sees only the records of users outside fold ``i`` -- their posts as context,
 their chosen/rejected answers as targets, other *training* users' posts as dispreferred context.
 Each step samples ``batch_users`` training users, a random number of their posts (0 to
@@ -24,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prbench_plugin_gpo.config import PRESET_FIELDS, TrainConfig, make_config, make_encoder
 from prbench_plugin_gpo.context import (
     DISPREFERRED,
     PREFERRED,
@@ -35,6 +44,7 @@ from prbench_plugin_gpo.context import (
     user_key,
 )
 from prbench_plugin_gpo.network import Episode, NetConfig, build_network, collate
+from prbench_plugin_gpo.prefs import digest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,49 +52,31 @@ if TYPE_CHECKING:
     from prbench.records import Record
 
 #: Checkpoint format tag (bumped when the layout changes).
-FORMAT = "prbench-gpo/1"
+FORMAT = "prbench-gpo/2"
 
 Embed = Callable[[Sequence[str]], "np.ndarray"]
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Everything that decides the trained weights (stored in the checkpoint)."""
+def optimiser(net: Any, config: TrainConfig) -> tuple[Any, Any]:
+    """The config's optimiser and learning-rate schedule (``None`` for a constant rate)."""
+    import torch
 
-    folds: int = 5
-    steps: int = 300
-    batch_users: int = 8
-    context_posts: int = 10
-    negatives: int = 10
-    d_model: int = 64
-    layers: int = 2
-    heads: int = 4
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    seed: int = 0
-    embedder: str = "minilm"
-    encoder: str = "transformers-mean"
-    revision: str | None = None
-    max_length: int | None = 256
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_users", "d_model", "layers", "heads"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.context_posts < 0 or self.negatives < 0:
-            raise ValueError("context_posts and negatives must be >= 0")
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
+    if config.optimizer == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    else:
+        opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=config.steps)
+                if config.schedule == "cosine" else None)
+    return opt, schedule
 
 
-def make_encoder(config: TrainConfig, *, device: str = "auto", batch_size: int = 32,
-                 cache: bool = True, cache_dir: str | None = None) -> Any:
-    """The prbench :class:`~prbench.profiles.embed.Encoder` the config names (mean pooling)."""
-    from prbench.profiles.embed import Encoder, EncoderSpec
+def new_network(config: TrainConfig, dim: int, fold: int, device: str) -> Any:
+    """A freshly initialised network for one fold (seeded by the config's seed and the fold)."""
+    import torch
 
-    spec = EncoderSpec(model=config.embedder, encoder=config.encoder,  # type: ignore[arg-type]
-                       revision=config.revision, max_length=config.max_length)
-    return Encoder(spec, device=device, batch_size=batch_size, cache=cache, cache_dir=cache_dir)
+    torch.manual_seed(int(rng_for(config.seed, "init", fold).integers(2**31)))
+    net = build_network(NetConfig(dim, config.d_model, config.layers, config.heads, config.mask))
+    return net.to(device).train()
 
 
 @dataclasses.dataclass
@@ -131,10 +123,8 @@ def train_fold(
     for i, owner in enumerate(pool.owners):
         own.setdefault(owner, []).append(i)
     allowed = set(keys)
-    torch.manual_seed(int(rng_for(config.seed, "init", fold).integers(2**31)))
-    net = build_network(NetConfig(vectors.shape[1], config.d_model, config.layers, config.heads))
-    net.to(device).train()
-    opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    net = new_network(config, vectors.shape[1], fold, device)
+    opt, schedule = optimiser(net, config)
     rng = rng_for(config.seed, "train", fold)
     losses: list[float] = []
     bar = progress_bar(config.steps, desc=f"gpo fold {fold}", unit="step", enabled=progress)
@@ -157,6 +147,8 @@ def train_fold(
             opt.zero_grad()
             loss.backward()
             opt.step()
+            if schedule is not None:
+                schedule.step()
             losses.append(float(loss.detach()))
             bar.update(1)
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
@@ -215,9 +207,13 @@ def train_gpo(
         pool_vectors = pool_vectors[:0]
     return {
         "format": FORMAT,
+        "mode": "kfold",
         "config": dataclasses.asdict(config),
-        "net": dataclasses.asdict(NetConfig(dim, config.d_model, config.layers, config.heads)),
+        "net": dataclasses.asdict(NetConfig(dim, config.d_model, config.layers, config.heads,
+                                            config.mask)),
         "users": keys,
+        # which answer is the chosen one, by digest: read by the context-swap diagnostic only
+        "pair_digests": {r.id: [digest(r.chosen), digest(r.rejected)] for r in records},
         "folds": folds,
         "pool_owners": pool.owners,
         "pool_vectors": torch.from_numpy(pool_vectors),
@@ -232,23 +228,42 @@ def _optional(kind: type) -> Callable[[str], Any]:
     return parse
 
 
-#: Options that may be ``none`` on the command line.
-_TYPES = {"revision": _optional(str), "max_length": _optional(int)}
+def _flag_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value in ("true", "1", "yes")
+
+
+#: Options that may be ``none`` on the command line, and the boolean ones.
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "revision": _optional(str), "max_length": _optional(int), "trust_remote_code": _flag_bool,
+}
+#: Flags whose default depends on the mode or the named config (``None`` = not given).
+_UNSET = {"folds", *PRESET_FIELDS}
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prbench-gpo", description="Train GPO for prbench.")
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="meta-train one network per fold of users; write a checkpoint")
-    t.add_argument("--data", required=True, help="records: a file, a folder, 'sample' or a hub id")
+    t = sub.add_parser("train", help="meta-train GPO on a preference file (--train) or k-fold "
+                                     "over the users of the evaluated data (--data, --folds)")
+    source = t.add_mutually_exclusive_group(required=True)
+    source.add_argument("--train", help="labelled per-user preferences (records with a "
+                                        "`preferences` field): train one network on its users")
+    source.add_argument("--data", help="the evaluated records (a file, a folder, 'sample' or a "
+                                       "hub id): k-fold over their users; needs --folds")
     t.add_argument("--out", required=True, help="the checkpoint file to write (.pt)")
     defaults = TrainConfig()
     for f in dataclasses.fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         kind = _TYPES.get(f.name) or {int: int, float: float}.get(
             type(getattr(defaults, f.name)), str)
-        t.add_argument(flag, type=kind, default=getattr(defaults, f.name), dest=f.name,
-                       help=f"(default: {getattr(defaults, f.name)})")
+        unset = f.name in _UNSET
+        shown = "--config's value" if f.name in PRESET_FIELDS else getattr(defaults, f.name)
+        t.add_argument(flag, type=kind, default=None if unset else getattr(defaults, f.name),
+                       dest=f.name, help="(required with --data)" if f.name == "folds"
+                       else f"(default: {shown})")
     t.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     t.add_argument("--embed-batch-size", type=int, default=32)
     t.add_argument("--embed-cache-dir", default=None, help="default: the prbench cache")
@@ -260,14 +275,42 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _config_from(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    """The config the flags ask for (k-fold needs an explicit ``--folds``; ``--train`` has none).
+
+    Raises:
+        ValueError: a missing or misplaced ``--folds``, or a setting ``--config paper`` fixes.
+    """
+    if args.data is not None and args.folds is None:
+        raise ValueError("--data trains k-fold over the users of the evaluated data, which must "
+                         "be asked for explicitly: add --folds K (or train on other users' "
+                         "labelled preferences with --train FILE)")
+    if args.train is not None and args.folds is not None:
+        raise ValueError("--folds is for --data (k-fold over the evaluated users); --train "
+                         "trains one network on the users of the train file")
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)
+             if f.name != "config"}
+    return make_config(args.config, **given)
+
+
+def trained_on(checkpoint: dict[str, Any]) -> str:
+    """How a checkpoint was trained, in words (results, manifests and the summary say it)."""
+    data = checkpoint.get("data") or {}
+    if checkpoint.get("mode") == "train-file":
+        users = len(checkpoint.get("train_users") or [])
+        sha = str(data.get("sha256") or "unknown")[:12]
+        return (f"trained on train file sha256:{sha} ({users} users, "
+                f"{checkpoint.get('n_train_pairs', '?')} labelled pairs)")
+    return (f"trained on benchmark pairs, k-fold ({checkpoint['config']['folds']} folds over "
+            "users; each record scored by the network that held its user out)")
 
 
 def summary(checkpoint: dict[str, Any]) -> dict[str, Any]:
     """The checkpoint without weights (what ``prbench-gpo info`` prints)."""
     return {
-        "format": checkpoint["format"], "config": checkpoint["config"], "net": checkpoint["net"],
-        "embedder": checkpoint.get("embedder"), "data": checkpoint.get("data"),
+        "format": checkpoint["format"], "mode": checkpoint.get("mode"),
+        "trained_on": trained_on(checkpoint), "config": checkpoint["config"],
+        "net": checkpoint["net"], "embedder": checkpoint.get("embedder"),
+        "data": checkpoint.get("data"),
         "folds": [{k: v for k, v in f.items() if k != "state_dict"} | {
             "n_train": len(f["train_ids"]), "n_eval": len(f["eval_ids"])}
             for f in checkpoint["folds"]],
@@ -281,7 +324,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "info":
         from prbench_plugin_gpo.scorer import load_checkpoint
 
-        info = summary(load_checkpoint(args.checkpoint))
+        try:
+            info = summary(load_checkpoint(args.checkpoint))
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         for f in info["folds"]:
             f.pop("train_ids"), f.pop("eval_ids"), f.pop("train_users")
         print(json.dumps(info, indent=2))
@@ -289,32 +336,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from prbench.devices import resolve_device
+    from prbench.profiles.embed import ModelUnavailableError
     from prbench.progress import disable_progress
     from prbench.records import file_hashes, is_hub_id, load_records
+    from prbench_plugin_gpo.prefs import content_sha256
+    from prbench_plugin_gpo.train_prefs import train_on_preferences
 
     if args.no_progress:
         disable_progress()
+    source = args.train if args.train is not None else args.data
     try:
         config = _config_from(args)
-        records = load_records(args.data)
-    except ValueError as exc:
-        print(f"prbench-gpo: {exc}", file=sys.stderr)
+        records = load_records(source)
+        device = resolve_device(args.device)
+        encoder = make_encoder(config, device=device, batch_size=args.embed_batch_size,
+                               cache=not args.no_embed_cache, cache_dir=args.embed_cache_dir)
+        if args.train is not None:
+            checkpoint = train_on_preferences(records, config, encoder.encode, source=source,
+                                              device=device)
+        else:
+            checkpoint = train_gpo(records, config, encoder.encode, device=device)
+    except (ValueError, OSError, ModelUnavailableError) as exc:
+        print(f"error: prbench-gpo: {exc}", file=sys.stderr)
         return 2
-    device = resolve_device(args.device)
-    encoder = make_encoder(config, device=device, batch_size=args.embed_batch_size,
-                           cache=not args.no_embed_cache, cache_dir=args.embed_cache_dir)
-    checkpoint = train_gpo(records, config, encoder.encode, device=device)
+    files = {} if is_hub_id(source) else file_hashes(source)
     checkpoint["embedder"] = encoder.describe()
-    checkpoint["data"] = {
-        "source": args.data, "n_records": len(records),
-        "files": {} if is_hub_id(args.data) else file_hashes(args.data),
-    }
+    checkpoint["data"] = {"source": source, "n_records": len(records), "files": files,
+                          "sha256": content_sha256(files) if files else None}
     out = Path(args.out).expanduser()
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(checkpoint, out)
     info = summary(checkpoint)
     print(json.dumps({
-        "checkpoint": str(out), "records": len(records), "folds": [
+        "checkpoint": str(out), "records": len(records), "trained_on": info["trained_on"],
+        "folds": [
             {"fold": f["fold"], "n_train": f["n_train"], "n_eval": f["n_eval"],
              "first_loss": round(f["first_loss"], 4), "final_loss": round(f["final_loss"], 4)}
             for f in info["folds"]],

@@ -58,8 +58,9 @@ def test_user_id_field_groups_records(records) -> None:
     b = dataclasses.replace(records[1], extra={"user_id": "u1"})
     assert user_key(a) == user_key(b) == "u1"
     assert user_key(records[2]) == records[2].id
-    with pytest.raises(ValueError, match="user_id must be a non-empty string"):
-        user_key(dataclasses.replace(records[0], extra={"user_id": 3}))
+    # prbench's rule (prbench.preference_data.user_of): a number is its text, a blank is no user
+    assert user_key(dataclasses.replace(records[0], extra={"user_id": 3})) == "3"
+    assert user_key(dataclasses.replace(records[0], extra={"user_id": " "})) == records[0].id
 
 
 def test_checkpoint_never_trains_on_the_pairs_it_evaluates(records) -> None:
@@ -176,7 +177,8 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     ckpt_path, emb = trained
     assert main(["info", str(ckpt_path)]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["format"] == "prbench-gpo/1" and len(info["folds"]) == 3
+    assert info["format"] == "prbench-gpo/2" and len(info["folds"]) == 3
+    assert info["mode"] == "kfold" and info["trained_on"].startswith("trained on benchmark pairs")
     code = prbench_main([
         "eval", "--tasks", "personalized_rewardbench_sample", "--device", "cpu", "--model_args",
         f"scorer=gpo,checkpoint={ckpt_path},embed_cache_dir={emb}",
@@ -184,6 +186,10 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     ])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
+    # the summary says how the checkpoint was trained and how much the user's context matters
+    assert "\n  gpo: trained on benchmark pairs, k-fold (3 folds over users;" in out
+    swap_line = next(x for x in out.splitlines() if "gpo context-swap [profile " in x)
+    assert "(45 pairs, 45 users, seeded derangement)" in swap_line
     results_file = next((tmp_path / "out").rglob("results_*.json"))
     manifest = results_file.with_name(results_file.name.replace("results_", "prbench_manifest_"))
     assert manifest.exists()
@@ -196,6 +202,9 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     described = scorer["runtime"]["scorer"]
     assert described["counts"]["by_fold_network"] == 90  # every answer, by its held-out network
     assert described["checkpoint_sha256"] and described["config"]["folds"] == 3
+    assert described["trained_on"].startswith("trained on benchmark pairs, k-fold")
+    (swap,) = scorer["stats"]["context_swap"]
+    assert swap["n_pairs"] == 45 and math.isclose(swap["acc_own"], group["acc,none"])
 
 
 @pytest.mark.slow
@@ -223,5 +232,25 @@ def test_train_command_reports_bad_input(tmp_path: Path, capsys) -> None:
     out = tmp_path / "gpo.pt"
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(out)]) == 2
     assert "prbench-gpo:" in capsys.readouterr().err and not out.exists()
-    assert main(["train", "--data", "sample", "--out", str(out), "--d-model", "10"]) == 2
+    assert main(["train", "--data", "sample", "--out", str(out), "--folds", "3",
+                 "--d-model", "10"]) == 2
     assert "multiple of heads" in capsys.readouterr().err
+    # k-fold on the evaluated data must be asked for explicitly; --folds is not for --train
+    assert main(["train", "--data", "sample", "--out", str(out)]) == 2
+    assert "add --folds K" in capsys.readouterr().err
+    assert main(["train", "--train", "sample", "--folds", "3", "--out", str(out)]) == 2
+    assert "--folds is for --data" in capsys.readouterr().err
+    # config=paper fixes its settings
+    assert main(["train", "--data", "sample", "--folds", "3", "--config", "paper",
+                 "--layers", "2", "--out", str(out)]) == 2
+    assert "config=paper fixes the published settings; drop layers=2" in capsys.readouterr().err
+    # a train file whose records carry no labelled preferences
+    assert main(["train", "--train", "sample", "--out", str(out), "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: prbench-gpo: sample: 45 record(s) have no labelled")
+    # an embedding model that is not there: one line, no traceback
+    assert main(["train", "--train", "preferences_sample", "--out", str(out), "--embedder",
+                 "causal-lm-mean", "--model", str(tmp_path / "no_model")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: prbench-gpo: model folder") and len(err.splitlines()) == 1
+    assert not out.exists()

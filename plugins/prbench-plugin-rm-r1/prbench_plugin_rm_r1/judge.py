@@ -11,6 +11,9 @@ guessed.
 A won, among readable verdicts; 0.5 is unbiased), ``n_order_flips`` (pairs, both orders read, whose
 preferred answer changed when the two were swapped — the judge followed the position),
 ``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
+A reply cut at ``max_new_tokens`` is invalid (``truncated``). ``stats()`` and ``describe()`` also
+record what ran: the style and where it was read, the token budget, the parse rule and the prompt
+(``"builtin"``, or the template files with their SHA-256).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from prbench.judges.common import LLMJudgeBase, OrderTally, seeded_unit
 from prbench.scoring.base import PairRequest, ScoreRequest
 from prbench.scoring.cache import fingerprint_of
 from prbench_plugin_rm_r1 import prompts
-from prbench_plugin_rm_r1.parsing import parse_answer
+from prbench_plugin_rm_r1.parsing import parser
 from prbench_plugin_rm_r1.plugin import RMR1Options, RMR1ScalarOptions
 
 #: (record id, question, profile text, first answer, second answer)
@@ -45,7 +48,11 @@ class RMR1Judge(LLMJudgeBase):
 
     def __init__(self, options: RMR1Options, backend: GenerationBackend | None = None) -> None:
         super().__init__(options, backend)
-        self.style = options.style()
+        self.style, self.style_source = options.resolved_style()
+        self.templates = prompts.load_templates(
+            options.system_prompt_file, options.user_prompt_file
+        )
+        self._parse = parser(options.parse)
 
     def reset_stats(self) -> None:
         """Forget the counts and details gathered so far."""
@@ -64,13 +71,15 @@ class RMR1Judge(LLMJudgeBase):
             _, question, profile, first, second = item
             for first_is_a in self._orders(item):
                 a, b = (first, second) if first_is_a else (second, first)
-                chats.append(prompts.judge_chat(self.style, question, profile, a, b))
+                chats.append(
+                    prompts.judge_chat(self.style, question, profile, a, b, self.templates)
+                )
                 plan.append((i, first_is_a))
         replies = self._generate(chats, unit="verdict")
         per_item: list[list[dict[str, Any]]] = [[] for _ in items]
         for (i, first_is_a), reply in zip(plan, replies, strict=True):
             shown_first = "first" if first_is_a else "second"
-            verdict = self._read(reply, parse_answer, items[i][0], shown_first=shown_first)
+            verdict = self._read(reply, self._parse, items[i][0], shown_first=shown_first)
             per_item[i].append(self._tally.order(shown_first, verdict))
         return [
             self._tally.pair(item[0], orders) for item, orders in zip(items, per_item, strict=True)
@@ -90,7 +99,18 @@ class RMR1Judge(LLMJudgeBase):
             "model": o.model, "revision": o.revision, "gguf_file": o.gguf_file,
             "prompt_version": prompts.PROMPT_VERSION, "style": self.style, "orders": o.orders,
             "decoding": [o.max_new_tokens, o.temperature, o.top_p, o.seed],
+            "parse": o.parse, "prompt": self.templates.describe(),
         })
+
+    def _protocol(self) -> dict[str, Any]:
+        """What ran: style (and its source), token budget, parse rule, prompt."""
+        return {
+            "prompt_style": self.style,
+            "style_source": self.style_source,
+            "max_new_tokens": self.options.max_new_tokens,
+            "parse": self.options.parse,
+            "prompt": self.templates.describe(),
+        }
 
     def stats(self) -> dict[str, Any]:
         """Counts since the last reset: pairs, invalid orders/pairs, position bias."""
@@ -98,7 +118,7 @@ class RMR1Judge(LLMJudgeBase):
             "judge": self.name,
             "backend": self.backend.fingerprint,
             "prompt_version": prompts.PROMPT_VERSION,
-            "prompt_style": self.style,
+            **self._protocol(),
             "orders": self.options.orders,
             "seed": self.options.seed,
             **self._tally.stats(),
@@ -114,7 +134,7 @@ class RMR1Judge(LLMJudgeBase):
         out = super().describe()
         out.update(
             component=self.name, prompt_version=prompts.PROMPT_VERSION,
-            prompt_style=self.style, fingerprint=self.fingerprint(),
+            fingerprint=self.fingerprint(), **self._protocol(),
         )
         return out
 

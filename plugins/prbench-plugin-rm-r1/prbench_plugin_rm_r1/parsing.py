@@ -1,4 +1,7 @@
-"""Strict reading of an RM-R1 verdict: only from ``<answer>[[A]]</answer>`` / ``[[B]]``.
+"""Reading an RM-R1 verdict: two rules, ``parse=strict`` (the default) and ``parse=original``.
+
+``strict`` (:func:`parse_answer`) reads the verdict only from ``<answer>[[A]]</answer>`` /
+``[[B]]``:
 
 - Reasoning before a closing ``</think>`` is dropped; a ``<think>`` never closed is a failure
   (``unterminated-reasoning``: the model ran out of tokens while thinking).
@@ -8,14 +11,23 @@
   bare ``A``, prose) is ``no-marker``.
 - Several answer tags must agree (``conflicting`` otherwise).
 
-A failure is never turned into a verdict; the judge scores such an order ``nan`` and counts it.
+``original`` (:func:`parse_original`) is the rule of the authors' evaluation: it reads the whole
+reply, reasoning included, and takes the verdict when exactly one of the two exact markers
+``[[A]]`` / ``[[B]]`` appears anywhere (any number of times); both markers is ``both``, neither
+is ``no-marker``. (The authors' helper checks ``[[A]]`` first, so a reply naming both counts as
+A there; here it is invalid, never a guess.)
+
+Under both rules a reply cut at ``max_new_tokens`` is ``truncated`` (it normally arrives as a
+:class:`~prbench.backends.base.GenerationFailure` from the judge's generation), and a failure is
+never turned into a verdict; the judge scores such an order ``nan`` and counts it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
-from prbench.backends.base import GenerationFailure, Reply
+from prbench.backends.base import GenerationFailure, Reply, is_truncated, truncation_failure
 from prbench.judges.parsing import ParseFailure, generation_failed, strip_reasoning
 
 _TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
@@ -27,13 +39,37 @@ def _fail(reason: str, detail: str, text: str) -> ParseFailure:
     return ParseFailure(reason=reason, detail=detail, excerpt=text.strip()[-200:])
 
 
-def parse_answer(reply: Reply) -> str | ParseFailure:
-    """``"A"`` or ``"B"`` from an RM-R1 reply, or why it cannot be read."""
+def _unusable(reply: Reply) -> ParseFailure | None:
+    """The failure of a reply no rule reads (no reply, a cut one, an empty one), else ``None``."""
     if isinstance(reply, GenerationFailure):
         return generation_failed(reply)
+    if is_truncated(reply):
+        return generation_failed(truncation_failure(reply))
     if not reply or not reply.strip():
         return _fail("empty", "the reply is empty", reply or "")
-    body = strip_reasoning(reply)
+    return None
+
+
+def parse_original(reply: Reply) -> str | ParseFailure:
+    """``"A"`` or ``"B"`` by the authors' rule: exactly one of ``[[A]]`` / ``[[B]]`` anywhere."""
+    early = _unusable(reply)
+    if early is not None:
+        return early
+    text = str(reply)
+    has_a, has_b = "[[A]]" in text, "[[B]]" in text
+    if has_a and has_b:
+        return _fail("both", "the reply names both [[A]] and [[B]]", text)
+    if not has_a and not has_b:
+        return _fail("no-marker", "the reply names neither [[A]] nor [[B]]", text)
+    return "A" if has_a else "B"
+
+
+def parse_answer(reply: Reply) -> str | ParseFailure:
+    """``"A"`` or ``"B"`` from an RM-R1 reply by the strict rule, or why it cannot be read."""
+    early = _unusable(reply)
+    if early is not None:
+        return early
+    body = strip_reasoning(reply)  # type: ignore[arg-type]
     if isinstance(body, ParseFailure):
         return body
     tags = _TAG.findall(body)
@@ -52,3 +88,17 @@ def parse_answer(reply: Reply) -> str | ParseFailure:
     if len(set(votes)) > 1:
         return _fail("conflicting", "answer tags name different replies", reply)
     return votes[0]
+
+
+def parser(rule: str) -> Callable[[Reply], str | ParseFailure]:
+    """The reply parser of a ``parse`` option value (``strict`` or ``original``).
+
+    Raises:
+        ValueError: an unknown rule.
+    """
+    rules: dict[str, Callable[[Reply], str | ParseFailure]] = {
+        "strict": parse_answer, "original": parse_original,
+    }
+    if rule not in rules:
+        raise ValueError(f"unknown parse rule {rule!r}; use 'strict' or 'original'")
+    return rules[rule]

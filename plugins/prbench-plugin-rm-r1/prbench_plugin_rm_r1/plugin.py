@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -21,29 +22,97 @@ CHECKPOINTS = (
 )
 
 
+#: Default ``max_new_tokens`` per style: reasoning traces run to tens of thousands of tokens (the
+#: authors evaluate with a 50,000-token budget); the instruct checkpoints write shorter ones.
+BUDGETS = {"reasoning": 32768, "instruct": 8192}
+
+#: Name fragments (lower case) that mark a reasoning (DeepSeek-distilled) checkpoint.
+_REASONING_NAMES = ("deepseek", "r1-distill", "reasoning")
+
+
+def detect_style(model: str) -> tuple[str, str]:
+    """The style of a checkpoint and where it was read: ``(style, "name" | "config" | "default")``.
+
+    The model name (or folder) is checked first for ``DeepSeek``, ``R1-Distill`` or
+    ``reasoning``; a local folder's ``config.json`` (its ``_name_or_path``) and
+    ``tokenizer_config.json`` (a chat template that opens a ``<think>`` block) next; otherwise
+    ``instruct``.
+    """
+    if any(part in model.lower() for part in _REASONING_NAMES):
+        return "reasoning", "name"
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        for name in ("config.json", "tokenizer_config.json"):
+            try:
+                data = json.loads((folder / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            origin = str(data.get("_name_or_path", "")).lower()
+            template = data.get("chat_template")
+            if any(part in origin for part in _REASONING_NAMES) or (
+                isinstance(template, str) and "<think>" in template
+            ):
+                return "reasoning", "config"
+    return "instruct", "default"
+
+
 @dataclasses.dataclass(frozen=True)
 class RMR1Options(BackendOptions):
-    """Options of ``rm-r1``: the generation backend (see ``BackendOptions``) plus the judge's."""
+    """Options of ``rm-r1``: the generation backend (see ``BackendOptions``) plus the judge's.
+
+    ``max_new_tokens=0`` (the default) takes the budget of the style (:data:`BUDGETS`); the
+    resolved number replaces it, so results record the budget that ran.
+    """
 
     max_new_tokens: int = dataclasses.field(
-        default=8192,
-        metadata={"help": "tokens per reply; RM-R1 traces are long (a cut trace is invalid)"},
+        default=0,
+        metadata={"help": "tokens per reply; 0 = by style (reasoning 32768, instruct 8192); a "
+                          "trace cut at the budget is invalid (`truncated`)"},
     )
-    prompt_style: Literal["auto", "instruct", "reasoning"] = dataclasses.field(
+    style: Literal["auto", "instruct", "reasoning"] = dataclasses.field(
         default="auto",
-        metadata={"help": "instruct (system-turn rubric prompt) or reasoning (DeepSeek-distilled,"
-                          " <think>); auto picks reasoning when the model name has 'deepseek'"},
+        metadata={"help": "instruct (Qwen2.5-Instruct: system-turn prompt) or reasoning "
+                          "(DeepSeek-distilled, <think>); auto reads the model name/config"},
     )
     orders: Literal["both", "one"] = dataclasses.field(
         default="both",
         metadata={"help": "'both' judges each pair in both orders; 'one' a seeded single order"},
     )
+    parse: Literal["strict", "original"] = dataclasses.field(
+        default="strict",
+        metadata={"help": "strict: one marker inside <answer> after the reasoning; original: "
+                          "exactly one of [[A]]/[[B]] anywhere in the reply (the authors' rule)"},
+    )
+    system_prompt_file: str = dataclasses.field(
+        default="",
+        metadata={"help": "template of the system turn ({question} {answer_a} {answer_b} "
+                          "{profile}); '' = prbench's wording"},
+    )
+    user_prompt_file: str = dataclasses.field(
+        default="",
+        metadata={"help": "template of the user turn (same fields); '' = prbench's wording"},
+    )
 
-    def style(self) -> str:
-        """The prompt style to use (``auto`` resolved from the model name)."""
-        if self.prompt_style != "auto":
-            return self.prompt_style
-        return "reasoning" if "deepseek" in self.model.lower() else "instruct"
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 0:
+            raise ValueError("max_new_tokens must be 0 (by style) or a positive number")
+        if self.max_new_tokens == 0:
+            object.__setattr__(self, "max_new_tokens", BUDGETS[self.resolved_style()[0]])
+        super().__post_init__()
+        if self.system_prompt_file or self.user_prompt_file:
+            from prbench_plugin_rm_r1.prompts import load_templates
+
+            load_templates(self.system_prompt_file, self.user_prompt_file)
+
+    def resolved_style(self) -> tuple[str, str]:
+        """``(style, source)``: the option when set (source ``option``), else detected from the
+        model (:func:`detect_style`).
+        """  # noqa: D205
+        if self.style != "auto":
+            return self.style, "option"
+        return detect_style(self.model)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -117,19 +117,40 @@ def test_profile_goes_into_the_prompt_only_when_shown() -> None:
     assert "<answer>[[A]]</answer>" in without[0]["content"]
 
 
-def test_prompt_style_follows_the_checkpoint() -> None:
-    assert RMR1Options(model="gaotang/RM-R1-DeepSeek-Distilled-Qwen-7B").style() == "reasoning"
-    assert RMR1Options(model="gaotang/RM-R1-Qwen2.5-Instruct-7B").style() == "instruct"
-    rm = judge(prefers_good, prompt_style="reasoning")
+def test_style_and_token_budget_follow_the_checkpoint(tmp_path: Path) -> None:
+    distilled = RMR1Options(model="gaotang/RM-R1-DeepSeek-Distilled-Qwen-7B")
+    assert distilled.resolved_style() == ("reasoning", "name")
+    assert distilled.max_new_tokens == 32768
+    instruct = RMR1Options(model="gaotang/RM-R1-Qwen2.5-Instruct-7B")
+    assert instruct.resolved_style() == ("instruct", "default")
+    assert instruct.max_new_tokens == 8192
+    assert RMR1Options(model="my/R1-Distill-Qwen-7B-judge").resolved_style()[0] == "reasoning"
+    # a local folder: its config names the distilled origin, or its template opens <think>
+    folder = tmp_path / "local"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"_name_or_path": "x/RM-R1-DeepSeek-Distilled"}')
+    assert RMR1Options(model=str(folder)).resolved_style() == ("reasoning", "config")
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "{{ m }}<think>\\n"}')
+    assert RMR1Options(model=str(folder)).resolved_style() == ("reasoning", "config")
+    # the explicit option wins; an explicit budget is kept
+    forced = RMR1Options(model="gaotang/RM-R1-DeepSeek-Distilled-Qwen-7B", style="instruct")
+    assert forced.resolved_style() == ("instruct", "option") and forced.max_new_tokens == 8192
+    assert RMR1Options(model="x", style="reasoning", max_new_tokens=50000).max_new_tokens == 50000
+    rm = judge(prefers_good, style="reasoning")
     rm.compare([pair("r1")])
     assert [m["role"] for m in rm.backend.chats[0]] == ["user"]
-    assert rm.describe()["prompt_style"] == "reasoning"
+    described = rm.describe()
+    assert described["prompt_style"] == "reasoning" and described["style_source"] == "option"
+    assert described["max_new_tokens"] == 32768 and described["options"]["max_new_tokens"] == 32768
+    assert rm.backend.chats and described["prompt"] == "builtin" and described["parse"] == "strict"
 
 
 def test_fingerprint_tracks_prompt_and_decoding() -> None:
     base = judge(prefers_good).fingerprint()
     assert base == judge(prefers_good).fingerprint()
-    assert base != judge(prefers_good, prompt_style="reasoning").fingerprint()
+    assert base != judge(prefers_good, style="reasoning").fingerprint()
+    assert base != judge(prefers_good, parse="original").fingerprint()
     assert base != judge(prefers_good, max_new_tokens=100).fingerprint()
 
 
@@ -252,6 +273,14 @@ def test_plain_lm_eval_through_a_server(tmp_path: Path) -> None:
     results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())
     assert results["config"]["prbench"]["scorer"]["id"] == "rm-r1"
     assert results["config"]["prbench"]["scorer"]["stats"]["n_pairs"] == 45
+    # plain lm_eval reports the both-order metrics too: no sample answer starts with "GOOD", so
+    # this judge always says B -- pure position bias, every pair split
+    name = "personalized_rewardbench_sample_society_and_culture_noprofile"
+    task = results["results"][name]
+    assert task["acc,none"] == 0.0 and task["acc_split_half,none"] == 0.5
+    assert task["acc_chosen_first,none"] == 0.0 and task["acc_chosen_second,none"] == 1.0
+    assert task["position_bias,none"] == 0.0
+    assert task["n_order_flips,none"] == results["n-samples"][name]["effective"]
 
 
 def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:

@@ -1,0 +1,131 @@
+"""Meta-training on a file of labelled per-user preferences (``prbench-gpo train --train FILE``).
+
+This is GPO's own setting: every training user has several labelled pairs. Each step samples
+``batch_users`` users; for each, a seeded shuffle of the user's pairs is cut into a **context**
+(the first ``m`` pairs, ``m`` drawn from 1 to ``min(context_pairs, n - 1)``: each pair gives a
+preferred point, its chosen answer, and a dispreferred point, its rejected answer) and **targets**
+(the other pairs' answers). The loss is the Bradley-Terry loss over the target pairs,
+``-log sigmoid(s(chosen) - s(rejected))``, averaged over every target pair of the batch.
+
+One network is trained on all users of the file; none of the users it will be evaluated on may be
+among them (the scorer checks and refuses). At scoring time a user's context is that user's
+``preferences`` and the targets are the held-out answers (:mod:`prbench_plugin_gpo.prefs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from prbench.preference_data import Pref
+from prbench_plugin_gpo.config import TrainConfig
+from prbench_plugin_gpo.context import DISPREFERRED, PREFERRED, rng_for, target_text
+from prbench_plugin_gpo.network import Episode, NetConfig, collate
+from prbench_plugin_gpo.prefs import require_preferences, user_pairs
+
+if TYPE_CHECKING:
+    from prbench.records import Record
+    from prbench_plugin_gpo.train import Embed
+
+
+def pair_episode(pairs: Sequence[Pref], rows: dict[str, int], context: Sequence[int],
+                 targets: Sequence[int]) -> Episode:
+    """An episode whose context is the ``context`` pairs and whose targets are the ``targets``.
+
+    Args:
+        pairs: a user's labelled pairs.
+        rows: option text -> its row in the embedding matrix.
+        context: indices of the context pairs (chosen: preferred; rejected: dispreferred).
+        targets: indices of the target pairs (targets ``2k`` chosen, ``2k + 1`` rejected).
+    """
+    ctx, labels, tgt = [], [], []
+    for i in context:
+        p = pairs[i]
+        ctx += [rows[target_text(p.question, p.chosen)], rows[target_text(p.question, p.rejected)]]
+        labels += [PREFERRED, DISPREFERRED]
+    for i in targets:
+        p = pairs[i]
+        tgt += [rows[target_text(p.question, p.chosen)], rows[target_text(p.question, p.rejected)]]
+    return Episode(ctx=ctx, ctx_labels=labels, targets=tgt)
+
+
+def train_on_preferences(
+    records: Sequence[Record], config: TrainConfig, embed: Embed, *, source: str = "train file",
+    device: str = "cpu", progress: bool = True,
+) -> dict[str, Any]:
+    """Meta-train one network across the users of a preference file; returns the checkpoint.
+
+    Raises:
+        ValueError: a record without ``preferences``, a user with fewer than 2 labelled pairs
+            (no context and target to cut), or fewer than 2 users.
+    """
+    import numpy as np
+    import torch
+
+    from prbench.progress import progress_bar
+    from prbench_plugin_gpo.train import FORMAT, new_network, optimiser
+
+    require_preferences(records, source)
+    by_user = user_pairs(records, held_out=True)
+    few = sorted(u for u, ps in by_user.items() if len(ps) < 2)
+    if few:
+        raise ValueError(f"{source}: user(s) {', '.join(map(repr, few[:10]))} have fewer than 2 "
+                         "labelled pairs; GPO needs a context and a target per training user")
+    if len(by_user) < 2:
+        raise ValueError(f"{source}: {len(by_user)} user; meta-training needs at least 2 users")
+    users = sorted(by_user)
+    texts = sorted({target_text(p.question, a) for ps in by_user.values() for p in ps
+                    for a in (p.chosen, p.rejected)})
+    rows = {t: i for i, t in enumerate(texts)}
+    vectors = np.asarray(embed(texts), dtype=np.float32)
+    net = new_network(config, vectors.shape[1], 0, device)
+    opt, schedule = optimiser(net, config)
+    rng = rng_for(config.seed, "train-prefs")
+    losses: list[float] = []
+    bar = progress_bar(config.steps, desc="gpo (train file)", unit="step", enabled=progress)
+    try:
+        for _ in range(config.steps):
+            picked = rng.choice(len(users), size=min(config.batch_users, len(users)),
+                                replace=False)
+            episodes = []
+            for u in sorted(int(x) for x in picked):
+                pairs = by_user[users[u]]
+                order = [int(i) for i in rng.permutation(len(pairs))]
+                m = int(rng.integers(1, min(config.context_pairs, len(pairs) - 1) + 1))
+                episodes.append(pair_episode(pairs, rows, order[:m], order[m:]))
+            logits = net(*collate(episodes, vectors, device))
+            n_pairs = torch.tensor([len(e.targets) // 2 for e in episodes], device=device)
+            diff = logits[:, 1::2] - logits[:, 0::2]  # rejected - chosen, per target pair
+            valid = torch.arange(diff.shape[1], device=device)[None, :] < n_pairs[:, None]
+            loss = torch.nn.functional.softplus(diff)[valid].mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if schedule is not None:
+                schedule.step()
+            losses.append(float(loss.detach()))
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    finally:
+        bar.close()
+    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+    dim = int(vectors.shape[1])
+    return {
+        "format": FORMAT,
+        "mode": "train-file",
+        "config": dataclasses.asdict(config),
+        "net": dataclasses.asdict(NetConfig(dim, config.d_model, config.layers, config.heads,
+                                            config.mask)),
+        "users": {},
+        "pair_digests": {},
+        "train_users": users,
+        "n_train_pairs": sum(len(ps) for ps in by_user.values()),
+        "folds": [{
+            "fold": 0, "train_ids": [r.id for r in records], "eval_ids": [],
+            "train_users": users, "first_loss": losses[0],
+            "final_loss": float(np.mean(losses[-10:])), "state_dict": state,
+        }],
+        "pool_owners": [],
+        "pool_vectors": torch.zeros((0, dim), dtype=torch.float32),
+    }

@@ -1,0 +1,193 @@
+"""lm-eval command-line values as the user typed them, and clear errors for bad JSON values.
+
+lm-eval 0.4.13 types every ``--model_args key=value`` value itself (``00123456`` becomes the int
+123456, ``1e3`` the float 1000.0) and raises a bare ``ValueError: Invalid JSON`` for a flag value
+that starts with ``{`` but is not JSON. prbench reads each option by the type its options
+dataclass declares, so it puts the user's text back (:func:`restore_option_text`), and it names
+the flag and the position of a JSON error (:func:`json_flag_problem`, checked by ``prbench eval``
+before lm-eval parses). Under plain ``lm_eval`` the ``prbench`` model restores the text itself.
+lm-eval's ``--use_cache`` (a pickle cache) is refused for the ``prbench`` model
+(:func:`check_no_use_cache`): prbench's score cache does that job.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
+JSON_FLAGS = ("--model_args", "-a", "--metadata", "--gen_kwargs")
+
+
+def json_flag_problem(argv: Sequence[str]) -> str | None:
+    """A one-line error for a JSON-object flag value that is not valid JSON, else ``None``.
+
+    lm-eval reads ``--model_args``, ``--metadata`` and ``--gen_kwargs`` as a JSON object when the
+    value starts with ``{`` and otherwise raises ``ValueError: Invalid JSON: ...`` without naming
+    the flag or the position. The message here names both.
+    """
+    args = list(argv)
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag not in JSON_FLAGS:
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if not value.lstrip().startswith("{"):
+            continue
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            shown = value if len(value) <= 80 else value[:79] + "…"
+            return (
+                f"{flag}: invalid JSON at line {exc.lineno} column {exc.colno} (character "
+                f"{exc.pos}): {exc.msg}, in {shown!r}; JSON needs double quotes around keys and "
+                "strings"
+            )
+    return None
+
+
+def option_text(text: str) -> str:
+    """A ``key=value`` value as text: stripped, one pair of surrounding quotes removed."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def parse_text(argv: Sequence[str]) -> Any:
+    """``argv`` parsed by lm-eval's own ``run`` parser, ``key=value`` values kept as text.
+
+    Returns:
+        The namespace, or ``None`` when ``argv`` does not parse (nothing is printed).
+    """
+    import contextlib
+    import io
+
+    import lm_eval._cli.utils as cli_utils
+    from lm_eval._cli.harness import HarnessCLI
+
+    args = list(argv)
+    if args and args[0] == "run":
+        args = args[1:]
+    typed = cli_utils.handle_cli_value_string
+    cli_utils.handle_cli_value_string = option_text
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            return HarnessCLI()._parser.parse_args(["run", *args])
+    except SystemExit:
+        return None
+    finally:
+        cli_utils.handle_cli_value_string = typed
+
+
+def model_args_text(
+    argv: Sequence[str], flags: Sequence[str] = ("model_args",)
+) -> dict[str, str]:
+    """The ``key=value`` values of ``--model_args`` (or other dict flags) as the user typed them.
+
+    lm-eval's parser turns ``revision=00123456`` into the int 123456 and ``kind=1e3`` into the
+    float 1000.0 before any model or task sees them. This parses ``argv`` with lm-eval's own
+    parser but keeps each ``key=value`` value as text (surrounding quotes removed); values given
+    as a JSON object are not included (JSON has its own types). Empty when ``argv`` does not
+    parse.
+
+    Args:
+        argv: the lm-eval command line.
+        flags: the dict flags to read, by their argparse name (``model_args``, ``metadata``); a
+            key in two of them keeps the first flag's text.
+    """
+    ns = parse_text(argv)
+    out: dict[str, str] = {}
+    for flag in flags:
+        given = getattr(ns, flag, None)
+        if isinstance(given, dict):
+            for key, value in given.items():
+                if isinstance(value, str):
+                    out.setdefault(str(key), value)
+    return out
+
+
+#: Why prbench refuses lm-eval's ``--use_cache`` (one ``error:`` line).
+USE_CACHE_REFUSED = (
+    "--use_cache is refused: lm-eval's response cache stores pickles, and reading a tampered "
+    "cache file runs its code; prbench's own score cache already keeps every score safely "
+    "(SQLite, no pickles; runtime option cache=true by default, cache_path=FILE to choose the "
+    "file, e.g. --model_args scorer=length,cache_path=scores.sqlite)"
+)
+
+
+def check_no_use_cache(argv: Sequence[str] | None = None) -> None:
+    """Refuse lm-eval's ``--use_cache`` for the ``prbench`` model.
+
+    Args:
+        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
+            nothing is checked otherwise).
+
+    Raises:
+        OptionsError: ``--use_cache`` (or an abbreviation argparse accepts) was given.
+    """
+    from prbench.options import OptionsError
+
+    if argv is None:
+        from prbench.harness.bridge import _running_lm_eval_cli
+
+        if not _running_lm_eval_cli():
+            return
+        argv = sys.argv[1:]
+    if getattr(parse_text(argv), "use_cache", None):
+        raise OptionsError(USE_CACHE_REFUSED)
+
+
+def restore_option_text(
+    model_args: Mapping[str, Any],
+    argv: Sequence[str] | None = None,
+    *,
+    flags: Sequence[str] = ("model_args",),
+) -> dict[str, Any]:
+    """``model_args`` with every value lm-eval typed from text put back as the user's text.
+
+    A value is restored only where lm-eval's own typing of the typed text gives exactly the value
+    received, so JSON values and values set in code are left alone. The scorer's options then
+    coerce the text to each option's declared type: a ``str`` option keeps ``00123456`` and
+    ``1e3`` exactly, an ``int`` option still reads ``8`` as 8.
+
+    Args:
+        model_args: the values lm-eval passes on (model arguments, or a task's keyword
+            arguments).
+        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
+            nothing is restored otherwise).
+        flags: the dict flags whose text is restored (``model_args``, ``metadata``).
+    """
+    from lm_eval._cli.utils import handle_cli_value_string
+
+    if argv is None:
+        from prbench.harness.bridge import _running_lm_eval_cli
+
+        if not _running_lm_eval_cli():
+            return dict(model_args)
+        argv = sys.argv[1:]
+    text = model_args_text(argv, flags)
+    out = dict(model_args)
+    for key, value in model_args.items():
+        raw = text.get(key)
+        if raw is None or isinstance(value, str):
+            continue
+        typed = handle_cli_value_string(raw)
+        if type(typed) is type(value) and typed == value:
+            out[key] = raw
+    return out
+
+
+__all__ = [
+    "JSON_FLAGS",
+    "USE_CACHE_REFUSED",
+    "check_no_use_cache",
+    "json_flag_problem",
+    "model_args_text",
+    "option_text",
+    "parse_text",
+    "restore_option_text",
+]
