@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "eval": "prbench.harness.cli",
     "plugins": "prbench.commands.plugins",
     "prefs": "prbench.commands.prefs",
+    "rank": "prbench.commands.rank",
     "report": "prbench.commands.report",
     "rl": "prbench.commands.rl",
     "scorers": "prbench.commands.scorers",

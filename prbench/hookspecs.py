@@ -47,6 +47,9 @@ class ComponentRegister(Protocol):
         diagnostic: ``True`` for components that read hidden fields (narrative, rubric) and are
             therefore not real reward models; they are flagged in every report.
         tags: free-form labels (e.g. ``("pairwise",)`` for judges that compare two answers).
+        reads_profile: scorers only: ``False`` declares that the scorer never reads the request's
+            ``profile``; the harness then builds no profile for it (profile building can be most
+            of a run's time), and the results say the profile was not built.
     """
 
     def __call__(
@@ -58,6 +61,7 @@ class ComponentRegister(Protocol):
         options: type | None = None,
         diagnostic: bool = False,
         tags: tuple[str, ...] = (),
+        reads_profile: bool = True,
     ) -> None:
         """Register one component."""
 

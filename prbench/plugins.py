@@ -134,6 +134,8 @@ class Component:
         options: the options dataclass, or ``None``.
         diagnostic: reads hidden fields; flagged in every report.
         tags: free-form labels.
+        reads_profile: for a scorer, whether it reads the request's profile view; ``False``
+            means the harness builds no profile for it (read without building the component).
     """
 
     kind: str
@@ -145,6 +147,7 @@ class Component:
     options: type | None = None
     diagnostic: bool = False
     tags: tuple[str, ...] = ()
+    reads_profile: bool = True
 
     @property
     def qualified_id(self) -> str:
@@ -365,6 +368,7 @@ class PluginRegistry:
                     options: type | None = None,
                     diagnostic: bool = False,
                     tags: tuple[str, ...] = (),
+                    reads_profile: bool = True,
                     _kind: str = kind,
                 ) -> None:
                     component = Component(
@@ -377,6 +381,7 @@ class PluginRegistry:
                         options=options,
                         diagnostic=diagnostic,
                         tags=tuple(tags),
+                        reads_profile=bool(reads_profile),
                     )
                     try:
                         self._add_component(component, info)

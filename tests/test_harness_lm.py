@@ -131,9 +131,11 @@ def test_profile_view_reaches_the_scorer(plugin: Path, tmp_path: Path) -> None:
     lm.loglikelihood(requests)
     profiles = read_log(log)[0]["profiles"]
     assert all(p.startswith("Post 1 (Category: ") for p in profiles)
-    assert profiles[0] == requests[0].doc["profile_text"]
-    view = lm._view(requests[0].doc, __import__("json").loads(requests[0].doc["record_json"]))
-    assert [i.id for i in view.items] == requests[0].doc["profile_post_ids"]
+    # the rows' profiles were pending; the adapter built exactly the two requested
+    assert requests[0].doc["profile_status"] == "pending"
+    view = tasks.row_view(requests[0].doc)
+    assert profiles[0] == view.text and len(view.items) == 2
+    assert tasks.PROVENANCE[-1]["profile_builder"]["n_built"] == 2
 
 
 def test_only_diagnostics_see_hidden_fields(plugin: Path, tmp_path: Path) -> None:

@@ -134,9 +134,16 @@ def test_load_docs_noprofile_rows() -> None:
 
 
 def test_load_docs_profile_condition_keeps_k_posts() -> None:
-    docs = tasks.load_docs(
+    pending = tasks.load_docs(
         **_kwargs(condition="profile", prbench_profile="bm25", prbench_profile_k=2)
     )["test"]
+    assert set(pending["profile_status"]) == {"pending"}
+    assert tasks.PROVENANCE[-1]["profile_builder"]["n_built"] == 0
+    # without a prbench model open, the prompt builds the row's profile (any lm-eval model)
+    for row in pending:
+        assert tasks.doc_to_text(row).startswith("Earlier posts by the user:\nPost 1")
+    docs = tasks.process_docs(pending)
+    assert set(docs["profile_status"]) == {"built"}
     for row in docs:
         assert 1 <= len(row["profile_post_ids"]) <= 2
         assert row["profile_builder"].startswith("bm25(")
@@ -151,6 +158,9 @@ def test_builder_without_k_ignores_it(caplog: pytest.LogCaptureFixture) -> None:
         **_kwargs(condition="profile", prbench_profile="all",
                   prbench_profile_options={"max_tokens": 40})
     )["test"]
+    tasks.prepare_profiles(list(docs), build=True)
+    docs = tasks.process_docs(docs)
+    assert set(docs["profile_status"]) == {"built"}
     assert all(row["profile_tokens"] <= 40 for row in docs)
     assert "has no option 'k'" in caplog.text
 

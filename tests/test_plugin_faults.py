@@ -204,7 +204,8 @@ def test_eval_with_a_faulty_scorer(
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [
-        ("none", "returned None (NoneType), not a list of 15 ProfileView"),
+        # --limit 1 over the group's three tasks: one build call for the three rows scored
+        ("none", "returned None (NoneType), not a list of 3 ProfileView"),
         ("items-strings", "record 'ae-01': view.items[0] must be a ProfileItem"),
         ("tokens-string", "record 'ae-01': view.n_tokens must be a whole number"),
     ],
@@ -215,7 +216,8 @@ def test_eval_with_a_garbage_profile_builder(
     meta = json.dumps({"prbench_profile": "garbage", "prbench_profile_options": {"mode": mode}})
     code, _, err = run_eval(
         ["--plugin", str(plugin), "eval", "--tasks", "personalized_rewardbench_sample",
-         "--limit", "1", "--model_args", "scorer=constant", "--metadata", meta],
+         # a scorer that reads profiles (none is built for one that does not, e.g. constant)
+         "--limit", "1", "--model_args", "scorer=embedding-similarity", "--metadata", meta],
         capsys,
     )
     assert code == 1

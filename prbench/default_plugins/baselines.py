@@ -4,6 +4,9 @@
 - ``length``: the longer (or shorter) answer wins; exposes length bias in a benchmark.
 - ``constant``: the same score for every answer; every pair is a tie (accuracy 0, tie 1).
 - ``oracle-rubric``: reads the hidden rubric; a diagnostic upper bound, never a real RM.
+
+None of them reads the profile (registered with ``reads_profile=False``), so a run of one builds
+no profile.
 """
 
 from __future__ import annotations
@@ -159,18 +162,21 @@ def register_scorers(register: ComponentRegister) -> None:
         RandomScorer,
         options=RandomOptions,
         description="seeded random score per answer (chance baseline)",
+        reads_profile=False,
     )
     register(
         "length",
         LengthScorer,
         options=LengthOptions,
         description="the longer (or shorter) answer wins (length-bias baseline)",
+        reads_profile=False,
     )
     register(
         "constant",
         ConstantScorer,
         options=ConstantOptions,
         description="the same score for every answer (every pair is a tie)",
+        reads_profile=False,
     )
     register(
         "oracle-rubric",
@@ -178,4 +184,5 @@ def register_scorers(register: ComponentRegister) -> None:
         options=OracleOptions,
         diagnostic=True,
         description="DIAGNOSTIC upper bound: reads the hidden rubric (not a reward model)",
+        reads_profile=False,
     )

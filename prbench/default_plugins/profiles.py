@@ -1,4 +1,4 @@
-"""Built-in profile builders: ``none``, ``all``, ``dense`` and ``bm25``.
+"""Built-in profile builders: ``none``, ``all``, ``dense``, ``bm25`` and ``ranked``.
 
 Registration is cheap: the option dataclasses come from modules that import no model library;
 ``bm25s``, ``torch``, ``transformers`` and ``sentence_transformers`` load when a builder is built.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from prbench.hookspecs import hookimpl
 from prbench.profiles.bm25 import BM25Options
 from prbench.profiles.dense import DenseOptions
+from prbench.profiles.ranked import RankedOptions
 from prbench.profiles.simple import AllPostsOptions
 
 
@@ -30,4 +31,8 @@ def register_profile_builders(register) -> None:
     register(
         "bm25", "prbench.profiles.bm25:BM25Builder", options=BM25Options,
         description="top-k posts by BM25 against the question (bm25s)",
+    )
+    register(
+        "ranked", "prbench.profiles.ranked:RankedBuilder", options=RankedOptions,
+        description="top-k posts from a `prbench rank` file (dense ranked once, read anywhere)",
     )

@@ -4,7 +4,9 @@
 pairwise judge or a baseline) and its options; options are validated by the scorer's options
 dataclass, so a typo is an error with suggestions. lm-eval asks for the "log-likelihood" of each
 answer (``[chosen, rejected]`` for every pair); the adapter answers with the reward instead. It
-reads the structured row from ``Instance.doc`` (question, profile view, category, domain), sends
+reads the structured row from ``Instance.doc`` (question, profile view, category, domain), first
+building the profiles of exactly the rows requested (one builder call for all of them; none for a
+scorer registered with ``reads_profile=False``, see :mod:`prbench.profiles.lazy`), sends
 every request of the run through the scorer's runtime (:mod:`prbench.scoring.runtime`: dedup,
 persistent score cache, chunks, out-of-memory back-off, stats) and returns the scores in request
 order. Pairwise judges (tag ``pairwise``) get one comparison per pair; the chosen answer's result is
@@ -166,6 +168,9 @@ class PRBenchLM(LM):
         self.calls = 0
         self.scored = 0
         _OPEN.add(self)
+        from prbench.profiles.lazy import defer_to
+
+        defer_to(self)  # rows' profiles are built here, for the rows scored (not in doc_to_text)
 
     @classmethod
     def create_from_arg_obj(
@@ -265,8 +270,11 @@ class PRBenchLM(LM):
 
     def close(self) -> None:
         """Close the runtime: its score cache and the scorer's ``close()`` (idempotent)."""
+        from prbench.profiles.lazy import release
+
         self._closed = True
         _OPEN.discard(self)
+        release(self)
         if self._runtime is not None:
             self._runtime.close()
 
@@ -280,29 +288,6 @@ class PRBenchLM(LM):
             )
         return doc
 
-    def _view(self, doc: dict[str, Any], record: dict[str, Any]) -> Any:
-        from prbench.profiles.base import ProfileView
-        from prbench.records import ProfileItem
-
-        posts = {str(p.get("id")): p for p in record.get("profile", []) if isinstance(p, dict)}
-        items = []
-        for pid in doc.get("profile_post_ids") or []:
-            post = posts.get(str(pid))
-            if post is not None:
-                extra = {k: v for k, v in post.items() if k not in ("id", "category", "text")}
-                items.append(
-                    ProfileItem(
-                        id=str(post["id"]), category=str(post.get("category", "")),
-                        text=str(post.get("text", "")), extra=extra,
-                    )
-                )
-        return ProfileView(
-            text=doc["profile_text"],
-            items=tuple(items),
-            n_tokens=int(doc.get("profile_tokens", 0)),
-            builder=str(doc.get("profile_builder", "none")),
-        )
-
     def _which(self, doc: dict[str, Any], inst: Any) -> int:
         """0 for the chosen answer, 1 for the rejected one."""
         continuation = inst.arguments[1]
@@ -314,10 +299,24 @@ class PRBenchLM(LM):
             "chosen nor the rejected answer"
         )
 
+    def _prepare_profiles(self, requests: Sequence[Any]) -> None:
+        """Build the pending profiles of every requested row at once (or mark them not built).
+
+        One builder call per profile condition for all the rows of this call, so an embedding
+        model sees large batches; nothing is built for a scorer registered with
+        ``reads_profile=False``.
+        """
+        from prbench.harness.tasks import prepare_profiles
+
+        docs = list({id(inst.doc): self._doc(inst) for inst in requests}.values())
+        prepare_profiles(docs, build=self.component.reads_profile)
+
     def _context(self, doc: dict[str, Any]) -> dict[str, Any]:
-        record = json.loads(doc["record_json"])
+        from prbench.harness.tasks import row_view
+
         hidden = None
         if self.component.diagnostic:
+            record = json.loads(doc["record_json"])
             hidden = {
                 "narrative": record.get("narrative", ""),
                 "rubric_aspects": record.get("rubric_aspects", []),
@@ -325,7 +324,7 @@ class PRBenchLM(LM):
         return {
             "record_id": str(doc["id"]),
             "question": doc["question"],
-            "profile": self._view(doc, record),
+            "profile": row_view(doc, build=self.component.reads_profile),
             "category": doc.get("category", ""),
             "domain": doc.get("domain", ""),
             "hidden": hidden,
@@ -334,6 +333,7 @@ class PRBenchLM(LM):
     def _score_pointwise(self, requests: Sequence[Any]) -> list[float]:
         from prbench.scoring.base import ScoreRequest
 
+        self._prepare_profiles(requests)
         keys: list[tuple[Any, ...]] = []
         unique: dict[tuple[Any, ...], ScoreRequest] = {}
         for inst in requests:
@@ -355,6 +355,7 @@ class PRBenchLM(LM):
         from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
         from prbench.scoring.base import PairRequest
 
+        self._prepare_profiles(requests)
         sides: list[tuple[tuple[Any, ...], int]] = []
         unique: dict[tuple[Any, ...], PairRequest] = {}
         docs: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -413,8 +414,9 @@ class PRBenchLM(LM):
         when nothing was scored; ``scorer.stats`` is the scorer's own ``stats()`` if it has one.
         """
         from prbench.harness.manifest import versions
-        from prbench.harness.tasks import PROVENANCE
+        from prbench.harness.tasks import PROVENANCE, refresh_provenance
 
+        refresh_provenance()
         runtime = self._runtime.describe() if self._runtime is not None else None
         stats = (runtime or {}).get("scorer_stats")
         return {
@@ -424,6 +426,7 @@ class PRBenchLM(LM):
                 "plugin": self.component.plugin,
                 "options": options_to_dict(self.options),
                 "diagnostic": self.component.diagnostic,
+                "reads_profile": self.component.reads_profile,
                 "tags": list(self.component.tags),
                 "pairwise": self.pairwise,
                 "label": self.label,

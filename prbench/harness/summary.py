@@ -223,7 +223,19 @@ def _profile_label(results: Mapping[str, Any], rows: list[TaskRow]) -> str:
         else:
             shown = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
             labels.add(f"{builder}({shown})" if shown else builder)
-    return ", ".join(sorted(labels))
+    return ", ".join(sorted(labels)) + _not_built(results)
+
+
+def _not_built(results: Mapping[str, Any]) -> str:
+    """`` (not built: ...)`` when the scorer read no profile, so none was built."""
+    from prbench.profiles.lazy import STATUS_SKIPPED
+
+    data = ((results.get("config") or {}).get("prbench") or {}).get("data") or []
+    statuses = {
+        (d.get("profile_builder") or {}).get("status")
+        for d in data if isinstance(d, Mapping) and d.get("condition") == "profile"
+    }
+    return f" ({STATUS_SKIPPED})" if statuses == {STATUS_SKIPPED} else ""
 
 
 def summarize(

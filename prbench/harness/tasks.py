@@ -3,9 +3,13 @@
 :func:`task_dirs` is the ``lm_eval.tasks`` entry point: prbench's own folder plus the folders that
 plugins register. :func:`load_docs` is what the task YAMLs call through ``custom_dataset``: it
 loads and validates records (any source :func:`prbench.records.load_records` reads), keeps one
-domain, builds the profile view of the task's condition through the profile-builder registry and
-returns the rows lm-eval iterates over. Each row carries the rendered profile and the builder's
-description, so logged samples show exactly what the reward model saw.
+domain and returns the rows lm-eval iterates over. Profiles are built lazily
+(:mod:`prbench.profiles.lazy`): a row of the profile condition carries the key of its profile
+view, built only when the row is scored (:func:`prepare_profiles`, called by the ``prbench``
+model for exactly the rows of its requests, one builder call for all of them) or its prompt is
+rendered for another model (:func:`doc_to_text`); none is built for a scorer registered with
+``reads_profile=False``. :func:`process_docs` fills the built views into the rows afterwards, so
+logged samples show exactly what the reward model saw.
 
 lm-eval passes ``--model_args`` and ``--metadata`` merged as keyword arguments; the keys read here
 all start with ``prbench_`` (an unknown ``prbench_`` key is an error, anything else is ignored):
@@ -16,6 +20,9 @@ all start with ``prbench_`` (an unknown ``prbench_`` key is an error, anything e
 - ``prbench_profile``: the profile builder of the profile condition (default ``dense``).
 - ``prbench_profile_k``: its ``k`` (posts kept), for builders that have that option.
 - ``prbench_profile_options``: further builder options, a JSON object.
+- ``prbench_ranked``: a ranking file written by ``prbench rank``: the ``dense`` condition reads
+  its top-k from it instead of embedding (the ``ranked`` builder, which checks that the file was
+  ranked from these records with the encoder the condition's options name).
 
 The task YAML fixes ``prbench_domain``, ``prbench_condition`` and ``prbench_default_data`` through
 ``dataset_kwargs``.
@@ -30,6 +37,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.harness import profile_rows
+from prbench.harness.profile_rows import (
+    prepare_profiles,
+    process_docs,
+    profile_fields,
+    refresh_provenance,
+    row_view,
+)
 from prbench.options import OptionsError, as_mapping, suggest
 
 log = logging.getLogger(__name__)
@@ -48,6 +63,7 @@ USER_KEYS = (
     "prbench_profile",
     "prbench_profile_k",
     "prbench_profile_options",
+    "prbench_ranked",
 )
 TASK_KEYS = ("prbench_domain", "prbench_condition", "prbench_default_data")
 #: optional task defaults for the default builder (the published tasks retrieve with contriever,
@@ -167,6 +183,8 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         k = kwargs.get("prbench_profile_k", k)
         if k is not None and "k" not in options:
             options["k"] = k
+        if kwargs.get("prbench_ranked"):
+            builder, options = _ranked_instead(builder, options, str(kwargs["prbench_ranked"]))
     return DataRequest(
         source=str(source),
         revision=None if revision in (None, "") else str(revision),
@@ -176,6 +194,22 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         builder=builder,
         builder_options=options,
     )
+
+
+def _ranked_instead(
+    builder: str, options: dict[str, Any], path: str
+) -> tuple[str, dict[str, Any]]:
+    """The ``ranked`` builder reading ``path`` in place of the ``dense`` condition's builder."""
+    if builder != DEFAULT_PROFILE_BUILDER:
+        raise OptionsError(
+            f"prbench_ranked stands in for the {DEFAULT_PROFILE_BUILDER!r} profile builder; it "
+            f"cannot be combined with prbench_profile={builder!r}"
+        )
+    from prbench.plugins import get_registry
+    from prbench.profiles.ranked import ranked_options_from_dense
+
+    dense = get_registry().get("profile-builder", builder).parse_options(options)
+    return "ranked", ranked_options_from_dense(dense, path)
 
 
 def task_profile(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -218,7 +252,8 @@ def _records(req: DataRequest) -> list[Any]:
     return kept
 
 
-def _builder(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
+def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
+    """The builder component, its options and its name for errors (built when first used)."""
     from prbench.plugins import get_registry
 
     component = get_registry().get("profile-builder", req.builder)
@@ -232,20 +267,38 @@ def _builder(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
         )
         options.pop("k")
     what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
-    return component.build(options), options, what
+    return component, options, what
 
 
 def build_rows(req: DataRequest) -> list[dict[str, Any]]:
-    """The task rows for a request (records of one domain with their profile views)."""
+    """The task rows for a request: records of one domain, their profiles not built yet.
+
+    The rows of the question-only condition hold their (empty) view; the others carry a
+    ``profile_key`` and ``profile_status`` ``pending``: the profile is built when the row is
+    scored (:func:`prepare_profiles`) or its prompt is first rendered (:func:`doc_to_text`), see
+    :mod:`prbench.profiles.lazy`. The builder's options are checked here, before any work.
+    """
     from prbench.options import options_to_dict
-    from prbench.profiles.base import build_views
+    from prbench.profiles import lazy
     from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     records = _records(req)
-    builder, options, what = _builder(req)
-    views = build_views(builder, records, what)  # one checked view per record
+    component, options, what = _builder_options(req)
+    parsed = component.parse_options(options) if component.options is not None else None
+    spec = lazy.spec_of(req.builder, options)
+    keys = lazy.STORE.register(spec, records, what=what)
+    if req.builder == "none":  # the question-only condition: nothing to compute
+        lazy.STORE.build(keys)
     rows = []
-    for record, view in zip(records, views, strict=True):
+    for record, key in zip(records, keys, strict=True):
+        view = lazy.STORE.view(key)
+        if view is not None:
+            fields = profile_fields(view, lazy.STATUS_BUILT)
+        else:
+            fields = {
+                "profile_text": "", "profile_builder": req.builder, "profile_post_ids": [],
+                "profile_tokens": 0, "profile_status": lazy.STATUS_PENDING,
+            }
         rows.append(
             {
                 "id": record.id,
@@ -256,10 +309,9 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
                 "rejected": record.rejected,
                 "condition": req.condition,
                 "task_domain": req.domain,  # "*": per-domain counts in the `domains` metric
-                "profile_text": view.text,
-                "profile_builder": view.builder,
-                "profile_post_ids": [item.id for item in view.items],
-                "profile_tokens": int(view.n_tokens),
+                **fields,
+                "profile_key": key,
+                "profile_spec": spec,
                 "n_posts": len(record.profile),
                 "source": record.source,
                 "record_json": json.dumps(record.to_dict(), ensure_ascii=False),
@@ -269,22 +321,22 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     LENGTHS[(req.source, req.domain, req.condition)] = [
         (len(r["chosen"].split()), len(r["rejected"].split())) for r in rows
     ]
-    PROVENANCE.append(
-        {
-            "data": req.source,
-            "revision": (req.revision or HUB_REVISION) if hub else None,
-            "split": req.split if hub else None,
-            "domain": req.domain,
-            "condition": req.condition,
-            "n_records": len(rows),
-            "file_hashes": {} if hub else file_hashes(req.source),
-            "profile_builder": {
-                "id": req.builder,
-                "options": options_to_dict(getattr(builder, "options", None)) or options,
-                "description": views[0].builder if views else req.builder,
-            },
-        }
-    )
+    entry = {
+        "data": req.source,
+        "revision": (req.revision or HUB_REVISION) if hub else None,
+        "split": req.split if hub else None,
+        "domain": req.domain,
+        "condition": req.condition,
+        "n_records": len(rows),
+        "file_hashes": {} if hub else file_hashes(req.source),
+        "profile_builder": {
+            "id": req.builder,
+            "options": options_to_dict(parsed) or options,
+            "description": req.builder,
+        },
+    }
+    PROVENANCE.append(entry)
+    profile_rows.track(entry, keys)
     return rows
 
 
@@ -312,11 +364,25 @@ def doc_to_text(doc: Mapping[str, Any]) -> str:
     """The prompt of a row: the profile (if any), then the question; the answer follows it.
 
     A reward model reads the structured row; this text is what a likelihood baseline
-    (``--model hf``) conditions on and what logged samples show.
+    (``--model hf``) conditions on and what logged samples show. A profile not built yet is
+    built here for the one row, unless a ``prbench`` model is open: it builds the profiles of the
+    rows it scores itself, all at once, and the prompt then names the builder instead.
     """
+    from prbench.profiles import lazy
+
+    profile = doc["profile_text"]
+    if doc.get("profile_status") == lazy.STATUS_PENDING:
+        if lazy.deferred():
+            # the key names the builder, its options and the record's content, so lm-eval's
+            # response cache (keyed on this prompt) never mixes two profile conditions
+            profile = (
+                f"[profile {doc['profile_builder']} {doc['profile_key']}: built when scored]"
+            )
+        else:
+            profile = row_view(doc).text
     parts = []
-    if doc["profile_text"]:
-        parts.append("Earlier posts by the user:\n" + doc["profile_text"])
+    if profile:
+        parts.append("Earlier posts by the user:\n" + profile)
     parts.append("Question: " + doc["question"])
     return "\n\n".join(parts) + "\nAnswer: "
 
@@ -386,10 +452,11 @@ def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
 
 
 def reset() -> None:
-    """Forget loaded records and provenance (tests)."""
+    """Forget loaded records, built profiles and provenance (tests)."""
     PROVENANCE.clear()
     LENGTHS.clear()
     _RECORDS.clear()
+    profile_rows.reset()
 
 
 __all__ = [
@@ -404,7 +471,11 @@ __all__ = [
     "domain_counts",
     "load_docs",
     "parse_request",
+    "prepare_profiles",
+    "process_docs",
     "process_results",
+    "refresh_provenance",
+    "row_view",
     "task_dirs",
     "task_names",
 ]

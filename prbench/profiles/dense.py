@@ -125,28 +125,38 @@ class DenseBuilder:
             bar.close()
         return views
 
-    def _build_chunk(self, records: Sequence[Record]) -> list[ProfileView]:
+    def score_records(self, records: Sequence[Record]) -> list[list[float]]:
+        """Each record's retrieval score per post, in the record's post order (one encoder pass).
+
+        The scores :meth:`build` ranks by; ``prbench rank`` stores them. Pass chunks of a few
+        thousand posts at most (:meth:`build` does).
+        """
         o = self.options
         with_posts = [r for r in records if r.profile]
         queries = self.encoder.encode([query_text(r, o.query_format) for r in with_posts])
         docs = self.encoder.encode(
             [doc_text(item, o.doc_format) for r in with_posts for item in r.profile]
         )
-        described = self.encoder.describe()
-        views = []
+        out: list[list[float]] = []
         q_row = d_row = 0
         for r in records:
             if not r.profile:
-                scores: list[float] = []
-            else:
-                block = docs[d_row : d_row + len(r.profile)]
-                scores = similarity_scores(queries[q_row], block, o.similarity).tolist()
-                q_row += 1
-                d_row += len(r.profile)
-            views.append(
-                ranked_view(
-                    r, scores, k=o.k, counter=self.counter, max_tokens=o.max_tokens,
-                    fmt=o.format, builder=self.id, extra={"encoder": described},
-                )
+                out.append([])
+                continue
+            block = docs[d_row : d_row + len(r.profile)]
+            out.append(similarity_scores(queries[q_row], block, o.similarity).tolist())
+            q_row += 1
+            d_row += len(r.profile)
+        return out
+
+    def _build_chunk(self, records: Sequence[Record]) -> list[ProfileView]:
+        o = self.options
+        all_scores = self.score_records(records)
+        described = self.encoder.describe()
+        return [
+            ranked_view(
+                r, scores, k=o.k, counter=self.counter, max_tokens=o.max_tokens,
+                fmt=o.format, builder=self.id, extra={"encoder": described},
             )
-        return views
+            for r, scores in zip(records, all_scores, strict=True)
+        ]

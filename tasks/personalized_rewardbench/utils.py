@@ -15,8 +15,13 @@ from prbench.judges import order_metrics as _order
 
 
 def load_docs(**kwargs: Any) -> dict[str, Any]:
-    """``custom_dataset``: records of the task's domain with the condition's profile view."""
+    """``custom_dataset``: records of the task's domain; profiles are built when scored."""
     return _tasks.load_docs(**kwargs)
+
+
+def process_docs(dataset: Any) -> Any:
+    """``process_docs``: the rows with the profiles built so far filled in (logged samples)."""
+    return _tasks.process_docs(dataset)
 
 
 def doc_to_text(doc: Mapping[str, Any]) -> str:

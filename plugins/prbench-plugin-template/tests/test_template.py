@@ -71,7 +71,9 @@ def test_plugin_task_runs_with_the_shared_settings(
     monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "template")
     reset_registry()
     tasks.reset()
-    code = main(["eval", "--tasks", "template_sample_last_posts", "--model_args", "scorer=length",
+    # a scorer that reads profiles (the default), so the samples show the profile it saw
+    code = main(["eval", "--tasks", "template_sample_last_posts",
+                 "--model_args", "scorer=question-overlap",
                  "--limit", "3", "--output_path", str(tmp_path / "out"), "--log_samples",
                  "--no-progress"])
     out = capsys.readouterr().out

@@ -1,0 +1,204 @@
+"""Rank every record's posts once with an embedding model, for the `ranked` profile builder.
+
+``prbench rank DATA -o OUT`` embeds each record's question and posts with the ``dense`` builder
+(options in ``--builder_args``, e.g. ``model=contriever``) and writes each record's posts in
+retrieval order with their scores, the encoder's identity and a hash of each record's question and
+posts (see :mod:`prbench.profiles.ranked`). Evaluations then read their top-k from OUT on any
+machine (``--metadata '{"prbench_ranked": "OUT"}'``) instead of embedding: run this once on a GPU,
+evaluate anywhere. Running it again on the same OUT ranks only the records not in it yet (a run
+that was stopped resumes); OUT made with another encoder, or holding other versions of the same
+records, is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+#: posts embedded per step; each step's records are written before the next starts
+DEFAULT_STEP_POSTS = 4096
+#: texts per forward pass for ``--batch_size auto`` on a GPU (the option's default on a CPU)
+GPU_AUTO_BATCH = 128
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench rank``."""
+    parser.add_argument(
+        "data",
+        help="a .jsonl/.json/.parquet file, a folder of per-domain files, 'sample' or a hub "
+        "dataset id",
+    )
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="the ranking file to write (.jsonl); an existing one is resumed")
+    parser.add_argument("--builder", default="dense",
+                        help="the profile builder that ranks (dense, the only one that embeds)")
+    parser.add_argument("--builder_args", default="", metavar="K=V,...",
+                        help="its options, e.g. model=contriever (listed by `prbench scorers "
+                        "--kind profile-builder --options dense`)")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument(
+        "--batch_size", default="auto",
+        help=f"texts per forward pass; auto = {GPU_AUTO_BATCH} on a GPU, the builder's default "
+        "(32) on a CPU",
+    )
+    parser.add_argument("--step_posts", type=int, default=DEFAULT_STEP_POSTS, metavar="N",
+                        help="posts embedded per step; each step is written before the next")
+    parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
+    parser.add_argument("--split", default="test", help="hub split (hub ids only)")
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    from prbench.devices import resolve_device
+    from prbench.options import OptionsError, parse_kv_string
+
+    raw: dict[str, Any] = dict(parse_kv_string(args.builder_args or ""))
+    if args.device:
+        raw["device"] = args.device
+    size = str(args.batch_size).strip().lower()
+    if size == "auto":
+        if "batch_size" not in raw and resolve_device(raw.get("device")).startswith("cuda"):
+            raw["batch_size"] = GPU_AUTO_BATCH
+    else:
+        try:
+            raw["batch_size"] = int(size)
+        except ValueError:
+            raise OptionsError(f"--batch_size must be a positive integer or auto, "
+                               f"got {args.batch_size!r}") from None
+    if args.step_posts < 1:
+        raise OptionsError(f"--step_posts must be >= 1, got {args.step_posts}")
+    return raw
+
+
+def _steps(records: Sequence[Any], posts: int) -> Iterator[list[Any]]:
+    step: list[Any] = []
+    n = 0
+    for r in records:
+        if step and n + len(r.profile) > posts:
+            yield step
+            step, n = [], 0
+        step.append(r)
+        n += len(r.profile)
+    if step:
+        yield step
+
+
+@contextlib.contextmanager
+def _inner_bars_off() -> Iterator[None]:
+    """The encoder's own per-call bars off while the command's bar (posts/s, ETA) is shown."""
+    from prbench.progress import ENV_VAR
+
+    saved = os.environ.get(ENV_VAR)
+    os.environ[ENV_VAR] = "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = saved
+
+
+def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any]) -> set[str]:
+    """The keys already ranked in ``out`` (rewritten without a torn last line).
+
+    Raises:
+        prbench.profiles.ranked.RankingError: ``out`` was made with another encoder, or holds
+            another version of one of ``records``.
+    """
+    from prbench.profiles.lazy import record_digest
+    from prbench.profiles.ranked import (
+        RankingError,
+        identity_problems,
+        read_ranking,
+        record_key,
+    )
+
+    ranking = read_ranking(out, allow_torn_tail=True)
+    problems = identity_problems(ranking.header.get("identity") or {}, identity)
+    if problems:
+        raise RankingError(
+            f"{out} holds a ranking made with another encoder ({'; '.join(problems)}); write "
+            "to another -o file"
+        )
+    for r in records:
+        entry = ranking.entries.get(record_key(r.domain, r.id))
+        if entry is not None and entry["data_hash"] != record_digest(r):
+            raise RankingError(
+                f"{out}: record {r.id!r} (domain {r.domain!r}, {r.source}) differs from the "
+                "version ranked there (question, category or posts changed); write to another "
+                "-o file"
+            )
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps(ranking.header, ensure_ascii=False) + "\n")
+        for entry in ranking.entries.values():
+            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    tmp.replace(out)
+    return set(ranking.entries)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rank the records not yet in OUT and append them; print the rate and the time taken."""
+    from prbench import __version__
+    from prbench.options import OptionsError
+    from prbench.plugins import get_registry
+    from prbench.profiles.ranked import FORMAT, VERSION, dense_identity, entry_for, record_key
+    from prbench.progress import progress_bar
+    from prbench.records import load_records
+
+    if args.builder != "dense":
+        raise OptionsError(
+            f"--builder {args.builder!r}: prbench rank ranks with the 'dense' builder (it "
+            "embeds every post; the others are cheap enough to run in place)"
+        )
+    component = get_registry().get("profile-builder", args.builder)
+    raw = _options(args)
+    component.parse_options(raw)  # option errors before the data is read
+    records = load_records(args.data, revision=args.revision, split=args.split)
+    builder = component.build(raw)
+    identity = dense_identity(builder.options, encoder=builder.encoder)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = _resume(out, identity, records) if out.exists() else set()
+    if not out.exists():
+        header = {
+            "format": FORMAT, "version": VERSION, "builder": args.builder,
+            "identity": identity, "encoder": builder.encoder.describe(),
+            "data": str(args.data), "prbench": __version__,
+        }
+        out.write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
+    todo = [r for r in records if record_key(r.domain, r.id) not in done]
+    n_posts = sum(len(r.profile) for r in todo)
+    from prbench.devices import resolve_device
+
+    device = resolve_device(builder.options.device)
+    print(
+        f"prbench rank: {len(records)} records, {len(records) - len(todo)} already in {out}, "
+        f"{len(todo)} to rank ({n_posts} posts) with {builder.encoder.ref.label} on {device}, "
+        f"batch size "
+        f"{builder.options.batch_size}",
+        file=sys.stderr,
+    )
+    start = time.perf_counter()
+    bar = progress_bar(n_posts, desc="rank: dense", unit="post")
+    try:
+        with out.open("a", encoding="utf-8") as fh, _inner_bars_off():
+            for step in _steps(todo, args.step_posts):
+                scores = builder.score_records(step)
+                for r, s in zip(step, scores, strict=True):
+                    fh.write(json.dumps(entry_for(r, [p.id for p in r.profile], s)) + "\n")
+                fh.flush()
+                bar.update(sum(len(r.profile) for r in step))
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - start
+    rate = f", {n_posts / seconds:.1f} posts/s" if seconds > 0 and n_posts else ""
+    print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s{rate}: {out}")
+    return 0

