@@ -58,5 +58,5 @@ def test_task_runs_through_prbench_eval(
     results = json.loads(path.read_text())
     assert results["n-samples"][TASK]["effective"] == 4
     assert 0.0 <= results["results"][TASK]["acc,none"] <= 1.0
-    assert "tasks: profile all; data sample" in out  # the built-in `all` builder ran
+    assert f"{TASK}: profile all; data sample" in out  # the built-in `all` builder ran
     reset_registry()
