@@ -112,8 +112,6 @@ def train_fold(
     import numpy as np
     import torch
 
-    from prbench.progress import progress_bar
-
     keys = [user_key(r) for r in train_records]
     pool = _Pool.of(train_records)
     targets = [target_text(r.question, a) for r in train_records for a in (r.chosen, r.rejected)]
@@ -124,26 +122,50 @@ def train_fold(
         own.setdefault(owner, []).append(i)
     allowed = set(keys)
     net = new_network(config, vectors.shape[1], fold, device)
-    opt, schedule = optimiser(net, config)
     rng = rng_for(config.seed, "train", fold)
+
+    def step_loss() -> Any:
+        users = rng.choice(len(train_records), size=min(config.batch_users, len(keys)),
+                           replace=False)
+        episodes = []
+        for u in sorted(int(x) for x in users):
+            mine = own.get(keys[u], [])
+            k = int(rng.integers(0, min(len(mine), config.context_posts) + 1))
+            pos = sorted(int(x) for x in rng.choice(mine, size=k, replace=False)) if k else []
+            neg = pick_negatives(pool.owners, allowed, keys[u], config.negatives, rng)
+            episodes.append(Episode(
+                ctx=pos + neg, ctx_labels=[PREFERRED] * len(pos) + [DISPREFERRED] * len(neg),
+                targets=[n_pool + 2 * u, n_pool + 2 * u + 1],
+            ))
+        logits = net(*collate(episodes, vectors, device))
+        return torch.nn.functional.softplus(logits[:, 1] - logits[:, 0]).mean()
+
+    return fit(net, config, step_loss, desc=f"gpo fold {fold}", progress=progress)
+
+
+def fit(
+    net: Any, config: TrainConfig, step_loss: Callable[[], Any], *, desc: str, progress: bool
+) -> tuple[dict[str, Any], list[float]]:
+    """Run ``config.steps`` optimiser steps on the loss ``step_loss()`` draws each step.
+
+    Args:
+        net: the network being trained.
+        config: the training settings (optimiser, schedule, steps).
+        step_loss: samples one batch of episodes and returns its loss tensor.
+        desc: the progress bar's label.
+        progress: show the progress bar.
+
+    Returns:
+        The trained weights (on the CPU) and the loss of every step.
+    """
+    from prbench.progress import progress_bar
+
+    opt, schedule = optimiser(net, config)
     losses: list[float] = []
-    bar = progress_bar(config.steps, desc=f"gpo fold {fold}", unit="step", enabled=progress)
+    bar = progress_bar(config.steps, desc=desc, unit="step", enabled=progress)
     try:
         for _ in range(config.steps):
-            users = rng.choice(len(train_records), size=min(config.batch_users, len(keys)),
-                               replace=False)
-            episodes = []
-            for u in sorted(int(x) for x in users):
-                mine = own.get(keys[u], [])
-                k = int(rng.integers(0, min(len(mine), config.context_posts) + 1))
-                pos = sorted(int(x) for x in rng.choice(mine, size=k, replace=False)) if k else []
-                neg = pick_negatives(pool.owners, allowed, keys[u], config.negatives, rng)
-                episodes.append(Episode(
-                    ctx=pos + neg, ctx_labels=[PREFERRED] * len(pos) + [DISPREFERRED] * len(neg),
-                    targets=[n_pool + 2 * u, n_pool + 2 * u + 1],
-                ))
-            logits = net(*collate(episodes, vectors, device))
-            loss = torch.nn.functional.softplus(logits[:, 1] - logits[:, 0]).mean()
+            loss = step_loss()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -154,8 +176,7 @@ def train_fold(
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
     finally:
         bar.close()
-    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-    return state, losses
+    return {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}, losses
 
 
 def train_gpo(

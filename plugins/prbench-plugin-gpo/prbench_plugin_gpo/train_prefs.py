@@ -63,8 +63,7 @@ def train_on_preferences(
     import numpy as np
     import torch
 
-    from prbench.progress import progress_bar
-    from prbench_plugin_gpo.train import FORMAT, new_network, optimiser
+    from prbench_plugin_gpo.train import FORMAT, fit, new_network
 
     require_preferences(records, source)
     by_user = user_pairs(records, held_out=True)
@@ -80,36 +79,23 @@ def train_on_preferences(
     rows = {t: i for i, t in enumerate(texts)}
     vectors = np.asarray(embed(texts), dtype=np.float32)
     net = new_network(config, vectors.shape[1], 0, device)
-    opt, schedule = optimiser(net, config)
     rng = rng_for(config.seed, "train-prefs")
-    losses: list[float] = []
-    bar = progress_bar(config.steps, desc="gpo (train file)", unit="step", enabled=progress)
-    try:
-        for _ in range(config.steps):
-            picked = rng.choice(len(users), size=min(config.batch_users, len(users)),
-                                replace=False)
-            episodes = []
-            for u in sorted(int(x) for x in picked):
-                pairs = by_user[users[u]]
-                order = [int(i) for i in rng.permutation(len(pairs))]
-                m = int(rng.integers(1, min(config.context_pairs, len(pairs) - 1) + 1))
-                episodes.append(pair_episode(pairs, rows, order[:m], order[m:]))
-            logits = net(*collate(episodes, vectors, device))
-            n_pairs = torch.tensor([len(e.targets) // 2 for e in episodes], device=device)
-            diff = logits[:, 1::2] - logits[:, 0::2]  # rejected - chosen, per target pair
-            valid = torch.arange(diff.shape[1], device=device)[None, :] < n_pairs[:, None]
-            loss = torch.nn.functional.softplus(diff)[valid].mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if schedule is not None:
-                schedule.step()
-            losses.append(float(loss.detach()))
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    finally:
-        bar.close()
-    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
+
+    def step_loss() -> Any:
+        picked = rng.choice(len(users), size=min(config.batch_users, len(users)), replace=False)
+        episodes = []
+        for u in sorted(int(x) for x in picked):
+            pairs = by_user[users[u]]
+            order = [int(i) for i in rng.permutation(len(pairs))]
+            m = int(rng.integers(1, min(config.context_pairs, len(pairs) - 1) + 1))
+            episodes.append(pair_episode(pairs, rows, order[:m], order[m:]))
+        logits = net(*collate(episodes, vectors, device))
+        n_pairs = torch.tensor([len(e.targets) // 2 for e in episodes], device=device)
+        diff = logits[:, 1::2] - logits[:, 0::2]  # rejected - chosen, per target pair
+        valid = torch.arange(diff.shape[1], device=device)[None, :] < n_pairs[:, None]
+        return torch.nn.functional.softplus(diff)[valid].mean()
+
+    state, losses = fit(net, config, step_loss, desc="gpo (train file)", progress=progress)
     dim = int(vectors.shape[1])
     return {
         "format": FORMAT,
