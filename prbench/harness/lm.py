@@ -19,8 +19,10 @@ lm-eval's own arguments map to scorer options where the scorer has them: ``--dev
 (``cuda:0`` falls back to ``cpu`` without CUDA; warned only when ``--device`` was given, since
 lm-eval passes ``cuda:0`` when it is not), ``--batch_size`` (a string; ``auto`` keeps the
 scorer's default) and ``pretrained=`` (which also names lm-eval's output folder; for a scorer
-without a ``pretrained`` option it is only a label). Under ``accelerate launch`` each process
-scores its shard of the pairs and lm-eval gathers the metrics.
+without a ``pretrained`` option it is only a label). Under ``accelerate launch`` (or ``torchrun``)
+each process builds the profiles of and scores only its shard of the pairs, on its own device,
+and rank 0 gathers them into the files one process would write
+(:mod:`prbench.harness.data_parallel`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import os
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -130,18 +131,14 @@ class PRBenchLM(LM):
         self.component = self._registry.get("scorer", str(scorer))
         self.pairwise = "pairwise" in self.component.tags
         fields = self._option_fields()
-        self._accelerator: Any = None
-        world = int(os.environ.get("WORLD_SIZE", "1") or 1)
-        if world > 1:
-            import torch
-            from accelerate import Accelerator
+        from prbench.harness import data_parallel
 
-            # CPU processes need cpu=True, or accelerate sets up no process group (gloo) at all
-            cpu = not torch.cuda.is_available() or str(device or "").startswith("cpu")
-            self._accelerator = Accelerator(cpu=cpu)
+        # under accelerate launch / torchrun: this process's rank and device (replicated scorer)
+        self._accelerator: Any = data_parallel.start(device)
+        if self._accelerator is not None:
             self._rank = self._accelerator.process_index
             self._world_size = self._accelerator.num_processes
-            resolved = str(self._accelerator.device)
+            resolved: str | None = data_parallel.process_device(self._accelerator)
         else:
             resolved = lm_device(device) if "device" in fields else None
         self._device = resolved or "cpu"
@@ -167,6 +164,10 @@ class PRBenchLM(LM):
         self._closed = False
         self.calls = 0
         self.scored = 0
+        #: requests lm-eval repeated as padding in this process (trimmed at the next barrier)
+        self._padded: list[Any] = []
+        #: what every process did (rank 0, after lm-eval gathered the metrics)
+        self._shards: list[dict[str, Any]] | None = None
         _OPEN.add(self)
         from prbench.profiles.lazy import defer_to
 
@@ -226,19 +227,61 @@ class PRBenchLM(LM):
         return self._accelerator.gather(tensor)
 
     def gather_object(self, obj: Any, dst: int = 0) -> list[Any] | None:
-        """Gather Python objects (per-sample metrics) on rank ``dst``."""
+        """Gather Python objects on rank ``dst``, in one process's document order.
+
+        lm-eval gathers its logged samples and per-pair metric lists with this; they come back
+        in document order (:func:`prbench.harness.data_parallel.merge_gathered`), so the files
+        and metrics of N processes are those of one. Every call also gathers what each process
+        scored and built (:meth:`_shard_info`) for rank 0's provenance.
+        """
         if self._accelerator is None or self.world_size <= 1:
             return [obj]
         import torch.distributed as dist
 
-        result: list[Any] | None = [None] * self.world_size if self.rank == dst else None
-        dist.gather_object(obj=obj, object_gather_list=result, dst=dst)
-        return result
+        from prbench.harness import data_parallel, profile_rows
+
+        parts: list[Any] | None = [None] * self.world_size if self.rank == dst else None
+        dist.gather_object(obj=obj, object_gather_list=parts, dst=dst)
+        infos: list[Any] | None = [None] * self.world_size if self.rank == dst else None
+        dist.gather_object(obj=self._shard_info(), object_gather_list=infos, dst=dst)
+        if parts is None or infos is None:
+            return None
+        self._shards = [dict(info) for info in infos]
+        for info in self._shards:
+            if info["rank"] != self.rank:
+                profile_rows.note_peer_profiles(info.pop("profiles"))
+            else:
+                info.pop("profiles")
+        return data_parallel.merge_gathered(parts)
 
     def barrier(self) -> None:
-        """Wait for every process."""
+        """Wait for every process.
+
+        lm-eval calls it right after storing the responses of a request type; the responses it
+        stored for its padding copies are dropped first
+        (:func:`prbench.harness.data_parallel.trim_padding`).
+        """
+        from prbench.harness.data_parallel import trim_padding
+
+        trim_padding(self._padded)
+        self._padded = []
         if self._accelerator is not None and self.world_size > 1:
             self._accelerator.wait_for_everyone()
+
+    def _shard_info(self) -> dict[str, Any]:
+        """What this process did: counts, runtime and scorer stats, profiles built or skipped."""
+        from prbench.profiles import lazy
+
+        described = self._runtime.describe() if self._runtime is not None else {}
+        return {
+            "rank": self.rank,
+            "device": self._device,
+            "calls": self.calls,
+            "scored": self.scored,
+            "stats": described.get("stats"),
+            "scorer_stats": described.get("scorer_stats"),
+            "profiles": lazy.STORE.statuses(),
+        }
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -386,6 +429,10 @@ class PRBenchLM(LM):
         """The reward of each answer (or the judge's probability), in request order."""
         if not requests:
             return []
+        if self.world_size > 1:
+            from prbench.harness.data_parallel import padding
+
+            self._padded.extend(padding(requests))
         scores = (
             self._score_pairwise(requests) if self.pairwise else self._score_pointwise(requests)
         )
@@ -419,6 +466,15 @@ class PRBenchLM(LM):
         refresh_provenance()
         runtime = self._runtime.describe() if self._runtime is not None else None
         stats = (runtime or {}).get("scorer_stats")
+        calls, scored, ranks = self.calls, self.scored, None
+        if self._shards is not None:  # rank 0 of a data parallel run: the whole run's counts
+            from prbench.harness.data_parallel import merge_stats
+
+            calls = sum(int(s["calls"]) for s in self._shards)
+            scored = sum(int(s["scored"]) for s in self._shards)
+            ranks = self._shards
+            if runtime is not None:
+                runtime["stats"] = merge_stats([s["stats"] for s in self._shards])
         return {
             "scorer": {
                 "id": self.component.name,
@@ -432,11 +488,12 @@ class PRBenchLM(LM):
                 "label": self.label,
                 "device": self._device,
                 "batch_size": self.batch_size,
-                "calls": self.calls,
-                "scored": self.scored,
+                "calls": calls,
+                "scored": scored,
                 "built": self._runtime is not None,
                 "stats": stats,
                 "runtime": runtime,
+                "ranks": ranks,
             },
             "data": [dict(p) for p in PROVENANCE],
             "plugins": self._registry.provenance(),

@@ -33,6 +33,8 @@ PROFILE_FIELDS = (
 )
 #: provenance entries and the profile keys of their rows (see :func:`refresh_provenance`)
 _ENTRY_KEYS: list[tuple[dict[str, Any], list[str]]] = []
+#: statuses of the profiles other processes of a data parallel run built or skipped
+_PEER_STATUS: dict[str, str] = {}
 
 
 def track(entry: dict[str, Any], keys: list[str]) -> None:
@@ -41,13 +43,40 @@ def track(entry: dict[str, Any], keys: list[str]) -> None:
     refresh_provenance()
 
 
+def note_peer_profiles(statuses: Mapping[str, str]) -> None:
+    """Record the profiles another process of a data parallel run built or skipped.
+
+    Rank 0 writes the provenance; with these, its ``n_built`` and ``status`` count the rows every
+    process scored (see :mod:`prbench.harness.data_parallel`).
+
+    Args:
+        statuses: profile key to :data:`prbench.profiles.lazy.STATUS_BUILT` or ``STATUS_SKIPPED``.
+    """
+    from prbench.profiles import lazy
+
+    for key, status in statuses.items():
+        if _PEER_STATUS.get(key) != lazy.STATUS_BUILT:
+            _PEER_STATUS[key] = str(status)
+    refresh_provenance()
+
+
+def _status(key: str) -> str:
+    from prbench.profiles import lazy
+
+    status = lazy.STORE.status(key)
+    if status == lazy.STATUS_BUILT:
+        return status
+    return _PEER_STATUS.get(key, status)
+
+
 def refresh_provenance() -> None:
     """Record in each :data:`PROVENANCE` entry how many of its profiles were built.
 
     ``profile_builder`` gets ``status`` (``built``, ``not built: scorer does not read profiles``
     or ``pending``: no record of it was scored), ``n_built`` (records whose profile was built:
-    the ones scored, under ``--limit`` fewer than ``n_records``) and ``description`` (the
-    builder's own id with its options, once one view is built).
+    the ones scored, under ``--limit`` fewer than ``n_records``; in a data parallel run, by any
+    process) and ``description`` (the builder's own id with its options, once one view is built
+    here).
     """
     from prbench.harness.tasks import PROVENANCE
     from prbench.profiles import lazy
@@ -55,13 +84,13 @@ def refresh_provenance() -> None:
     live = {id(e) for e in PROVENANCE}
     _ENTRY_KEYS[:] = [(e, k) for e, k in _ENTRY_KEYS if id(e) in live]
     for entry, keys in _ENTRY_KEYS:
-        statuses = [lazy.STORE.status(k) for k in keys]
+        statuses = [_status(k) for k in keys]
         built = [k for k, s in zip(keys, statuses, strict=True) if s == lazy.STATUS_BUILT]
         info = entry["profile_builder"]
         info["n_built"] = len(built)
         if built:
             info["status"] = lazy.STATUS_BUILT
-            view = lazy.STORE.view(built[0])
+            view = next((v for v in map(lazy.STORE.view, built) if v is not None), None)
             if view is not None:
                 info["description"] = view.builder
         elif lazy.STATUS_SKIPPED in statuses:
@@ -197,6 +226,7 @@ def reset() -> None:
     from prbench.profiles import lazy
 
     _ENTRY_KEYS.clear()
+    _PEER_STATUS.clear()
     _FILLED.clear()
     lazy.STORE.reset()
     lazy.release_all()
@@ -204,6 +234,7 @@ def reset() -> None:
 
 __all__ = [
     "PROFILE_FIELDS",
+    "note_peer_profiles",
     "prepare_profiles",
     "process_docs",
     "profile_fields",

@@ -201,6 +201,13 @@ class ProfileStore:
             return STATUS_BUILT
         return STATUS_SKIPPED if key in self._skipped else STATUS_PENDING
 
+    def statuses(self) -> dict[str, str]:
+        """The status of every key built or skipped in this process (pending ones left out)."""
+        with self._lock:
+            out = dict.fromkeys(self._views, STATUS_BUILT)
+            out.update(dict.fromkeys(self._skipped - set(self._views), STATUS_SKIPPED))
+            return out
+
     def view_for(self, key: str) -> ProfileView:
         """The view of a key, built now if it is not yet (``doc_to_text`` of other models)."""
         if key not in self._views:
