@@ -31,7 +31,9 @@ Requests and results:
     (the benchmark's rendering of profile posts).
 Records and data:
     ``Record``, ``ProfileItem``, ``load_records``, ``file_hashes``, ``is_hub_id``, ``SAMPLE_DIR``,
-    ``PREFERENCES_SAMPLE_DIR``; per-user preference pairs: ``Pref``, ``UserPreferences``,
+    ``PREFERENCES_SAMPLE_DIR``; profile builders: ``builder_id`` (the provenance id of a builder
+    and its options), ``top_k`` and ``ranked_view`` (rank posts, ties in post order, token budget
+    applied); per-user preference pairs: ``Pref``, ``UserPreferences``,
     ``user_preferences``, ``user_of``.
 Caching, batching, devices, progress:
     ``fingerprint_of`` (the identity of a scorer's scores), ``BatchStats`` and ``run_batches``
@@ -112,6 +114,7 @@ from prbench.options import OptionsError, options_to_dict, parse_options
 from prbench.paths import cache_dir
 from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
 from prbench.profiles.base import POST_FORMAT, ProfileView, render_posts
+from prbench.profiles.budget import builder_id, ranked_view, top_k
 from prbench.profiles.embed import (
     Encoder,
     EncoderSpec,
@@ -180,6 +183,7 @@ __all__ = [
     "aggregate_order_metrics",
     "build_chat",
     "build_runtime",
+    "builder_id",
     "cache_dir",
     "check_scores",
     "compare_paired",
@@ -199,6 +203,7 @@ __all__ = [
     "parse_pairwise",
     "parse_rating",
     "progress_bar",
+    "ranked_view",
     "remote_code_error",
     "render_posts",
     "resolve_device",
@@ -210,6 +215,7 @@ __all__ = [
     "strip_reasoning",
     "template_sha256",
     "text_hash",
+    "top_k",
     "torch_device",
     "truncation_failure",
     "uncounted_if_out_of_memory",

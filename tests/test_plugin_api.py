@@ -1,4 +1,4 @@
-"""The declared plugin API: plugins import prbench only from prbench.api (and tests from testing)."""
+"""The declared plugin API: plugins import prbench only from prbench.api (tests: also testing)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_every_api_name_exists_and_is_documented() -> None:
     for name in api.__all__:
         obj = getattr(api, name)  # AttributeError names the missing export
         if name != "API_VERSION":
-            assert f"``{name}``" in doc, f"{name} is exported but not listed in the module docstring"
+            assert f"``{name}``" in doc, f"{name} is exported but not listed in the docstring"
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert inspect.getdoc(obj), f"prbench.api.{name} has no docstring"
     # nothing public beyond __all__ (imports of the module's own machinery excepted)
