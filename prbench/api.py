@@ -20,6 +20,9 @@ Registering components (the hook module):
     ``hookimpl`` marks hook functions; ``ComponentRegister`` is the type of ``register`` in
     ``register_scorers``/``register_profile_builders``/...; ``TaskDirRegister`` the type of
     ``register`` in ``register_task_dirs``.
+Component contracts (typing protocols a component implements):
+    ``Scorer`` (``score(requests)``), ``PairwiseJudge`` (``compare(pairs)``), ``ProfileBuilder``
+    (``build(records)``), ``PairGenerator`` (``settings()`` and ``generate(records)``).
 Options:
     ``OptionsError`` (a bad option, shown to the user as one ``error:`` line), ``parse_options``
     (a mapping of strings to an options dataclass), ``options_to_dict`` (the reverse, for
@@ -111,9 +114,10 @@ from prbench.judges.parsing import (
     strip_reasoning,
 )
 from prbench.options import OptionsError, options_to_dict, parse_options
+from prbench.pairs.base import PairGenerator
 from prbench.paths import cache_dir
 from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
-from prbench.profiles.base import POST_FORMAT, ProfileView, render_posts
+from prbench.profiles.base import POST_FORMAT, ProfileBuilder, ProfileView, render_posts
 from prbench.profiles.budget import builder_id, ranked_view, top_k
 from prbench.profiles.embed import (
     Encoder,
@@ -134,7 +138,7 @@ from prbench.records import (
     is_hub_id,
     load_records,
 )
-from prbench.scoring.base import PairRequest, ScoreRequest, check_scores
+from prbench.scoring.base import PairRequest, PairwiseJudge, Scorer, ScoreRequest, check_scores
 from prbench.scoring.cache import fingerprint_of
 from prbench.scoring.engine import BatchStats, run_batches, uncounted_if_out_of_memory
 from prbench.scoring.runtime import build_runtime
@@ -169,15 +173,19 @@ __all__ = [
     "ModelUnavailableError",
     "OptionsError",
     "OrderTally",
+    "PairGenerator",
     "PairRequest",
+    "PairwiseJudge",
     "ParseFailure",
     "Pref",
+    "ProfileBuilder",
     "ProfileItem",
     "ProfileView",
     "Record",
     "Reply",
     "SQLiteStore",
     "ScoreRequest",
+    "Scorer",
     "TaskDirRegister",
     "UserPreferences",
     "aggregate_order_metrics",
