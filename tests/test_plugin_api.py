@@ -109,3 +109,18 @@ def test_importing_the_api_loads_no_heavy_library() -> None:
             "'datasets', 'sentence_transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_name_plugins_import_is_exported() -> None:
+    """Imports inside functions (run only by slow tests) name real exports too."""
+    import prbench.api as api
+    import prbench.testing as testing
+
+    exported = {"prbench.api": set(api.__all__), "prbench.testing": set(testing.__all__)}
+    missing = []
+    for path in sorted(PLUGINS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in exported:
+                missing += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}.{a.name}"
+                            for a in node.names if a.name not in exported[node.module]]
+    assert missing == []
