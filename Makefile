@@ -9,7 +9,7 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # -c constraints-cpu.txt pins torch to the CPU build; never install torch without it.
 PIP := $(BIN)/pip install --quiet --disable-pip-version-check -c constraints-cpu.txt
 
-.PHONY: setup demo downstream-demo test lint bench clean
+.PHONY: setup demo downstream-demo test lint bench dist clean
 
 setup: $(STAMP)
 
@@ -53,6 +53,14 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check prbench tests plugins benchmarks tasks
+
+# wheels of prbench and of every plugin in plugins/ into dist/, for installing elsewhere (see
+# CONTRIBUTING's "A plugin in its own repository"); built offline with .venv's hatchling
+dist: setup
+	rm -rf dist
+	$(BIN)/pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation --no-index \
+		-w dist . $(wildcard plugins/*/)
+	@ls -l dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build dist

@@ -11,6 +11,14 @@ generation path end to end). Tests run offline, so prbench ships both here::
                                                       "base_url": server.base_url, ...})
     lm_folder = build_tiny_causal_lm(tmp_path / "lm", arch="llama")  # random weights, seconds
 
+It also holds what a plugin test needs to drive prbench itself: ``PluginRegistry`` (build one
+with ``env={"PRBENCH_LOAD_PLUGINS": "myplugin"}`` so only your plugin loads), ``reset_registry``
+and ``reset_task_state`` (forget the loaded plugins / the tasks' loaded records between tests) and
+``run_cli`` (run a ``prbench`` command in-process and get its exit code).
+
+This module is public, like :mod:`prbench.api`, under the same compatibility promise (see
+CONTRIBUTING's "Plugin API"); plugin tests import prbench only from these two modules.
+
 Nothing here imports torch or transformers at module import.
 """
 
@@ -23,6 +31,8 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
+
+from prbench.plugins import PluginRegistry, reset_registry
 
 #: ``script(chat) -> reply``: what a scripted model answers to one chat (a list of messages).
 Script = Callable[[Sequence[dict[str, str]]], str]
@@ -175,4 +185,42 @@ def build_tiny_causal_lm(
     return path
 
 
-__all__ = ["LoopbackOpenAI", "Script", "ScriptedBackend", "build_tiny_causal_lm"]
+def reset_task_state() -> None:
+    """Forget the records, built profiles and provenance the benchmark tasks have loaded.
+
+    Call it (with :func:`reset_registry`) before a test that runs a task in-process, so the run
+    reads its data and builds its profiles afresh.
+    """
+    from prbench.harness import tasks
+
+    tasks.reset()
+
+
+def run_cli(argv: Sequence[str]) -> int:
+    """Run one ``prbench`` command in this process, e.g. ``run_cli(["eval", "--tasks", ...])``.
+
+    Args:
+        argv: the arguments after ``prbench``.
+
+    Returns:
+        The command's exit code (0 on success; argparse's exit for a bad flag is returned, not
+        raised); its output goes to stdout/stderr as usual.
+    """
+    from prbench.cli import main
+
+    try:
+        return main(list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+
+__all__ = [
+    "LoopbackOpenAI",
+    "PluginRegistry",
+    "Script",
+    "ScriptedBackend",
+    "build_tiny_causal_lm",
+    "reset_registry",
+    "reset_task_state",
+    "run_cli",
+]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from prbench import hookimpl
-from prbench.hookspecs import ComponentRegister, TaskDirRegister
+from prbench.api import ComponentRegister, TaskDirRegister, hookimpl
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from prbench.scoring.base import ScoreRequest
+from prbench.api import ScoreRequest
 from prbench_plugin_example_second.plugin import ProfileVocabularyOptions
 
 _WORD = re.compile(r"[a-z0-9']+")

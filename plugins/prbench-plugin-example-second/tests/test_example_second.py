@@ -10,9 +10,8 @@ import pytest
 # CI installs this plugin before `make test` (.ci/run); `make setup` does not
 pytest.importorskip("prbench_plugin_example_second", reason="plugin not installed")
 
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.scoring.base import ScoreRequest
+from prbench.api import ProfileView, ScoreRequest
+from prbench.testing import PluginRegistry
 
 ONLY_ME = {"PRBENCH_LOAD_PLUGINS": "example-second"}  # independent of other installed plugins
 TASK = "example_second_sample_all_posts"
@@ -43,14 +42,12 @@ def test_scores_the_share_of_answer_words_from_the_profile() -> None:
 def test_task_runs_through_prbench_eval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from prbench.cli import main
-    from prbench.harness import tasks
-    from prbench.plugins import reset_registry
+    from prbench.testing import reset_registry, reset_task_state, run_cli
 
     monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "example-second")
     reset_registry()
-    tasks.reset()
-    code = main(["eval", "--tasks", TASK, "--model_args", "scorer=profile-vocabulary",
+    reset_task_state()
+    code = run_cli(["eval", "--tasks", TASK, "--model_args", "scorer=profile-vocabulary",
                  "--limit", "4", "--output_path", str(tmp_path / "out"), "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0

@@ -141,7 +141,7 @@ def make_encoder(config: TrainConfig, *, device: str = "auto", batch_size: int =
             trust_remote_code=config.trust_remote_code, dtype=config.embed_dtype,
             device=device, batch_size=batch_size, cache=cache, cache_dir=cache_dir,
         )
-    from prbench.profiles.embed import Encoder, EncoderSpec
+    from prbench.api import Encoder, EncoderSpec
 
     spec = EncoderSpec(model=config.model, encoder=config.encoder,  # type: ignore[arg-type]
                        revision=config.revision, max_length=config.max_length,

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from prbench.judges.common import seeded_unit, stable_hash
+from prbench.api import seeded_unit, stable_hash
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from prbench.records import ProfileItem, Record
+    from prbench.api import ProfileItem, Record
 
 #: Context labels fed to the network (index into its label embedding).
 DISPREFERRED, PREFERRED, TARGET = 0, 1, 2
@@ -48,7 +48,7 @@ def user_key(record: Record) -> str:
     The rule is prbench's (:func:`prbench.preference_data.user_of`; ``prbench validate`` checks
     the field).
     """
-    from prbench.preference_data import user_of
+    from prbench.api import user_of
 
     return user_of(record)
 

@@ -38,7 +38,7 @@ def _load(src: str, revision: str | None, dtype: str, device: str,
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            from prbench.profiles.embed import ModelUnavailableError, remote_code_error
+            from prbench.api import ModelUnavailableError, remote_code_error
 
             try:
                 tok = AutoTokenizer.from_pretrained(src, revision=revision,
@@ -87,7 +87,7 @@ class CausalLMMeanEncoder:
     def __init__(self, model: str, *, revision: str | None = None, max_length: int | None = None,
                  trust_remote_code: bool = False, dtype: str = "float32", device: str = "auto",
                  batch_size: int = 32, cache: bool = True, cache_dir: str | None = None) -> None:
-        from prbench.profiles.embed import resolve_model
+        from prbench.api import resolve_model
 
         if batch_size < 1 or (max_length is not None and max_length < 1):
             raise ValueError("batch_size and max_length must be at least 1")
@@ -117,7 +117,7 @@ class CausalLMMeanEncoder:
         }
 
     def _model(self) -> tuple[Any, Any]:
-        from prbench.devices import resolve_device
+        from prbench.api import resolve_device
 
         rev = None if self.ref.local_dir else self.revision
         return _load(self._src, rev, self.dtype, resolve_device(self.device_option),
@@ -125,7 +125,7 @@ class CausalLMMeanEncoder:
 
     def _key(self) -> str:
         if self.ref.fingerprint is None:  # a hub model fetched on first use
-            from prbench.profiles.embed import resolve_model
+            from prbench.api import resolve_model
 
             self._model()
             self.ref = resolve_model(self.model, self.revision)
@@ -161,8 +161,7 @@ class CausalLMMeanEncoder:
         """Embed texts through the cache (float32, one row per text, in order)."""
         import numpy as np
 
-        from prbench.profiles.embed import text_hash
-        from prbench.profiles.embed_cache import EmbeddingCache
+        from prbench.api import EmbeddingCache, text_hash
 
         texts = list(texts)
         if not texts:
@@ -172,7 +171,7 @@ class CausalLMMeanEncoder:
         found: dict[str, Any] = {}
         if self.use_cache:
             if self._cache is None:
-                from prbench.paths import cache_dir
+                from prbench.api import cache_dir
 
                 root = self._cache_root or cache_dir("embeddings")
                 self._cache = EmbeddingCache(root / f"{self._key()}.sqlite", meta=self.describe())

@@ -6,8 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
-from prbench import hookimpl
-from prbench.hookspecs import ComponentRegister
+from prbench.api import ComponentRegister, hookimpl
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,10 +21,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from prbench.preference_data import Pref
+from prbench.api import Pref
 
 if TYPE_CHECKING:
-    from prbench.records import Record
+    from prbench.api import Record
 
 
 def digest(text: str) -> str:
@@ -40,7 +40,7 @@ def user_pairs(records: Sequence[Record], *, held_out: bool) -> dict[str, list[P
         held_out: also add each record's own (question, chosen, rejected), after the user's
             ``preferences`` and without repeats -- training data only.
     """
-    from prbench.preference_data import user_of, user_preferences
+    from prbench.api import user_of, user_preferences
 
     out = {u: list(ps) for u, ps in user_preferences(records).by_user.items()}
     if held_out:

@@ -30,9 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.preference_data import Pref
-from prbench.scoring.base import ScoreRequest
-from prbench.scoring.cache import fingerprint_of
+from prbench.api import Pref, ScoreRequest, fingerprint_of
 from prbench_plugin_gpo.config import TrainConfig, make_encoder
 from prbench_plugin_gpo.context import (
     DISPREFERRED,
@@ -90,7 +88,7 @@ class GPOScorer:
     """
 
     def __init__(self, options: GPOOptions) -> None:
-        from prbench.devices import resolve_device
+        from prbench.api import resolve_device
 
         self.options = options
         self.path = Path(options.checkpoint).expanduser().resolve()
@@ -156,7 +154,7 @@ class GPOScorer:
 
     def _load_preferences(self, train_users: list[str], train_ids: set[str]) -> None:
         """Each evaluated record's user and context from ``preferences_data``; refuse overlap."""
-        from prbench.records import load_records
+        from prbench.api import load_records
 
         source = self.options.preferences_data
         if not source:
@@ -314,7 +312,7 @@ class GPOScorer:
 
     def describe(self) -> dict[str, Any]:
         """Checkpoint, how it was trained, its folds, embedder and counts (for the manifest)."""
-        from prbench.options import options_to_dict
+        from prbench.api import options_to_dict
 
         return {
             "component": "gpo", "checkpoint": str(self.path), "checkpoint_sha256": self.sha256,

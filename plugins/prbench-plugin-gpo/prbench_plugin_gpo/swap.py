@@ -13,7 +13,7 @@ the user loses accuracy when given someone else.
   in k-fold mode stay as they were. The partner's context is the one of its first record (by id)
   in the same task condition.
 - Each pair keeps the network(s) that scored it (its fold's, or the ensemble).
-- The drop and its interval come from :func:`prbench.analysis.paired.compare` (paired bootstrap
+- The drop and its interval come from :func:`prbench.api.compare_paired` (paired bootstrap
   over pairs, exact McNemar test); outcomes are strict
   (:func:`prbench.analysis.metrics.pair_outcome`).
 
@@ -100,8 +100,7 @@ class ContextSwap:
         """
         import numpy as np
 
-        from prbench.analysis.metrics import pair_outcome
-        from prbench.analysis.paired import compare
+        from prbench.api import compare_paired, pair_outcome
 
         out = []
         for group in sorted({g for g, _ in self.units}):
@@ -150,7 +149,7 @@ class ContextSwap:
                 chosen, rejected = (u.answers[a][1] for a in labels[rid][:2])
                 own_out[rid] = pair_outcome(chosen, rejected).correct
                 swap_out[rid] = pair_outcome(*swapped[rid]).correct
-            cmp = compare(own_out, swap_out, resamples=self.resamples, seed=self.seed)
+            cmp = compare_paired(own_out, swap_out, resamples=self.resamples, seed=self.seed)
             drop = cmp.diff
             pct = round(drop.confidence * 100)
             result.update({

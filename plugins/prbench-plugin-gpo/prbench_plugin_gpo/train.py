@@ -49,7 +49,7 @@ from prbench_plugin_gpo.prefs import digest
 if TYPE_CHECKING:
     import numpy as np
 
-    from prbench.records import Record
+    from prbench.api import Record
 
 #: Checkpoint format tag (bumped when the layout changes).
 FORMAT = "prbench-gpo/2"
@@ -158,7 +158,7 @@ def fit(
     Returns:
         The trained weights (on the CPU) and the loss of every step.
     """
-    from prbench.progress import progress_bar
+    from prbench.api import progress_bar
 
     opt, schedule = optimiser(net, config)
     losses: list[float] = []
@@ -356,10 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     import torch
 
-    from prbench.devices import resolve_device
-    from prbench.profiles.embed import ModelUnavailableError
-    from prbench.progress import disable_progress
-    from prbench.records import file_hashes, is_hub_id, load_records
+    from prbench.api import (
+        ModelUnavailableError,
+        disable_progress,
+        file_hashes,
+        is_hub_id,
+        load_records,
+        resolve_device,
+    )
     from prbench_plugin_gpo.prefs import content_sha256
     from prbench_plugin_gpo.train_prefs import train_on_preferences
 

@@ -18,14 +18,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from prbench.preference_data import Pref
+from prbench.api import Pref
 from prbench_plugin_gpo.config import TrainConfig
 from prbench_plugin_gpo.context import DISPREFERRED, PREFERRED, rng_for, target_text
 from prbench_plugin_gpo.network import Episode, NetConfig, collate
 from prbench_plugin_gpo.prefs import require_preferences, user_pairs
 
 if TYPE_CHECKING:
-    from prbench.records import Record
+    from prbench.api import Record
     from prbench_plugin_gpo.train import Embed
 
 

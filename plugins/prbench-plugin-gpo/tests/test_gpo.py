@@ -16,11 +16,8 @@ import pytest
 from prbench_plugin_gpo.context import assign_folds, user_key
 from prbench_plugin_gpo.train import TrainConfig, main, train_gpo
 
-from prbench.options import OptionsError
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.records import load_records
-from prbench.scoring.base import ScoreRequest
+from prbench.api import OptionsError, ProfileView, ScoreRequest, load_records
+from prbench.testing import PluginRegistry
 
 
 def fake_embed(texts):
@@ -172,14 +169,14 @@ def test_scorer_uses_the_fold_that_held_the_record_out(trained, records) -> None
 
 @pytest.mark.slow
 def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
-    from prbench.cli import main as prbench_main
+    from prbench.testing import run_cli
 
     ckpt_path, emb = trained
     assert main(["info", str(ckpt_path)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["format"] == "prbench-gpo/2" and len(info["folds"]) == 3
     assert info["mode"] == "kfold" and info["trained_on"].startswith("trained on benchmark pairs")
-    code = prbench_main([
+    code = run_cli([
         "eval", "--tasks", "personalized_rewardbench_sample", "--device", "cpu", "--model_args",
         f"scorer=gpo,checkpoint={ckpt_path},embed_cache_dir={emb}",
         "--output_path", str(tmp_path / "out"),

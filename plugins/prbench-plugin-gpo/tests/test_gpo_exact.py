@@ -22,9 +22,8 @@ from prbench_plugin_gpo.swap import derangement
 from prbench_plugin_gpo.train import main, optimiser
 from prbench_plugin_gpo.train_prefs import train_on_preferences
 
-from prbench.plugins import PluginRegistry
-from prbench.records import load_records
-from prbench.scoring.base import ScoreRequest
+from prbench.api import ScoreRequest, load_records
+from prbench.testing import PluginRegistry
 
 TOPICS = ["tea", "bikes", "chess", "bread", "maps", "birds", "clay", "jazz"]
 
@@ -261,7 +260,7 @@ def test_derangement_never_keeps_a_user() -> None:
 
 
 def test_context_swap_rescores_each_pair_with_its_partners_context(train_file_checkpoint) -> None:
-    from prbench.analysis.metrics import pair_outcome
+    from prbench.api import pair_outcome
 
     ckpt, emb, _, evaluated = train_file_checkpoint
     rm = _scorer(ckpt, emb, evaluated)
@@ -322,8 +321,8 @@ def test_preference_fixture_end_to_end(tiny_lm: Path, tmp_path: Path, capsys) ->
     import subprocess
     import sys
 
-    from prbench.cli import main as prbench_main
-    from prbench.records import PREFERENCES_SAMPLE_DIR
+    from prbench.api import PREFERENCES_SAMPLE_DIR
+    from prbench.testing import run_cli
 
     train_dir = tmp_path / "train"
     train_dir.mkdir()
@@ -339,7 +338,7 @@ def test_preference_fixture_end_to_end(tiny_lm: Path, tmp_path: Path, capsys) ->
     model_args = (f"scorer=gpo,checkpoint={ckpt},preferences_data={evaluated},"
                   f"embed_cache_dir={emb},swap_resamples=300")
     metadata = json.dumps({"prbench_data": str(evaluated)})
-    code = prbench_main(["eval", "--tasks", "personalized_rewardbench_custom", "--device", "cpu",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_custom", "--device", "cpu",
                          "--metadata", metadata, "--model_args", model_args,
                          "--output_path", str(tmp_path / "out")])
     out = capsys.readouterr().out

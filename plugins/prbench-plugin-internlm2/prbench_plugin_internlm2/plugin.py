@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from prbench import hookimpl
-from prbench.backends.chat_inputs import DEFAULT_SYSTEM_FORMAT, DEFAULT_USER_FORMAT
-from prbench.hookspecs import ComponentRegister
+from prbench.api import DEFAULT_SYSTEM_FORMAT, DEFAULT_USER_FORMAT, ComponentRegister, hookimpl
 
 #: The public checkpoints (README); any folder exposing the same remote API works too.
 CHECKPOINTS = (

@@ -28,11 +28,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.backends.chat_inputs import ChatEncoder, build_chat, template_sha256
-from prbench.backends.hf_classifier import model_identity
-from prbench.devices import torch_device
-from prbench.scoring.base import ScoreRequest, check_scores
-from prbench.scoring.cache import fingerprint_of
+from prbench.api import (
+    ChatEncoder,
+    ScoreRequest,
+    build_chat,
+    check_scores,
+    fingerprint_of,
+    model_identity,
+    template_sha256,
+    torch_device,
+)
 from prbench_plugin_internlm2.plugin import InternLM2RewardOptions
 
 #: Bump when a change alters scores for the same options.
@@ -179,7 +184,7 @@ class InternLM2RewardScorer:
         """One reward per request, in request order."""
         import torch
 
-        from prbench.scoring.engine import BatchStats, run_batches
+        from prbench.api import BatchStats, run_batches
 
         requests = list(requests)
         if not requests:
@@ -239,7 +244,7 @@ class InternLM2RewardScorer:
 
     def describe(self) -> dict[str, Any]:
         """Settings for the results manifest: checkpoint + commit, remote-code hashes, dtype."""
-        from prbench.options import options_to_dict
+        from prbench.api import options_to_dict
 
         return {
             "component": self.component,

@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 from _internlm2_models import build_reward_folder
 
-from prbench.options import OptionsError
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.scoring.base import ScoreRequest
+from prbench.api import OptionsError, ProfileView, ScoreRequest
+from prbench.testing import PluginRegistry
 
 PROFILE = ProfileView(text="Post 1 (Category: Art): I paint at night with a small lamp. " * 3)
 REQUESTS = [
@@ -142,10 +140,10 @@ def test_describe_and_fingerprint(folder: Path) -> None:
 
 
 def test_prbench_eval_end_to_end(folder: Path, tmp_path: Path, capsys) -> None:
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
     args = f"scorer=internlm2-reward,pretrained={folder},trust_remote_code=true"
-    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile",
                  "--model_args", args, "--output_path", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
@@ -177,7 +175,7 @@ def test_plain_lm_eval_end_to_end(folder: Path, tmp_path: Path) -> None:
 
 
 def test_runtime_caches_by_fingerprint(folder: Path) -> None:
-    from prbench.scoring.runtime import build_runtime
+    from prbench.api import build_runtime
 
     options = {"pretrained": str(folder), "trust_remote_code": "true", "progress": "false"}
     with build_runtime("internlm2-reward", options) as rt:

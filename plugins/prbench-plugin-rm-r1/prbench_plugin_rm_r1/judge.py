@@ -23,10 +23,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.backends.base import GenerationBackend
-from prbench.judges.common import LLMJudgeBase, OrderTally, seeded_unit
-from prbench.scoring.base import PairRequest, ScoreRequest
-from prbench.scoring.cache import fingerprint_of
+from prbench.api import (
+    GenerationBackend,
+    LLMJudgeBase,
+    OrderTally,
+    PairRequest,
+    ScoreRequest,
+    fingerprint_of,
+    seeded_unit,
+)
 from prbench_plugin_rm_r1 import prompts
 from prbench_plugin_rm_r1.parsing import parser
 from prbench_plugin_rm_r1.plugin import RMR1Options, RMR1ScalarOptions

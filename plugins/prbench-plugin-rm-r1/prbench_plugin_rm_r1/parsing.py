@@ -27,8 +27,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from prbench.backends.base import GenerationFailure, Reply, is_truncated, truncation_failure
-from prbench.judges.parsing import ParseFailure, generation_failed, strip_reasoning
+from prbench.api import (
+    GenerationFailure,
+    ParseFailure,
+    Reply,
+    generation_failed,
+    is_truncated,
+    strip_reasoning,
+    truncation_failure,
+)
 
 _TAG = re.compile(r"<\s*answer\s*>(.*?)<\s*/\s*answer\s*>", re.IGNORECASE | re.DOTALL)
 _OPEN = re.compile(r"<\s*answer\s*>", re.IGNORECASE)

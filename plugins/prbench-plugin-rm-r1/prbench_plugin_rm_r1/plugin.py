@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from prbench import hookimpl
-from prbench.hookspecs import ComponentRegister
-from prbench.judges.common import BackendOptions
+from prbench.api import BackendOptions, ComponentRegister, hookimpl
 
 #: The public checkpoints (README); the DeepSeek-distilled ones use the ``reasoning`` prompt.
 CHECKPOINTS = (

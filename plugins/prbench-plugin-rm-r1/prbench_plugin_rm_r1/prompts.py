@@ -28,7 +28,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-from prbench.backends.base import Chat
+from prbench.api import Chat
 
 #: Bumped whenever a text below changes (recorded in results and in backend cache keys).
 PROMPT_VERSION = "rm-r1-1"

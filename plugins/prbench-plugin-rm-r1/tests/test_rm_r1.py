@@ -13,11 +13,8 @@ from prbench_plugin_rm_r1.judge import RMR1Judge, RMR1ScalarScorer
 from prbench_plugin_rm_r1.parsing import parse_answer
 from prbench_plugin_rm_r1.plugin import RMR1Options, RMR1ScalarOptions
 
-from prbench.backends.base import GenerationFailure
-from prbench.options import OptionsError
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.scoring.base import PairRequest, ScoreRequest
+from prbench.api import GenerationFailure, OptionsError, PairRequest, ProfileView, ScoreRequest
+from prbench.testing import PluginRegistry
 
 GOOD, BAD = "GOOD: a fast prime lens, since you shoot handheld at night.", "BAD: any lens."
 
@@ -202,9 +199,9 @@ def test_openai_compatible_server(tmp_path: Path) -> None:
 
 
 def _sample_eval(args: str, output: Path, capsys, *extra: str) -> dict:
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
-    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--model_args",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--model_args",
                  args, "--output_path", str(output), *extra])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
@@ -284,7 +281,7 @@ def test_plain_lm_eval_through_a_server(tmp_path: Path) -> None:
 
 
 def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
-    from prbench.scoring.runtime import build_runtime
+    from prbench.api import build_runtime
 
     with LoopbackOpenAI(lambda chat: verdict("A")) as server:
         options = {"backend": "openai", "model": "rm-r1", "base_url": server.base_url,

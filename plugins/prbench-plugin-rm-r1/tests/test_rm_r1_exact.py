@@ -11,12 +11,16 @@ from prbench_plugin_rm_r1.judge import RMR1Judge
 from prbench_plugin_rm_r1.parsing import parse_answer, parse_original
 from prbench_plugin_rm_r1.plugin import RMR1Options
 
-from prbench.backends.base import Completion, GenerationFailure, truncation_failure
-from prbench.judges.order_metrics import aggregate
-from prbench.options import OptionsError
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.scoring.base import PairRequest
+from prbench.api import (
+    Completion,
+    GenerationFailure,
+    OptionsError,
+    PairRequest,
+    ProfileView,
+    aggregate_order_metrics,
+    truncation_failure,
+)
+from prbench.testing import PluginRegistry
 
 # -- the parser corpus: (reply, strict rule, original rule) ---------------------------------------
 
@@ -231,7 +235,7 @@ def test_native_metric_on_a_hand_computed_example(tmp_path: Path) -> None:
     pairs = [PairRequest(rid, rid, "chosen", "rejected", profile=ProfileView(text=""))
              for rid in PATTERNS]
     assert rm.compare(pairs) == [0.5, 1.0, 1.0, 0.5]
-    got = aggregate(rm.request_extras(pairs))
+    got = aggregate_order_metrics(rm.request_extras(pairs))
     # chosen shown as A: p1 right, p2 right, p3 invalid (wrong), p4 wrong -> 2/4
     assert got["acc_chosen_first"] == 0.5
     # chosen shown as B: p1 wrong, p2 right, p3 right, p4 right -> 3/4

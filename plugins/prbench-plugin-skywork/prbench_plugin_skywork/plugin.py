@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from prbench import hookimpl
-from prbench.backends.hf_classifier import HFClassifierOptions
-from prbench.hookspecs import ComponentRegister
+from prbench.api import ComponentRegister, HFClassifierOptions, hookimpl
 from prbench_plugin_skywork.variants import VARIANTS, SkyworkVariant
 
 VariantName = Literal[tuple(VARIANTS)]  # type: ignore[valid-type]

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prbench.backends.hf_classifier import HFClassifierScorer
-from prbench.devices import torch_device
+from prbench.api import HFClassifierScorer, torch_device
 from prbench_plugin_skywork.plugin import FROM_VARIANT, SkyworkOptions
 from prbench_plugin_skywork.variants import flash_attention_available
 

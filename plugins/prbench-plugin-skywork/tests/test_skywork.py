@@ -9,10 +9,8 @@ from pathlib import Path
 import pytest
 from _skywork_models import build_rm
 
-from prbench.options import OptionsError
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.scoring.base import ScoreRequest
+from prbench.api import OptionsError, ProfileView, ScoreRequest
+from prbench.testing import PluginRegistry
 
 REQUESTS = [
     ScoreRequest("r1", "Which lens should I buy for night photography?", "A fast prime lens."),
@@ -178,10 +176,10 @@ def _accuracy(results: dict) -> float:
 
 
 def test_prbench_eval_end_to_end(models, tmp_path, capsys) -> None:
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
     args = f"scorer=skywork,variant=v2-qwen3-0.6b,pretrained={models['qwen3']},dtype=float32"
-    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile",
                  "--model_args", args, "--output_path", str(tmp_path / "out")])
     out = capsys.readouterr().out
     assert code == 0, out[-2000:]
@@ -213,7 +211,7 @@ def test_plain_lm_eval_end_to_end(models, tmp_path) -> None:
 
 
 def test_runtime_caches_by_fingerprint_and_records_the_variant(models) -> None:
-    from prbench.scoring.runtime import build_runtime
+    from prbench.api import build_runtime
 
     options = {"variant": "v2-llama-3.2-1b", "pretrained": str(models["llama"]),
                "dtype": "float32", "progress": "false"}

@@ -29,10 +29,19 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prbench.backends.base import GenerationBackend, GenerationFailure
-from prbench.judges.common import LLMJudgeBase, generate_in_batches, seeded_unit, stable_hash
-from prbench.judges.parsing import ParseFailure, parse_pairwise, strip_reasoning
-from prbench.preference_data import Pref, UserPreferences
+from prbench.api import (
+    GenerationBackend,
+    GenerationFailure,
+    LLMJudgeBase,
+    ParseFailure,
+    Pref,
+    UserPreferences,
+    generate_in_batches,
+    parse_pairwise,
+    seeded_unit,
+    stable_hash,
+    strip_reasoning,
+)
 from prbench_plugin_synthesizeme import prompts
 from prbench_plugin_synthesizeme.personas import (
     Persona,
@@ -90,7 +99,7 @@ class SynthesizeMeBase(LLMJudgeBase):
         )
         self.store: PersonaStore | None = None
         if options.persona_cache:
-            from prbench.paths import cache_dir
+            from prbench.api import cache_dir
 
             root = options.persona_cache_dir or str(cache_dir("synthesizeme"))
             self.store = PersonaStore(f"{root}/personas.sqlite")

@@ -17,10 +17,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from prbench.judges.common import OrderTally
-from prbench.judges.parsing import ParseFailure, parse_pairwise, parse_rating
-from prbench.scoring.base import PairRequest, ScoreRequest
-from prbench.scoring.cache import fingerprint_of
+from prbench.api import (
+    OrderTally,
+    PairRequest,
+    ParseFailure,
+    ScoreRequest,
+    fingerprint_of,
+    parse_pairwise,
+    parse_rating,
+)
 from prbench_plugin_synthesizeme import prompts
 from prbench_plugin_synthesizeme.fitting import (
     UNKNOWN_PERSONA,

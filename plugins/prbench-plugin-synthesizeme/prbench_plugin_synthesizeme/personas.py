@@ -17,9 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.judges.common import seeded_unit
-from prbench.preference_data import Pref, UserPreferences, user_preferences
-from prbench.store import SQLiteStore
+from prbench.api import Pref, SQLiteStore, UserPreferences, seeded_unit, user_preferences
 from prbench_plugin_synthesizeme.prompts import Demo
 
 #: Table layout version of the ``synthesizeme-personas`` namespace.
@@ -106,7 +104,7 @@ def load_preferences(source: str) -> UserPreferences:
         ValueError: a malformed ``preferences`` field (file, line, record and item named), or
             records of one user with different preferences.
     """
-    from prbench.records import load_records
+    from prbench.api import load_records
 
     return user_preferences(load_records(source))
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from prbench import hookimpl
-from prbench.hookspecs import ComponentRegister
-from prbench.judges.common import BackendOptions
+from prbench.api import BackendOptions, ComponentRegister, hookimpl
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypedDict
 
-from prbench.backends.base import Chat
+from prbench.api import Chat
 
 #: Bumped whenever a prompt's wording changes (part of cache keys and fingerprints).
 PROMPT_VERSION = "synthesizeme-2"

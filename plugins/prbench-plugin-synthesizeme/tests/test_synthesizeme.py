@@ -15,10 +15,8 @@ from prbench_plugin_synthesizeme.judge import UNKNOWN_PERSONA, SynthesizeMeJudge
 from prbench_plugin_synthesizeme.personas import PersonaStore, split_preferences
 from prbench_plugin_synthesizeme.plugin import SynthesizeMeOptions, SynthesizeMeRatingOptions
 
-from prbench.options import OptionsError, parse_options
-from prbench.plugins import PluginRegistry
-from prbench.profiles.base import ProfileView
-from prbench.scoring.base import PairRequest, ScoreRequest
+from prbench.api import OptionsError, PairRequest, ProfileView, ScoreRequest, parse_options
+from prbench.testing import PluginRegistry
 
 GOOD, BAD = "A plan built around your night shifts.", "A generic plan."
 POSTS = ProfileView(text="Post 1 (Category: work): I work night shifts as a nurse.")
@@ -126,7 +124,7 @@ def test_failed_persona_gives_invalid_pairs_and_is_not_cached(tmp_path: Path) ->
 
 
 def _records_with_preferences(tmp_path: Path, prefs: dict[str, list[dict]]) -> Path:
-    from prbench.records import load_records
+    from prbench.api import load_records
 
     out = tmp_path / "Art_and_Entertainment.jsonl"
     rows = []
@@ -173,7 +171,7 @@ def test_preferences_mode_keeps_only_reasoning_that_predicts_the_label(tmp_path:
 
 
 def test_preferences_must_not_contain_the_evaluated_pair(tmp_path: Path) -> None:
-    from prbench.records import load_records
+    from prbench.api import load_records
 
     # a file whose own records are clean (prbench validate rejects a record's own pair among its
     # preferences) but that is used to judge other data: record ae-01's pairs hold ae-02's pair
@@ -212,7 +210,7 @@ def test_rating_mode(tmp_path: Path) -> None:
 
 
 def test_openai_compatible_server_and_runtime(tmp_path: Path) -> None:
-    from prbench.scoring.runtime import build_runtime
+    from prbench.api import build_runtime
 
     with LoopbackOpenAI(prefers_good) as server:
         options = {"backend": "openai", "model": "judge", "base_url": server.base_url,
@@ -237,9 +235,9 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_prbench_eval_with_a_tiny_causal_lm(tiny_lm: Path, tmp_path: Path, capsys) -> None:
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
-    code = main(["eval", "--tasks", "personalized_rewardbench_sample", "--limit", "3",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample", "--limit", "3",
                  "--device", "cpu", "--model_args",
                  f"scorer=synthesizeme,backend=hf,model={tiny_lm},max_new_tokens=4,"
                  "persona_max_new_tokens=6,cache_dir=", "--output_path", str(tmp_path / "out"),

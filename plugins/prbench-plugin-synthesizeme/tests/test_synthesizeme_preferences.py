@@ -22,12 +22,17 @@ from prbench_plugin_synthesizeme.judge import SynthesizeMeJudge
 from prbench_plugin_synthesizeme.personas import Persona, split_preferences
 from prbench_plugin_synthesizeme.plugin import SynthesizeMeOptions
 
-from prbench.judges.parsing import ParseFailure, parse_pairwise
-from prbench.options import parse_options
-from prbench.preference_data import Pref, user_preferences
-from prbench.profiles.base import ProfileView
-from prbench.records import Record, load_records
-from prbench.scoring.base import PairRequest
+from prbench.api import (
+    PairRequest,
+    ParseFailure,
+    Pref,
+    ProfileView,
+    Record,
+    load_records,
+    parse_options,
+    parse_pairwise,
+    user_preferences,
+)
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +182,8 @@ def test_parse_failures_are_retried_at_rising_temperature(tmp_path: Path) -> Non
 
 
 def test_retry_temperatures_must_rise() -> None:
-    from prbench.options import OptionsError
-    from prbench.plugins import PluginRegistry
+    from prbench.api import OptionsError
+    from prbench.testing import PluginRegistry
 
     with pytest.raises(OptionsError, match=r"retry_temperature \(0.75\) is below temperature"):
         PluginRegistry().build("scorer", "synthesizeme", {"model": "m", "temperature": "1"})
@@ -255,10 +260,10 @@ def _model_args(server: LoopbackOpenAI, tmp_path: Path, **extra: str) -> str:
 
 @pytest.mark.slow
 def test_prbench_eval_on_the_preference_sample(tmp_path: Path, capsys) -> None:
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
     with LoopbackOpenAI(taste_llm) as server:
-        code = main(["eval", "--tasks", "personalized_preferences_sample_noprofile",
+        code = run_cli(["eval", "--tasks", "personalized_preferences_sample_noprofile",
                      "--model_args", _model_args(server, tmp_path), "--output_path",
                      str(tmp_path / "out"), "--no-progress"])
     out = capsys.readouterr().out

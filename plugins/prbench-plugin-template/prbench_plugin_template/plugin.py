@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from prbench import hookimpl
-from prbench.hookspecs import ComponentRegister, TaskDirRegister
+from prbench.api import ComponentRegister, TaskDirRegister, hookimpl
 from prbench_plugin_template.profile import LastPostsOptions
 
 

@@ -20,10 +20,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from prbench.profiles.base import POST_FORMAT, ProfileView, render_posts
+from prbench.api import POST_FORMAT, ProfileView, render_posts
 
 if TYPE_CHECKING:
-    from prbench.records import Record
+    from prbench.api import Record
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from prbench.plugins import PluginRegistry
-from prbench.records import ProfileItem, Record
-from prbench.scoring.base import ScoreRequest
+from prbench.api import ProfileItem, Record, ScoreRequest
+from prbench.testing import PluginRegistry
 
 ONLY_ME = {"PRBENCH_LOAD_PLUGINS": "template"}  # independent of other installed plugins
 
@@ -54,7 +53,7 @@ def test_last_posts_builder_keeps_the_last_k_in_order() -> None:
     assert [tuple(p.id for p in v.items) for v in views] == [("a-p1", "a-p2"), ("b-p0",), ()]
     assert views[0].text == "Post 1 (Category: c): post 1\n\nPost 2 (Category: c): post 2"
     assert views[0].builder == "last-posts(k=2)" and views[2].text == ""
-    from prbench.options import OptionsError
+    from prbench.api import OptionsError
 
     with pytest.raises(OptionsError, match="k must be at least 1"):
         PluginRegistry(env=ONLY_ME).build("profile-builder", "last-posts", {"k": 0})
@@ -64,15 +63,13 @@ def test_plugin_task_runs_with_the_shared_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The task folder outside prbench's tasks/: one `class:` line brings the shared settings."""
-    from prbench.cli import main
-    from prbench.harness import tasks
-    from prbench.plugins import reset_registry
+    from prbench.testing import reset_registry, reset_task_state, run_cli
 
     monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "template")
     reset_registry()
-    tasks.reset()
+    reset_task_state()
     # a scorer that reads profiles (the default), so the samples show the profile it saw
-    code = main(["eval", "--tasks", "template_sample_last_posts",
+    code = run_cli(["eval", "--tasks", "template_sample_last_posts",
                  "--model_args", "scorer=question-overlap",
                  "--limit", "3", "--output_path", str(tmp_path / "out"), "--log_samples",
                  "--no-progress"])

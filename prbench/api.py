@@ -1,0 +1,232 @@
+"""The plugin API: everything a prbench plugin may import, in one module.
+
+A plugin (a scorer, a judge, a profile builder, a task folder; see CONTRIBUTING's "Plugin API")
+imports prbench only from here::
+
+    from prbench.api import ScoreRequest, fingerprint_of, hookimpl
+
+and its tests from here and from :mod:`prbench.testing`. Every other module under ``prbench`` is
+internal: it may be renamed, split or changed in any release. The names below keep their meaning
+within one major version of :data:`API_VERSION`; a name is removed or changed only after one minor
+release in which it still works and is documented as deprecated. ``tests/test_plugin_api.py``
+fails when a plugin under ``plugins/`` imports anything else from prbench.
+
+Importing this module is cheap (no torch, transformers or numpy); the heavy libraries are imported
+inside the functions and classes that need them.
+
+Names, by what a plugin uses them for (each object's own docstring is the reference):
+
+Registering components (the hook module):
+    ``hookimpl`` marks hook functions; ``ComponentRegister`` is the type of ``register`` in
+    ``register_scorers``/``register_profile_builders``/...; ``TaskDirRegister`` the type of
+    ``register`` in ``register_task_dirs``.
+Component contracts (typing protocols a component implements):
+    ``Scorer`` (``score(requests)``), ``PairwiseJudge`` (``compare(pairs)``), ``ProfileBuilder``
+    (``build(records)``), ``PairGenerator`` (``settings()`` and ``generate(records)``).
+Options:
+    ``OptionsError`` (a bad option, shown to the user as one ``error:`` line), ``parse_options``
+    (a mapping of strings to an options dataclass), ``options_to_dict`` (the reverse, for
+    ``describe()``).
+Requests and results:
+    ``ScoreRequest`` (one response to score), ``PairRequest`` (one pair for a pairwise judge),
+    ``check_scores`` (the runtime's check of a result list), ``ProfileView`` (the profile a
+    request carries; also what a profile builder returns), ``POST_FORMAT`` and ``render_posts``
+    (the benchmark's rendering of profile posts).
+Records and data:
+    ``Record``, ``ProfileItem``, ``load_records``, ``file_hashes``, ``is_hub_id``, ``SAMPLE_DIR``,
+    ``PREFERENCES_SAMPLE_DIR``; profile builders: ``builder_id`` (the provenance id of a builder
+    and its options), ``top_k`` and ``ranked_view`` (rank posts, ties in post order, token budget
+    applied); per-user preference pairs: ``Pref``, ``UserPreferences``,
+    ``user_preferences``, ``user_of``.
+Caching, batching, devices, progress:
+    ``fingerprint_of`` (the identity of a scorer's scores), ``BatchStats`` and ``run_batches``
+    (token-budgeted, length-sorted batching with out-of-memory back-off),
+    ``uncounted_if_out_of_memory``, ``build_runtime`` (scores through the cached scorer runtime),
+    ``SQLiteStore`` (base of an on-disk cache), ``cache_dir``, ``resolve_device``,
+    ``torch_device``, ``progress_bar``, ``disable_progress``.
+Hugging Face sequence classifiers and chat inputs:
+    ``HFClassifierOptions`` and ``HFClassifierScorer`` (the built-in ``hf-classifier`` scorer, to
+    subclass), ``model_identity``, ``resolve_dtype``, ``ChatEncoder``, ``build_chat``,
+    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``.
+Embeddings:
+    ``Encoder``, ``EncoderSpec``, ``EmbeddingCache``, ``resolve_model``, ``text_hash``,
+    ``ModelUnavailableError``, ``remote_code_error``.
+Generation backends and LLM judges:
+    ``Chat``, ``Reply``, ``Completion``, ``GenerationBackend``, ``GenerationFailure``,
+    ``BackendFatalError``, ``is_truncated``, ``truncation_failure``, ``BackendOptions``,
+    ``LLMJudgeBase``, ``OrderTally``, ``generate_in_batches``, ``seeded_unit``, ``stable_hash``,
+    ``aggregate_order_metrics``.
+Parsing judge replies:
+    ``ParseFailure``, ``generation_failed``, ``strip_reasoning``, ``parse_pairwise``,
+    ``parse_rating``.
+Statistics:
+    ``pair_outcome`` (strict per-pair accuracy, ties and margin), ``compare_paired`` (paired
+    bootstrap difference of two scorers' per-pair accuracies).
+
+The task class for a plugin's task YAML is not imported by Python code and is named in the YAML:
+``class: !function prbench.harness.plugin_task.PersonalizedRewardBenchTask``. That dotted path is
+part of this API too.
+"""
+
+from __future__ import annotations
+
+from prbench.analysis.metrics import pair_outcome
+from prbench.analysis.paired import compare as compare_paired
+from prbench.backends.base import (
+    BackendFatalError,
+    Chat,
+    Completion,
+    GenerationBackend,
+    GenerationFailure,
+    Reply,
+    is_truncated,
+    truncation_failure,
+)
+from prbench.backends.chat_inputs import (
+    DEFAULT_SYSTEM_FORMAT,
+    DEFAULT_USER_FORMAT,
+    ChatEncoder,
+    build_chat,
+    template_sha256,
+)
+from prbench.backends.hf_classifier import (
+    HFClassifierOptions,
+    HFClassifierScorer,
+    model_identity,
+    resolve_dtype,
+)
+from prbench.devices import resolve_device, torch_device
+from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
+from prbench.judges.common import (
+    BackendOptions,
+    LLMJudgeBase,
+    OrderTally,
+    generate_in_batches,
+    seeded_unit,
+    stable_hash,
+)
+from prbench.judges.order_metrics import aggregate as aggregate_order_metrics
+from prbench.judges.parsing import (
+    ParseFailure,
+    generation_failed,
+    parse_pairwise,
+    parse_rating,
+    strip_reasoning,
+)
+from prbench.options import OptionsError, options_to_dict, parse_options
+from prbench.pairs.base import PairGenerator
+from prbench.paths import cache_dir
+from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
+from prbench.profiles.base import POST_FORMAT, ProfileBuilder, ProfileView, render_posts
+from prbench.profiles.budget import builder_id, ranked_view, top_k
+from prbench.profiles.embed import (
+    Encoder,
+    EncoderSpec,
+    ModelUnavailableError,
+    remote_code_error,
+    resolve_model,
+    text_hash,
+)
+from prbench.profiles.embed_cache import EmbeddingCache
+from prbench.progress import disable_progress, progress_bar
+from prbench.records import (
+    PREFERENCES_SAMPLE_DIR,
+    SAMPLE_DIR,
+    ProfileItem,
+    Record,
+    file_hashes,
+    is_hub_id,
+    load_records,
+)
+from prbench.scoring.base import PairRequest, PairwiseJudge, Scorer, ScoreRequest, check_scores
+from prbench.scoring.cache import fingerprint_of
+from prbench.scoring.engine import BatchStats, run_batches, uncounted_if_out_of_memory
+from prbench.scoring.runtime import build_runtime
+from prbench.store import SQLiteStore
+
+#: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
+#: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
+API_VERSION = "1.0"
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_SYSTEM_FORMAT",
+    "DEFAULT_USER_FORMAT",
+    "POST_FORMAT",
+    "PREFERENCES_SAMPLE_DIR",
+    "SAMPLE_DIR",
+    "BackendFatalError",
+    "BackendOptions",
+    "BatchStats",
+    "Chat",
+    "ChatEncoder",
+    "Completion",
+    "ComponentRegister",
+    "EmbeddingCache",
+    "Encoder",
+    "EncoderSpec",
+    "GenerationBackend",
+    "GenerationFailure",
+    "HFClassifierOptions",
+    "HFClassifierScorer",
+    "LLMJudgeBase",
+    "ModelUnavailableError",
+    "OptionsError",
+    "OrderTally",
+    "PairGenerator",
+    "PairRequest",
+    "PairwiseJudge",
+    "ParseFailure",
+    "Pref",
+    "ProfileBuilder",
+    "ProfileItem",
+    "ProfileView",
+    "Record",
+    "Reply",
+    "SQLiteStore",
+    "ScoreRequest",
+    "Scorer",
+    "TaskDirRegister",
+    "UserPreferences",
+    "aggregate_order_metrics",
+    "build_chat",
+    "build_runtime",
+    "builder_id",
+    "cache_dir",
+    "check_scores",
+    "compare_paired",
+    "disable_progress",
+    "file_hashes",
+    "fingerprint_of",
+    "generate_in_batches",
+    "generation_failed",
+    "hookimpl",
+    "is_hub_id",
+    "is_truncated",
+    "load_records",
+    "model_identity",
+    "options_to_dict",
+    "pair_outcome",
+    "parse_options",
+    "parse_pairwise",
+    "parse_rating",
+    "progress_bar",
+    "ranked_view",
+    "remote_code_error",
+    "render_posts",
+    "resolve_device",
+    "resolve_dtype",
+    "resolve_model",
+    "run_batches",
+    "seeded_unit",
+    "stable_hash",
+    "strip_reasoning",
+    "template_sha256",
+    "text_hash",
+    "top_k",
+    "torch_device",
+    "truncation_failure",
+    "uncounted_if_out_of_memory",
+    "user_of",
+    "user_preferences",
+]
