@@ -568,7 +568,7 @@ class HFClassifierScorer:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One reward per request, in order (the runtime dedups and caches; this computes)."""
-        from prbench.scoring.engine import uncounted_if_out_of_memory
+        from prbench.scoring.oom import uncounted_if_out_of_memory
 
         requests = list(requests)
         if not requests:
@@ -614,7 +614,7 @@ class HFClassifierScorer:
 
     def close(self) -> None:
         """Release the model weights (and accelerator memory); a later score() reloads them."""
-        from prbench.scoring.engine import free_accelerator_memory
+        from prbench.scoring.oom import free_accelerator_memory
 
         loaded = self.model is not None
         self.model = None
