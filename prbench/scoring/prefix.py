@@ -53,6 +53,17 @@ class PrefixGroup:
         return len(self.prefix) * (len(self.members) - 1)
 
 
+#: Members of a group the prefix-sharing check scores both ways (a bounded sample: the check
+#: must fit the token budget like any batch, whatever the group's size).
+CHECK_MEMBERS = 4
+
+
+def check_sample(group: PrefixGroup, members: int = CHECK_MEMBERS) -> PrefixGroup:
+    """The first ``members`` members of ``group`` (at least two), to check sharing on."""
+    keep = max(2, members)
+    return PrefixGroup(group.prefix, group.members[:keep], group.suffixes[:keep])
+
+
 def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     """Length of the longest common prefix of token sequences (0 for none)."""
     if not sequences:
@@ -138,8 +149,10 @@ def prefix_sharing_support(model: Any) -> tuple[bool, str]:
     base = getattr(model, getattr(model, "base_model_prefix", "model"), None)
     if base is None:
         return False, "no base model attribute"
-    params = inspect.signature(base.forward).parameters
-    for name in ("past_key_values", "position_ids", "attention_mask", "use_cache"):
+    params = inspect.signature(type(base).forward).parameters
+    if _cache_param(base) not in params:
+        return False, "the base model's forward takes no 'past_key_values' (or 'cache')"
+    for name in ("position_ids", "attention_mask", "use_cache"):
         if name not in params:
             return False, f"the base model's forward takes no {name!r}"
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -153,6 +166,19 @@ def prefix_sharing_support(model: Any) -> tuple[bool, str]:
     elif getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
         return False, "sliding-window attention"
     return True, ""
+
+
+def _cache_param(base: Any) -> str:
+    """The name the decoder's forward takes a key/value cache by (``cache`` in newer releases)."""
+    import inspect
+
+    params = inspect.signature(type(base).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _output_cache(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def _check_cache(cache: Any) -> None:
@@ -285,6 +311,7 @@ def shared_prefix_hidden(
         counts["padded_tokens"] = counts.get("padded_tokens", 0) + slots
         counts["real_tokens"] = counts.get("real_tokens", 0) + real
 
+    cache_param = _cache_param(base)
     plens = [len(g.prefix) for g in groups]
     conts = [(g, suffix) for g, group in enumerate(groups) for suffix in group.suffixes]
     c_lens = [len(c[1]) for c in conts]
@@ -298,14 +325,15 @@ def shared_prefix_hidden(
         ids, mask, pos = pad_batch([groups[g].prefix for g in sub], pad_id=pad_id, device=device)
         out = base(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
         count(ids.numel(), sum(plens[g] for g in sub))
-        _check_cache(out.past_key_values)
-        layers = out.past_key_values.layers
+        past = _output_cache(out)
+        _check_cache(past)
+        layers = past.layers
         for row, g in enumerate(sub):
             n = plens[g]
             kv[g] = [(layer.keys[row, :, :n], layer.values[row, :, :n]) for layer in layers]
             if positions == "all":
                 prefix_last[g] = out.last_hidden_state[row, n - 1 : n]
-        del out, layers
+        del out, past, layers
 
     result: list[Any] = [None] * len(conts)
     for chunk in plan_batches(
@@ -325,8 +353,8 @@ def shared_prefix_hidden(
         c_pos = offsets[:, None] + torch.arange(c_ids.shape[1], device=c_ids.device)[None, :]
         full_mask = torch.cat([prefix_mask.to(c_mask.device), c_mask], dim=1)
         out = base(
-            input_ids=c_ids, attention_mask=full_mask, position_ids=c_pos,
-            past_key_values=cache, use_cache=True,
+            input_ids=c_ids, attention_mask=full_mask, position_ids=c_pos, use_cache=True,
+            **{cache_param: cache},
         )
         count(c_ids.numel(), sum(len(s) for s in suffixes))
         hidden = out.last_hidden_state
