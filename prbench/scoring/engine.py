@@ -6,7 +6,8 @@ Work items (token sequences, or groups of sequences sharing a prefix) are planne
 therefore travel in large batches and long ones in small batches, and padding is nearly nil.
 :func:`run_batches` runs a callable over the planned batches with a progress bar, hands every
 finished batch to a callback (the score cache commits there), backs off when the accelerator runs
-out of memory (halving the budget and re-planning what is left), and returns the results in the
+out of memory (halving the budget and re-planning what is left; the budget grows back after a
+streak of batches that fit, see :mod:`prbench.scoring.oom`), and returns the results in the
 original input order.
 
 Longest-first matters on a GPU: the biggest batch runs first, so an over-large budget fails at once
@@ -406,8 +407,8 @@ def auto_token_budget(
     On a CPU this is ``cpu_budget``. On a CUDA device it is the free memory times
     ``memory_fraction`` divided by a per-token estimate: one layer's peak activations (residual,
     attention projections, MLP), eager attention scores when the model uses eager attention, and,
-    with ``kv_cache``, the key/value cache of every layer (counted twice: the shared prefix and
-    its copies per continuation).
+    with ``kv_cache``, the key/value cache of every layer (counted twice: the prefix states kept
+    per group, and the padded prefix each continuation row attends to).
 
     Args:
         model: a loaded transformers model.

@@ -28,11 +28,26 @@ import contextlib
 import gc
 import logging
 from collections.abc import Iterator, MutableMapping
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
 #: Successes in a row at a lowered limit before it doubles again (see :class:`AdaptiveLimit`).
 GROW_AFTER = 8
+
+
+class ScorerOutOfMemoryError(RuntimeError):
+    """A single request does not fit in accelerator memory, even alone."""
+
+
+def one_request_too_big(scorer: str, request: Any, back_offs: int) -> ScorerOutOfMemoryError:
+    """The one-line error for a request that runs out of memory on its own (names its record)."""
+    return ScorerOutOfMemoryError(
+        f"scorer {scorer!r} ran out of memory on a single request "
+        f"(record {getattr(request, 'record_id', '?')!r}) after {back_offs} back-offs; lower the "
+        "scorer's batch or length options (e.g. max_length, batch_tokens), use a smaller dtype, "
+        "or a device with more memory"
+    )
 
 
 def is_oom_error(exc: BaseException) -> bool:
@@ -175,7 +190,9 @@ def uncounted_if_out_of_memory(counts: MutableMapping[str, int]) -> Iterator[Non
 __all__ = [
     "GROW_AFTER",
     "AdaptiveLimit",
+    "ScorerOutOfMemoryError",
     "free_accelerator_memory",
     "is_oom_error",
+    "one_request_too_big",
     "uncounted_if_out_of_memory",
 ]

@@ -64,7 +64,7 @@ from prbench.scoring.base import (
     scorer_label,
 )
 from prbench.scoring.extras import RequestExtras
-from prbench.scoring.oom import AdaptiveLimit
+from prbench.scoring.oom import AdaptiveLimit, ScorerOutOfMemoryError, one_request_too_big
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
 
 logger = logging.getLogger(__name__)
@@ -101,10 +101,6 @@ class RuntimeOptions:
 
 #: The option names the runtime takes out of a scorer's options.
 RUNTIME_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuntimeOptions))
-
-
-class ScorerOutOfMemoryError(RuntimeError):
-    """A single request does not fit in accelerator memory, even alone."""
 
 
 def split_options(
@@ -409,12 +405,8 @@ class ScorerRuntime:
                         kept = stored if self._cache is not None else 0
                         raise scorer_fault(exc, self.label, batch, kept) from exc
                     if len(chunk) == 1:
-                        raise ScorerOutOfMemoryError(
-                            f"scorer {self.name!r} ran out of memory on a single request "
-                            f"(record {getattr(batch[0], 'record_id', '?')!r}) after "
-                            f"{self._stats['oom_retries']} back-offs; lower the scorer's batch "
-                            "or length options (e.g. max_length, batch_tokens), use a smaller "
-                            "dtype, or a device with more memory"
+                        raise one_request_too_big(
+                            self.name, batch[0], self._stats["oom_retries"]
                         ) from exc
                     failed = True
                 if failed:  # out of the except block: the failed call's frames are released now
