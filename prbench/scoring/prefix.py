@@ -16,6 +16,12 @@ How it is exact:
   slots are never attended to;
 - the last hidden state is read at each continuation's last real token.
 
+Memory: prefix batches and continuation chunks are cut by the caller's token budget, a
+continuation row counting the padded prefix it attends to; each group's prefix states are held
+once, and a layer assembles the rows' view of them only while it runs (see
+:func:`shared_prefix_hidden`). Whether sharing is exact for a model is checked on a bounded
+sample of a group (:func:`check_sample`), so the check fits the same budget as any batch.
+
 Only models whose every layer uses full attention (no sliding window, no linear/recurrent layers)
 and whose cache is a plain :class:`transformers.DynamicCache` are supported; see
 :func:`prefix_sharing_support`.
