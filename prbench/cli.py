@@ -135,16 +135,19 @@ def user_errors() -> tuple[type[BaseException], ...]:
     plugin and the component), :class:`prbench.backends.base.BackendFatalError` (a judge's server
     rejects the key, does not know the model, or cannot be reached), and
     :class:`prbench.store.StoreError` (a damaged score, embedding or response cache file; the
-    message names it and the ways out).
+    message names it and the ways out), and
+    :class:`prbench.scoring.runtime.ScorerOutOfMemoryError` (one request that does not fit in
+    accelerator memory even alone; the message names its record and what to lower).
     """
     from prbench.backends.base import BackendFatalError
     from prbench.options import OptionsError
     from prbench.plugins import PluginError, UnknownComponentError
     from prbench.records import DataSourceError, RecordValidationError
+    from prbench.scoring.runtime import ScorerOutOfMemoryError
     from prbench.store import StoreError
 
     return (DataSourceError, RecordValidationError, OptionsError, UnknownComponentError,
-            PluginError, BackendFatalError, StoreError)
+            PluginError, BackendFatalError, StoreError, ScorerOutOfMemoryError)
 
 
 def one_line(exc: BaseException) -> str:

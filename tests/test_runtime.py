@@ -327,7 +327,7 @@ def test_accelerator_memory_is_emptied_once_the_failed_chunk_is_released(monkeyp
     import sys
     import weakref
 
-    import prbench.scoring.engine as engine
+    import prbench.scoring.oom as oom
 
     class Held:
         pass
@@ -341,7 +341,7 @@ def test_accelerator_memory_is_emptied_once_the_failed_chunk_is_released(monkeyp
             return super().score(requests)
 
     monkeypatch.setattr(
-        engine, "free_accelerator_memory",
+        oom, "free_accelerator_memory",
         lambda: seen.append((sys.exc_info()[0], [r() for r in refs])),
     )
     rt = ScorerRuntime(HoldsTensors(fits=3), chunk_size=16, progress=False)

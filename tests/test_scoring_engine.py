@@ -131,10 +131,10 @@ def test_run_batches_counts_failed_batches_apart_and_frees_memory_once_they_are_
 ):
     import weakref
 
-    import prbench.scoring.engine as engine
+    import prbench.scoring.oom as oom
 
     refs, seen = [], []
-    _released_check(monkeypatch, engine, refs, seen)
+    _released_check(monkeypatch, oom, refs, seen)
     lengths = [20] * 12 + [10] * 6
 
     def fn(batch):
@@ -160,7 +160,7 @@ def test_run_batches_counts_failed_batches_apart_and_frees_memory_once_they_are_
 def test_counts_of_an_attempt_that_runs_out_of_memory_are_undone():
     import torch
 
-    from prbench.scoring.engine import uncounted_if_out_of_memory
+    from prbench.scoring.oom import uncounted_if_out_of_memory
 
     counts = {"requests": 4, "real_tokens": 100, "oom_retries": 1, "wasted_tokens": 7}
     with pytest.raises(torch.OutOfMemoryError), uncounted_if_out_of_memory(counts):

@@ -29,11 +29,9 @@ profile, so a request with one is an error unless ``profile_position=none``.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from prbench.backends.chat_inputs import (
@@ -45,7 +43,7 @@ from prbench.backends.chat_inputs import (
 )
 from prbench.devices import torch_device
 from prbench.scoring.base import ScoreRequest, check_scores
-from prbench.scoring.cache import fingerprint_of
+from prbench.scoring.cache import fingerprint_of, model_identity
 
 logger = logging.getLogger(__name__)
 
@@ -123,49 +121,6 @@ def resolve_dtype(requested: str, device: Any) -> str:
 
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     return "float32"
-
-
-def _file_digest(path: Path, *, full: bool) -> str:
-    h = hashlib.sha256()
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        if full or size <= 1 << 20:
-            h.update(f.read())
-        else:  # big weight files: size, mtime and both ends (hashing GBs per start is too slow)
-            h.update(f.read(1 << 16))
-            f.seek(size - (1 << 16))
-            h.update(f.read(1 << 16))
-            h.update(str(path.stat().st_mtime_ns).encode())
-    h.update(str(size).encode())
-    return h.hexdigest()[:16]
-
-
-def model_identity(pretrained: str, revision: str) -> dict[str, Any]:
-    """What identifies the weights: a local folder's files, or a hub id with its commit.
-
-    A folder is described by each file's size and a hash (full for files up to 1 MiB; the first
-    and last 64 KiB plus the modification time for larger ones). A hub id is resolved in the
-    local hub cache to the commit its revision points at.
-    """
-    path = Path(pretrained).expanduser()
-    if path.is_dir():
-        files = {
-            str(p.relative_to(path)): _file_digest(p, full=False)
-            for p in sorted(path.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")
-        }
-        return {"path": str(path.resolve()), "files": files}
-    commit = None
-    try:
-        from transformers.utils import cached_file
-
-        config_path = cached_file(pretrained, "config.json", revision=revision)
-        if config_path:
-            parent = Path(config_path).parent
-            commit = parent.name if parent.parent.name == "snapshots" else None
-    except Exception as exc:  # not downloaded yet / offline: the revision string stands in
-        logger.debug("could not resolve %s@%s in the hub cache: %s", pretrained, revision, exc)
-    return {"hub_id": pretrained, "revision": revision, "commit": commit}
 
 
 def check_released_options(options: HFClassifierOptions) -> None:
@@ -275,9 +230,14 @@ class HFClassifierScorer:
         self._sharing_note = ""
         self._sharing_checked = False  # decided by the check (here or by an earlier run)
         self._adopted: bool | None = None  # the check's outcome stored with the score cache
-        self._token_budget = options.batch_tokens
+        self._budget: Any = None  # an AdaptiveLimit once loaded: what back-offs learn stays
 
     # -- loading ---------------------------------------------------------------------------------
+
+    @property
+    def token_budget(self) -> int:
+        """Padded tokens per batch in force (learned by out-of-memory back-offs once loaded)."""
+        return self._budget.current if self._budget is not None else self.options.batch_tokens
 
     @property
     def model_loaded(self) -> bool:
@@ -291,6 +251,7 @@ class HFClassifierScorer:
         from transformers import AutoModelForSequenceClassification
 
         from prbench.scoring.engine import auto_token_budget
+        from prbench.scoring.oom import AdaptiveLimit
         from prbench.scoring.prefix import prefix_sharing_support
 
         opts = self.options
@@ -327,10 +288,9 @@ class HFClassifierScorer:
             self._sharing_note = "on (option)" if opts.prefix_sharing == "on" else why
             if ok and self._adopted is not None:
                 self._adopt_sharing(self._adopted)
-        if not self._token_budget:
-            self._token_budget = auto_token_budget(
-                model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
-            )
+        self._budget = AdaptiveLimit(opts.batch_tokens or auto_token_budget(
+            model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
+        ))
         return model
 
     def _decoder_parts(self, model: Any) -> tuple[Any, Any] | None:
@@ -399,6 +359,7 @@ class HFClassifierScorer:
                 pad_free_from=pad_free_threshold(self.device),
                 batch_overhead=batch_overhead_tokens(self.device),
                 max_batch_size=self.options.max_batch_size or None,
+                token_budget=self._budget.current,
             )
             logits = head(torch.stack(hidden))[:, self.options.label_index].float().cpu().tolist()
         out, k = [], 0
@@ -407,15 +368,22 @@ class HFClassifierScorer:
             k += len(g.members)
         return out
 
-    def _verify_sharing(self, group: Any) -> None:
-        """Score one group plainly and shared; keep sharing only if they agree.
+    def _verify_sharing(self, group: Any, stats: Any) -> None:
+        """Score a few members of one group plainly and shared; share only if they agree.
 
-        Both results are thrown away: the group is then scored like every other group, so a
-        stored score never depends on which group a run happened to verify on (a resumed run
-        verifies on a different one) and resumed runs give the uninterrupted run's scores.
+        The check runs on at most :data:`~prbench.scoring.prefix.CHECK_MEMBERS` members, through
+        the same token budget and out-of-memory back-off as any batch (``stats`` gets its
+        batches). Both results are thrown away: the group is then scored like every other
+        group, so a stored score never depends on which group a run happened to verify on (a
+        resumed run verifies on a different one) and resumed runs give the uninterrupted run's
+        scores.
         """
-        plain = self._forward_plain([list(group.prefix) + list(s) for s in group.suffixes])
-        shared = self._forward_shared([group])[0]
+        from prbench.scoring.prefix import check_sample
+
+        sample = check_sample(group)
+        seqs = [list(sample.prefix) + list(s) for s in sample.suffixes]
+        plain = self._run_plain(seqs, stats)
+        shared = self._run_shared([sample], stats)[0]
         tol = 1e-3 if self.dtype_name == "float32" else 5e-2
         worst = max(abs(a - b) / (1.0 + abs(a)) for a, b in zip(plain, shared, strict=True))
         self._sharing, self._sharing_checked = worst <= tol, True
@@ -446,21 +414,39 @@ class HFClassifierScorer:
             if self.model is not None and (self._sharing is not False or self._sharing_checked):
                 self._adopt_sharing(value)
 
+    def _run_plain(
+        self, seqs: Sequence[Sequence[int]], stats: Any, on_batch: Any = None
+    ) -> list[float]:
+        """Score whole sequences in token-budgeted batches (the engine backs off on OOM)."""
+        from prbench.scoring.engine import batch_overhead_tokens, pad_free_threshold, run_batches
+
+        return run_batches(
+            [len(s) for s in seqs], lambda batch: self._forward_plain([seqs[i] for i in batch]),
+            token_budget=self._budget, max_batch_size=self.options.max_batch_size or None,
+            pad_free_from=pad_free_threshold(self.device),
+            batch_overhead=batch_overhead_tokens(self.device), on_batch=on_batch, stats=stats,
+        )
+
+    def _run_shared(self, groups: Sequence[Any], stats: Any, on_batch: Any = None) -> list[Any]:
+        """Score prefix groups in token-budgeted batches; a group alone may back off inside."""
+        from prbench.scoring.engine import run_batches
+
+        return run_batches(
+            [g.real_tokens for g in groups],
+            lambda batch: self._forward_shared([groups[g] for g in batch]),
+            token_budget=self._budget, max_batch_size=self.options.max_batch_size or None,
+            on_batch=on_batch, weights=[len(g.members) for g in groups], stats=stats,
+            floors=[len(g.prefix) + max(len(x) for x in g.suffixes) for g in groups],
+        )
+
     def _compute(self, seqs: list[list[int]], keys: list[Hashable]) -> list[float]:
         """Scores for ``seqs``; ``keys`` group the sequences that may share a prompt."""
-        from prbench.scoring.engine import (
-            BatchStats,
-            batch_overhead_tokens,
-            pad_free_threshold,
-            run_batches,
-        )
+        from prbench.scoring.engine import BatchStats
         from prbench.scoring.prefix import group_shared_prefixes
 
         self._load()
         results: list[float] = [math.nan] * len(seqs)
-        opts = self.options
         stats = BatchStats()
-        cap = opts.max_batch_size or None
 
         def store(indices: Sequence[int], scores: Sequence[float]) -> None:
             for i, s in zip(indices, scores, strict=True):
@@ -470,10 +456,10 @@ class HFClassifierScorer:
             singles = list(range(len(seqs)))
             if self._sharing is not False:
                 groups, singles = group_shared_prefixes(
-                    seqs, keys, min_prefix_tokens=opts.prefix_min_tokens
+                    seqs, keys, min_prefix_tokens=self.options.prefix_min_tokens
                 )
                 if groups and self._sharing is None:
-                    self._verify_sharing(min(groups, key=lambda g: g.real_tokens))
+                    self._verify_sharing(min(groups, key=lambda g: g.real_tokens), stats)
                     if not self._sharing:
                         singles += [m for g in groups for m in g.members]
                         groups = []
@@ -485,27 +471,16 @@ class HFClassifierScorer:
                         for g_idx, scores in zip(batch, out, strict=True):
                             store(groups[g_idx].members, scores)
 
-                    run_batches(
-                        [g.real_tokens for g in groups],
-                        lambda batch: self._forward_shared([groups[g] for g in batch]),
-                        token_budget=self._token_budget, max_batch_size=cap, on_batch=on_groups,
-                        weights=[len(g.members) for g in groups], stats=stats,
-                    )
+                    self._run_shared(groups, stats, on_groups)
             if singles:
-                run_batches(
-                    [len(seqs[i]) for i in singles],
-                    lambda batch: self._forward_plain([seqs[singles[j]] for j in batch]),
-                    token_budget=self._token_budget, max_batch_size=cap,
-                    pad_free_from=pad_free_threshold(self.device),
-                    batch_overhead=batch_overhead_tokens(self.device),
-                    on_batch=lambda batch, out: store([singles[j] for j in batch], out),
-                    stats=stats,
+                self._run_plain(
+                    [seqs[i] for i in singles], stats,
+                    lambda batch, out: store([singles[j] for j in batch], out),
                 )
         finally:
             self.stats["batches"] += stats.batches
             self.stats["oom_retries"] += stats.oom_retries
             self.stats["wasted_tokens"] += stats.wasted_tokens
-            self._token_budget = stats.token_budget or self._token_budget
         self.stats["computed"] += len(seqs)
         return results
 
@@ -568,7 +543,7 @@ class HFClassifierScorer:
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One reward per request, in order (the runtime dedups and caches; this computes)."""
-        from prbench.scoring.engine import uncounted_if_out_of_memory
+        from prbench.scoring.oom import uncounted_if_out_of_memory
 
         requests = list(requests)
         if not requests:
@@ -589,7 +564,7 @@ class HFClassifierScorer:
             **counts,
             "padded_fraction": 1.0 - real / slots if slots else 0.0,
             "prefix_sharing": self._sharing_state() if self.model_loaded else "not loaded",
-            "token_budget": self._token_budget,
+            "token_budget": self.token_budget,
         }
 
     def describe(self) -> dict[str, Any]:
@@ -607,14 +582,14 @@ class HFClassifierScorer:
                 "chat_template_sha256": template_sha256(self.encoder.template),
                 "pooling": self._pooling,
                 "prefix_sharing": self._sharing_state(),
-                "token_budget": self._token_budget,
+                "token_budget": self.token_budget,
             },
             "stats": dict(self.stats),
         }
 
     def close(self) -> None:
         """Release the model weights (and accelerator memory); a later score() reloads them."""
-        from prbench.scoring.engine import free_accelerator_memory
+        from prbench.scoring.oom import free_accelerator_memory
 
         loaded = self.model is not None
         self.model = None

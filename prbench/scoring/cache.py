@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import struct
@@ -41,6 +42,8 @@ from typing import Any
 
 from prbench.paths import cache_dir
 from prbench.store import SQLiteStore, StoreError
+
+logger = logging.getLogger(__name__)
 
 #: Table layout version of the ``scores`` namespace; another version is refused, not misread.
 SCHEMA_VERSION = 1
@@ -70,6 +73,49 @@ def fingerprint_of(description: Mapping[str, Any]) -> str:
     """A stable hex fingerprint of a JSON-ready description (key order does not matter)."""
     text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _file_digest(path: Path, *, full: bool) -> str:
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        if full or size <= 1 << 20:
+            h.update(f.read())
+        else:  # big weight files: size, mtime and both ends (hashing GBs per start is too slow)
+            h.update(f.read(1 << 16))
+            f.seek(size - (1 << 16))
+            h.update(f.read(1 << 16))
+            h.update(str(path.stat().st_mtime_ns).encode())
+    h.update(str(size).encode())
+    return h.hexdigest()[:16]
+
+
+def model_identity(pretrained: str, revision: str) -> dict[str, Any]:
+    """What identifies the weights: a local folder's files, or a hub id with its commit.
+
+    A folder is described by each file's size and a hash (full for files up to 1 MiB; the first
+    and last 64 KiB plus the modification time for larger ones). A hub id is resolved in the
+    local hub cache to the commit its revision points at.
+    """
+    path = Path(pretrained).expanduser()
+    if path.is_dir():
+        files = {
+            str(p.relative_to(path)): _file_digest(p, full=False)
+            for p in sorted(path.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")
+        }
+        return {"path": str(path.resolve()), "files": files}
+    commit = None
+    try:
+        from transformers.utils import cached_file
+
+        config_path = cached_file(pretrained, "config.json", revision=revision)
+        if config_path:
+            parent = Path(config_path).parent
+            commit = parent.name if parent.parent.name == "snapshots" else None
+    except Exception as exc:  # not downloaded yet / offline: the revision string stands in
+        logger.debug("could not resolve %s@%s in the hub cache: %s", pretrained, revision, exc)
+    return {"hub_id": pretrained, "revision": revision, "commit": commit}
 
 
 def _number(value: Any) -> float | None:
@@ -301,4 +347,11 @@ class ScoreCache:
         return f"ScoreCache({self.fingerprint[:12]}…, {str(self.path)!r})"
 
 
-__all__ = ["SCHEMA_VERSION", "ScoreCache", "StoreError", "default_cache_path", "fingerprint_of"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "ScoreCache",
+    "StoreError",
+    "default_cache_path",
+    "fingerprint_of",
+    "model_identity",
+]

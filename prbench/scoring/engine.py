@@ -6,7 +6,8 @@ Work items (token sequences, or groups of sequences sharing a prefix) are planne
 therefore travel in large batches and long ones in small batches, and padding is nearly nil.
 :func:`run_batches` runs a callable over the planned batches with a progress bar, hands every
 finished batch to a callback (the score cache commits there), backs off when the accelerator runs
-out of memory (halving the budget and re-planning what is left), and returns the results in the
+out of memory (halving the budget and re-planning what is left; the budget grows back after a
+streak of batches that fit, see :mod:`prbench.scoring.oom`), and returns the results in the
 original input order.
 
 Longest-first matters on a GPU: the biggest batch runs first, so an over-large budget fails at once
@@ -17,11 +18,27 @@ Nothing here imports torch at module import time.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
+
+from prbench.scoring import oom
+from prbench.scoring.oom import AdaptiveLimit, is_oom_error, uncounted_if_out_of_memory
+
+__all__ = [
+    "BatchStats",
+    "auto_token_budget",
+    "batch_overhead_tokens",
+    "is_oom_error",
+    "last_token_index",
+    "pad_batch",
+    "pad_free_threshold",
+    "padded_tokens",
+    "plan_batches",
+    "run_batches",
+    "uncounted_if_out_of_memory",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +63,7 @@ def plan_batches(
     max_batch_size: int | None = None,
     pad_free_from: int | None = None,
     batch_overhead: int | None = None,
+    widths: Sequence[int] | None = None,
 ) -> list[list[int]]:
     """Split items into length-sorted batches bounded by a padded-token budget.
 
@@ -53,6 +71,10 @@ def plan_batches(
     deterministic), and cut into runs with ``len(batch) * max_length_in_batch <= token_budget``
     and, when given, ``len(batch) <= max_batch_size``. An item longer than the budget forms a
     batch of its own.
+
+    With ``widths`` (e.g. the cached prefix each continuation attends to), an item costs its
+    width plus its length and a batch holds ``len(batch) * (max width + max length)`` token slots:
+    items are then sorted by width plus length and the budget bounds those slots.
 
     Without ``batch_overhead`` the runs are filled greedily up to the budget. With it, the cut
     points minimise ``padded tokens + batch_overhead * number of batches`` (an exact dynamic
@@ -69,53 +91,71 @@ def plan_batches(
             the causal kernel at ~1,500 tokens); ``None`` disables the rule.
         batch_overhead: the fixed cost of one more batch, in tokens (see
             :func:`batch_overhead_tokens`); ``None`` plans greedily.
+        widths: an optional second extent per item, padded separately from ``lengths``.
 
     Returns:
         Batches of indices into ``lengths``; every index appears exactly once.
 
     Raises:
-        ValueError: a non-positive budget or a negative length.
+        ValueError: a non-positive budget, a negative length, or widths of the wrong count.
     """
     if token_budget < 1:
         raise ValueError(f"token_budget must be at least 1, got {token_budget}")
     if max_batch_size is not None and max_batch_size < 0:
         raise ValueError(f"max_batch_size must be >= 0, got {max_batch_size}")
+    if widths is not None and len(widths) != len(lengths):
+        raise ValueError(f"{len(widths)} widths for {len(lengths)} items")
     cap = max_batch_size or len(lengths) or 1
     for i, n in enumerate(lengths):
         if n < 0:
             raise ValueError(f"length {i} is negative ({n})")
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    wide = [max(int(w), 0) for w in widths] if widths is not None else [0] * len(lengths)
+    order = sorted(range(len(lengths)), key=lambda i: (-(lengths[i] + wide[i]), i))
     size = [max(int(lengths[i]), 1) for i in order]
+    width = [wide[i] for i in order]
 
-    def feasible(first: int, last: int) -> bool:
-        """Can sorted items first..last (inclusive) form one batch?"""
-        count = last - first + 1
+    def slots(count: int, top_len: int, low_len: int, top_width: int) -> int | None:
+        """Token slots of ``count`` items as one batch (None: they cannot be one batch)."""
         if count == 1:
-            return True
-        if count > cap or count * size[first] > token_budget:
-            return False
-        return pad_free_from is None or size[first] < pad_free_from or size[first] == size[last]
+            return top_len + top_width
+        total = count * (top_len + top_width)
+        if count > cap or total > token_budget:
+            return None
+        if pad_free_from is not None and top_len >= pad_free_from and low_len != top_len:
+            return None
+        return total
 
     if batch_overhead is None:
         batches: list[list[int]] = []
-        start = 0
-        for k in range(1, len(order) + 1):
-            if k == len(order) or not feasible(start, k):
+        start, top_len, low_len, top_width = 0, 0, 0, 0
+        for k in range(len(order)):
+            if k > start:
+                grown = (max(top_len, size[k]), min(low_len, size[k]), max(top_width, width[k]))
+                if slots(k - start + 1, *grown) is not None:
+                    top_len, low_len, top_width = grown
+                    continue
                 batches.append(order[start:k])
                 start = k
+            top_len, low_len, top_width = size[k], size[k], width[k]
+        if order:
+            batches.append(order[start:])
         return batches
-    # best[j]: cheapest plan of the first j sorted items; feasibility only shrinks as a batch
+    # best[j]: cheapest plan of the first j sorted items; a batch only gets costlier as it
     # reaches back to longer items, so each inner loop stops at the first infeasible start.
     n_items = len(order)
     best = [0.0] + [float("inf")] * n_items
     cut = [0] * (n_items + 1)
     for j in range(1, n_items + 1):
+        top_len, low_len, top_width = 0, size[j - 1], 0
         for i in range(j - 1, -1, -1):
-            if not feasible(i, j - 1):
+            top_len, low_len = max(top_len, size[i]), min(low_len, size[i])
+            top_width = max(top_width, width[i])
+            cost = slots(j - i, top_len, low_len, top_width)
+            if cost is None:
                 break
-            cost = best[i] + (j - i) * size[i] + batch_overhead
-            if cost < best[j]:
-                best[j], cut[j] = cost, i
+            total = best[i] + cost + batch_overhead
+            if total < best[j]:
+                best[j], cut[j] = total, i
     plan: list[list[int]] = []
     j = n_items
     while j > 0:
@@ -140,73 +180,6 @@ def padded_tokens(lengths: Sequence[int], batch: Sequence[int]) -> int:
     return len(batch) * max((lengths[i] for i in batch), default=0)
 
 
-def is_oom_error(exc: BaseException) -> bool:
-    """True for an out-of-memory error from torch (CUDA, MPS or the CPU allocator)."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a core dependency
-        torch = None  # type: ignore[assignment]
-    if torch is not None:
-        oom_types = tuple(
-            t
-            for t in (getattr(torch, "OutOfMemoryError", None),
-                      getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None))
-            if isinstance(t, type)
-        )
-        if oom_types and isinstance(exc, oom_types):
-            return True
-    if isinstance(exc, MemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text
-        or "can't allocate memory" in text
-        or "cannot allocate memory" in text
-    )
-
-
-def free_accelerator_memory() -> None:
-    """Return cached accelerator memory to the driver after an out-of-memory error."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except Exception:  # pragma: no cover - best effort
-        logger.debug("could not empty the CUDA cache", exc_info=True)
-
-
-@contextlib.contextmanager
-def uncounted_if_out_of_memory(counts: MutableMapping[str, int]) -> Iterator[None]:
-    """Undo what an attempt added to ``counts`` if it runs out of memory (the error propagates).
-
-    The caller (e.g. the scorer runtime, halving its chunk) redoes the work, so the attempt's
-    counts would be counted twice: they are restored to their values before the attempt, except
-    ``oom_retries`` (back-offs made inside the attempt are kept) and ``wasted_tokens``, which grows
-    by the real tokens the attempt computed (``real_tokens``) plus those it already wasted.
-
-    Args:
-        counts: running integer counts, e.g. a scorer's stats.
-    """
-    before = dict(counts)
-    try:
-        yield
-    except Exception as exc:
-        if is_oom_error(exc):
-            after = dict(counts)
-            counts.clear()
-            counts.update(before)
-
-            def grew(key: str) -> int:
-                return int(after.get(key, 0)) - int(before.get(key, 0))
-
-            counts["oom_retries"] = int(after.get("oom_retries", 0))
-            counts["wasted_tokens"] = (
-                int(before.get("wasted_tokens", 0)) + grew("real_tokens") + grew("wasted_tokens")
-            )
-        raise
-
-
 @dataclasses.dataclass
 class BatchStats:
     """What a :func:`run_batches` call did (for reports and benchmarks).
@@ -219,7 +192,8 @@ class BatchStats:
         oom_retries: batches that ran out of memory and were re-planned.
         wasted_tokens: the real tokens of those batches (computed again after the back-off; not
             in ``real_tokens``).
-        token_budget: the budget in force at the end (lower than the start after a back-off).
+        token_budget: the budget in force at the end (lower than the start after a back-off,
+            unless enough batches fitted since for it to grow back).
     """
 
     items: int = 0
@@ -249,7 +223,7 @@ def run_batches(
     lengths: Sequence[int],
     fn: Callable[[list[int]], Sequence[R]],
     *,
-    token_budget: int,
+    token_budget: int | AdaptiveLimit,
     max_batch_size: int | None = None,
     on_batch: Callable[[list[int], list[R]], None] | None = None,
     progress: bool | Any = False,
@@ -259,6 +233,7 @@ def run_batches(
     stats: BatchStats | None = None,
     pad_free_from: int | None = None,
     batch_overhead: int | None = None,
+    floors: Sequence[int] | None = None,
 ) -> list[R]:
     """Run ``fn`` over length-sorted, token-budgeted batches and return results in input order.
 
@@ -269,7 +244,9 @@ def run_batches(
         lengths: each item's length (its padded cost is ``len(batch) * max(lengths in batch)``).
         fn: called with a batch of item indices (longest first); must return one result per index,
             in the same order.
-        token_budget: the most padded tokens per batch (see :func:`plan_batches`).
+        token_budget: the most padded tokens per batch (see :func:`plan_batches`), or an
+            :class:`~prbench.scoring.oom.AdaptiveLimit` that keeps what the back-offs learn across
+            calls (``fn`` may read its ``current`` value to cut an item's own work).
         max_batch_size: an optional cap on items per batch.
         on_batch: called after each successful batch with its indices and results — e.g. to
             commit them to a cache, so that an interrupted run loses at most one batch.
@@ -277,13 +254,19 @@ def run_batches(
             with ``update(n)``) to advance.
         desc: the progress-bar label.
         weights: how far each item advances the bar (default 1 each; e.g. a group's size).
-        oom_backoff: on an out-of-memory error, halve the budget and re-plan the unfinished items
-            (a single item that does not fit re-raises the error). A failed batch counts only in
+        oom_backoff: on an out-of-memory error, halve the budget and re-plan the unfinished items;
+            after :data:`~prbench.scoring.oom.GROW_AFTER` batches in a row that fit, the budget
+            doubles again (up to where it started). A failed batch counts only in
             ``stats.oom_retries`` and ``stats.wasted_tokens``; accelerator memory is emptied once
             its frames are released.
         stats: a :class:`BatchStats` to fill in.
         pad_free_from: see :func:`plan_batches`.
         batch_overhead: see :func:`plan_batches`.
+        floors: the smallest budget each item can run under, for items that cut their own work
+            by the budget (a group of continuations over a shared prompt). A single item that
+            runs out of memory is retried under a halved budget while that stays above its
+            floor; by default a single item is never retried (its cost does not depend on the
+            budget).
 
     Returns:
         ``results[i]`` is the result for item ``i``.
@@ -295,43 +278,48 @@ def run_batches(
     n = len(lengths)
     if weights is not None and len(weights) != n:
         raise ValueError(f"weights has {len(weights)} entries for {n} items")
+    if floors is not None and len(floors) != n:
+        raise ValueError(f"floors has {len(floors)} entries for {n} items")
+    limit = token_budget if isinstance(token_budget, AdaptiveLimit) else AdaptiveLimit(token_budget)
     stats = stats if stats is not None else BatchStats()
-    stats.token_budget = token_budget
+    stats.token_budget = limit.current
     own_bar = isinstance(progress, bool)
     total = sum(weights) if weights is not None else n
     bar = make_progress(total, enabled=bool(progress), desc=desc) if own_bar else progress
     results: list[Any] = [None] * n
     pending = list(range(n))
-    budget = token_budget
     try:
         while pending:
-            sub_lengths = [lengths[i] for i in pending]
             plan = plan_batches(
-                sub_lengths, token_budget=budget, max_batch_size=max_batch_size,
-                pad_free_from=pad_free_from, batch_overhead=batch_overhead,
+                [lengths[i] for i in pending], token_budget=limit.current,
+                max_batch_size=max_batch_size, pad_free_from=pad_free_from,
+                batch_overhead=batch_overhead,
             )
             finished: set[int] = set()
             replan = False
             for local in plan:
                 batch = [pending[j] for j in local]
+                floor = floors[batch[0]] if floors is not None else limit.current
                 try:
                     out = list(fn(batch))
                 except Exception as exc:
-                    if not (oom_backoff and is_oom_error(exc)) or len(batch) == 1:
+                    retry = len(batch) > 1 or floor < limit.current
+                    if not (oom_backoff and retry and is_oom_error(exc)):
                         raise
                     replan = True
                 if replan:  # out of the except block: the failed batch's frames are released
-                    free_accelerator_memory()
-                    new_budget = max(1, padded_tokens(lengths, batch) // 2)
+                    oom.free_accelerator_memory()
+                    slots = padded_tokens(lengths, batch)
+                    before = limit.current
+                    limit.shrink(slots, floor=floor if len(batch) == 1 else 1)
                     logger.warning(
                         "out of memory on a batch of %d items (%d padded tokens); "
                         "lowering the token budget from %d to %d and re-planning",
-                        len(batch), padded_tokens(lengths, batch), budget, new_budget,
+                        len(batch), slots, before, limit.current,
                     )
-                    budget = min(budget, new_budget)
                     stats.oom_retries += 1
                     stats.wasted_tokens += sum(lengths[i] for i in batch)
-                    stats.token_budget = budget
+                    stats.token_budget = limit.current
                     break
                 if len(out) != len(batch):
                     raise RuntimeError(
@@ -347,6 +335,10 @@ def run_batches(
                 if on_batch is not None:
                     on_batch(batch, out)
                 bar.update(sum(weights[i] for i in batch) if weights is not None else len(batch))
+                if oom_backoff and limit.success():  # memory to spare again: bigger batches
+                    stats.token_budget = limit.current
+                    replan = True
+                    break
             pending = [i for i in pending if i not in finished] if replan else []
     finally:
         if own_bar:
@@ -415,8 +407,8 @@ def auto_token_budget(
     On a CPU this is ``cpu_budget``. On a CUDA device it is the free memory times
     ``memory_fraction`` divided by a per-token estimate: one layer's peak activations (residual,
     attention projections, MLP), eager attention scores when the model uses eager attention, and,
-    with ``kv_cache``, the key/value cache of every layer (counted twice: the shared prefix and
-    its copies per continuation).
+    with ``kv_cache``, the key/value cache of every layer (counted twice: the prefix states kept
+    per group, and the padded prefix each continuation row attends to).
 
     Args:
         model: a loaded transformers model.

@@ -16,6 +16,12 @@ How it is exact:
   slots are never attended to;
 - the last hidden state is read at each continuation's last real token.
 
+Memory: prefix batches and continuation chunks are cut by the caller's token budget, a
+continuation row counting the padded prefix it attends to; each group's prefix states are held
+once, and a layer assembles the rows' view of them only while it runs (see
+:func:`shared_prefix_hidden`). Whether sharing is exact for a model is checked on a bounded
+sample of a group (:func:`check_sample`), so the check fits the same budget as any batch.
+
 Only models whose every layer uses full attention (no sliding window, no linear/recurrent layers)
 and whose cache is a plain :class:`transformers.DynamicCache` are supported; see
 :func:`prefix_sharing_support`.
@@ -51,6 +57,17 @@ class PrefixGroup:
     def saved_tokens(self) -> int:
         """Tokens not recomputed thanks to sharing (the prefix, for all members but one)."""
         return len(self.prefix) * (len(self.members) - 1)
+
+
+#: Members of a group the prefix-sharing check scores both ways (a bounded sample: the check
+#: must fit the token budget like any batch, whatever the group's size).
+CHECK_MEMBERS = 4
+
+
+def check_sample(group: PrefixGroup, members: int = CHECK_MEMBERS) -> PrefixGroup:
+    """The first ``members`` members of ``group`` (at least two), to check sharing on."""
+    keep = max(2, members)
+    return PrefixGroup(group.prefix, group.members[:keep], group.suffixes[:keep])
 
 
 def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
@@ -138,8 +155,10 @@ def prefix_sharing_support(model: Any) -> tuple[bool, str]:
     base = getattr(model, getattr(model, "base_model_prefix", "model"), None)
     if base is None:
         return False, "no base model attribute"
-    params = inspect.signature(base.forward).parameters
-    for name in ("past_key_values", "position_ids", "attention_mask", "use_cache"):
+    params = inspect.signature(type(base).forward).parameters
+    if _cache_param(base) not in params:
+        return False, "the base model's forward takes no 'past_key_values' (or 'cache')"
+    for name in ("position_ids", "attention_mask", "use_cache"):
         if name not in params:
             return False, f"the base model's forward takes no {name!r}"
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -155,6 +174,19 @@ def prefix_sharing_support(model: Any) -> tuple[bool, str]:
     return True, ""
 
 
+def _cache_param(base: Any) -> str:
+    """The name the decoder's forward takes a key/value cache by (``cache`` in newer releases)."""
+    import inspect
+
+    params = inspect.signature(type(base).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _output_cache(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
 def _check_cache(cache: Any) -> None:
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
@@ -165,6 +197,60 @@ def _check_cache(cache: Any) -> None:
             "prefix sharing needs a DynamicCache of full-attention layers, "
             f"got {type(cache).__name__}"
         )
+
+
+def _prefix_cache(
+    kv: Sequence[Sequence[tuple[Any, Any]]], rows: Sequence[int], plens: Sequence[int]
+) -> Any:
+    """A cache that shows each row its group's prefix states, without copying them per row.
+
+    Each layer holds the groups' prefix keys and values once. When the layer runs, it builds the
+    tensor attention needs (every row's padded prefix followed by the new states) in one
+    allocation and does not keep it: the continuation's own states are not needed afterwards, so
+    no layer's copy outlives the layer and no second copy exists while it is built.
+
+    Args:
+        kv: per group, per layer, the prefix ``(keys, values)`` of shape ``[heads, len, dim]``.
+        rows: the group of each row of the batch.
+        plens: each group's prefix length.
+    """
+    import torch
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    width = max(plens[g] for g in rows)
+    by_group: dict[int, list[int]] = {}
+    for r, g in enumerate(rows):
+        by_group.setdefault(g, []).append(r)
+
+    class PrefixLayer(DynamicLayer):
+        """One layer's shared prefix states, read by every row and never extended."""
+
+        def __init__(self, layer: int) -> None:
+            super().__init__()
+            self.index = layer
+            keys, values = kv[rows[0]][layer]
+            self.lazy_initialization(keys, values)
+            self.keys, self.values = keys.unsqueeze(0), values.unsqueeze(0)  # views: no copy
+
+        def get_seq_length(self) -> int:
+            return width  # the padded prefix every row attends to (what the mask is built from)
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._joined(key_states, 0), self._joined(value_states, 1)
+
+        def _joined(self, new: Any, part: int) -> Any:
+            shape = (new.shape[0], new.shape[1], width + new.shape[2], new.shape[3])
+            out = new.new_zeros(shape)
+            for g, members in by_group.items():
+                state = kv[g][self.index][part]
+                index = torch.as_tensor(members, device=new.device)
+                out[index, :, : plens[g]] = state.unsqueeze(0)
+            out[:, :, width:] = new
+            return out
+
+    cache = DynamicCache()
+    cache.layers = [PrefixLayer(layer) for layer in range(len(kv[rows[0]]))]
+    return cache
 
 
 def shared_prefix_hidden(
@@ -178,13 +264,19 @@ def shared_prefix_hidden(
     pad_free_from: int | None = None,
     batch_overhead: int = 32,
     max_batch_size: int | None = None,
+    token_budget: int | None = None,
 ) -> list[Any]:
     """Run each group's prefix once and all continuations from the cached prefix states.
 
     Prefixes run first (batched by length; see ``pad_free_from``), their key/value states are kept
     per group, then the continuations run in length-sorted chunks (cut where padding would cost
-    more than another forward pass), each chunk over a cache assembled from its groups' prefix
-    states.
+    more than another forward pass), each chunk over its groups' prefix states.
+
+    Memory: with ``token_budget``, a prefix batch holds at most that many token slots, and so
+    does a continuation chunk counting every row's cached prefix (``rows × (longest prefix +
+    longest continuation)``, what its attention reads). The prefix states are kept once per
+    group, never copied per row: each layer assembles the rows' padded prefix and new states in
+    one tensor that it drops once the layer is done.
 
     Args:
         base: the decoder stack (e.g. ``model.model`` of a ``LlamaForSequenceClassification``),
@@ -197,20 +289,22 @@ def shared_prefix_hidden(
             tokens and the one after it: the prefix's last position followed by every
             continuation position (shape ``[1 + len(suffix), hidden]``), for log-probabilities.
         counter: if given, ``forward_passes``, ``padded_tokens`` (token slots computed, padding
-            included) and ``real_tokens`` (real tokens computed) are added to it when the call
-            succeeds (a call that fails, e.g. out of memory, adds nothing: it is redone).
+            included) and ``real_tokens`` (real tokens computed) are
+            added to it when the call succeeds (a call that fails, e.g. out of memory, adds
+            nothing: it is redone).
         pad_free_from: prefixes at least this long run only with prefixes of their exact length
             (no padding, so the causal attention kernel applies; see
             :func:`prbench.scoring.engine.plan_batches`). ``None``: batch all prefixes together.
         batch_overhead: the cost of one more forward pass in tokens, for splitting prefixes and
             continuations into sub-batches (see :func:`prbench.scoring.engine.plan_batches`).
         max_batch_size: the most sequences (prefixes, or continuations) per forward pass.
+        token_budget: the most token slots per forward pass (``None``: no limit). A prefix, or
+            one continuation with its prefix, longer than the budget runs alone.
 
     Returns:
         One tensor per continuation, in group order and member order within a group.
     """
     import torch
-    from transformers.cache_utils import DynamicCache
 
     from prbench.scoring.engine import pad_batch, plan_batches
 
@@ -223,44 +317,39 @@ def shared_prefix_hidden(
         counts["padded_tokens"] = counts.get("padded_tokens", 0) + slots
         counts["real_tokens"] = counts.get("real_tokens", 0) + real
 
+    cache_param = _cache_param(base)
     plens = [len(g.prefix) for g in groups]
+    conts = [(g, suffix) for g, group in enumerate(groups) for suffix in group.suffixes]
+    c_lens = [len(c[1]) for c in conts]
+    widths = [plens[c[0]] for c in conts]
     kv: list[list[tuple[Any, Any]]] = [[] for _ in groups]
     prefix_last: list[Any] = [None] * len(groups)
-    no_limit = max(plens) * len(plens)
     for sub in plan_batches(
-        plens, token_budget=no_limit, pad_free_from=pad_free_from, batch_overhead=batch_overhead,
-        max_batch_size=max_batch_size,
+        plens, token_budget=token_budget or max(plens) * len(plens),
+        pad_free_from=pad_free_from, batch_overhead=batch_overhead, max_batch_size=max_batch_size,
     ):
         ids, mask, pos = pad_batch([groups[g].prefix for g in sub], pad_id=pad_id, device=device)
         out = base(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
         count(ids.numel(), sum(plens[g] for g in sub))
-        _check_cache(out.past_key_values)
-        layers = out.past_key_values.layers
+        past = _output_cache(out)
+        _check_cache(past)
+        layers = past.layers
         for row, g in enumerate(sub):
             n = plens[g]
             kv[g] = [(layer.keys[row, :, :n], layer.values[row, :, :n]) for layer in layers]
             if positions == "all":
                 prefix_last[g] = out.last_hidden_state[row, n - 1 : n]
+        del out, past, layers
 
-    conts = [(g, suffix) for g, group in enumerate(groups) for suffix in group.suffixes]
     result: list[Any] = [None] * len(conts)
-    c_lens = [len(c[1]) for c in conts]
     for chunk in plan_batches(
-        c_lens, token_budget=max(c_lens) * len(c_lens), batch_overhead=batch_overhead,
+        c_lens, widths=widths, token_budget=token_budget or len(conts) * (max(plens) + max(c_lens)),
+        batch_overhead=batch_overhead,
         max_batch_size=max_batch_size,
     ):
         rows = [conts[k][0] for k in chunk]
         width = max(plens[g] for g in rows)
-        cache_data = []
-        for layer in range(len(kv[rows[0]])):
-            k0, v0 = kv[rows[0]][layer]
-            keys = k0.new_zeros((len(rows), k0.shape[0], width, k0.shape[-1]))
-            values = v0.new_zeros((len(rows), v0.shape[0], width, v0.shape[-1]))
-            for r, g in enumerate(rows):
-                keys[r, :, : plens[g]] = kv[g][layer][0]
-                values[r, :, : plens[g]] = kv[g][layer][1]
-            cache_data.append((keys, values))
-        cache = DynamicCache(ddp_cache_data=cache_data)
+        cache = _prefix_cache(kv, rows, plens)
         prefix_mask = torch.zeros((len(rows), width), dtype=torch.long)
         for r, g in enumerate(rows):
             prefix_mask[r, : plens[g]] = 1
@@ -270,8 +359,8 @@ def shared_prefix_hidden(
         c_pos = offsets[:, None] + torch.arange(c_ids.shape[1], device=c_ids.device)[None, :]
         full_mask = torch.cat([prefix_mask.to(c_mask.device), c_mask], dim=1)
         out = base(
-            input_ids=c_ids, attention_mask=full_mask, position_ids=c_pos,
-            past_key_values=cache, use_cache=True,
+            input_ids=c_ids, attention_mask=full_mask, position_ids=c_pos, use_cache=True,
+            **{cache_param: cache},
         )
         count(c_ids.numel(), sum(len(s) for s in suffixes))
         hidden = out.last_hidden_state
@@ -281,6 +370,7 @@ def shared_prefix_hidden(
                 result[k] = hidden[r, n - 1]
             else:
                 result[k] = torch.cat([prefix_last[rows[r]], hidden[r, :n]], dim=0)
+        del out, hidden, cache
     if counter is not None:
         for key, value in counts.items():
             counter[key] = counter.get(key, 0) + value

@@ -22,7 +22,9 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   resumed run adopts them first. With chunks that never change, a run killed at any point and
   run again stores exactly the scores of an uninterrupted run (:mod:`prbench.scoring.resume`);
 - **out-of-memory back-off**: a chunk that runs out of accelerator memory is retried at half the
-  size, down to one request, then a clear error;
+  size, down to one request, then a clear error; after a streak of chunks that fit, the size
+  doubles again up to ``chunk_size`` (:class:`prbench.scoring.oom.AdaptiveLimit`). A failed chunk
+  counts only in ``oom_retries`` and ``wasted_requests``;
 - a **progress bar** (:func:`prbench.progress.progress_bar`), **run stats** (:meth:`stats`) and a
   JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
   scorer (the runtime is also a context manager).
@@ -62,6 +64,7 @@ from prbench.scoring.base import (
     scorer_label,
 )
 from prbench.scoring.extras import RequestExtras
+from prbench.scoring.oom import AdaptiveLimit, ScorerOutOfMemoryError, one_request_too_big
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
 
 logger = logging.getLogger(__name__)
@@ -98,10 +101,6 @@ class RuntimeOptions:
 
 #: The option names the runtime takes out of a scorer's options.
 RUNTIME_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuntimeOptions))
-
-
-class ScorerOutOfMemoryError(RuntimeError):
-    """A single request does not fit in accelerator memory, even alone."""
 
 
 def split_options(
@@ -268,10 +267,11 @@ class ScorerRuntime:
             )
         self._stats = dict.fromkeys(
             ("calls", "requests", "unique", "cache_hits", "computed", "chunks", "oom_retries",
-             "nonfinite"),
+             "wasted_requests", "nonfinite"),
             0,
         )
-        self._active_chunk = self.chunk_size  # lowered for good by an out-of-memory back-off
+        #: the chunk size in force: halved by an out-of-memory back-off, grown back after a streak
+        self._chunk_limit = AdaptiveLimit(self.chunk_size)
         self._extras = RequestExtras(scorer, self.name, required=self.pairwise)
         self._decisions = DecisionKeeper(scorer, self._cache, self.name)
         self._closed = False
@@ -379,12 +379,16 @@ class ScorerRuntime:
         prompts) store the same scores either way.
         """
         from prbench.progress import progress_bar
-        from prbench.scoring.engine import free_accelerator_memory, is_oom_error
+        from prbench.scoring import oom
 
         self._decisions.adopt_stored()
         missing = [i for i in unique if keys[i] not in known]
-        size = self._active_chunk
-        pending = plan_chunks(missing, [group_key(requests[i]) for i in missing], size)
+        limit = self._chunk_limit
+
+        def replan(rest: list[int]) -> list[list[int]]:
+            return plan_chunks(rest, [group_key(requests[i]) for i in rest], limit.current)
+
+        pending = replan(missing)
         out: dict[str, float] = {}
         total = sum(len(c) for c in pending)
         bar = progress_bar(total, desc=self.name, unit=unit, enabled=self.progress)
@@ -392,34 +396,29 @@ class ScorerRuntime:
             while pending:
                 chunk = pending.pop(0)
                 batch = [requests[i] for i in chunk]
-                oom = False
+                failed = False
                 try:
                     raw = fn(batch)
                 except Exception as exc:
-                    if not is_oom_error(exc):  # one error naming the plugin; earlier chunks kept
+                    if not oom.is_oom_error(exc):  # one error naming the plugin, chunks kept
                         stored = self._stats["computed"] - self._stats["nonfinite"]
                         kept = stored if self._cache is not None else 0
                         raise scorer_fault(exc, self.label, batch, kept) from exc
                     if len(chunk) == 1:
-                        raise ScorerOutOfMemoryError(
-                            f"scorer {self.name!r} ran out of memory on a single request "
-                            f"(record {getattr(batch[0], 'record_id', '?')!r}) after "
-                            f"{self._stats['oom_retries']} back-offs; lower the scorer's batch "
-                            "or length options (e.g. max_length, batch_tokens), use a smaller "
-                            "dtype, or a device with more memory"
+                        raise one_request_too_big(
+                            self.name, batch[0], self._stats["oom_retries"]
                         ) from exc
-                    oom = True
-                if oom:  # out of the except block: the failed call's frames are released now
-                    free_accelerator_memory()
-                    size = max(1, len(chunk) // 2)
-                    self._active_chunk = min(self._active_chunk, size)
+                    failed = True
+                if failed:  # out of the except block: the failed call's frames are released now
+                    oom.free_accelerator_memory()
+                    limit.shrink(len(chunk))
                     self._stats["oom_retries"] += 1
+                    self._stats["wasted_requests"] += len(chunk)
                     logger.warning(
                         "scorer %r ran out of memory on a chunk of %d requests; retrying with "
-                        "chunks of %d", self.name, len(chunk), size,
+                        "chunks of %d", self.name, len(chunk), limit.current,
                     )
-                    rest = chunk + [i for c in pending for i in c]
-                    pending = plan_chunks(rest, [group_key(requests[i]) for i in rest], size)
+                    pending = replan(chunk + [i for c in pending for i in c])
                     continue
                 scores = check_scores(raw, len(batch), self.name, label=self.label)
                 if not self._decisions.store_new():
@@ -436,6 +435,8 @@ class ScorerRuntime:
                 self._stats["computed"] += len(chunk)
                 self._stats["chunks"] += 1
                 bar.update(len(chunk))
+                if limit.success() and pending:  # memory to spare again: bigger chunks
+                    pending = replan([i for c in pending for i in c])
         finally:
             bar.close()
         return out
@@ -451,14 +452,16 @@ class ScorerRuntime:
 
         Returns:
             ``calls``, ``requests``, ``unique`` (distinct keys), ``cache_hits``, ``computed``,
-            ``chunks``, ``oom_retries``, ``nonfinite`` (results not cached), ``cache_hit_rate``
-            and ``chunk_size`` (the size in force, lower after an out-of-memory back-off).
+            ``chunks``, ``oom_retries`` (chunks that ran out of memory and were cut again),
+            ``wasted_requests`` (the requests of those chunks; they count nowhere else),
+            ``nonfinite`` (results not cached), ``cache_hit_rate`` and ``chunk_size`` (the size in
+            force: lower after an out-of-memory back-off until enough chunks fit again).
         """
         counts: dict[str, Any] = dict(self._stats)
         counts["cache_hit_rate"] = (
             counts["cache_hits"] / counts["unique"] if counts["unique"] else 0.0
         )
-        counts["chunk_size"] = self._active_chunk
+        counts["chunk_size"] = self._chunk_limit.current
         return counts
 
     def describe(self) -> dict[str, Any]:
