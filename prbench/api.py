@@ -92,7 +92,6 @@ from prbench.backends.chat_inputs import (
 from prbench.backends.hf_classifier import (
     HFClassifierOptions,
     HFClassifierScorer,
-    model_identity,
     resolve_dtype,
 )
 from prbench.devices import resolve_device, torch_device
@@ -139,8 +138,9 @@ from prbench.records import (
     load_records,
 )
 from prbench.scoring.base import PairRequest, PairwiseJudge, Scorer, ScoreRequest, check_scores
-from prbench.scoring.cache import fingerprint_of
-from prbench.scoring.engine import BatchStats, run_batches, uncounted_if_out_of_memory
+from prbench.scoring.cache import fingerprint_of, model_identity
+from prbench.scoring.engine import BatchStats, run_batches
+from prbench.scoring.oom import uncounted_if_out_of_memory
 from prbench.scoring.runtime import build_runtime
 from prbench.store import SQLiteStore
 
