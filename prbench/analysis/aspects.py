@@ -82,10 +82,11 @@ def _fmt(x: float) -> str:
 
 
 def bin_edges(values: Sequence[float], max_bins: int = DEFAULT_BINS) -> list[Bin]:
-    """Bins over ``values``: one per distinct value when there are at most ``max_bins``,
-    else cut at the quantiles ``i / max_bins`` (ties kept together, so bins may be fewer).
+    """Bins over ``values``, cut once for every run.
 
-    A bin's label names the smallest and largest value that falls in it.
+    One bin per distinct value when there are at most ``max_bins``, else cut at the quantiles
+    ``i / max_bins`` (equal values stay together, so there may be fewer bins). A bin's label
+    names the smallest and largest value in it.
     """
     data = sorted(v for v in values if v == v)  # drop nan
     if not data:
@@ -186,8 +187,11 @@ def _plotter(table: FactorTable) -> Callable[[Path], Path]:
 
 
 def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[Any, ...]]:
-    """The report's section: per factor a table (rows = run / condition, columns = bins) and a
-    plot (one line per run and condition, 95% interval bars)."""
+    """The report's section on accuracy by record property.
+
+    Per factor a table (rows = run / condition, columns = bins) and a plot (one line per run
+    and condition, 95% interval bars).
+    """
     points = [p for run in runs for p in points_of_run(run)]
     blocks: list[tuple[Any, ...]] = [("h2", "Where scorers fail: accuracy by record property")]
     if not points:

@@ -258,7 +258,7 @@ def record_path(out: Path, cell: Cell) -> Path:
 
 
 def run_dir(out: Path, cells: Sequence[Cell]) -> Path:
-    """Where the eval of ``cells`` (one scorer; one condition, or several sharing a model) writes."""
+    """Where the eval of ``cells`` (one scorer; one or several conditions) writes."""
     names = "+".join(slug(c.condition.name) for c in cells)
     return out / "runs" / slug(cells[0].scorer.name) / names
 

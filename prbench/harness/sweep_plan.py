@@ -36,8 +36,8 @@ from prbench.harness.sweep import Cell, Sweep, SweepFileError
 
 DEFAULT_TOKENS_PER_WORD = 1.3
 #: words per profile post when the data's statistics have none (the published ones do not): the
-#: bundled sample's mean is 40.6 words per post
-DEFAULT_POST_WORDS = 40.0
+#: bundled sample's mean is 40.6 words per post, rounded
+DEFAULT_POST_WORDS = 41.0
 #: words per inferred aspect of a planner's plan (an assumption; plans are bulleted short lines)
 PLAN_ASPECT_WORDS = 12.0
 #: NVIDIA H100 SXM dense bf16 tensor throughput (datasheet, without sparsity), TFLOP/s
@@ -73,7 +73,7 @@ class CellEstimate:
 
     @property
     def gpu_hours(self) -> float | None:
-        """tokens / throughput, in hours."""
+        """Tokens over throughput, in hours."""
         if not self.tokens_per_s:
             return None
         return self.tokens / self.tokens_per_s / 3600.0
