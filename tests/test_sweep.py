@@ -134,7 +134,8 @@ def test_two_scorers_two_tasks_table_and_report(tmp_path: Path, capsys) -> None:
     # the length scorer is the length baseline: same pairs, same outcomes
     base = rows["length baseline (longer answer wins)"]
     for d in (*DOMAINS, "all (micro)"):
-        assert base[f"own: {d} acc"] == rows["length"][f"own: {d} acc"]
+        for x in ("acc", "ci_low", "ci_high", "n"):
+            assert base[f"own: {d} {x}"] == rows["length"][f"own: {d} {x}"]
     md = (out / "sweep_table.md").read_text(encoding="utf-8")
     assert "| oracle-rubric (DIAGNOSTIC) |" in md and "| length baseline" in md
     assert "own: all (micro)" in md and "bundled SAMPLE" in md

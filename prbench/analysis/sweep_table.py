@@ -83,7 +83,7 @@ def build_table(folder: str | Path, *, resamples: int = 2000, seed: int = DEFAUL
     Raises:
         prbench.analysis.runs.RunFileError: no ``sweep.json`` or an unreadable results file.
     """
-    from prbench.analysis.metrics import domain_summary
+    from prbench.analysis.metrics import domain_summary, outcomes_from_counts
     from prbench.analysis.runs import RunFileError, read_json
     from prbench.harness.sweep import SWEEP_FILE
 
@@ -125,7 +125,9 @@ def build_table(folder: str | Path, *, resamples: int = 2000, seed: int = DEFAUL
         domains[cond] = [*sorted(domains[cond]), OVERALL]
     rows[LENGTH_ROW] = {}
     for cond, outcomes in length.items():
-        summary = domain_summary(outcomes, resamples=resamples, seed=seed)
+        # as counts, like the scorers' rows: a length-only scorer gets exactly this row
+        counted = {d: outcomes_from_counts(int(sum(v)), len(v)) for d, v in outcomes.items()}
+        summary = domain_summary(counted, resamples=resamples, seed=seed)
         rows[LENGTH_ROW][cond] = {**summary.domains, OVERALL: summary.micro}
     return SweepTable(conditions, domains, rows, diagnostic, sample, limited)
 
