@@ -114,7 +114,7 @@ def binned_lines(
         title: figure title.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(9.6, 4.2))
     for i, s in enumerate(series):
         shift = (i - (len(series) - 1) / 2) * 0.04  # keep overlapping bars apart
         xs = [j + shift for j, p in enumerate(s["points"]) if p is not None]
@@ -128,7 +128,7 @@ def binned_lines(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("strict pairwise accuracy")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
