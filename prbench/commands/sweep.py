@@ -30,6 +30,16 @@ def _positive(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench sweep``."""
     from prbench.harness.sweep_plan import DEFAULT_POST_WORDS, DEFAULT_TOKENS_PER_WORD
@@ -69,7 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{DEFAULT_POST_WORDS:g}, the bundled sample's mean)",
     )
     parser.add_argument(
-        "--bootstrap_resamples", type=int, default=2000, metavar="N",
+        "--bootstrap_resamples", type=_positive_int, default=2000, metavar="N",
         help="bootstrap resamples of the table's intervals (default: 2000)",
     )
     parser.add_argument("--bootstrap_seed", type=int, default=0, metavar="SEED",
