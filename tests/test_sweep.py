@@ -241,13 +241,20 @@ def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch) -> Non
 
 
 def test_dry_run_counts_the_sample_records(tmp_path: Path, capsys) -> None:
-    """Local data: pairs counted from the records; --limit caps them per task."""
-    sweep = _sweep_file(tmp_path / "s.yaml", [{"model_args": {"scorer": "length"}}],
-                        [{"name": "own", "tasks": OWN}])
+    """Local data: pairs counted from the records; --limit caps them per task; profile words
+    only for scorers that read profiles."""
+    sweep = _sweep_file(tmp_path / "s.yaml",
+                        [{"model_args": {"scorer": "length"}},
+                         {"model_args": {"scorer": "embedding-similarity"}}],
+                        [{"name": "own", "tasks": OWN}, {"name": "none", "tasks": NONE}])
     code, stdout, _ = run_eval(["sweep", str(sweep), "--dry_run"], capsys)
     assert code == 0
-    assert next(ln for ln in stdout.splitlines() if ln.startswith("length/own")).split()[2] \
-        == "45"
+    cols = {ln.split()[0]: ln.split() for ln in stdout.splitlines()
+            if ln.strip() and "/" in ln.split()[0]}
+    assert {c[2] for c in cols.values()} == {"45"}
+    assert cols["length/own"][3] == cols["length/none"][3]  # length reads no profile
+    own, none = (float(cols[f"embedding-similarity/{c}"][3].rstrip("M")) for c in ("own", "none"))
+    assert own > none
     code, stdout, _ = run_eval(["sweep", str(sweep), "--dry_run", "--limit", "4"], capsys)
     assert next(ln for ln in stdout.splitlines() if ln.startswith("length/own")).split()[2] \
         == "12"

@@ -13,7 +13,8 @@ with both answers, and writes ``estimate.generated_tokens`` per prompt (default 
 The profile view is k posts of ``post_words`` words for builders with a ``k`` (``dense``,
 ``bm25``, ``ranked``, ...), ``max_aspects`` x :data:`PLAN_ASPECT_WORDS` words for ``planner``
 (plus its posts with ``show=plan+posts``; the planner LLM's own tokens are once per record and
-condition, cached and shared by every scorer, and not counted), else the whole profile.
+condition, cached and shared by every scorer, and not counted), else the whole profile; none
+for a scorer registered with ``reads_profile=False`` (its profiles are never built).
 
 GPU-hours = tokens / throughput. The throughput is ``--tokens_per_s`` if given, else the
 scorer's ``estimate.tokens_per_s`` in the sweep file, else a compute-bound estimate from the
@@ -187,16 +188,17 @@ def _profile_words(builder: str, options: Mapping[str, Any], stats: DomainStats,
     return posts * words, f"{builder}: the whole profile counted (an upper bound)"
 
 
-def _scorer_tags(model_args: str) -> tuple[str, tuple[str, ...]]:
-    from prbench.plugins import get_registry
+def _scorer_info(model_args: str) -> tuple[str, tuple[str, ...] | None, bool]:
+    """The scorer id, its tags (``None``: not installed here) and whether it reads profiles."""
+    from prbench.plugins import UnknownComponentError, get_registry
 
     args = dict(p.split("=", 1) for p in model_args.split(",") if "=" in p)
     scorer = args.get("scorer", "")
     try:
         comp = get_registry().get("scorer", scorer)
-    except Exception:
-        return scorer, ()
-    return scorer, tuple(getattr(comp, "tags", ()) or ())
+    except UnknownComponentError:
+        return scorer, None, True
+    return scorer, tuple(getattr(comp, "tags", ()) or ()), bool(comp.reads_profile)
 
 
 def estimate_cell(
@@ -216,10 +218,13 @@ def estimate_cell(
     """
     from prbench.harness.tasks import parse_request
 
-    scorer_id, tags = _scorer_tags(cell.scorer.model_args)
-    pairwise = "pairwise" in tags
+    scorer_id, tags, reads_profile = _scorer_info(cell.scorer.model_args)
+    pairwise = "pairwise" in (tags or ())
     generated = cell.scorer.estimate.get("generated_tokens", 0.0)
     notes: list[str] = []
+    if tags is None:
+        notes.append(f"scorer {scorer_id!r} is not installed here: counted as a pointwise "
+                     "scorer")
     pairs = 0
     words = 0.0
     sources: list[str] = []
@@ -233,7 +238,10 @@ def estimate_cell(
         n = stats.records
         if cell.limit is not None:
             n = min(n, int(cell.limit) if cell.limit >= 1 else math.ceil(cell.limit * n))
-        profile, note = _profile_words(req.builder, req.builder_options, stats, post_words)
+        if reads_profile:
+            profile, note = _profile_words(req.builder, req.builder_options, stats, post_words)
+        else:
+            profile, note = 0.0, f"{scorer_id}: reads no profile (none counted)"
         if note and note not in notes:
             notes.append(note)
         if stats.post_words is None and profile and req.builder.rpartition("/")[2] != "planner":
@@ -302,7 +310,8 @@ def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: floa
     known = [e.gpu_hours for e in estimates if e.gpu_hours is not None]
     rows.append(["total", "", str(sum(e.pairs for e in estimates)),
                  f"{sum(e.tokens for e in estimates) / 1e6:.2f}M", "",
-                 f"{sum(known):.3f}" + ("" if len(known) == len(estimates) else " (partial)"),
+                 "-" if not known else f"{sum(known):.3f}"
+                 + ("" if len(known) == len(estimates) else " (partial)"),
                  ""])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
