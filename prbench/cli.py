@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "rl": "prbench.commands.rl",
     "scorers": "prbench.commands.scorers",
     "serve": "prbench.commands.serve",
+    "sweep": "prbench.commands.sweep",
     "validate": "prbench.commands.validate",
 }
 

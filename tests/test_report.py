@@ -110,7 +110,11 @@ def test_report_from_runs_and_bon(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "![leaderboard](leaderboard.png)" in md and (out / "leaderboard.png").exists()
     assert (out / "best_of_n_0.png").stat().st_size > 1000
     page = (out / "report.html").read_text(encoding="utf-8")
-    assert page.count("data:image/png;base64,") == 2 and "<table>" in page
+    # leaderboard, Best-of-N, and accuracy by answer-length difference (these samples carry no
+    # record, so neither the rubric-aspect nor the profile-size plot)
+    assert page.count("data:image/png;base64,") == 3 and "<table>" in page
+    assert (out / "accuracy_by_length_diff.png").exists()
+    assert not (out / "accuracy_by_rubric_aspects.png").exists()
     assert "oracle (DIAGNOSTIC)" in page
 
 

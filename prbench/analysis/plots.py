@@ -95,6 +95,44 @@ def scatter_with_ci(
     return _save(fig, path)
 
 
+def binned_lines(
+    bins: Sequence[str],
+    series: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    xlabel: str,
+    title: str,
+) -> Path:
+    """Accuracy per bin, one line per series with interval bars.
+
+    Args:
+        bins: the bin labels (x axis, in order).
+        series: ``{"label", "points"}``; ``points`` holds per bin ``{"value", "low", "high"}``
+            or ``None`` (no pair in that bin: a gap).
+        path: the PNG to write.
+        xlabel: x-axis label.
+        title: figure title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9.6, 4.2))
+    for i, s in enumerate(series):
+        shift = (i - (len(series) - 1) / 2) * 0.04  # keep overlapping bars apart
+        xs = [j + shift for j, p in enumerate(s["points"]) if p is not None]
+        pts = [p for p in s["points"] if p is not None]
+        err = [[p["value"] - p["low"] for p in pts], [p["high"] - p["value"] for p in pts]]
+        ax.errorbar(xs, [p["value"] for p in pts], yerr=err, marker="o", ms=3, capsize=3,
+                    label=str(s["label"]))
+    ax.set_xticks(range(len(bins)), [str(b) for b in bins])
+    ax.set_ylim(-0.02, 1.02)
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("strict pairwise accuracy")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
 def accuracy_bars(
     rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], *, title: str
 ) -> Path:
@@ -114,4 +152,4 @@ def accuracy_bars(
     return _save(fig, path)
 
 
-__all__ = ["accuracy_bars", "bon_curves", "scatter_with_ci"]
+__all__ = ["accuracy_bars", "binned_lines", "bon_curves", "scatter_with_ci"]

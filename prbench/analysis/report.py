@@ -169,6 +169,15 @@ def correlations(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
     return blocks
 
 
+def _sweeps_and_aspects(paths: Sequence[Any], runs: Sequence[Any], resamples: int, seed: int
+                        ) -> list[Block]:
+    """The table of every sweep folder given, then accuracy by record property."""
+    from prbench.analysis import aspects, sweep_table
+
+    blocks = sweep_table.report_blocks(list(paths), resamples, seed)
+    return blocks + (aspects.report_blocks(runs, resamples, seed) if runs else [])
+
+
 def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
     """Draw the figure blocks as PNGs in ``out``; they become image blocks."""
     from prbench.analysis import plots
@@ -181,6 +190,8 @@ def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
                 path = plots.accuracy_bars(block[1], out / block[2], title=block[3])
             elif kind == "bon":
                 path = plots.bon_curves(block[1], out / block[2])
+            elif kind == "figure":  # a block that draws itself: (kind, draw(path), file name)
+                path = block[1](out / block[2])
             elif kind == "scatter":
                 path = plots.scatter_with_ci(block[1], out / block[2], xlabel=block[3],
                                              ylabel=block[4], title="scorers")
@@ -319,6 +330,7 @@ def build_report(
     if runs:
         blocks += personalization_gap(runs, resamples, seed)
         blocks += paired_tests(runs, resamples, seed)
+    blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
     blocks += best_of_n(bons)
     blocks += correlations(corrs)
     blocks = _render_figures(blocks, out)

@@ -105,6 +105,32 @@ def _samples(path: Path, task: str) -> Path | None:
     return candidate if date and candidate.is_file() else None
 
 
+def samples_file(path: str | os.PathLike[str], task: str) -> Path | None:
+    """The samples file of ``task`` written in the same run as the results file ``path``."""
+    return _samples(Path(path), task)
+
+
+def read_sample_lines(file: Path) -> list[dict[str, Any]]:
+    """The rows of a samples file (each with its ``doc``: the task row, ``record_json`` too).
+
+    Raises:
+        RunFileError: a line that is not JSON or has no ``doc`` (naming the file and line).
+    """
+    rows = []
+    with file.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RunFileError(f"{file}:{n}: not a JSON line ({exc.msg})") from exc
+            if not isinstance(row, dict) or not isinstance(row.get("doc"), dict):
+                raise RunFileError(f"{file}:{n}: not a prbench sample line (no 'doc')")
+            rows.append(row)
+    return rows
+
+
 def _read_samples(file: Path) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     from prbench.analysis.metrics import pair_outcome
 
@@ -221,6 +247,8 @@ __all__ = [
     "load_any",
     "load_run",
     "read_json",
+    "read_sample_lines",
+    "samples_file",
     "scorer_options",
     "unique_labels",
 ]

@@ -299,8 +299,10 @@ def run(args: argparse.Namespace) -> int:
     bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
     bridge.install()
     bridge.quiet_metadata_hint(metadata_given=bool(getattr(ns, "metadata", None)))
-    tasks.PROVENANCE.clear()
-    tasks.LENGTHS.clear()
+    # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
+    # earlier run carries over, least of all profiles marked "not built" for a scorer that did
+    # not read them (the next scorer would see them empty)
+    tasks.reset()
     try:
         with _capture(ns.model) as captured:
             ns.func(ns)

@@ -1,0 +1,136 @@
+"""Run a grid of scorers x conditions from a sweep file, resumably, and tabulate it.
+
+Each cell (one scorer under one condition) is a `prbench eval --log_samples` run; a re-run skips
+the finished cells, runs again the failed, killed or changed ones, and exits 1 if any cell failed
+(each failed cell's error is in OUT/cells/<scorer>/<condition>.json; the sweep goes on past it).
+At the end: OUT/sweep_table.md and .csv (rows = scorers plus the length baseline, columns =
+conditions x domains, each with a 95% CI) and OUT/report/ (`prbench report` of every cell, with
+the same table). The sweep file format is in prbench/harness/sweep.py and the README.
+
+Examples:
+  prbench sweep sweeps/sample.yaml -o results/sweep-sample
+  prbench sweep sweeps/paper.yaml --dry_run --tokens_per_s 20000
+  prbench sweep sweeps/sample.yaml --reuse_model --limit 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``prbench sweep``."""
+    from prbench.harness.sweep_plan import DEFAULT_POST_WORDS, DEFAULT_TOKENS_PER_WORD
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("sweep_file", metavar="SWEEP.yaml", help="the sweep file")
+    parser.add_argument(
+        "-o", "--output_path", default=None, metavar="DIR",
+        help="output folder (default: the sweep file's output_path, else results/sweep-<name>)",
+    )
+    parser.add_argument(
+        "--limit", type=_positive, default=None, metavar="N",
+        help="pairs per task for every cell (a fraction below 1 = share of the pairs), over the "
+        "sweep file's limit (default: the file's, else every pair)",
+    )
+    parser.add_argument(
+        "--reuse_model", action="store_true",
+        help="load each scorer once: its conditions that share metadata run as one "
+        "`prbench eval` call with all their tasks, in this process (default: one process per cell)",
+    )
+    parser.add_argument(
+        "--dry_run", action="store_true",
+        help="print the cells, pairs, scored tokens and GPU-hours per cell; run nothing (offline)",
+    )
+    parser.add_argument(
+        "--tokens_per_s", type=_positive, default=None, metavar="N",
+        help="--dry_run: scoring throughput for GPU-hours (default: the scorer's estimate in the "
+        "sweep file, else an H100 compute-bound figure from its params_b)",
+    )
+    parser.add_argument(
+        "--tokens_per_word", type=_positive, default=DEFAULT_TOKENS_PER_WORD, metavar="X",
+        help=f"--dry_run: tokens per word (default: {DEFAULT_TOKENS_PER_WORD:g})",
+    )
+    parser.add_argument(
+        "--post_words", type=_positive, default=DEFAULT_POST_WORDS, metavar="N",
+        help="--dry_run: words per profile post where the statistics have none (default: "
+        f"{DEFAULT_POST_WORDS:g}, the bundled sample's mean)",
+    )
+    parser.add_argument(
+        "--bootstrap_resamples", type=_positive_int, default=2000, metavar="N",
+        help="bootstrap resamples of the table's intervals (default: 2000)",
+    )
+    parser.add_argument("--bootstrap_seed", type=int, default=0, metavar="SEED",
+                        help="bootstrap seed (default: 0)")
+    parser.add_argument("--no_report", action="store_true",
+                        help="write the table only, not OUT/report/ (default: write both)")
+
+
+def _output(args: argparse.Namespace, sweep: object) -> Path:
+    if args.output_path:
+        return Path(args.output_path)
+    given = getattr(sweep, "output_path", None)
+    if given:
+        return Path(given)
+    return Path("results") / f"sweep-{Path(args.sweep_file).stem}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dry-run or run the sweep, then write the table and the report."""
+    from prbench.harness.sweep import load_sweep, run_sweep
+
+    sweep = load_sweep(args.sweep_file)
+    if args.dry_run:
+        from prbench.harness.sweep_plan import estimate_sweep, format_estimates
+
+        estimates = estimate_sweep(
+            sweep, limit=args.limit, tokens_per_s=args.tokens_per_s,
+            tokens_per_word=args.tokens_per_word, post_words=args.post_words,
+        )
+        print(f"sweep {args.sweep_file}: {len(sweep.scorers)} scorers x "
+              f"{len(sweep.conditions)} conditions = {len(estimates)} cells (dry run)")
+        print(format_estimates(estimates, tokens_per_word=args.tokens_per_word))
+        return 0
+    out = _output(args, sweep)
+    outcome = run_sweep(sweep, out, limit=args.limit, reuse_model=args.reuse_model,
+                        plugins=getattr(args, "plugin", None) or ())
+    from prbench.analysis.sweep_table import to_markdown, write_table
+
+    table, md, path_csv = write_table(out, resamples=args.bootstrap_resamples,
+                                      seed=args.bootstrap_seed)
+    print()
+    print(to_markdown(table))
+    print(f"table: {md}\n       {path_csv}")
+    if not args.no_report and (outcome.done or outcome.skipped):
+        from prbench.analysis.report import build_report
+
+        report_md, _ = build_report([out], out / "report", resamples=args.bootstrap_resamples,
+                                    seed=args.bootstrap_seed, title=f"prbench sweep {out.name}")
+        print(f"report: {report_md}")
+    print(f"cells: {len(outcome.done)} run, {len(outcome.skipped)} already finished, "
+          f"{len(outcome.failed)} failed")
+    for key, error in outcome.failed.items():
+        print(f"error: cell {key} failed: {error}", file=sys.stderr)
+    return 1 if outcome.failed else 0

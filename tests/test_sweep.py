@@ -1,0 +1,323 @@
+"""``prbench sweep``: a grid of scorers x conditions, resumable, with the paper-style table.
+
+Cells run on the bundled sample with ``--limit``, with the cheap built-in scorers (``length``,
+``oracle-rubric``) and, for the kill test, a ``--plugin`` scorer that blocks while a marker file
+exists, so the sweep is killed while that cell is certainly running.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from prbench.harness import tasks
+from tests._harness_fixtures import PYTHON, REPO, run_eval, subprocess_env
+
+OWN = "personalized_rewardbench_sample"
+NONE = "personalized_rewardbench_sample_noprofile"
+DOMAINS = ("Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture")
+
+#: a --plugin file: ``blocking`` scores like ``length`` but first waits while $SWEEP_BLOCK exists
+BLOCKING = '''
+import dataclasses
+import os
+import time
+from pathlib import Path
+
+from prbench import hookimpl
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    pass
+
+
+class Blocking:
+    def __init__(self, options):
+        self.options = options
+
+    def score(self, requests):
+        marker = Path(os.environ.get("SWEEP_BLOCK", "/nonexistent"))
+        if marker.exists():
+            Path(str(marker) + ".started").write_text("x")
+            while marker.exists():
+                time.sleep(0.2)
+        return [float(len(r.response.split())) for r in requests]
+
+
+class ProfileWords:
+    def __init__(self, options):
+        self.options = options
+
+    def score(self, requests):
+        return [float(len(r.profile.text.split())) for r in requests]
+
+
+@hookimpl
+def register_scorers(register):
+    register("blocking", Blocking, options=Options, reads_profile=False,
+             description="length, after waiting for a marker file to go")
+    register("profile-words", ProfileWords, options=Options,
+             description="words of the profile shown (reads profiles)")
+'''
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tasks() -> None:
+    tasks.reset()
+    yield
+    tasks.reset()
+
+
+def _sweep_file(path: Path, scorers: list[dict], conditions: list[dict], **extra: object) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump({"scorers": scorers, "conditions": conditions, **extra}),
+                    encoding="utf-8")
+    return path
+
+
+def _record(out: Path, scorer: str, condition: str) -> dict:
+    return json.loads((out / "cells" / scorer / f"{condition}.json").read_text(encoding="utf-8"))
+
+
+def _acc(results_file: str, condition: str) -> tuple[int, int]:
+    """(correct, pairs) of one condition's tasks in a results file."""
+    from prbench.harness.summary import task_rows
+
+    results = json.loads(Path(results_file).read_text(encoding="utf-8"))
+    rows = [r for r in task_rows(results, length_baseline=False).values()
+            if r.condition == condition]
+    return sum(r.correct for r in rows), sum(r.n for r in rows)
+
+
+def test_two_scorers_two_tasks_table_and_report(tmp_path: Path, capsys) -> None:
+    """2 scorers x 2 conditions, one model load per scorer: four finished cells, the table
+    (markdown, CSV, report) with the length baseline row, and the aspect analysis."""
+    sweep = _sweep_file(tmp_path / "grid.yaml",
+                        [{"name": "length", "model_args": {"scorer": "length"}},
+                         {"model_args": "scorer=oracle-rubric"}],
+                        [{"name": "own", "tasks": OWN}, {"name": "none", "tasks": [NONE]}],
+                        limit=2)
+    out = tmp_path / "out"
+    code, stdout, err = run_eval(["sweep", str(sweep), "-o", str(out), "--reuse_model"], capsys)
+    assert code == 0, err
+    assert "cells: 4 run, 0 already finished, 0 failed" in stdout
+    for scorer in ("length", "oracle-rubric"):
+        own, none = _record(out, scorer, "own"), _record(out, scorer, "none")
+        assert own["status"] == none["status"] == "done"
+        assert own["results"] == none["results"]  # one eval call for both conditions
+        argv = own["argv"]
+        assert argv[argv.index("--tasks") + 1] == f"{OWN},{NONE}"
+        assert argv[argv.index("--limit") + 1] == "2"
+    with (out / "sweep_table.csv").open(encoding="utf-8") as fh:
+        rows = {r["scorer"]: r for r in csv.DictReader(fh)}
+    assert set(rows) == {"length", "oracle-rubric", "length baseline (longer answer wins)"}
+    assert rows["oracle-rubric"]["diagnostic"] == "True"
+    for scorer in ("length", "oracle-rubric"):
+        correct, n = _acc(_record(out, scorer, "own")["results"], "profile")
+        assert n == 6  # 3 domains x --limit 2
+        assert rows[scorer]["own: all (micro) n"] == "6"
+        assert float(rows[scorer]["own: all (micro) acc"]) == pytest.approx(correct / 6)
+        low = float(rows[scorer]["own: all (micro) ci_low"])
+        high = float(rows[scorer]["own: all (micro) ci_high"])
+        assert low <= correct / 6 <= high
+        for d in DOMAINS:
+            assert rows[scorer][f"none: {d} n"] == "2"
+    # the length scorer is the length baseline: same pairs, same outcomes
+    base = rows["length baseline (longer answer wins)"]
+    for d in (*DOMAINS, "all (micro)"):
+        for x in ("acc", "ci_low", "ci_high", "n"):
+            assert base[f"own: {d} {x}"] == rows["length"][f"own: {d} {x}"]
+    md = (out / "sweep_table.md").read_text(encoding="utf-8")
+    assert "| oracle-rubric (DIAGNOSTIC) |" in md and "| length baseline" in md
+    assert "own: all (micro)" in md and "bundled SAMPLE" in md
+    report = (out / "report" / "report.md").read_text(encoding="utf-8")
+    assert "## Sweep (out): scorers x conditions" in report
+    assert "## Where scorers fail: accuracy by record property" in report
+    for factor in ("rubric_aspects", "profile_posts", "length_diff"):
+        assert (out / "report" / f"accuracy_by_{factor}.png").is_file()
+    # a second run finds everything finished and runs nothing
+    code, stdout, _ = run_eval(["sweep", str(sweep), "-o", str(out), "--no_report"], capsys)
+    assert code == 0 and "cells: 0 run, 4 already finished, 0 failed" in stdout
+
+
+def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path, capsys) -> None:
+    """A cell whose eval fails is recorded with its error; the next cell runs; exit 1."""
+    sweep = _sweep_file(tmp_path / "grid.yaml",
+                        [{"name": "broken", "model_args": {"scorer": "length", "bogus": 1}},
+                         {"name": "length", "model_args": {"scorer": "length"}}],
+                        [{"name": "none", "tasks": NONE}], limit=1)
+    out = tmp_path / "out"
+    code, stdout, err = run_eval(["sweep", str(sweep), "-o", str(out), "--no_report"], capsys)
+    assert code == 1
+    broken = _record(out, "broken", "none")
+    assert broken["status"] == "failed" and broken["exit_code"] == 1
+    assert broken["error"].startswith("error:") and "bogus" in broken["error"]
+    assert _record(out, "length", "none")["status"] == "done"
+    assert "error: cell broken/none failed: error:" in err and "bogus" in err
+    assert "| broken | failed |" in (out / "sweep_table.md").read_text(encoding="utf-8")
+    assert "cells: 1 run, 0 already finished, 1 failed" in stdout
+
+
+def test_killed_sweep_resumes_only_what_was_left(tmp_path: Path, capsys) -> None:
+    """SIGKILL the sweep (and its eval) while the second cell runs; the re-run skips the first
+    cell (its results file untouched) and finishes the second."""
+    plugin = tmp_path / "blocker.py"
+    plugin.write_text(BLOCKING, encoding="utf-8")
+    marker = tmp_path / "block"
+    marker.write_text("x")
+    sweep = _sweep_file(tmp_path / "grid.yaml",
+                        [{"name": "length", "model_args": {"scorer": "length"}},
+                         {"name": "slow", "model_args": {"scorer": "blocking"}}],
+                        [{"name": "none", "tasks": NONE}], limit=1)
+    out = tmp_path / "out"
+    env = subprocess_env(SWEEP_BLOCK=str(marker))
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "prbench.cli", "--plugin", str(plugin), "sweep", str(sweep), "-o",
+         str(out)], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    started = Path(str(marker) + ".started")
+    deadline = time.monotonic() + 240
+    while not started.exists():
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        assert time.monotonic() < deadline, "the second cell never started scoring"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and the eval it runs
+    proc.wait(timeout=30)
+    first = _record(out, "length", "none")
+    assert first["status"] == "done"
+    assert _record(out, "slow", "none")["status"] == "running"  # killed mid-cell
+    first_mtime = Path(first["results"]).stat().st_mtime_ns
+    marker.unlink()
+    os.environ["SWEEP_BLOCK"] = str(marker)  # gone: the blocking scorer no longer waits
+    try:
+        code, stdout, err = run_eval(
+            ["--plugin", str(plugin), "sweep", str(sweep), "-o", str(out), "--no_report"], capsys)
+    finally:
+        del os.environ["SWEEP_BLOCK"]
+    assert code == 0, err
+    assert "sweep: skip length/none (finished" in stdout
+    assert "sweep: run slow/none" in stdout and "sweep: run length/none" not in stdout
+    assert "cells: 1 run, 1 already finished, 0 failed" in stdout
+    assert Path(_record(out, "length", "none")["results"]).stat().st_mtime_ns == first_mtime
+    assert _record(out, "slow", "none")["status"] == "done"
+    # a changed cell definition is not finished any more
+    from prbench.harness.sweep import finished, load_sweep
+
+    cells = load_sweep(sweep).cells(limit=2)
+    assert not finished(out, cells[0])
+    assert finished(out, load_sweep(sweep).cells()[0])
+
+
+def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The paper's sweep file: 27 cells, pairs from the bundled published statistics."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")  # even without the RM plugins installed
+    code, stdout, err = run_eval(
+        ["sweep", str(REPO / "sweeps" / "paper.yaml"), "--dry_run", "--tokens_per_s", "10000"],
+        capsys)
+    assert code == 0, err
+    assert "9 scorers x 3 conditions = 27 cells (dry run)" in stdout
+    lines = [ln for ln in stdout.splitlines() if "/no profile " in ln or "/top-10 " in ln]
+    assert len(lines) == 18
+    assert all(" 2830 " in ln for ln in lines)  # 767 + 989 + 1074 published pairs
+    # no profile: 2 requests x (11.5 question + 100 answer words) x 1.3 tokens per word
+    expected = 2830 * 2 * (11.5 + 100) * 1.3
+    row = next(ln for ln in stdout.splitlines()
+               if ln.startswith("Skywork-Reward-V2-Qwen3-0.6B/no profile"))
+    assert f"{expected / 1e6:.2f}M" in row
+    assert f"{expected / 10000 / 3600:.3f}" in row
+    assert "published statistics bundled with the task" in stdout
+    assert not (Path.cwd() / "results" / "sweep-paper").exists()
+
+
+def test_dry_run_counts_the_sample_records(tmp_path: Path, capsys) -> None:
+    """Local data: pairs counted from the records; --limit caps them per task; profile words
+    only for scorers that read profiles."""
+    sweep = _sweep_file(tmp_path / "s.yaml",
+                        [{"model_args": {"scorer": "length"}},
+                         {"model_args": {"scorer": "embedding-similarity"}}],
+                        [{"name": "own", "tasks": OWN}, {"name": "none", "tasks": NONE}])
+    code, stdout, _ = run_eval(["sweep", str(sweep), "--dry_run"], capsys)
+    assert code == 0
+    cols = {ln.split()[0]: ln.split() for ln in stdout.splitlines()
+            if ln.strip() and "/" in ln.split()[0]}
+    assert {c[2] for c in cols.values()} == {"45"}
+    assert cols["length/own"][3] == cols["length/none"][3]  # length reads no profile
+    own, none = (float(cols[f"embedding-similarity/{c}"][3].rstrip("M")) for c in ("own", "none"))
+    assert own > none
+    code, stdout, _ = run_eval(["sweep", str(sweep), "--dry_run", "--limit", "4"], capsys)
+    assert next(ln for ln in stdout.splitlines() if ln.startswith("length/own")).split()[2] \
+        == "12"
+    assert "give --tokens_per_s" in stdout  # no throughput known: said, not invented
+
+
+def test_default_post_words_is_the_sample_mean() -> None:
+    from prbench.harness.sweep_plan import DEFAULT_POST_WORDS
+    from prbench.records import load_records
+
+    loaded = load_records("sample")
+    records = loaded[0] if isinstance(loaded, tuple) else loaded
+    words = [len(p.text.split()) for r in records for p in r.profile]
+    assert round(sum(words) / len(words)) == DEFAULT_POST_WORDS
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("scorers: []\nconditions: [{tasks: x}]\n", "scorers must be a non-empty list"),
+        ("scorers: [{model_args: {scorer: length}}]\nconditon: []\n",
+         "unknown key 'conditon' (did you mean 'conditions'?)"),
+        ("scorers: [{model_args: {scorer: length}, estimat: {}}]\nconditions: [{tasks: x}]\n",
+         "scorers[0]: unknown key 'estimat'"),
+        ("scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
+         "eval_args: ['--limit', '3']\n", "--limit is set by the sweep itself"),
+        ("scorers: [{model_args: {scorer: length}}, {model_args: {scorer: length}}]\n"
+         "conditions: [{tasks: x}]\n", "two scorers named 'length'"),
+        ("scorers: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_sweep_file_is_one_error_line(tmp_path: Path, capsys, text: str, message: str
+                                          ) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, _, err = run_eval(["sweep", str(path), "--dry_run"], capsys)
+    assert code == 1
+    assert err.startswith("error: ") and message in err and str(path) in err
+    assert "Traceback" not in err
+
+
+def test_dry_run_unknown_task_and_missing_file(tmp_path: Path, capsys) -> None:
+    sweep = _sweep_file(tmp_path / "s.yaml", [{"model_args": {"scorer": "length"}}],
+                        [{"tasks": "personalized_rewardbench_sampel"}])
+    code, _, err = run_eval(["sweep", str(sweep), "--dry_run"], capsys)
+    assert code == 1 and "unknown task 'personalized_rewardbench_sampel'" in err
+    assert "did you mean 'personalized_rewardbench_sample'" in err
+    code, _, err = run_eval(["sweep", str(tmp_path / "nope.yaml")], capsys)
+    assert code == 1 and err.startswith("error: ") and "cannot read the sweep file" in err
+
+
+def test_second_in_process_eval_builds_profiles(tmp_path: Path, capsys) -> None:
+    """A profile-reading scorer after one that reads none, in one process (--reuse_model),
+    gets its profiles built (an earlier run's "not built" marks do not carry over)."""
+    plugin = tmp_path / "blocker.py"
+    plugin.write_text(BLOCKING, encoding="utf-8")
+    out = tmp_path / "o"
+    common = ["--plugin", str(plugin), "eval", "--tasks", OWN, "--limit", "1", "--output_path",
+              str(out), "--no-summary"]
+    code, _, err = run_eval([*common, "--model_args", "scorer=length"], capsys)
+    assert code == 0, err
+    code, _, err = run_eval([*common, "--model_args", "scorer=profile-words"], capsys)
+    assert code == 0, err
+    found = sorted((out / "prbench-profile-words").glob("results_*.json"))
+    data = json.loads(found[0].read_text(encoding="utf-8"))["config"]["prbench"]["data"]
+    assert {d["profile_builder"]["status"] for d in data} == {"built"}
