@@ -94,3 +94,40 @@ def test_scorer_diagnostics_lines_are_printed_under_the_header() -> None:
     for stats in (None, {"error": "boom"}, {"diagnostics": []}):
         text = format_sections(sections, scorer={"id": "x", "options": {}, "stats": stats})
         assert text.splitlines()[1] == ""
+
+
+def test_analysis_layer_does_not_import_the_harness() -> None:
+    # the statistics layer reads results files; the lm-eval bridge calls it, never the reverse
+    import ast
+    from pathlib import Path
+
+    import prbench.analysis
+
+    offenders = []
+    for path in sorted(Path(prbench.analysis.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [f"{path.name}:{node.lineno} {n}" for n in names
+                          if n == "prbench.harness" or n.startswith("prbench.harness.")]
+    assert offenders == []
+
+
+def test_analysis_summary_labels_the_recorded_profile() -> None:
+    # without the harness, a section's profile is what the run recorded in config.prbench.data
+    from prbench.analysis.summary import summarize as analysis_summarize
+
+    results = _results({"prb_art": ("Art_and_Entertainment", "profile", 0.6, 15)})
+    results["config"] = {"prbench": {"data": [{
+        "data": "sample", "domain": "Art_and_Entertainment", "condition": "profile",
+        "profile_builder": {"id": "bm25", "options": {"k": 3}},
+    }]}}
+    (section,) = analysis_summarize(results, resamples=50)
+    assert section.profile == "bm25(k=3)"
+    assert section.rows[0].length_acc is None
+    del results["config"]
+    (section,) = analysis_summarize(results, resamples=50)
+    assert section.profile == "?"

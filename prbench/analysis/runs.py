@@ -3,7 +3,7 @@
 ``prbench eval --output_path OUT [--log_samples]`` leaves ``results_<date>.json`` (lm-eval's file,
 with prbench's provenance under ``config.prbench``) and, with ``--log_samples``, one
 ``samples_<task>_<date>.jsonl`` per task beside it. :func:`load_run` reads both: the summary
-sections come from :func:`prbench.harness.summary.summarize` (accuracy per domain with intervals,
+sections come from :func:`prbench.analysis.summary.summarize` (accuracy per domain with intervals,
 ties, invalid, the length baseline), and the per-pair outcomes from the samples files, which the
 paired comparisons need. ``prbench bon`` and ``prbench correlate`` write JSON files with a
 ``kind`` field; :func:`load_any` tells the three apart.
@@ -135,13 +135,13 @@ def load_run(path: str | os.PathLike[str], *, resamples: int = 2000, seed: int =
     Raises:
         RunFileError: not an lm-eval results file, or no prbench task in it.
     """
-    from prbench.harness.summary import summarize, task_rows
+    from prbench.analysis.summary import summarize, task_rows
 
     file = Path(path)
     results = read_json(file)
     if "results" not in results or "configs" not in results:
         raise RunFileError(f"{file}: not an lm-eval results file (no 'results'/'configs')")
-    rows = task_rows(results, length_baseline=False)
+    rows = task_rows(results)
     if not rows:
         raise RunFileError(f"{file}: no personalized_rewardbench task with an accuracy in it")
     scorer = dict(((results.get("config") or {}).get("prbench") or {}).get("scorer") or {})
@@ -189,10 +189,10 @@ def counts_outcomes(run: Run, condition: str) -> dict[str, float]:
     """Per-pair outcomes of a condition: from samples, else rebuilt from counts (unpaired ids)."""
     if condition in run.outcomes:
         return dict(run.outcomes[condition])
-    from prbench.harness.summary import task_rows
+    from prbench.analysis.summary import task_rows
 
     out: dict[str, float] = {}
-    for task, row in task_rows(run.results, length_baseline=False).items():
+    for task, row in task_rows(run.results).items():
         if row.condition != condition:
             continue
         for i in range(row.n):
@@ -202,9 +202,9 @@ def counts_outcomes(run: Run, condition: str) -> dict[str, float]:
 
 def conditions(run: Run) -> list[str]:
     """The profile conditions a run evaluated (``profile`` / ``noprofile``)."""
-    from prbench.harness.summary import task_rows
+    from prbench.analysis.summary import task_rows
 
-    return sorted({r.condition for r in task_rows(run.results, length_baseline=False).values()})
+    return sorted({r.condition for r in task_rows(run.results).values()})
 
 
 def scorer_options(run: Run) -> Mapping[str, Any]:
