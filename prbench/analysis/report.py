@@ -58,7 +58,7 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
     bars = []
     for run in runs:
         for sec in run.sections:
-            conds = {r.condition for r in sec.rows}
+            conds = {r.cell for r in sec.rows}
             length = None
             if len(conds) == 1:
                 cond = next(iter(conds))

@@ -51,6 +51,8 @@ class TaskRow:
         ties: pairs with equal scores.
         invalid: pairs with a non-finite score (no verdict).
         length_acc: accuracy of the length baseline on the same pairs (``None`` if unknown).
+        source: whose posts the profile was built from: ``own``, ``swapped``, ``shuffled`` or
+            ``none`` (always ``none`` for ``noprofile``; :mod:`prbench.profiles.sources`).
         order_metrics: a pairwise judge's both-order metrics (``acc_split_half``,
             ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``, ``n_order_flips``;
             :mod:`prbench.judges.order_metrics`); ``None`` for scorers without orders.
@@ -66,6 +68,18 @@ class TaskRow:
     invalid: int
     length_acc: float | None = None
     order_metrics: dict[str, float | None] | None = None
+    source: str = "own"
+
+    @property
+    def cell(self) -> str:
+        """The condition and profile source as one key: ``profile``, ``profile:swapped``, ...
+
+        ``profile`` (own posts) and ``noprofile`` keep their names, so two runs of one scorer
+        under the same cell are the same pairs under the same condition.
+        """
+        if self.condition == "noprofile" or self.source == "own":
+            return self.condition
+        return f"{self.condition}:{self.source}"
 
 
 @dataclasses.dataclass
@@ -147,6 +161,7 @@ def task_rows(
         domain = str(kwargs.get("prbench_domain"))
         condition = str(kwargs.get("prbench_condition"))
         rows[task] = TaskRow(
+            source=_source({**meta, **kwargs}),
             task=task, domain=domain, condition=condition, data=data, n=n,
             correct=round(_metric(values, "acc") * n), ties=round(_metric(values, "tie") * n),
             invalid=round(_metric(values, "invalid") * n),
@@ -154,6 +169,17 @@ def task_rows(
             order_metrics=_order_metrics(values),
         )
     return rows
+
+
+def _source(kwargs: Mapping[str, Any]) -> str:
+    """A task's profile source (``?`` when its settings are invalid)."""
+    from prbench.options import OptionsError
+    from prbench.profiles.sources import resolve_source
+
+    try:
+        return resolve_source(kwargs)
+    except OptionsError:
+        return "?"
 
 
 def domain_rows(
@@ -181,6 +207,7 @@ def domain_rows(
             length = c.get("length_correct")
             parts.append(TaskRow(
                 task=task, domain=str(domain), condition=row.condition, data=row.data, n=n,
+                source=row.source,
                 correct=int(c.get("correct", 0)), ties=int(c.get("ties", 0)),
                 invalid=int(c.get("invalid", 0)),
                 length_acc=float(length) / n if length_baseline and n and length is not None
@@ -192,7 +219,7 @@ def domain_rows(
 
 
 def recorded_profile(results: Mapping[str, Any], row: TaskRow) -> tuple[str, dict[str, Any]]:
-    """The profile builder a run recorded for a row's data, domain and condition.
+    """The profile builder a run recorded for a row's data, domain, condition and source.
 
     Read from ``config.prbench.data`` (the provenance :func:`prbench.harness.tasks.load_docs`
     records); ``("?", {})`` when the run recorded none (a results file not written by prbench).
@@ -202,8 +229,10 @@ def recorded_profile(results: Mapping[str, Any], row: TaskRow) -> tuple[str, dic
         if not isinstance(entry, Mapping):
             continue
         domain = str(entry.get("domain"))
+        condition = str(entry.get("condition"))
+        source = entry.get("profile_source") or ("none" if condition == "noprofile" else "own")
         if (
-            (str(entry.get("data")), str(entry.get("condition"))) == (row.data, row.condition)
+            (str(entry.get("data")), condition, source) == (row.data, row.condition, row.source)
             and domain in (row.domain, "*")
         ):
             info = entry.get("profile_builder") or {}
@@ -235,8 +264,20 @@ def profile_label(
             labels.add("none")
         else:
             shown = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
-            labels.add(f"{builder}({shown})" if shown else builder)
+            label = f"{builder}({shown})" if shown else builder
+            if r.source == "none":
+                label = "none"
+            elif r.source != "own":
+                label += f" [{r.source} profile: {SOURCE_NOTES.get(r.source, r.source)}]"
+            labels.add(label)
     return ", ".join(sorted(labels)) + _not_built(results)
+
+
+#: how a section's profile label explains a control source
+SOURCE_NOTES = {
+    "swapped": "another user's posts, same domain",
+    "shuffled": "k random posts of the user, not the top-k",
+}
 
 
 def _not_built(results: Mapping[str, Any]) -> str:
