@@ -323,9 +323,8 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     """
     from prbench.options import options_to_dict
     from prbench.profiles import lazy
-    from prbench.records import HUB_REVISION, file_hashes, is_hub_id
-
     from prbench.profiles.sources import apply_source
+    from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     component, options, what = _builder_options(req)
     try:  # the posts `shuffled` keeps: the builder's k
@@ -527,7 +526,6 @@ __all__ = [
     "domain_counts",
     "load_docs",
     "parse_request",
-    "task_profile_source",
     "prepare_profiles",
     "process_docs",
     "process_results",
@@ -535,4 +533,5 @@ __all__ = [
     "row_view",
     "task_dirs",
     "task_names",
+    "task_profile_source",
 ]

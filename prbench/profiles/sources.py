@@ -145,7 +145,7 @@ class SourcedRecord:
 
 
 def _donors(records: Sequence[Record], seed: int) -> dict[str, Record]:
-    """record id -> the record whose posts it receives under ``swapped`` (per domain)."""
+    """Map each record id to the record whose posts it receives under ``swapped`` (per domain)."""
     by_domain: dict[str, dict[str, Record]] = {}
     for record in sorted(records, key=lambda r: r.id):
         # a user's profile: that of its record with the smallest id
