@@ -198,6 +198,7 @@ def test_single_user_domain_is_one_error_line(
     assert "'Solo' has 1 user(s)" in lines[0]
 
 
+@pytest.mark.slow
 def test_plain_lm_eval_runs_the_shuffled_and_swapped_tasks(tmp_path: Path) -> None:
     """Plain ``lm_eval --model prbench`` with a scorer that reads the profile."""
     out = tmp_path / "out"
