@@ -131,3 +131,28 @@ def test_analysis_summary_labels_the_recorded_profile() -> None:
     del results["config"]
     (section,) = analysis_summarize(results, resamples=50)
     assert section.profile == "?"
+
+
+def test_summary_shows_accuracy_per_profile_source() -> None:
+    results = _results({
+        "prb_art": ("Art_and_Entertainment", "profile", 0.6, 10),
+        "prb_art_swapped": ("Art_and_Entertainment", "profile", 0.4, 10),
+        "prb_art_noprofile": ("Art_and_Entertainment", "noprofile", 0.3, 10),
+    })
+    swapped = results["configs"]["prb_art_swapped"]["dataset_kwargs"]
+    swapped["prbench_default_profile_source"] = "swapped"
+    sections = summarize(results, resamples=50, length_baseline=False)
+    rows = {r.task: r for sec in sections for r in sec.rows}
+    assert (rows["prb_art"].source, rows["prb_art_swapped"].source,
+            rows["prb_art_noprofile"].source) == ("own", "swapped", "none")
+    assert rows["prb_art_swapped"].cell == "profile:swapped"
+    assert sections[0].as_dict()["tasks"][1]["source"] == "swapped"
+    text = format_sections(sections)
+    assert "[swapped profile: another user's posts, same domain]" in text
+    line = next(x for x in text.splitlines() if x.strip().startswith("Art_and_Entertainment")
+                and "+" in x)
+    assert line.split()[1:] == ["0.600", "0.400", "0.300", "+0.200", "+0.300"]
+    # one source only: no sensitivity block
+    del results["results"]["prb_art_swapped"], results["results"]["prb_art_noprofile"]
+    assert "personalization sensitivity" not in format_sections(
+        summarize(results, resamples=50, length_baseline=False))

@@ -270,6 +270,47 @@ def blocks(runs: Sequence[Any], resamples: int, seed: int) -> tuple[list[tuple[A
     return out, caption + "\n" + text + "".join(f"\nnote: {n}" for n in notes)
 
 
+def summary_lines(sections: Sequence[Any]) -> list[str]:
+    """A run's accuracy per domain under each profile source it ran (from counts, unpaired).
+
+    For the summary printed after ``prbench eval``: empty unless some domain of one data source
+    was run with the user's own profile and another source. Paired intervals and the McNemar test
+    need the pairs (``prbench report`` of a run made with ``--log_samples``).
+    """
+    cells: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
+    for sec in sections:
+        for row in sec.rows:
+            source = "none" if row.condition == "noprofile" else row.source
+            if source in SOURCES and row.n:
+                got = cells.setdefault((row.data, row.domain), {})
+                n, correct = got.get(source, (0, 0))
+                got[source] = (n + row.n, correct + row.correct)
+    shown = {k: v for k, v in cells.items() if "own" in v and len(v) > 1}
+    if not shown:
+        return []
+    sources = [s for s in SOURCES if any(s in v for v in shown.values())]
+    others = [s for s in sources if s != "own"]
+    width = max([len(d) for _, d in shown] + [16])
+    lines = [
+        "personalization sensitivity (accuracy per profile source; unpaired, from counts):",
+        "  " + "domain".ljust(width) + "".join(f"  {s:>8}" for s in sources)
+        + "".join(f"  {'own-' + s:>12}" for s in others),
+    ]
+    for (_data, domain), got in sorted(shown.items()):
+        acc = {s: got[s][1] / got[s][0] for s in got}
+        line = "  " + domain.ljust(width)
+        line += "".join(f"  {acc[s]:8.3f}" if s in acc else f"  {'-':>8}" for s in sources)
+        line += "".join(
+            f"  {acc['own'] - acc[s]:+12.3f}" if s in acc else f"  {'-':>12}" for s in others
+        )
+        lines.append(line)
+    lines.append(
+        "  own-X > 0: the scorer does better with this user's own profile than with X. Paired "
+        "CIs and the exact McNemar test: `prbench report` on this run (needs --log_samples)"
+    )
+    return lines
+
+
 __all__ = [
     "ALL",
     "CELL_SOURCES",
@@ -281,5 +322,6 @@ __all__ = [
     "gather",
     "plot_series",
     "sensitivity_rows",
+    "summary_lines",
     "table",
 ]

@@ -205,6 +205,11 @@ def format_sections(
             lines.append(f"  {invalid} pair(s) without a verdict (non-finite score), counted wrong")
         lines.extend(_order_lines(sec, width))
     if sections:
+        from prbench.analysis.sensitivity import summary_lines
+
+        sensitivity = summary_lines(sections)
+        if sensitivity:
+            lines += ["", *sensitivity]
         first = sections[0].summary.micro
         lines.append("")
         lines.append(
