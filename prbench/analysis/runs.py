@@ -111,7 +111,7 @@ def _samples(path: Path, task: str) -> Path | None:
 
 
 def _read_samples(
-    file: Path, domains: dict[str, str] | None = None
+    file: Path, domains: dict[str, str] | None = None, domain: str = ""
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     from prbench.analysis.metrics import pair_outcome
 
@@ -129,7 +129,7 @@ def _read_samples(
                 ties[rid] = float(row.get("tie", 0.0))
                 doc = row["doc"]
                 if domains is not None:
-                    domains[rid] = str(doc.get("domain") or "")
+                    domains[rid] = str(doc.get("domain") or domain)
                 length[rid] = pair_outcome(
                     len(str(doc["chosen"]).split()), len(str(doc["rejected"]).split())
                 ).correct
@@ -164,7 +164,9 @@ def load_run(path: str | os.PathLike[str], *, resamples: int = 2000, seed: int =
         samples = _samples(file, task)
         if samples is None:
             continue
-        correct, tie, longer = _read_samples(samples, domains)
+        correct, tie, longer = _read_samples(
+            samples, domains, "" if row.domain == "*" else row.domain
+        )
         outcomes.setdefault(row.cell, {}).update(correct)
         ties.setdefault(row.cell, {}).update(tie)
         length.setdefault(row.cell, {}).update(longer)
