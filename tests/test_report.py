@@ -115,7 +115,7 @@ def test_report_from_runs_and_bon(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert page.count("data:image/png;base64,") == 3 and "<table>" in page
     printed = capsys.readouterr().out
     assert "personalization sensitivity" in printed
-    total = next(line for line in printed.splitlines() if line.startswith("alpha  all domains"))
+    total = next(line for line in printed.splitlines() if line.startswith("alpha   all domains"))
     assert total.split()[3:6] == ["20", "0.900", "0.500"]
     assert "oracle (DIAGNOSTIC)" in page
 
