@@ -149,7 +149,7 @@ def condition_lines(
     ax.set_ylim(-0.02, 1.02)
     ax.axhline(0.5, color="grey", ls=":", lw=1)
     ax.set_ylabel(f"strict pairwise accuracy ({level}% bootstrap CI)")
-    title = "Personalization sensitivity: same pairs, profile source varied"
+    title = "Personalization sensitivity: same pairs (all domains), profile source varied"
     if sample:
         title += "\nbundled SAMPLE data, not the benchmark"
     ax.set_title(title, fontsize=10)
