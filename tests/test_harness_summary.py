@@ -127,6 +127,11 @@ def test_analysis_summary_labels_the_recorded_profile() -> None:
     }]}}
     (section,) = analysis_summarize(results, resamples=50)
     assert section.profile == "bm25(k=3)"
+    # the options the task asked for, not every option the builder resolved
+    results["config"]["prbench"]["data"][0]["profile_builder"].update(
+        options={"k": 3, "k1": 1.5}, requested_options={"k": 3})
+    (section,) = analysis_summarize(results, resamples=50)
+    assert section.profile == "bm25(k=3)"
     assert section.rows[0].length_acc is None
     del results["config"]
     (section,) = analysis_summarize(results, resamples=50)

@@ -222,7 +222,8 @@ def recorded_profile(results: Mapping[str, Any], row: TaskRow) -> tuple[str, dic
     """The profile builder a run recorded for a row's data, domain, condition and source.
 
     Read from ``config.prbench.data`` (the provenance :func:`prbench.harness.tasks.load_docs`
-    records); ``("?", {})`` when the run recorded none (a results file not written by prbench).
+    records): the options as the task asked for them (``requested_options``), else every option
+    the builder resolved; ``("?", {})`` when the run recorded none (not written by prbench).
     """
     data = ((results.get("config") or {}).get("prbench") or {}).get("data") or []
     for entry in data:
@@ -236,7 +237,8 @@ def recorded_profile(results: Mapping[str, Any], row: TaskRow) -> tuple[str, dic
             and domain in (row.domain, "*")
         ):
             info = entry.get("profile_builder") or {}
-            return str(info.get("id") or "?"), dict(info.get("options") or {})
+            options = info.get("requested_options", info.get("options"))
+            return str(info.get("id") or "?"), dict(options or {})
     return "?", {}
 
 

@@ -387,6 +387,7 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
         "profile_builder": {
             "id": req.builder,
             "options": options_to_dict(parsed) or options,
+            "requested_options": dict(req.builder_options),
             "description": req.builder,
         },
     }
