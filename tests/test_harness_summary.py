@@ -94,3 +94,70 @@ def test_scorer_diagnostics_lines_are_printed_under_the_header() -> None:
     for stats in (None, {"error": "boom"}, {"diagnostics": []}):
         text = format_sections(sections, scorer={"id": "x", "options": {}, "stats": stats})
         assert text.splitlines()[1] == ""
+
+
+def test_analysis_layer_does_not_import_the_harness() -> None:
+    # the statistics layer reads results files; the lm-eval bridge calls it, never the reverse
+    import ast
+    from pathlib import Path
+
+    import prbench.analysis
+
+    offenders = []
+    for path in sorted(Path(prbench.analysis.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            offenders += [f"{path.name}:{node.lineno} {n}" for n in names
+                          if n == "prbench.harness" or n.startswith("prbench.harness.")]
+    assert offenders == []
+
+
+def test_analysis_summary_labels_the_recorded_profile() -> None:
+    # without the harness, a section's profile is what the run recorded in config.prbench.data
+    from prbench.analysis.summary import summarize as analysis_summarize
+
+    results = _results({"prb_art": ("Art_and_Entertainment", "profile", 0.6, 15)})
+    results["config"] = {"prbench": {"data": [{
+        "data": "sample", "domain": "Art_and_Entertainment", "condition": "profile",
+        "profile_builder": {"id": "bm25", "options": {"k": 3}},
+    }]}}
+    (section,) = analysis_summarize(results, resamples=50)
+    assert section.profile == "bm25(k=3)"
+    # the options the task asked for, not every option the builder resolved
+    results["config"]["prbench"]["data"][0]["profile_builder"].update(
+        options={"k": 3, "k1": 1.5}, requested_options={"k": 3})
+    (section,) = analysis_summarize(results, resamples=50)
+    assert section.profile == "bm25(k=3)"
+    assert section.rows[0].length_acc is None
+    del results["config"]
+    (section,) = analysis_summarize(results, resamples=50)
+    assert section.profile == "?"
+
+
+def test_summary_shows_accuracy_per_profile_source() -> None:
+    results = _results({
+        "prb_art": ("Art_and_Entertainment", "profile", 0.6, 10),
+        "prb_art_swapped": ("Art_and_Entertainment", "profile", 0.4, 10),
+        "prb_art_noprofile": ("Art_and_Entertainment", "noprofile", 0.3, 10),
+    })
+    swapped = results["configs"]["prb_art_swapped"]["dataset_kwargs"]
+    swapped["prbench_default_profile_source"] = "swapped"
+    sections = summarize(results, resamples=50, length_baseline=False)
+    rows = {r.task: r for sec in sections for r in sec.rows}
+    assert (rows["prb_art"].source, rows["prb_art_swapped"].source,
+            rows["prb_art_noprofile"].source) == ("own", "swapped", "none")
+    assert rows["prb_art_swapped"].cell == "profile:swapped"
+    assert sections[0].as_dict()["tasks"][1]["source"] == "swapped"
+    text = format_sections(sections)
+    assert "[swapped profile: another user's posts, same domain]" in text
+    line = next(x for x in text.splitlines() if x.strip().startswith("Art_and_Entertainment")
+                and "+" in x)
+    assert line.split()[1:] == ["0.600", "0.400", "0.300", "+0.200", "+0.300"]
+    # one source only: no sensitivity block
+    del results["results"]["prb_art_swapped"], results["results"]["prb_art_noprofile"]
+    assert "personalization sensitivity" not in format_sections(
+        summarize(results, resamples=50, length_baseline=False))

@@ -211,3 +211,33 @@ def test_rank_argument_errors_are_one_line(
         code, _, err = run_eval(["rank", "sample", "-o", str(out), *more], capsys)
         assert code == 1 and err.startswith("error: ") and needle in err, err
         assert not out.exists()
+
+
+def test_a_swapped_ranking_serves_the_swapped_condition_only(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prbench.profiles.sources import DEFAULT_SWAP_SEED, apply_source
+
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(3))
+    out = tmp_path / "swapped.jsonl"
+    assert _rank(capsys, data, out, cache, "--profile_source", "swapped")[0] == 0
+    header = read_ranking(out).header
+    assert (header["profile_source"], header["profile_swap_seed"]) == ("swapped",
+                                                                       DEFAULT_SWAP_SEED)
+    swapped = [s.record for s in apply_source(load_records(str(data)), "swapped", k=2)]
+    expected = DenseBuilder(DenseOptions(model="minilm", k=2, cache_dir=str(cache))).build(swapped)
+    plugin = write_plugin(tmp_path)
+    log = tmp_path / "calls.jsonl"
+    meta = {"prbench_data": str(data), "prbench_ranked": str(out), "prbench_profile_k": 2,
+            "prbench_profile_source": "swapped"}
+    argv = ["--plugin", str(plugin), "eval", "--tasks", "personalized_rewardbench_custom",
+            "--model_args", f"scorer=counting,log={log}", "--no-progress", "--metadata"]
+    code, _, err = run_eval([*argv, json.dumps(meta)], capsys)
+    assert code == 0, err
+    (call,) = read_log(log)
+    assert sorted(set(call["profiles"])) == sorted(v.text for v in expected)
+    # the own posts' condition refuses it, naming the source the file serves
+    tasks.reset()
+    del meta["prbench_profile_source"]
+    code, _, err = run_eval([*argv, json.dumps(meta)], capsys)
+    assert code == 1 and "ranks the 'swapped' profile source" in err

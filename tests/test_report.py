@@ -110,11 +110,17 @@ def test_report_from_runs_and_bon(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "![leaderboard](leaderboard.png)" in md and (out / "leaderboard.png").exists()
     assert (out / "best_of_n_0.png").stat().st_size > 1000
     page = (out / "report.html").read_text(encoding="utf-8")
-    # leaderboard, Best-of-N, and accuracy by answer-length difference (these samples carry no
-    # record, so neither the rubric-aspect nor the profile-size plot)
-    assert page.count("data:image/png;base64,") == 3 and "<table>" in page
+    # leaderboard, personalization sensitivity (own vs none of alpha and oracle), Best-of-N, and
+    # accuracy by answer-length difference (these samples carry no record, so neither the
+    # rubric-aspect nor the profile-size plot)
+    assert (out / "sensitivity.png").exists()
+    assert page.count("data:image/png;base64,") == 4 and "<table>" in page
     assert (out / "accuracy_by_length_diff.png").exists()
     assert not (out / "accuracy_by_rubric_aspects.png").exists()
+    printed = capsys.readouterr().out
+    assert "personalization sensitivity" in printed
+    total = next(line for line in printed.splitlines() if line.startswith("alpha   all domains"))
+    assert total.split()[3:6] == ["20", "0.900", "0.500"]
     assert "oracle (DIAGNOSTIC)" in page
 
 

@@ -113,11 +113,11 @@ def points_of_run(run: Any) -> list[PairPoint]:
     ``personalized_rewardbench_sample_noprofile``), else the task's own condition.
     """
     from prbench.analysis.runs import read_sample_lines, samples_file
-    from prbench.harness.summary import task_rows
+    from prbench.analysis.summary import task_rows
 
     groups = {t: g for g, subtasks in (run.results.get("group_subtasks") or {}).items()
               for t in subtasks}
-    rows = task_rows(run.results, length_baseline=False)
+    rows = task_rows(run.results)
     out = []
     for task in run.samples_found:
         file = samples_file(run.path, task)

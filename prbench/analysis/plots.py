@@ -152,4 +152,50 @@ def accuracy_bars(
     return _save(fig, path)
 
 
-__all__ = ["accuracy_bars", "binned_lines", "bon_curves", "scatter_with_ci"]
+def condition_lines(
+    series: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    level: int,
+    sample: bool = False,
+    diagnostic: Sequence[str] = (),
+) -> Path:
+    """Accuracy of each scorer across profile sources: one line per scorer, CI bars.
+
+    Args:
+        series: ``{"label", "points": [{"x", "value", "low", "high"}, ...]}`` per scorer, the
+            points in the order of the x axis (own, shuffled, swapped, none).
+        path: the PNG to write.
+        level: the interval level in percent (stated on the axis).
+        sample: the data is the bundled sample (said in the title).
+        diagnostic: labels of diagnostic scorers (marked in the legend, drawn dashed).
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.6, 4.4))
+    xs = list(dict.fromkeys(p["x"] for s in series for p in s["points"]))
+    offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
+    for s, dx in zip(series, offsets, strict=True):
+        pts = s["points"]
+        x = [xs.index(p["x"]) + dx for p in pts]
+        y = [p["value"] for p in pts]
+        err = [[p["value"] - p["low"] for p in pts], [p["high"] - p["value"] for p in pts]]
+        diag = s["label"] in diagnostic
+        label = f"{s['label']} (DIAGNOSTIC)" if diag else str(s["label"])
+        ax.errorbar(x, y, yerr=err, fmt="--o" if diag else "-o", ms=4, capsize=3, label=label)
+    ax.set_xticks(range(len(xs)), [f"{x} profile" if x != "none" else "no profile" for x in xs])
+    ax.set_xlim(-0.4, len(xs) - 0.6)
+    ax.set_ylim(-0.02, 1.02)
+    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.set_ylabel(f"strict pairwise accuracy ({level}% bootstrap CI)")
+    title = "Personalization sensitivity: same pairs (all domains), profile source varied"
+    if sample:
+        title += "\nbundled SAMPLE data, not the benchmark"
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+__all__ = [
+    "accuracy_bars", "binned_lines", "bon_curves", "condition_lines", "scatter_with_ci",
+]

@@ -8,6 +8,9 @@ results and ``prbench correlate`` results. The page holds:
   and macro, ties, pairs without a verdict and the length baseline on the same pairs;
 - the **personalization gap** per scorer: accuracy with the profile minus without, on the same
   pairs, with a paired bootstrap interval and the exact McNemar p-value;
+- **personalization sensitivity** per scorer and domain: accuracy with the user's own profile,
+  another user's (``swapped``), random own posts (``shuffled``) and none, with own minus each
+  (paired CI, McNemar) and a plot (:mod:`prbench.analysis.sensitivity`);
 - **paired tests** between scorers on the same pairs and condition (Holm-adjusted p-values);
 - **Best-of-N** tables and curves, and **correlation** tables and scatter plots.
 
@@ -21,7 +24,7 @@ import base64
 import html
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +61,7 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
     bars = []
     for run in runs:
         for sec in run.sections:
-            conds = {r.condition for r in sec.rows}
+            conds = {r.cell for r in sec.rows}
             length = None
             if len(conds) == 1:
                 cond = next(iter(conds))
@@ -192,6 +195,11 @@ def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
                 path = plots.bon_curves(block[1], out / block[2])
             elif kind == "figure":  # a block that draws itself: (kind, draw(path), file name)
                 path = block[1](out / block[2])
+            elif kind == "lines":
+                meta = block[3]
+                path = plots.condition_lines(block[1], out / block[2], level=meta["level"],
+                                             sample=meta["sample"],
+                                             diagnostic=meta["diagnostic"])
             elif kind == "scatter":
                 path = plots.scatter_with_ci(block[1], out / block[2], xlabel=block[3],
                                              ylabel=block[4], title="scorers")
@@ -286,14 +294,18 @@ def build_report(
     resamples: int = DEFAULT_REPORT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     title: str = "prbench report",
+    on_text: Callable[[str], None] | None = None,
 ) -> tuple[Path, Path]:
     """Read the results, draw the figures, write ``report.md`` and ``report.html``.
+
+    ``on_text`` receives the tables meant for the terminal (the personalization sensitivity).
 
     Raises:
         prbench.analysis.runs.RunFileError: a file that is not a results file.
         ValueError: no input.
     """
     from prbench.analysis.runs import expand, load_any, unique_labels
+    from prbench.analysis.sensitivity import blocks as sensitivity_blocks
 
     files = expand(paths)
     if not files:
@@ -329,6 +341,10 @@ def build_report(
     blocks += leaderboard(runs)
     if runs:
         blocks += personalization_gap(runs, resamples, seed)
+        section, text = sensitivity_blocks(runs, resamples, seed)
+        blocks += section
+        if text and on_text is not None:
+            on_text(text)
         blocks += paired_tests(runs, resamples, seed)
     blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
     blocks += best_of_n(bons)

@@ -3,7 +3,7 @@
 ``prbench eval --output_path OUT [--log_samples]`` leaves ``results_<date>.json`` (lm-eval's file,
 with prbench's provenance under ``config.prbench``) and, with ``--log_samples``, one
 ``samples_<task>_<date>.jsonl`` per task beside it. :func:`load_run` reads both: the summary
-sections come from :func:`prbench.harness.summary.summarize` (accuracy per domain with intervals,
+sections come from :func:`prbench.analysis.summary.summarize` (accuracy per domain with intervals,
 ties, invalid, the length baseline), and the per-pair outcomes from the samples files, which the
 paired comparisons need. ``prbench bon`` and ``prbench correlate`` write JSON files with a
 ``kind`` field; :func:`load_any` tells the three apart.
@@ -35,10 +35,14 @@ class Run:
         scorer: prbench's scorer provenance (``config.prbench.scorer``; ``{}`` if absent).
         results: the results dict.
         sections: prbench's summary sections (one per benchmark group).
-        outcomes: condition -> pair id (record id) -> 1.0 correct / 0.0 not, from samples files.
-        ties: condition -> pair id -> 1.0 tie.
-        length: condition -> pair id -> outcome of the length baseline (longer answer wins).
+        outcomes: cell -> pair id (record id) -> 1.0 correct / 0.0 not, from samples files. The
+            cell is the condition, with the profile source where it is not the user's own
+            (``profile``, ``noprofile``, ``profile:swapped``, ``profile:shuffled``; see
+            :attr:`prbench.analysis.summary.TaskRow.cell`).
+        ties: cell -> pair id -> 1.0 tie.
+        length: cell -> pair id -> outcome of the length baseline (longer answer wins).
         samples_found: tasks whose samples file was read.
+        domains: pair id -> its domain (from the samples files).
     """
 
     path: Path
@@ -50,6 +54,7 @@ class Run:
     ties: dict[str, dict[str, float]]
     length: dict[str, dict[str, float]]
     samples_found: list[str]
+    domains: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def diagnostic(self) -> bool:
@@ -131,7 +136,9 @@ def read_sample_lines(file: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_samples(file: Path) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+def _read_samples(
+    file: Path, domains: dict[str, str] | None = None, domain: str = ""
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     from prbench.analysis.metrics import pair_outcome
 
     correct: dict[str, float] = {}
@@ -147,6 +154,8 @@ def _read_samples(file: Path) -> tuple[dict[str, float], dict[str, float], dict[
                 correct[rid] = float(row["acc"])
                 ties[rid] = float(row.get("tie", 0.0))
                 doc = row["doc"]
+                if domains is not None:
+                    domains[rid] = str(doc.get("domain") or domain)
                 length[rid] = pair_outcome(
                     len(str(doc["chosen"]).split()), len(str(doc["rejected"]).split())
                 ).correct
@@ -161,13 +170,13 @@ def load_run(path: str | os.PathLike[str], *, resamples: int = 2000, seed: int =
     Raises:
         RunFileError: not an lm-eval results file, or no prbench task in it.
     """
-    from prbench.harness.summary import summarize, task_rows
+    from prbench.analysis.summary import summarize, task_rows
 
     file = Path(path)
     results = read_json(file)
     if "results" not in results or "configs" not in results:
         raise RunFileError(f"{file}: not an lm-eval results file (no 'results'/'configs')")
-    rows = task_rows(results, length_baseline=False)
+    rows = task_rows(results)
     if not rows:
         raise RunFileError(f"{file}: no personalized_rewardbench task with an accuracy in it")
     scorer = dict(((results.get("config") or {}).get("prbench") or {}).get("scorer") or {})
@@ -176,17 +185,20 @@ def load_run(path: str | os.PathLike[str], *, resamples: int = 2000, seed: int =
     ties: dict[str, dict[str, float]] = {}
     length: dict[str, dict[str, float]] = {}
     found = []
+    domains: dict[str, str] = {}
     for task, row in rows.items():
         samples = _samples(file, task)
         if samples is None:
             continue
-        correct, tie, longer = _read_samples(samples)
-        outcomes.setdefault(row.condition, {}).update(correct)
-        ties.setdefault(row.condition, {}).update(tie)
-        length.setdefault(row.condition, {}).update(longer)
+        correct, tie, longer = _read_samples(
+            samples, domains, "" if row.domain == "*" else row.domain
+        )
+        outcomes.setdefault(row.cell, {}).update(correct)
+        ties.setdefault(row.cell, {}).update(tie)
+        length.setdefault(row.cell, {}).update(longer)
         found.append(task)
     label = str(scorer.get("label") or scorer.get("id") or file.parent.name)
-    return Run(file, label, scorer, results, sections, outcomes, ties, length, found)
+    return Run(file, label, scorer, results, sections, outcomes, ties, length, found, domains)
 
 
 def unique_labels(runs: list[Run]) -> None:
@@ -212,14 +224,17 @@ def load_any(path: Path) -> tuple[str, Any]:
 
 
 def counts_outcomes(run: Run, condition: str) -> dict[str, float]:
-    """Per-pair outcomes of a condition: from samples, else rebuilt from counts (unpaired ids)."""
+    """Per-pair outcomes of a cell: from samples, else rebuilt from counts (unpaired ids).
+
+    ``condition`` is a cell (:attr:`prbench.analysis.summary.TaskRow.cell`).
+    """
     if condition in run.outcomes:
         return dict(run.outcomes[condition])
-    from prbench.harness.summary import task_rows
+    from prbench.analysis.summary import task_rows
 
     out: dict[str, float] = {}
-    for task, row in task_rows(run.results, length_baseline=False).items():
-        if row.condition != condition:
+    for task, row in task_rows(run.results).items():
+        if row.cell != condition:
             continue
         for i in range(row.n):
             out[f"{task}#{i}"] = 1.0 if i < row.correct else 0.0
@@ -227,10 +242,10 @@ def counts_outcomes(run: Run, condition: str) -> dict[str, float]:
 
 
 def conditions(run: Run) -> list[str]:
-    """The profile conditions a run evaluated (``profile`` / ``noprofile``)."""
-    from prbench.harness.summary import task_rows
+    """The cells a run evaluated (``profile``, ``noprofile``, ``profile:swapped``, ...)."""
+    from prbench.analysis.summary import task_rows
 
-    return sorted({r.condition for r in task_rows(run.results, length_baseline=False).values()})
+    return sorted({r.cell for r in task_rows(run.results).values()})
 
 
 def scorer_options(run: Run) -> Mapping[str, Any]:

@@ -14,6 +14,7 @@ import csv
 import dataclasses
 import io
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,21 @@ from prbench.analysis.metrics import DEFAULT_SEED, Estimate
 
 LENGTH_ROW = "length baseline (longer answer wins)"
 OVERALL = "all (micro)"
+SWEEP_FILE = "sweep.json"  # the sweep's own record in its output folder
+
+
+def leaf_tasks(results: Mapping[str, Any], tasks: Sequence[str]) -> list[str]:
+    """The tasks (not groups) of ``tasks`` in a results dict, groups expanded."""
+    groups = results.get("group_subtasks") or {}
+    out: list[str] = []
+    todo = list(tasks)
+    while todo:
+        name = todo.pop(0)
+        if name in groups:
+            todo = [*groups[name], *todo]
+        elif name not in out:
+            out.append(name)
+    return out
 
 
 @dataclasses.dataclass
@@ -50,11 +66,10 @@ def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: 
     """Per-domain + micro estimates of one cell, the length outcomes per domain, flags."""
     from prbench.analysis.metrics import domain_summary, outcomes_from_counts, pair_outcome
     from prbench.analysis.runs import read_json, read_sample_lines, samples_file
-    from prbench.harness.summary import domain_rows, task_rows
-    from prbench.harness.sweep import leaf_tasks
+    from prbench.analysis.summary import domain_rows, task_rows
 
     results = read_json(results_file)
-    rows = task_rows(results, length_baseline=False)
+    rows = task_rows(results)
     split = domain_rows(results, length_baseline=False)
     counts: dict[str, list[float]] = {}
     length: dict[str, list[float]] = {}
@@ -85,7 +100,6 @@ def build_table(folder: str | Path, *, resamples: int = 2000, seed: int = DEFAUL
     """
     from prbench.analysis.metrics import domain_summary, outcomes_from_counts
     from prbench.analysis.runs import RunFileError, read_json
-    from prbench.harness.sweep import SWEEP_FILE
 
     out = Path(folder)
     if not (out / SWEEP_FILE).is_file():
@@ -218,8 +232,6 @@ def write_table(folder: str | Path, *, resamples: int = 2000, seed: int = DEFAUL
 
 def report_blocks(paths: list[Any], resamples: int, seed: int) -> list[tuple[Any, ...]]:
     """Report blocks: the table of every sweep folder among the report's inputs."""
-    from prbench.harness.sweep import SWEEP_FILE
-
     blocks: list[tuple[Any, ...]] = []
     for raw in paths:
         folder = Path(raw)

@@ -50,6 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--step_posts", type=int, default=DEFAULT_STEP_POSTS, metavar="N",
                         help="posts embedded per step; each step is written before the next")
+    parser.add_argument(
+        "--profile_source", "--profile-source", default="own", choices=("own", "swapped"),
+        help="whose posts to rank for each question: own, or swapped (another user's of the "
+        "same domain, the derangement the _swapped tasks use); a ranking serves one source",
+    )
+    parser.add_argument(
+        "--profile_swap_seed", "--profile-swap-seed", type=int, default=None, metavar="N",
+        help="the swap derangement's seed (default: the tasks' default, "
+        "prbench.profiles.sources.DEFAULT_SWAP_SEED)",
+    )
     parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
     parser.add_argument("--split", default="test", help="hub split (hub ids only)")
 
@@ -162,6 +172,13 @@ def run(args: argparse.Namespace) -> int:
     raw = _options(args)
     component.parse_options(raw)  # option errors before the data is read
     records = load_records(args.data, revision=args.revision, split=args.split)
+    source: dict[str, Any] = {}
+    if args.profile_source != "own":
+        from prbench.profiles.sources import DEFAULT_SWAP_SEED, apply_source
+
+        seed = DEFAULT_SWAP_SEED if args.profile_swap_seed is None else args.profile_swap_seed
+        records = [s.record for s in apply_source(records, args.profile_source, seed=seed, k=0)]
+        source = {"profile_source": args.profile_source, "profile_swap_seed": seed}
     builder = component.build(raw)
     identity = dense_identity(builder.options, encoder=builder.encoder)
     out = Path(args.output)
@@ -171,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         header = {
             "format": FORMAT, "version": VERSION, "builder": args.builder,
             "identity": identity, "encoder": builder.encoder.describe(),
-            "data": str(args.data), "prbench": __version__,
+            "data": str(args.data), "prbench": __version__, **source,
         }
         out.write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
     todo = [r for r in records if record_key(r.domain, r.id) not in done]

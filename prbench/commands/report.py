@@ -4,8 +4,9 @@ RESULTS are files or folders: lm-eval results of ``prbench eval`` (run it with `
 so the paired statistics can use every pair), ``bon_results.json`` of ``prbench bon`` and
 ``correlation.json`` of ``prbench correlate``. The page has the leaderboard (accuracy per domain
 with CIs, micro/macro, ties, invalid, length baseline), the personalization gap per scorer
-(profile minus no profile, paired CI, McNemar), paired tests between scorers on the same pairs,
-Best-of-N curves and correlation plots.
+(profile minus no profile, paired CI, McNemar), the personalization sensitivity (own profile vs
+another user's, random posts and none, per scorer and domain, also printed here), paired tests
+between scorers on the same pairs, Best-of-N curves and correlation plots.
 
 Example: ``prbench report results/ bon/bon_results.json correlation/correlation.json -o report``
 """
@@ -34,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from prbench.analysis.report import build_report
 
     md, page = build_report(
-        args.results, args.output, resamples=args.resamples, seed=args.seed, title=args.title
+        args.results, args.output, resamples=args.resamples, seed=args.seed, title=args.title,
+        on_text=print,
     )
     print(f"report: {md}\n        {page}")
     return 0

@@ -2,7 +2,8 @@
 
 It answers "what exactly produced these numbers": the versions of prbench, its plugins, lm-eval,
 torch and transformers; the scorer with its validated options (and whether it is a diagnostic that
-read hidden fields); the profile condition of every task (builder, options, k); the data source
+read hidden fields); the profile condition of every task (builder, options, k, and the profile
+source: own, swapped, shuffled or none, with the swap seed); the data source
 with its revision or the SHA-256 of every file read; the seeds; the command line; and prbench's
 summary (per-domain accuracy with bootstrap intervals). The manifest, and lm-eval's results and
 samples files of a prbench run, are strict JSON: a NaN or infinity is written as ``null`` with a
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.harness.tasks import task_profile
+from prbench.harness.tasks import task_profile, task_profile_source
 
 MANIFEST_VERSION = 1
 _PACKAGES = ("prbench", "lm_eval", "torch", "transformers", "datasets", "accelerate", "numpy")
@@ -64,12 +65,15 @@ def _task_conditions(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             continue
         meta = (cfg or {}).get("metadata") or {}
         builder, builder_options = task_profile(cfg or {})
+        source, seed = task_profile_source(cfg or {})
         out[task] = {
             "domain": kwargs.get("prbench_domain"),
             "condition": kwargs.get("prbench_condition"),
             "data": meta.get("prbench_data") or kwargs.get("prbench_default_data"),
             "profile_builder": builder,
             "profile_options": builder_options,
+            "profile_source": source,
+            "profile_swap_seed": seed if source in ("swapped", "shuffled") else None,
             "n": ((results.get("n-samples") or {}).get(task) or {}).get("effective"),
             "version": (results.get("versions") or {}).get(task),
         }

@@ -1,21 +1,15 @@
-"""prbench's compact summary of an lm-eval run: per-domain accuracy with bootstrap intervals.
+"""prbench's compact summary of an lm-eval run, printed after lm-eval's tables.
 
-lm-eval's table gives each task's mean and a normal-approximation standard error. The summary
-adds what a reward-model comparison needs: a seeded percentile-bootstrap 95% interval per domain,
-the tie rate (ties count as wrong), pairs without a verdict, the micro (all pairs) and macro (mean
-of domains) overall accuracy, and the length baseline ("the longer answer wins") on the same pairs.
-For a pairwise judge that swaps the answers it also shows the both-order metrics per domain
+The statistics (per-domain accuracy with seeded percentile-bootstrap 95% intervals, micro and
+macro accuracy, ties, pairs without a verdict) are :mod:`prbench.analysis.summary`'s; this module
+adds what only the running harness knows (the length baseline, "the longer answer wins", on the
+rows it loaded, and the profile builder each task asks for) and prints the result. For a pairwise
+judge that swaps the answers it also shows the both-order metrics per domain
 (:mod:`prbench.judges.order_metrics`).
-
-Accuracy over 0/1 outcomes is fully described by the number of correct pairs, so the intervals
-are computed from lm-eval's per-task accuracy and pair count: no per-sample log is needed, and a
-multi-process run summarises like a single-process one.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,100 +17,17 @@ from prbench.analysis.metrics import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    DomainSummary,
-    domain_summary,
-    outcomes_from_counts,
     pair_outcome,
 )
-
-
-@dataclasses.dataclass
-class TaskRow:
-    """One prbench task of the run.
-
-    Attributes:
-        task: the lm-eval task name.
-        domain: the domain (``*`` for the all-records task).
-        condition: ``profile`` or ``noprofile``.
-        data: the data source.
-        n: pairs evaluated.
-        correct: pairs with score(chosen) > score(rejected).
-        ties: pairs with equal scores.
-        invalid: pairs with a non-finite score (no verdict).
-        length_acc: accuracy of the length baseline on the same pairs (``None`` if unknown).
-        order_metrics: a pairwise judge's both-order metrics (``acc_split_half``,
-            ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``, ``n_order_flips``;
-            :mod:`prbench.judges.order_metrics`); ``None`` for scorers without orders.
-    """
-
-    task: str
-    domain: str
-    condition: str
-    data: str
-    n: int
-    correct: int
-    ties: int
-    invalid: int
-    length_acc: float | None = None
-    order_metrics: dict[str, float | None] | None = None
-
-
-@dataclasses.dataclass
-class Section:
-    """A group of tasks summarised together (one benchmark group, or the ungrouped tasks)."""
-
-    title: str
-    rows: list[TaskRow]
-    summary: DomainSummary
-    profile: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "title": self.title,
-            "profile": self.profile,
-            "tasks": [dataclasses.asdict(r) for r in self.rows],
-            "accuracy": self.summary.as_dict(),
-            "ties": sum(r.ties for r in self.rows) / max(1, sum(r.n for r in self.rows)),
-            "invalid": sum(r.invalid for r in self.rows),
-            "order_metrics": _order_totals(self.rows),
-        }
-
-
-def _metric(values: Mapping[str, Any], name: str) -> float:
-    value = values.get(f"{name},none")
-    return float(value) if isinstance(value, int | float) else 0.0
-
-
-def _order_metrics(values: Mapping[str, Any]) -> dict[str, float | None] | None:
-    """A task's both-order metrics from lm-eval's values (``None``: the scorer has no orders)."""
-    from prbench.judges.order_metrics import ORDER_METRICS
-
-    if "acc_split_half,none" not in values:
-        return None
-    out: dict[str, float | None] = {}
-    for name in ORDER_METRICS:
-        value = values.get(f"{name},none")
-        ok = isinstance(value, int | float) and not math.isnan(value)
-        out[name] = float(value) if ok else None
-    return out
-
-
-def _order_totals(rows: list[TaskRow]) -> dict[str, float | None] | None:
-    """``acc_split_half`` over all pairs and the total ``n_order_flips`` of judged rows."""
-    judged = [r for r in rows if r.order_metrics is not None and r.n > 0]
-    if not judged or len(judged) != len(rows):
-        return None
-    half = [r.order_metrics.get("acc_split_half") for r in judged]  # type: ignore[union-attr]
-    flips = [r.order_metrics.get("n_order_flips") for r in judged]  # type: ignore[union-attr]
-    n = sum(r.n for r in judged)
-    return {
-        "acc_split_half": (
-            sum(h * r.n for h, r in zip(half, judged, strict=True)) / n  # type: ignore[operator]
-            if None not in half else None
-        ),
-        "n_order_flips": sum(flips) if None not in flips else None,  # type: ignore[arg-type]
-    }
+from prbench.analysis.summary import (
+    Section,
+    TaskRow,
+    domain_rows,
+    order_totals,
+    row_keys,
+)
+from prbench.analysis.summary import summarize as _summarize
+from prbench.analysis.summary import task_rows as _task_rows
 
 
 def _length_acc(data: str, domain: str, condition: str, n: int) -> float | None:
@@ -129,64 +40,33 @@ def _length_acc(data: str, domain: str, condition: str, n: int) -> float | None:
 
 
 def task_rows(results: Mapping[str, Any], *, length_baseline: bool = True) -> dict[str, TaskRow]:
-    """The prbench tasks of an lm-eval results dict (recognised by their ``dataset_kwargs``).
+    """:func:`prbench.analysis.summary.task_rows` with the length baseline of this process's rows.
 
-    Tasks without an ``acc`` (``--predict_only``) are left out. ``length_baseline=False`` leaves
-    the baseline out too (it assumes the first ``n`` pairs were evaluated, not ``--samples``).
+    ``length_baseline=False`` leaves the baseline out (it assumes the first ``n`` pairs were
+    evaluated, not ``--samples``).
     """
-    rows: dict[str, TaskRow] = {}
-    configs = results.get("configs") or {}
-    for task, values in (results.get("results") or {}).items():
-        cfg = configs.get(task) or {}
-        kwargs = cfg.get("dataset_kwargs") or {}
-        if "prbench_condition" not in kwargs or "acc,none" not in values:
-            continue
-        meta = cfg.get("metadata") or {}
-        n = int(((results.get("n-samples") or {}).get(task) or {}).get("effective", 0))
-        data = str(meta.get("prbench_data") or kwargs.get("prbench_default_data"))
-        domain = str(kwargs.get("prbench_domain"))
-        condition = str(kwargs.get("prbench_condition"))
-        rows[task] = TaskRow(
-            task=task, domain=domain, condition=condition, data=data, n=n,
-            correct=round(_metric(values, "acc") * n), ties=round(_metric(values, "tie") * n),
-            invalid=round(_metric(values, "invalid") * n),
-            length_acc=_length_acc(data, domain, condition, n) if length_baseline else None,
-            order_metrics=_order_metrics(values),
-        )
-    return rows
+    return _task_rows(results, length_of=_length_acc if length_baseline else None)
 
 
-def domain_rows(
-    results: Mapping[str, Any], *, length_baseline: bool = True
-) -> dict[str, list[TaskRow]]:
-    """One row per domain for each task over every domain that reports ``domains``.
+def summarize(
+    results: Mapping[str, Any],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+    length_baseline: bool = True,
+) -> list[Section]:
+    """The summary's sections (:func:`prbench.analysis.summary.summarize`) for a run just made.
 
-    A task over every domain (``prbench_domain: "*"``, e.g. ``personalized_rewardbench_custom``)
-    is one lm-eval task, so its counts alone would give one row and a macro equal to the micro.
-    Its ``domains`` metric (:func:`prbench.harness.tasks.domain_counts`) holds the pair counts of
-    each domain; the rows here are built from them, like the rows of a published group's domain
-    tasks. Tasks without the metric are left out.
+    The length baseline is that of the rows this process loaded, and each section's profile
+    label is the builder its tasks ask for (:func:`prbench.harness.tasks.task_profile`).
     """
-    out: dict[str, list[TaskRow]] = {}
-    for task, row in task_rows(results, length_baseline=length_baseline).items():
-        values = (results.get("results") or {}).get(task) or {}
-        counts = values.get("domains,none")
-        if row.domain != "*" or not isinstance(counts, Mapping) or not counts:
-            continue
-        parts = []
-        for domain, c in counts.items():
-            n = int(c.get("n", 0))
-            length = c.get("length_correct")
-            parts.append(TaskRow(
-                task=task, domain=str(domain), condition=row.condition, data=row.data, n=n,
-                correct=int(c.get("correct", 0)), ties=int(c.get("ties", 0)),
-                invalid=int(c.get("invalid", 0)),
-                length_acc=float(length) / n if length_baseline and n and length is not None
-                else None,
-            ))
-        if sum(r.n for r in parts) == row.n:  # counts that do not add up are not used
-            out[task] = parts
-    return out
+    from prbench.harness.tasks import task_profile
+
+    return _summarize(
+        results, resamples=resamples, confidence=confidence, seed=seed,
+        length_baseline=length_baseline, length_of=_length_acc, profile_of=task_profile,
+    )
 
 
 def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
@@ -209,94 +89,6 @@ def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
     return {**result_dict, "results": rows}
 
 
-def _profile_label(results: Mapping[str, Any], rows: list[TaskRow]) -> str:
-    conditions = {r.condition for r in rows}
-    if conditions == {"noprofile"}:
-        return "question only (no profile)"
-    from prbench.harness.tasks import task_profile
-
-    labels = set()
-    for r in rows:
-        builder, options = task_profile((results.get("configs") or {}).get(r.task) or {})
-        if r.condition == "noprofile" or builder == "none":
-            labels.add("none")
-        else:
-            shown = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
-            labels.add(f"{builder}({shown})" if shown else builder)
-    return ", ".join(sorted(labels)) + _not_built(results)
-
-
-def _not_built(results: Mapping[str, Any]) -> str:
-    """`` (not built: ...)`` when the scorer read no profile, so none was built."""
-    from prbench.profiles.lazy import STATUS_SKIPPED
-
-    data = ((results.get("config") or {}).get("prbench") or {}).get("data") or []
-    statuses = {
-        (d.get("profile_builder") or {}).get("status")
-        for d in data if isinstance(d, Mapping) and d.get("condition") == "profile"
-    }
-    return f" ({STATUS_SKIPPED})" if statuses == {STATUS_SKIPPED} else ""
-
-
-def summarize(
-    results: Mapping[str, Any],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    confidence: float = DEFAULT_CONFIDENCE,
-    seed: int = DEFAULT_SEED,
-    length_baseline: bool = True,
-) -> list[Section]:
-    """The summary's sections, one per table.
-
-    One section per benchmark group in the run, one per task over every domain (a row per domain,
-    see :func:`domain_rows`), and one for the other prbench tasks outside a group.
-    """
-    rows = task_rows(results, length_baseline=length_baseline)
-    split = domain_rows(results, length_baseline=length_baseline)
-    sections: list[Section] = []
-    used: set[str] = set()
-    for group, subtasks in (results.get("group_subtasks") or {}).items():
-        members = [rows[t] for t in subtasks if t in rows]
-        if not members:
-            continue
-        used.update(r.task for r in members)
-        sections.append(_section(results, group, members, resamples, confidence, seed))
-    for task, parts in split.items():
-        if task not in used:
-            used.add(task)
-            sections.append(_section(results, task, parts, resamples, confidence, seed))
-    rest = [r for t, r in rows.items() if t not in used]
-    if rest:
-        sections.append(_section(results, "tasks", rest, resamples, confidence, seed))
-    return sections
-
-
-def row_keys(rows: list[TaskRow]) -> list[str]:
-    """The summary's label of each row: its domain, or its task where the domain is not unique.
-
-    Tasks outside a group may share a domain (one domain under both profile conditions, or the
-    sample's and the benchmark's task of one domain); each keeps its own line, none is merged.
-    """
-    domains = [r.domain for r in rows]
-    return [
-        r.domain if r.domain != "*" and domains.count(r.domain) == 1 else r.task for r in rows
-    ]
-
-
-def _section(
-    results: Mapping[str, Any], title: str, rows: list[TaskRow], resamples: int,
-    confidence: float, seed: int,
-) -> Section:
-    kept = [r for r in rows if r.n > 0]
-    outcomes = {
-        key: outcomes_from_counts(r.correct, r.n)
-        for key, r in zip(row_keys(kept), kept, strict=True)
-    }
-    summary = domain_summary(outcomes, resamples=resamples, confidence=confidence, seed=seed)
-    return Section(title=title, rows=kept, summary=summary,
-                   profile=_profile_label(results, rows))
-
-
 def _fmt(x: float | None) -> str:
     return "   -  " if x is None else f"{x:6.3f}"
 
@@ -309,7 +101,7 @@ def _interval(est: Any) -> str:
 
 def _order_lines(sec: Section, width: int) -> list[str]:
     """The both-order block of a section whose scorer is a pairwise judge (else nothing)."""
-    totals = _order_totals(sec.rows)
+    totals = order_totals(sec.rows)
     if totals is None:
         return []
     lines = [
@@ -413,6 +205,11 @@ def format_sections(
             lines.append(f"  {invalid} pair(s) without a verdict (non-finite score), counted wrong")
         lines.extend(_order_lines(sec, width))
     if sections:
+        from prbench.analysis.sensitivity import summary_lines
+
+        sensitivity = summary_lines(sections)
+        if sensitivity:
+            lines += ["", *sensitivity]
         first = sections[0].summary.micro
         lines.append("")
         lines.append(
@@ -421,7 +218,7 @@ def format_sections(
             f"{first.resamples} resamples, seed {first.seed}; length = the longer answer wins, "
             "on the same pairs"
         )
-        if any(_order_totals(sec.rows) is not None for sec in sections):
+        if any(order_totals(sec.rows) is not None for sec in sections):
             lines.append(
                 "both orders: split½ = acc where a pair whose two orders disagree earns 0.5 (acc "
                 "counts it as a wrong tie); chosen 1st / 2nd = accuracy of the single verdicts "

@@ -37,10 +37,11 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.analysis.sweep_table import SWEEP_FILE, leaf_tasks
 from prbench.records import DataSourceError
 
 SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "conditions",
@@ -49,7 +50,6 @@ SCORER_KEYS = ("name", "model_args", "estimate")
 CONDITION_KEYS = ("name", "tasks", "metadata", "description")
 ESTIMATE_KEYS = ("params_b", "tokens_per_s", "generated_tokens")
 #: the grid, as resolved, is written here at the start of every sweep (``prbench report`` reads it)
-SWEEP_FILE = "sweep.json"
 #: flags the sweep sets itself; given in ``eval_args`` they are an error
 OWN_FLAGS = ("--tasks", "--model", "--model_args", "--output_path", "--metadata", "--limit",
              "--log_samples")
@@ -285,18 +285,6 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)  # a kill never leaves half a record
 
 
-def leaf_tasks(results: Mapping[str, Any], tasks: Sequence[str]) -> list[str]:
-    """The tasks (not groups) of ``tasks`` in a results dict, groups expanded."""
-    groups = results.get("group_subtasks") or {}
-    out: list[str] = []
-    todo = list(tasks)
-    while todo:
-        name = todo.pop(0)
-        if name in groups:
-            todo = [*groups[name], *todo]
-        elif name not in out:
-            out.append(name)
-    return out
 
 
 def results_problem(results_file: Path, tasks: Sequence[str]) -> str | None:
@@ -501,7 +489,6 @@ __all__ = [
     "batches",
     "eval_argv",
     "finished",
-    "leaf_tasks",
     "load_sweep",
     "read_record",
     "record_path",

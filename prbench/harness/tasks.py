@@ -23,6 +23,11 @@ all start with ``prbench_`` (an unknown ``prbench_`` key is an error, anything e
 - ``prbench_ranked``: a ranking file written by ``prbench rank``: the ``dense`` condition reads
   its top-k from it instead of embedding (the ``ranked`` builder, which checks that the file was
   ranked from these records with the encoder the condition's options name).
+- ``prbench_profile_source``: whose posts the profile is built from, ``own`` (default),
+  ``swapped`` (another user's of the same domain), ``shuffled`` (k random own posts) or ``none``
+  (:mod:`prbench.profiles.sources`); the ``_swapped`` / ``_shuffled`` task variants set it.
+- ``prbench_profile_swap_seed``: the seed of the swap derangement and the shuffled draws
+  (default :data:`prbench.profiles.sources.DEFAULT_SWAP_SEED`).
 
 The task YAML fixes ``prbench_domain``, ``prbench_condition`` and ``prbench_default_data`` through
 ``dataset_kwargs``.
@@ -64,11 +69,16 @@ USER_KEYS = (
     "prbench_profile_k",
     "prbench_profile_options",
     "prbench_ranked",
+    "prbench_profile_source",
+    "prbench_profile_swap_seed",
 )
 TASK_KEYS = ("prbench_domain", "prbench_condition", "prbench_default_data")
 #: optional task defaults for the default builder (the published tasks retrieve with contriever,
 #: top-10, as the paper does); user keys override them
-TASK_DEFAULT_KEYS = ("prbench_default_profile_options", "prbench_default_profile_k")
+TASK_DEFAULT_KEYS = (
+    "prbench_default_profile_options", "prbench_default_profile_k",
+    "prbench_default_profile_source",
+)
 
 #: what each data load built, for results manifests (filled by :func:`load_docs`)
 PROVENANCE: list[dict[str, Any]] = []
@@ -135,6 +145,9 @@ class DataRequest:
         condition: ``noprofile`` or ``profile``.
         builder: the profile builder id (``none`` for ``noprofile``).
         builder_options: its options.
+        profile_source: whose posts the profile is built from
+            (:data:`prbench.profiles.sources.PROFILE_SOURCES`; ``none`` for ``noprofile``).
+        swap_seed: the seed of the swap derangement and the shuffled draws.
     """
 
     source: str
@@ -144,6 +157,8 @@ class DataRequest:
     condition: str
     builder: str
     builder_options: dict[str, Any]
+    profile_source: str = "own"
+    swap_seed: int = 0
 
 
 def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
@@ -167,7 +182,11 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         raise OptionsError(f"prbench_condition must be one of {CONDITIONS}, got {condition!r}")
     source = kwargs.get("prbench_data") or kwargs["prbench_default_data"]
     revision = kwargs.get("prbench_revision")
-    if condition == "noprofile":
+    from prbench.profiles.sources import resolve_seed, resolve_source
+
+    profile_source = resolve_source(kwargs)
+    swap_seed = resolve_seed(kwargs)
+    if profile_source == "none":
         builder, options = "none", {}
     else:
         builder = str(kwargs.get("prbench_profile") or DEFAULT_PROFILE_BUILDER)
@@ -184,6 +203,12 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         if k is not None and "k" not in options:
             options["k"] = k
         if kwargs.get("prbench_ranked"):
+            if profile_source == "shuffled":
+                raise OptionsError(
+                    "prbench_ranked cannot serve profile_source=shuffled: shuffled draws k "
+                    "random posts instead of the retrieved ones, so no ranking is read; drop "
+                    "prbench_ranked for the shuffled tasks"
+                )
             builder, options = _ranked_instead(builder, options, str(kwargs["prbench_ranked"]))
     return DataRequest(
         source=str(source),
@@ -193,6 +218,8 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
         condition=condition,
         builder=builder,
         builder_options=options,
+        profile_source=profile_source,
+        swap_seed=swap_seed,
     )
 
 
@@ -224,6 +251,17 @@ def task_profile(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     except OptionsError:
         return str(kwargs.get("prbench_profile") or "?"), {}
     return req.builder, dict(req.builder_options)
+
+
+def task_profile_source(config: Mapping[str, Any]) -> tuple[str, int]:
+    """The profile source and swap seed a task config asks for (``("?", 0)`` if invalid)."""
+    from prbench.profiles.sources import resolve_seed, resolve_source
+
+    kwargs = {**(config.get("metadata") or {}), **(config.get("dataset_kwargs") or {})}
+    try:
+        return resolve_source(kwargs), resolve_seed(kwargs)
+    except OptionsError:
+        return "?", 0
 
 
 def _records(req: DataRequest) -> list[Any]:
@@ -273,6 +311,11 @@ def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
 def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     """The task rows for a request: records of one domain, their profiles not built yet.
 
+    The records get the posts of the request's profile source first
+    (:func:`prbench.profiles.sources.apply_source`: another user's for ``swapped``, drawn from
+    every record of the domain whatever a run scores; ``k`` random own posts for ``shuffled``);
+    ``record_json`` holds the record as the builder reads it, and ``profile_source``,
+    ``profile_user`` and ``profile_donor`` say whose posts they are.
     The rows of the question-only condition hold their (empty) view; the others carry a
     ``profile_key`` and ``profile_status`` ``pending``: the profile is built when the row is
     scored (:func:`prepare_profiles`) or its prompt is first rendered (:func:`doc_to_text`), see
@@ -280,17 +323,23 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
     """
     from prbench.options import options_to_dict
     from prbench.profiles import lazy
+    from prbench.profiles.sources import apply_source
     from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
-    records = _records(req)
     component, options, what = _builder_options(req)
+    try:  # the posts `shuffled` keeps: the builder's k
+        k = int(req.builder_options.get("k", DEFAULT_PROFILE_K))
+    except (TypeError, ValueError):
+        k = DEFAULT_PROFILE_K
+    sourced = apply_source(_records(req), req.profile_source, seed=req.swap_seed, k=k)
+    records = [s.record for s in sourced]
     parsed = component.parse_options(options) if component.options is not None else None
     spec = lazy.spec_of(req.builder, options)
     keys = lazy.STORE.register(spec, records, what=what)
     if req.builder == "none":  # the question-only condition: nothing to compute
         lazy.STORE.build(keys)
     rows = []
-    for record, key in zip(records, keys, strict=True):
+    for record, key, src in zip(records, keys, sourced, strict=True):
         view = lazy.STORE.view(key)
         if view is not None:
             fields = profile_fields(view, lazy.STATUS_BUILT)
@@ -312,6 +361,9 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
                 **fields,
                 "profile_key": key,
                 "profile_spec": spec,
+                "profile_source": req.profile_source,
+                "profile_user": src.profile_user,
+                "profile_donor": src.donor_id or "",
                 "n_posts": len(record.profile),
                 "source": record.source,
                 "record_json": json.dumps(record.to_dict(), ensure_ascii=False),
@@ -327,11 +379,15 @@ def build_rows(req: DataRequest) -> list[dict[str, Any]]:
         "split": req.split if hub else None,
         "domain": req.domain,
         "condition": req.condition,
+        "profile_source": req.profile_source,
+        "profile_swap_seed": req.swap_seed if req.profile_source in ("swapped", "shuffled")
+        else None,
         "n_records": len(rows),
         "file_hashes": {} if hub else file_hashes(req.source),
         "profile_builder": {
             "id": req.builder,
             "options": options_to_dict(parsed) or options,
+            "requested_options": dict(req.builder_options),
             "description": req.builder,
         },
     }
@@ -478,4 +534,5 @@ __all__ = [
     "row_view",
     "task_dirs",
     "task_names",
+    "task_profile_source",
 ]

@@ -247,6 +247,16 @@ def entry_for(record: Record, post_ids: Sequence[str], scores: Sequence[float]) 
     }
 
 
+def _source_hint(ranking: Ranking) -> str:
+    """Which profile source a ranking serves (a ranking of own posts cannot serve swapped)."""
+    source = ranking.header.get("profile_source") or "own"
+    return (
+        f". This file ranks the {source!r} profile source; the _swapped tasks (and "
+        "prbench_profile_source=swapped) need `prbench rank --profile_source swapped`, the "
+        "others a ranking of the users' own posts"
+    )
+
+
 def scores_for(ranking: Ranking, record: Record) -> list[float]:
     """A record's scores in its own post order, from the ranking.
 
@@ -266,7 +276,7 @@ def scores_for(ranking: Ranking, record: Record) -> list[float]:
         raise RankingError(
             f"{ranking.path}: {where} differs from the record that was ranked (its question, "
             f"category, domain or posts changed; ranked from {ranking.header.get('data')!r}); "
-            "rank the data again into a new file"
+            "rank the data again into a new file" + _source_hint(ranking)
         )
     by_id = dict(zip(entry["post_ids"], entry["scores"], strict=True))
     return [float(by_id[p.id]) for p in record.profile]
