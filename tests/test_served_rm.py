@@ -295,9 +295,23 @@ def test_prbench_eval_and_plain_lm_eval_equal_hf_classifier(models, tmp_path, ca
     assert described["resolved"]["model_card"]["id"] == "tiny-rm"
 
 
+def _rebind_log_streams() -> None:
+    """Point stream log handlers at this test's stderr (an earlier in-process run's handlers
+    still hold that test's closed capture stream)."""
+    import logging
+
+    loggers = [logging.getLogger(), *(lg for lg in logging.root.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    for lg in loggers:
+        for h in lg.handlers:
+            if type(h) is logging.StreamHandler:
+                h.stream = sys.stderr  # not setStream(): it flushes the closed stream
+
+
 def test_cli_mistakes_are_one_line(models, capsys):
     from tests._harness_fixtures import run_eval
 
+    _rebind_log_streams()
     path = models["bothbos"]
     with FakeRMServer(path) as server:
         code, _, err = run_eval(

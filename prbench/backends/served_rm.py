@@ -61,6 +61,7 @@ from prbench.backends.chat_inputs import (
     rendering_description,
 )
 from prbench.backends.http import OpenAIBackend
+from prbench.options import OptionsError
 from prbench.scoring.base import ScoreRequest, check_scores
 from prbench.scoring.cache import fingerprint_of
 
@@ -240,7 +241,7 @@ class ServedRMScorer:
         options: the scorer's options.
 
     Raises:
-        ValueError: the tokenizer cannot be loaded, or the server does not serve ``model``.
+        OptionsError: the tokenizer cannot be loaded, or the server does not serve ``model``.
         prbench.backends.http.BackendRequestError: the server cannot be reached or refuses
             the key.
     """
@@ -271,7 +272,7 @@ class ServedRMScorer:
                 trust_remote_code=options.trust_remote_code,
             )
         except (OSError, ValueError) as exc:
-            raise ValueError(
+            raise OptionsError(
                 f"served-rm could not load the tokenizer {tokenizer_id!r}: "
                 f"{' '.join(str(exc).split())[:300]}; pass tokenizer=<local folder or hub id> "
                 "of the served model"
@@ -317,7 +318,7 @@ class ServedRMScorer:
         if len(ids) == 1:
             return ids[0]
         listed = f"it serves {ids}" if ids else "it lists no models at /v1/models"
-        raise ValueError(f"served-rm needs model=<served model name>: {listed}")
+        raise OptionsError(f"served-rm needs model=<served model name>: {listed}")
 
     def _card_for(self, model: str) -> dict[str, Any] | None:
         if self.model_card is None:
@@ -326,7 +327,7 @@ class ServedRMScorer:
             if card.get("id") == model:
                 return {k: card[k] for k in CARD_FIELDS if k in card}
         ids = [str(m.get("id")) for m in self.model_card]
-        raise ValueError(
+        raise OptionsError(
             f"the server at {self.client.base_url} does not serve model {model!r}; it serves "
             f"{ids} (set model= to one of them)"
         )
