@@ -20,7 +20,8 @@ An unknown model name is a 404, an unknown route a 404, a body without token-id 
 ``faults`` scripts the next POSTs, one entry each: ``"503"`` (HTTP 503), ``"slow"`` (waits
 ``slow_seconds`` before answering), ``"malformed"`` (a 200 whose body breaks the schema),
 ``"short"`` (a well-formed reply with one result too few); ``always`` applies one of them to every
-POST. ``requests`` records ``(method, path, body)`` of every request.
+POST; ``models_status`` other than 200 answers ``GET /v1/models`` with that status.
+``requests`` records ``(method, path, body)`` of every request.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class FakeRMServer:
         self.max_model_len = max_model_len
         self.slow_seconds = slow_seconds
         self.faults: list[str] = []
+        self.models_status = 200
         self.always = ""
         self.requests: list[tuple[str, str, Any]] = []
         self.model = AutoModelForSequenceClassification.from_pretrained(
@@ -137,6 +139,8 @@ class FakeRMServer:
     # -- the protocol ---------------------------------------------------------------------------
 
     def models(self) -> tuple[int, Any]:
+        if self.models_status != 200:
+            return self.models_status, {"error": {"message": "scripted"}}
         if not self.list_models:
             return 404, {"detail": "Not Found"}
         card = {"id": self.served_name, "object": "model", "created": 1700000000,

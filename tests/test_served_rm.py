@@ -231,6 +231,9 @@ def test_errors(models):
             build("served-rm", base_url=server.base_url, model="nope", tokenizer=str(path))
         with pytest.raises(ValueError, match="could not load the tokenizer"):
             build("served-rm", base_url=server.base_url, tokenizer=str(path / "missing"))
+        server.models_status = 503  # still starting: no card, so no fingerprint yet
+        with pytest.raises(BackendRequestError, match="answered HTTP 503 without a model list"):
+            build("served-rm", base_url=server.base_url, tokenizer=str(path))
         url = server.base_url
     with pytest.raises(BackendRequestError, match="cannot reach the server"):
         build("served-rm", base_url=url, tokenizer=str(path))

@@ -306,12 +306,26 @@ class ServedRMScorer:
     # -- the server's model list -----------------------------------------------------------------
 
     def _model_card(self) -> list[dict[str, Any]] | None:
-        """The server's ``GET /v1/models`` list, or ``None`` where it has none (404)."""
+        """The server's ``GET /v1/models`` list, or ``None`` where it has none (404).
+
+        Any other answer stops the run: the card is part of the fingerprint, so a server that is
+        still starting (5xx) must not give the scores another cache key.
+
+        Raises:
+            BackendRequestError: not a 200 with a model list, nor a 404.
+        """
+        from prbench.backends.http import BackendRequestError
+
         status, reply = self.client.get_json("/v1/models")
         if status == 200 and isinstance(reply, dict) and isinstance(reply.get("data"), list):
             return [m for m in reply["data"] if isinstance(m, dict)]
-        logger.info("%s/v1/models answered %s: no model card", self.client.base_url, status)
-        return None
+        if status == 404:
+            logger.info("%s/v1/models answered 404: no model card", self.client.base_url)
+            return None
+        raise BackendRequestError(
+            f"{self.client.base_url}/v1/models answered HTTP {status} without a model list; "
+            "wait until the server is ready (or check `base_url`), then re-run"
+        )
 
     def _only_served_model(self) -> str:
         ids = [str(m.get("id")) for m in self.model_card or []]
