@@ -333,3 +333,82 @@ class ChatEncoder:
             f"{where}: the answer needs {alone} tokens with the chat template, more than "
             f"max_length={self.max_length}; raise max_length (answers are never truncated)"
         )
+
+
+def load_tokenizer(
+    pretrained: str, *, revision: str = "main", trust_remote_code: bool = False
+) -> Any:
+    """A tokenizer from a hub id (at ``revision``) or a local folder.
+
+    ``trust_remote_code`` is always passed explicitly (``False`` unless the user asked for it).
+    """
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(
+        pretrained, revision=revision, trust_remote_code=trust_remote_code
+    )
+
+
+def encoder_from_options(
+    tokenizer: Any, options: Any, *, max_length: int | None = None
+) -> ChatEncoder:
+    """The :class:`ChatEncoder` for scorer options that carry the chat-rendering fields.
+
+    ``options`` needs ``max_length``, ``profile_position``, ``user_format``, ``system_format``,
+    ``bos`` and ``chat_template`` (Jinja text or a file; ``""`` keeps the tokenizer's); the
+    options of ``hf-classifier`` and ``served-rm`` both do. ``max_length`` overrides the option.
+    """
+    template = load_chat_template(options.chat_template) if options.chat_template else None
+    return ChatEncoder(
+        tokenizer,
+        max_length=options.max_length if max_length is None else max_length,
+        position=options.profile_position,
+        user_format=options.user_format,
+        system_format=options.system_format,
+        bos=options.bos,
+        chat_template=template,
+    )
+
+
+def rendering_description(encoder: ChatEncoder) -> dict[str, Any]:
+    """What of the rendering changes the token ids (for a scorer's fingerprint)."""
+    return {
+        "max_length": encoder.max_length,
+        "profile_position": encoder.position,
+        "user_format": encoder.user_format,
+        "system_format": encoder.system_format,
+        "chat_template": template_sha256(encoder.template),
+        "bos": {"add": encoder.bos.add, "id": encoder.bos.bos_id},
+    }
+
+
+def check_request_texts(requests: Sequence[Any]) -> None:
+    """Check every request's question and response are strings.
+
+    Raises:
+        TypeError: the first request whose question or response is not a string (named by index
+            and record id).
+    """
+    for i, r in enumerate(requests):
+        for field in ("question", "response"):
+            if not isinstance(getattr(r, field), str):
+                raise TypeError(
+                    f"request {i} (record {r.record_id!r}): {field} must be a string, "
+                    f"got {type(getattr(r, field)).__name__}"
+                )
+
+
+def encode_requests(encoder: ChatEncoder, requests: Sequence[Any]) -> list[EncodedInput]:
+    """The encoded chat of each score request (question, response, ``profile.text``).
+
+    Raises:
+        TypeError: a question or response that is not a string.
+        InputTooLongError: an answer that does not fit in ``max_length`` on its own.
+    """
+    check_request_texts(requests)
+    return encoder.encode(
+        [r.question for r in requests],
+        [r.response for r in requests],
+        [r.profile.text for r in requests],
+        names=[r.record_id for r in requests],
+    )

@@ -37,8 +37,11 @@ from typing import Any, Literal
 from prbench.backends.chat_inputs import (
     DEFAULT_SYSTEM_FORMAT,
     DEFAULT_USER_FORMAT,
-    ChatEncoder,
-    load_chat_template,
+    check_request_texts,
+    encode_requests,
+    encoder_from_options,
+    load_tokenizer,
+    rendering_description,
     template_sha256,
 )
 from prbench.devices import torch_device
@@ -171,8 +174,6 @@ class HFClassifierScorer:
     component = "hf-classifier"
 
     def __init__(self, options: HFClassifierOptions) -> None:
-        from transformers import AutoTokenizer
-
         if options.label_index < 0:
             raise ValueError(f"label_index must be >= 0, got {options.label_index}")
         if options.batch_tokens < 0 or options.max_batch_size < 0:
@@ -183,20 +184,11 @@ class HFClassifierScorer:
         self.options = options
         self.device = torch_device(options.device)
         self.dtype_name = resolve_dtype(options.dtype, self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(
+        self.tokenizer = load_tokenizer(
             options.pretrained, revision=options.revision,
             trust_remote_code=options.trust_remote_code,
         )
-        template = load_chat_template(options.chat_template) if options.chat_template else None
-        self.encoder = ChatEncoder(
-            self.tokenizer,
-            max_length=options.max_length,
-            position=options.profile_position,
-            user_format=options.user_format,
-            system_format=options.system_format,
-            bos=options.bos,
-            chat_template=template,
-        )
+        self.encoder = encoder_from_options(self.tokenizer, options)
         pad = self.tokenizer.pad_token_id
         if pad is None:
             pad = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
@@ -207,12 +199,7 @@ class HFClassifierScorer:
             "model": model_identity(options.pretrained, options.revision),
             "dtype": self.dtype_name,
             "attn_implementation": options.attn_implementation,
-            "max_length": options.max_length,
-            "profile_position": options.profile_position,
-            "user_format": options.user_format,
-            "system_format": options.system_format,
-            "chat_template": template_sha256(self.encoder.template),
-            "bos": {"add": self.encoder.bos.add, "id": self.encoder.bos.bos_id},
+            **rendering_description(self.encoder),
             "label_index": options.label_index,
             "input_format": options.input_format,
             "trust_remote_code": options.trust_remote_code,
@@ -494,21 +481,10 @@ class HFClassifierScorer:
                 record id).
             InputTooLongError: an answer that does not fit in ``max_length`` on its own.
         """
-        for i, r in enumerate(requests):
-            for field in ("question", "response"):
-                if not isinstance(getattr(r, field), str):
-                    raise TypeError(
-                        f"request {i} (record {r.record_id!r}): {field} must be a string, "
-                        f"got {type(getattr(r, field)).__name__}"
-                    )
         if self.released:
+            check_request_texts(requests)
             return self._encode_released(requests)
-        encoded = self.encoder.encode(
-            [r.question for r in requests],
-            [r.response for r in requests],
-            [r.profile.text for r in requests],
-            names=[r.record_id for r in requests],
-        )
+        encoded = encode_requests(self.encoder, requests)
         for e in encoded:
             if e.truncated:
                 self.stats[f"truncated_{e.truncated}"] += 1

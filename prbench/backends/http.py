@@ -135,6 +135,8 @@ class OpenAIBackend:
     backoff_base: float = 1.0
     backoff_max: float = 60.0
     _sleep = staticmethod(time.sleep)
+    #: The path under ``base_url`` every request is posted to (a subclass may post elsewhere).
+    route: str = "chat/completions"
 
     def __init__(self, spec: BackendSpec) -> None:
         if spec.backend != "openai":
@@ -170,12 +172,12 @@ class OpenAIBackend:
         self._host = parts.hostname
         self._port = parts.port
         prefix = parts.path.rstrip("/")
-        self._path = f"{prefix}/chat/completions"
+        self._path = f"{prefix}/{self.route}"
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         if ":" in parts.hostname:  # IPv6 literal
             netloc = f"[{parts.hostname}]" + ("" if parts.port is None else f":{parts.port}")
         self.base_url = f"{parts.scheme}://{netloc}{prefix}"
-        self.endpoint = f"{self.base_url}/chat/completions"
+        self.endpoint = f"{self.base_url}/{self.route}"
         self.fingerprint = f"openai:{spec.model}@{self.base_url}"
         root = resolve_cache_dir(spec.cache_dir)
         self.cache: ResponseCache | None = ResponseCache(root) if root else None
@@ -253,7 +255,7 @@ class OpenAIBackend:
         missing: list[int] = []
         for i in sorted(set(duplicate_of)):
             cached = self.cache.get(keyed[i]) if self.cache is not None else None
-            if cached is not None and not _problem(cached):
+            if cached is not None and not self._reply_problem(cached):
                 results[i] = cached
             else:
                 missing.append(i)
@@ -363,7 +365,7 @@ class OpenAIBackend:
                 unreachable = False
                 excerpt = _one_line(self._redact(data[:_EXCERPT].decode("utf-8", "replace")))
                 if status == 200:
-                    decoded, problem = _decode(data)
+                    decoded, problem = self._decode_reply(data)
                     if not problem:
                         assert decoded is not None
                         return decoded
@@ -407,6 +409,50 @@ class OpenAIBackend:
             reason += " (raise `timeout` or `max_retries` if the server is slow or overloaded)"
         return self._give_up(index, code, reason, attempts)
 
+    def get_json(self, path: str) -> tuple[int, Any]:
+        """``GET path`` on the server once, without retries: ``(status, decoded JSON or None)``.
+
+        Raises:
+            BackendRequestError: no connection could be opened, TLS failed, no complete reply
+                came within ``timeout``, or the server refused the API key (401/403).
+        """
+        try:
+            with self._slots:
+                status, _, data = self._exchange(b"", method="GET", path=path)
+        except _NotConnected as exc:
+            raise BackendRequestError(
+                f"cannot reach the server at {self.base_url}: connection failed "
+                f"({type(exc.error).__name__}: {self._redact(str(exc.error))}); start the server "
+                "or fix `base_url`"
+            ) from None
+        except (_Timeout, ssl.SSLError, OSError, http.client.HTTPException) as exc:
+            what = "no reply" if isinstance(exc, _Timeout) else f"{type(exc).__name__}: {exc}"
+            raise BackendRequestError(
+                f"GET {self.base_url}{path} failed ({_one_line(self._redact(what))}); check "
+                "`base_url` and that the server is up"
+            ) from None
+        if status in (401, 403):
+            raise BackendRequestError(
+                f"{self.base_url}{path} answered HTTP {status}{self._hint(status)}"
+            )
+        try:
+            return status, json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return status, None
+
+    def _reply_problem(self, response: Any) -> str:
+        """Why a decoded reply is unusable (``""`` when usable): here, a chat completion."""
+        return _problem(response)
+
+    def _decode_reply(self, data: bytes) -> tuple[Any, str]:
+        """A 200 reply's body as a usable response, or ``(None, why not)`` (then retried)."""
+        try:
+            decoded = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return None, f"not JSON ({exc})"
+        problem = self._reply_problem(decoded)
+        return (None, problem) if problem else (decoded, "")
+
     def _give_up(self, index: int, code: str, reason: str, attempts: int) -> GenerationFailure:
         """Record a request that failed for good as a per-item failure."""
         detail = (
@@ -435,8 +481,13 @@ class OpenAIBackend:
             return f" (check base_url {self.base_url!r} and model {self.spec.model!r})"
         return ""
 
-    def _exchange(self, payload: bytes) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One HTTP exchange under a deadline of ``timeout`` seconds for all of it."""
+    def _exchange(
+        self, payload: bytes, *, method: str = "POST", path: str | None = None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """One HTTP exchange under a deadline of ``timeout`` seconds for all of it.
+
+        ``path`` (default: the backend's route) is the request path on the server.
+        """
         timeout = self.spec.timeout
         deadline = time.monotonic() + timeout
         conn_type = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
@@ -457,7 +508,7 @@ class OpenAIBackend:
             except OSError as exc:  # refused, name not resolved, no route to the host
                 raise _NotConnected(exc) from None
             _tighten(conn, deadline)
-            conn.request("POST", self._path, body=payload, headers=headers)
+            conn.request(method, path or self._path, body=payload or None, headers=headers)
             _tighten(conn, deadline)
             response = conn.getresponse()
             chunks = []
@@ -492,16 +543,6 @@ def _problem(response: Any) -> str:
             f"{choice.get('finish_reason')!r})"
         )
     return ""
-
-
-def _decode(data: bytes) -> tuple[dict[str, Any] | None, str]:
-    """The response body as a usable chat completion, or ``(None, why not)``."""
-    try:
-        decoded = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, f"not JSON ({exc})"
-    problem = _problem(decoded)
-    return (None, problem) if problem else (decoded, "")
 
 
 def _message_text(response: dict[str, Any]) -> str:
