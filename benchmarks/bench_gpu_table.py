@@ -67,8 +67,8 @@ from bench_scoring import build_tokenizer, make_requests, naive_scores
 DEFAULTS: dict[str, dict[str, Any]] = {
     "cuda": {"shape": "llama-3.1-8b", "pairs": 1024, "profile_pairs": 128, "bon_prompts": 8,
              "chunks": "32,128,512,2048", "drift_pairs": 128},
-    "cpu": {"shape": "tiny", "pairs": 32, "profile_pairs": 4, "bon_prompts": 1,
-            "chunks": "8,32,128", "drift_pairs": 32},
+    "cpu": {"shape": "tiny", "pairs": 16, "profile_pairs": 4, "bon_prompts": 1,
+            "chunks": "4,16,64", "drift_pairs": 16},
 }
 COLUMNS = ("section", "row", "items", "wall s", "items/s", "MFU", "vs ref", "notes")
 
@@ -344,13 +344,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--shape", choices=["auto", *SHAPES], default="auto",
                         help="model shape (auto: llama-3.1-8b on CUDA, tiny on a CPU)")
     parser.add_argument("--layers", type=int, default=0, help="cut the shape to N layers")
-    parser.add_argument("--pairs", type=int, help="question-only pairs (CUDA 1024, CPU 32)")
+    parser.add_argument("--pairs", type=int, help="question-only pairs (CUDA 1024, CPU 16)")
     parser.add_argument("--profile-pairs", type=int, help="top-10-profile pairs (CUDA 128, CPU 4)")
     parser.add_argument("--bon-prompts", type=int, help="Best-of-N prompts (CUDA 8, CPU 1)")
     parser.add_argument("--n", type=int, default=16, help="Best-of-N candidates per prompt")
     parser.add_argument("--chunks",
-                        help="chunk sizes to sweep (CUDA 32,128,512,2048; CPU 8,32,128)")
-    parser.add_argument("--drift-pairs", type=int, help="pairs scored alone (CUDA 128, CPU 32)")
+                        help="chunk sizes to sweep (CUDA 32,128,512,2048; CPU 4,16,64)")
+    parser.add_argument("--drift-pairs", type=int, help="pairs scored alone (CUDA 128, CPU 16)")
     parser.add_argument("--oom-slots", type=int, default=0,
                         help="simulated device size in token slots (0: a quarter of the largest "
                         "forward of a clean run, at least twice the longest input)")
