@@ -78,7 +78,7 @@ def main() -> None:
 
     import torch
 
-    from prbench.scoring.base import ScoreRequest
+    from prbench.scoring.base import ScoreRequest, ScorerFaultError
     from prbench.scoring.runtime import build_runtime
 
     try:
@@ -101,7 +101,10 @@ def main() -> None:
                        for g in groups]
         answers_only = [ScoreRequest(r.record_id, "", r.response) for r in flat]
         warm = make_groups(1, 2, seed=99)[0]
-        shared.score(warm)
+        try:
+            shared.score(warm)
+        except ScorerFaultError as exc:  # e.g. a transformers release prefix sharing cannot run
+            sys.exit(f"error: prefix sharing cannot run here: {exc.__cause__ or exc}")
         plain.score(warm)
 
         best = {"shared": math.inf, "independent": math.inf, "prompt": math.inf,
