@@ -23,8 +23,9 @@
   each. A whole sequence of ``T`` tokens is ``new = T, context = 0`` (``2NT + 2 L d_attn
   T (T + 1)``). :func:`floor_flops` charges each shared prompt once and each answer once from the
   prompt's cache, with no padding: the work no implementation can skip.
-- :func:`measure_peak_flops` times a large square matmul in the run's dtype on the run's device;
-  MFU is then ``floor FLOPs / (wall seconds * peak)``.
+- :func:`measure_peak_flops` times a large square matmul in the run's dtype on the run's device
+  (on a CPU, the faster of that dtype and fp32); MFU is then ``floor FLOPs / (wall seconds *
+  peak)``.
 
 Nothing here imports torch at module import.
 """
@@ -118,11 +119,19 @@ def best_of(repeats: int, fn: Callable[[], T], device: Any) -> tuple[float, T]:
 def measure_peak_flops(device: Any, dtype: str, *, size: int = 0, seconds: float = 0.5) -> float:
     """FLOP/s of a square ``size x size`` matmul in ``dtype`` on ``device`` (best of 3 runs).
 
-    ``size`` 0 picks 8192 on CUDA and 1024 on a CPU.
+    ``size`` 0 picks 8192 on CUDA and 1024 on a CPU. On a CPU, where a bf16 or fp16 matmul can
+    run slower than fp32 (and the model's kernels may compute in fp32), the peak is the faster
+    of ``dtype`` and fp32.
     """
-    import torch
 
     n = size or (8192 if device.type == "cuda" else 1024)
+    dtypes = {dtype, "float32"} if device.type == "cpu" else {dtype}
+    return max(_matmul_flops(device, d, n, seconds) for d in sorted(dtypes))
+
+
+def _matmul_flops(device: Any, dtype: str, n: int, seconds: float) -> float:
+    import torch
+
     gen = torch.Generator(device="cpu").manual_seed(0)
     a = torch.randn(n, n, generator=gen).to(device=device, dtype=getattr(torch, dtype))
     b = torch.randn(n, n, generator=gen).to(device=device, dtype=getattr(torch, dtype))

@@ -430,16 +430,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "profile_pairs": args.profile_pairs, "bon_prompts": args.bon_prompts, "n": args.n,
         "repeats": args.repeats, "torch": torch.__version__,
     }
+    matmul = (dtype if device.type == "cuda" or dtype == "float32"
+              else f"the faster of a {dtype} and a float32")
     lines = [
         f"prbench GPU table: {where}, {dtype}; shape {args.shape} ({shape.source}; "
         f"{config.num_hidden_layers} layers, hidden {shape.hidden}): "
         f"{table.flops.params / 1e6:.1f}M non-embedding params, {total / 1e6:.1f}M in all",
-        f"peak {peak / 1e12:.3g} TFLOP/s ({dtype} matmul, this run); floor FLOPs = 2*N*tokens + "
+        f"peak {peak / 1e12:.3g} TFLOP/s ({matmul} matmul, this run); floor FLOPs = 2*N*tokens + "
         "4*L*d_attn*(query, key) pairs, each prompt once, no padding; MFU = floor / (wall * peak)",
         "", *format_table(table.rows), "",
         f"wall clock (CUDA synchronised), after a warm-up, best of {args.repeats}; vs ref = the "
         "section's first row's time / this row's time",
     ]
+    if any(r.mfu is not None and r.mfu > 1 for r in table.rows):
+        lines.append("note: an MFU above 1 means the model ran faster than the measured matmul "
+                     "peak: the peak is too low (raise --peak-size)")
     elapsed = time.perf_counter() - start
     lines.append(f"whole table: {elapsed:.0f} s")
     print("\n".join(lines))
