@@ -15,8 +15,9 @@ the shared scorer runtime (score cache off), it times:
 
 It prints (a)/(b) (the saving), (a)/(c) (how close sharing gets to one prompt plus N answers),
 (a)/(d) (overhead over the floor), the same ratios counted in tokens, and the largest score
-difference between (a) and (b). Times are process CPU time, best of ``--repeats``
-interleaved runs; compare the ratios, not absolute times. Example::
+difference between (a) and (b). Times are wall-clock seconds (CUDA synchronised), best of
+``--repeats`` interleaved runs, on ``--device`` in ``--dtype`` (default: CUDA in bf16 when
+there is a GPU, else the CPU in fp32); compare the ratios, not absolute times. Example::
 
     python benchmarks/bench_prefix_bon.py                 # N=16, 4 prompts
     python benchmarks/bench_prefix_bon.py --n 32 --prompts 2 --hidden 256 --layers 4
@@ -30,11 +31,11 @@ import os
 import random
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import DTYPES, resolve, timed
 from bench_scoring import build_model, floor_run, words
 
 
@@ -62,12 +63,6 @@ def make_groups(n_prompts: int, n: int, seed: int) -> list[list]:
     return groups
 
 
-def cpu_time(fn) -> tuple[float, object]:
-    start = time.process_time()
-    out = fn()
-    return time.process_time() - start, out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=16, help="candidates per prompt")
@@ -76,20 +71,28 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2, help="best of N interleaved runs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda:N")
+    parser.add_argument("--dtype", default="auto", choices=sorted(DTYPES),
+                        help="auto = bf16 on CUDA, fp32 on a CPU")
     args = parser.parse_args()
 
     import torch
 
-    from prbench.scoring.base import ScoreRequest
+    from prbench.scoring.base import ScoreRequest, ScorerFaultError
     from prbench.scoring.runtime import build_runtime
 
+    try:
+        device, dtype = resolve(args.device, args.dtype)
+    except ValueError as exc:
+        parser.error(str(exc))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="prbench-bench-bon-") as tmp:
         folder = Path(tmp, "rm")
         build_model(folder, args.hidden, args.layers)
         os.environ.setdefault("PRBENCH_CACHE_DIR", str(Path(tmp, "cache")))
-        common = {"pretrained": str(folder), "cache": "false", "progress": "false"}
+        common = {"pretrained": str(folder), "cache": "false", "progress": "false",
+                  "device": str(device), "dtype": dtype}
         shared = build_runtime("hf-classifier", {**common, "prefix_sharing": "on"})
         plain = build_runtime("hf-classifier", {**common, "prefix_sharing": "off"})
         groups = make_groups(args.prompts, args.n, seed=7)
@@ -98,7 +101,10 @@ def main() -> None:
                        for g in groups]
         answers_only = [ScoreRequest(r.record_id, "", r.response) for r in flat]
         warm = make_groups(1, 2, seed=99)[0]
-        shared.score(warm)
+        try:
+            shared.score(warm)
+        except ScorerFaultError as exc:  # e.g. a transformers release prefix sharing cannot run
+            sys.exit(f"error: prefix sharing cannot run here: {exc.__cause__ or exc}")
         plain.score(warm)
 
         best = {"shared": math.inf, "independent": math.inf, "prompt": math.inf,
@@ -110,15 +116,15 @@ def main() -> None:
 
                 return [dataclasses.replace(r, response=f"{r.response} w{rep + 1}") for r in reqs]
 
-            t, s_shared = cpu_time(lambda: shared.score(tag(flat)))
+            t, s_shared = timed(lambda: shared.score(tag(flat)), device)
             best["shared"] = min(best["shared"], t)
-            t, s_plain = cpu_time(lambda: plain.score(tag(flat)))
+            t, s_plain = timed(lambda: plain.score(tag(flat)), device)
             best["independent"] = min(best["independent"], t)
-            t, _ = cpu_time(lambda: plain.score(tag(prompt_only)))
+            t, _ = timed(lambda: plain.score(tag(prompt_only)), device)
             best["prompt"] = min(best["prompt"], t)
-            t, _ = cpu_time(lambda: plain.score(tag(answers_only)))
+            t, _ = timed(lambda: plain.score(tag(answers_only)), device)
             best["answers"] = min(best["answers"], t)
-            t, _ = cpu_time(lambda: floor_run(shared.scorer, tag(flat)))
+            t, _ = timed(lambda: floor_run(shared.scorer, tag(flat)), device)
             best["floor"] = min(best["floor"], t)
         enc = shared.scorer.encode
         full = [len(s) for s in enc(flat)]
@@ -131,13 +137,15 @@ def main() -> None:
     reference = best["prompt"] + best["answers"]
     ideal_tokens = sum(prompt_tokens) + sum(answer_tokens)
     diff = max(abs(a - b) for a, b in zip(s_shared, s_plain, strict=True))
-    print(f"model: random Llama RM, hidden {args.hidden}, {args.layers} layers, fp32, "
-          f"{args.threads} CPU thread(s); prefix sharing: {sharing}")
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"CPU, {args.threads} thread(s)")
+    print(f"model: random Llama RM, hidden {args.hidden}, {args.layers} layers, {dtype} on "
+          f"{where}; prefix sharing: {sharing}")
     mean_prompt = sum(prompt_tokens) // len(prompt_tokens)
     mean_answer = sum(answer_tokens) // len(answer_tokens)
     print(f"{args.prompts} prompt(s) x N={args.n} candidates; prompt ~{mean_prompt} tokens "
           f"(top-10 profile), answers ~{mean_answer} tokens")
-    print("CPU seconds (best of runs): "
+    print("wall seconds (best of runs): "
           + ", ".join(f"{k} {v:.3f}" for k, v in best.items()))
     print(f"shared / independent          : {best['shared'] / best['independent']:.3f} "
           f"(tokens {ideal_tokens / sum(full):.3f})")

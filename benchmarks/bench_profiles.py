@@ -27,8 +27,13 @@ import argparse
 import math
 import os
 import random
+import sys
 import tempfile
-import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import timed
 
 FULL_SET_POSTS = 2830 * 125
 FUNCTION = [
@@ -82,21 +87,6 @@ def make_records(n: int, max_posts: int, seed: int = 0) -> list:
         records.append(Record(id=f"u{u}", question=text([own[0]], 12), profile=profile,
                               chosen="a", rejected="b"))
     return records
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def _timed(fn, device: str) -> tuple[float, object]:
-    _sync(device)
-    start = time.perf_counter()
-    out = fn()
-    _sync(device)
-    return time.perf_counter() - start, out
 
 
 def _int8_copy(model):
@@ -185,12 +175,12 @@ def main() -> None:
                 print(f"{model:<12} skipped: {exc}")
                 break
             if path == "before":
-                secs, posts = _timed(lambda enc=enc: _before(enc, texts), args.device)
+                secs, posts = timed(lambda enc=enc: _before(enc, texts), args.device)
             else:
-                secs, posts = _timed(lambda enc=enc: enc.encode(texts), args.device)
+                secs, posts = timed(lambda enc=enc: enc.encode(texts), args.device)
             rate = len(texts) / secs
             if path == "torch":  # time = fixed + per_post x posts, from two sizes
-                t_half, _ = _timed(lambda enc=enc: enc.encode(half), args.device)
+                t_half, _ = timed(lambda enc=enc: enc.encode(half), args.device)
                 per_post = (secs - t_half) / (len(texts) - len(half))
                 fixed = max(0.0, secs - per_post * len(texts))
                 fit = (f" {per_post:>8.4f} {fixed:>8.2f} "

@@ -18,9 +18,12 @@ For each condition it times, in one run and on the same model:
 (c) ``floor``: the same real tokens with no padding and no repeated prefix — each prompt run
     once, each answer run once from the prompt's cached state, one sequence at a time.
 
-It prints pairs/s, prbench's speed-up over (a), the padded-token fraction of (a) and (b), and
-prbench's time relative to (c). Absolute times vary a lot on a shared machine; compare the
-ratios, which come from one run. Example::
+All three run on the same device in the same dtype (``--device``, ``--dtype``: by default CUDA
+in bf16 when there is a GPU, else the CPU in fp32), and are timed by the wall clock with CUDA
+synchronised. It prints pairs/s, prbench's speed-up over (a), the padded-token fraction of (a)
+and (b), and prbench's time relative to (c). Absolute times vary a lot on a shared machine;
+compare the ratios, which come from one run. For MFU, real model shapes and the whole GPU table
+see ``bench_gpu_table.py``. Example::
 
     python benchmarks/bench_scoring.py                # defaults: 64 + 16 pairs
     python benchmarks/bench_scoring.py --pairs 32 --profile-pairs 8 --hidden 256 --layers 4
@@ -32,9 +35,14 @@ import argparse
 import math
 import os
 import random
+import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import DTYPES, resolve, timed
 
 VOCAB_WORDS = 6000
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
@@ -44,15 +52,10 @@ TEMPLATE = (
 )
 
 
-def build_model(folder: Path, hidden: int, layers: int) -> None:
-    """A word-level tokenizer (adds one BOS) and a random Llama sequence classifier."""
-    import torch
+def build_tokenizer(folder: Path) -> Any:
+    """Save a word-level tokenizer (one word = one token, adds one BOS) to ``folder``; return it."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import (
-        AutoModelForSequenceClassification,
-        LlamaConfig,
-        PreTrainedTokenizerFast,
-    )
+    from transformers import PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate(SPECIALS)}
     for i in range(VOCAB_WORDS):
@@ -74,6 +77,15 @@ def build_model(folder: Path, hidden: int, layers: int) -> None:
     )
     fast.chat_template = TEMPLATE
     fast.save_pretrained(folder)
+    return fast
+
+
+def build_model(folder: Path, hidden: int, layers: int) -> None:
+    """A word-level tokenizer (adds one BOS) and a random Llama sequence classifier."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, LlamaConfig
+
+    fast = build_tokenizer(folder)
     config = LlamaConfig(
         vocab_size=len(fast), hidden_size=hidden, intermediate_size=int(hidden * 2.75),
         num_hidden_layers=layers, num_attention_heads=max(hidden // 64, 1),
@@ -118,11 +130,16 @@ def make_requests(n_pairs: int, *, profile: bool, seed: int) -> list:
 
 
 def naive_scores(model, tokenizer, requests, *, batch_size: int = 8) -> tuple[list, int, int]:
-    """The released path: dataset order, fixed batches, pad to longest, model's own forward."""
+    """The released path: dataset order, fixed batches, pad to longest, model's own forward.
+
+    Inputs go to the model's device, and the model runs in the dtype it was loaded in: give it
+    the scorer's device and dtype, so the two paths compare like with like.
+    """
     import torch
 
     from prbench.backends.chat_inputs import build_chat
 
+    device = next(model.parameters()).device
     scores: list[float] = []
     slots = real = 0
     for start in range(0, len(requests), batch_size):
@@ -135,23 +152,11 @@ def naive_scores(model, tokenizer, requests, *, batch_size: int = 8) -> tuple[li
         ]
         enc = tokenizer(texts, padding=True, truncation=True, max_length=8192, return_tensors="pt")
         with torch.inference_mode():
-            logits = model(**enc).logits
+            logits = model(**enc.to(device)).logits
         scores.extend(logits[:, 0].float().tolist())
         slots += enc["attention_mask"].numel()
         real += int(enc["attention_mask"].sum())
     return scores, slots, real
-
-
-class Clock:
-    """Process CPU time and wall time of a block (``with Clock() as c: ...; c.cpu, c.wall``)."""
-
-    def __enter__(self) -> Clock:
-        self._cpu, self._wall = time.process_time(), time.perf_counter()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cpu = time.process_time() - self._cpu
-        self.wall = time.perf_counter() - self._wall
 
 
 def floor_run(scorer, requests) -> int:
@@ -164,51 +169,43 @@ def floor_run(scorer, requests) -> int:
     keys = [(r.question, r.profile.text) for r in requests]
     groups, singles = group_shared_prefixes(seqs, keys, min_prefix_tokens=1)
     base = scorer._parts[0]
+    dev = scorer.device
     tokens = 0
     with torch.inference_mode():
         for g in groups:
-            cache = base(input_ids=torch.as_tensor([g.prefix]), use_cache=True).past_key_values
+            prefix = torch.as_tensor([g.prefix], device=dev)
+            cache = base(input_ids=prefix, use_cache=True).past_key_values
             for suffix in g.suffixes:
-                pos = torch.arange(len(g.prefix), len(g.prefix) + len(suffix))[None]
-                base(input_ids=torch.as_tensor([suffix]), position_ids=pos,
+                pos = torch.arange(len(g.prefix), len(g.prefix) + len(suffix), device=dev)[None]
+                base(input_ids=torch.as_tensor([suffix], device=dev), position_ids=pos,
                      past_key_values=cache, use_cache=True)
                 cache.crop(-len(suffix))
             tokens += g.real_tokens
         for i in singles:
-            base(input_ids=torch.as_tensor([seqs[i]]))
+            base(input_ids=torch.as_tensor([seqs[i]], device=dev))
             tokens += len(seqs[i])
     return tokens
 
 
 def run_condition(name: str, requests, model, tokenizer, scorer, repeats: int) -> dict:
-    """Time (a), (b), (c) for one condition: best of ``repeats`` interleaved runs."""
+    """Time (a), (b), (c) for one condition: best wall time of ``repeats`` interleaved runs."""
     n_pairs = len(requests) // 2
-    best = {k: (math.inf, math.inf) for k in ("naive", "prbench", "floor")}
-
-    def keep(key: str, clock: Clock) -> None:
-        best[key] = (min(best[key][0], clock.cpu), min(best[key][1], clock.wall))
-
+    best = dict.fromkeys(("naive", "prbench", "floor"), math.inf)
+    dev = scorer.device
     for _ in range(repeats):
-        with Clock() as c:
-            naive, slots, real = naive_scores(model, tokenizer, requests)
-        keep("naive", c)
+        t, (naive, slots, real) = timed(lambda: naive_scores(model, tokenizer, requests), dev)
+        best["naive"] = min(best["naive"], t)
         before = dict(scorer.stats)
-        with Clock() as c:
-            ours = scorer.score(requests)
-        keep("prbench", c)
+        t, ours = timed(lambda: scorer.score(requests), dev)
+        best["prbench"] = min(best["prbench"], t)
         p_slots = scorer.stats["padded_tokens"] - before["padded_tokens"]
         p_real = scorer.stats["real_tokens"] - before["real_tokens"]
-        with Clock() as c:
-            floor_tokens = floor_run(scorer, requests)
-        keep("floor", c)
-    cpu = {k: v[0] for k, v in best.items()}
-    wall = {k: v[1] for k, v in best.items()}
+        t, floor_tokens = timed(lambda: floor_run(scorer, requests), dev)
+        best["floor"] = min(best["floor"], t)
     return {
         "name": name, "pairs": n_pairs,
-        "pps": {k: n_pairs / v for k, v in cpu.items()},
-        "speedup": cpu["naive"] / cpu["prbench"], "vs_floor": cpu["prbench"] / cpu["floor"],
-        "wall_speedup": wall["naive"] / wall["prbench"],
-        "wall_vs_floor": wall["prbench"] / wall["floor"],
+        "pps": {k: n_pairs / v for k, v in best.items()},
+        "speedup": best["naive"] / best["prbench"], "vs_floor": best["prbench"] / best["floor"],
         "naive_pad": 1 - real / slots, "prbench_pad": 1 - p_real / p_slots,
         "naive_tokens": slots, "prbench_tokens": p_slots, "floor_tokens": floor_tokens,
         "max_diff": max(abs(a - b) for a, b in zip(naive, ours, strict=True)),
@@ -223,6 +220,9 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=1, help="best of N interleaved runs")
+    parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda:N")
+    parser.add_argument("--dtype", default="auto", choices=sorted(DTYPES),
+                        help="auto = bf16 on CUDA, fp32 on a CPU; both paths use it")
     parser.add_argument(
         "--threads", type=int, default=1,
         help="torch threads (default 1: on a shared machine multi-threaded timings are noise)",
@@ -234,6 +234,10 @@ def main() -> None:
 
     from prbench.backends.hf_classifier import HFClassifierOptions, HFClassifierScorer
 
+    try:
+        device, dtype = resolve(args.device, args.dtype)
+    except ValueError as exc:
+        parser.error(str(exc))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -242,10 +246,12 @@ def main() -> None:
         build_model(folder, args.hidden, args.layers)
         os.environ.setdefault("PRBENCH_CACHE_DIR", str(Path(tmp, "cache")))
         tokenizer = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForSequenceClassification.from_pretrained(folder, dtype=torch.float32)
-        model.eval()
+        model = AutoModelForSequenceClassification.from_pretrained(
+            folder, dtype=getattr(torch, dtype)
+        )
+        model.to(device).eval()
         scorer = HFClassifierScorer(
-            HFClassifierOptions(pretrained=str(folder))
+            HFClassifierOptions(pretrained=str(folder), device=str(device), dtype=dtype)
         )
         warm = make_requests(2, profile=False, seed=99)
         naive_scores(model, tokenizer, warm)
@@ -257,22 +263,23 @@ def main() -> None:
                           model, tokenizer, scorer, args.repeats),
         ]
     n_params = sum(p.numel() for p in model.parameters()) / 1e6
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"CPU, {torch.get_num_threads()} thread(s)")
     print(f"model: random Llama RM, hidden {args.hidden}, {args.layers} layers, {n_params:.1f}M "
-          f"params, fp32, {torch.get_num_threads()} CPU thread(s); prbench prefix sharing: "
+          f"params, {dtype} on {where} (both paths); prbench prefix sharing: "
           f"{scorer.describe()['resolved']['prefix_sharing']}")
-    print("pairs/s and ratios from process CPU time (best of runs); wall-clock ratios in brackets")
+    print("pairs/s and ratios from wall-clock time (CUDA synchronised), best of runs")
     print(f"{'condition':<15} {'pairs':>5} {'naive p/s':>9} {'prbench p/s':>11} {'floor p/s':>9} "
-          f"{'speed-up':>15} {'vs floor':>15} {'pad naive':>9} {'pad prb':>7} "
+          f"{'speed-up':>8} {'vs floor':>8} {'pad naive':>9} {'pad prb':>7} "
           f"{'tokens n/p/f (k)':>17} {'max|Δ|':>8}")
     for r in rows:
         toks = "/".join(
             f"{r[k] / 1e3:.1f}" for k in ("naive_tokens", "prbench_tokens", "floor_tokens")
         )
-        speed = f"{r['speedup']:.2f}x ({r['wall_speedup']:.2f}x)"
-        floor = f"{r['vs_floor']:.2f}x ({r['wall_vs_floor']:.2f}x)"
         print(f"{r['name']:<15} {r['pairs']:>5} {r['pps']['naive']:>9.2f} "
-              f"{r['pps']['prbench']:>11.2f} {r['pps']['floor']:>9.2f} {speed:>15} {floor:>15} "
-              f"{r['naive_pad']:>9.1%} {r['prbench_pad']:>7.1%} {toks:>17} {r['max_diff']:>8.1e}")
+              f"{r['pps']['prbench']:>11.2f} {r['pps']['floor']:>9.2f} {r['speedup']:>7.2f}x "
+              f"{r['vs_floor']:>7.2f}x {r['naive_pad']:>9.1%} {r['prbench_pad']:>7.1%} "
+              f"{toks:>17} {r['max_diff']:>8.1e}")
     print("targets: speed-up >= 2x (question-only), >= 3x (profile); prbench <= 1.3x the floor")
 
 

@@ -1,15 +1,19 @@
-"""Offline stand-ins for plugin tests: a scripted backend, a loopback OpenAI server, tiny LMs.
+"""Offline stand-ins for tests: a scripted backend, a loopback OpenAI server, tiny LMs, OOMs.
 
 A judge or scorer plugin needs a model that says what the test wants (to check parsing, both
 orders, invalid counting) and a real model of the right class (to check the loading and
-generation path end to end). Tests run offline, so prbench ships both here::
+generation path end to end), and a device that runs out of memory (to check the back-offs).
+Tests run offline, so prbench ships them here::
 
-    from prbench.testing import LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
+    from prbench.testing import (LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm,
+                                 token_slot_limit)
 
     with LoopbackOpenAI(lambda chat: "Verdict: A") as server:
         judge = registry.build("scorer", "my-judge", {"backend": "openai",
                                                       "base_url": server.base_url, ...})
     lm_folder = build_tiny_causal_lm(tmp_path / "lm", arch="llama")  # random weights, seconds
+    with token_slot_limit(decoder, 600) as counts:  # a device that holds 600 token slots
+        ...  # scoring here backs off; counts["failures"] says how often
 
 It also holds what a plugin test needs to drive prbench itself: ``PluginRegistry`` (build one
 with ``env={"PRBENCH_LOAD_PLUGINS": "myplugin"}`` so only your plugin loads), ``reset_registry``
@@ -24,10 +28,11 @@ Nothing here imports torch or transformers at module import.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
@@ -214,6 +219,54 @@ def run_cli(argv: Sequence[str]) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
+@contextlib.contextmanager
+def token_slot_limit(module: Any, limit: int) -> Iterator[dict[str, int]]:
+    """Simulate a device that holds ``limit`` token slots: ``module``'s forward runs out of memory.
+
+    Inside the block, a call of ``module`` whose rows x (cached tokens + new tokens) exceeds
+    ``limit`` raises ``torch.OutOfMemoryError`` before computing anything — the key/value cache a
+    row attends to counts, so continuations over a long shared prompt fail where the prompt alone
+    fits. Calls within the limit run as usual. The original forward is restored on exit.
+
+    Args:
+        module: a decoder (e.g. a sequence classifier's base model) called with ``input_ids``.
+        limit: the most token slots one call may hold (0: no limit, nothing fails).
+
+    Yields:
+        Counts, updated live: ``failures`` (calls refused), ``calls`` (all calls) and
+        ``max_slots`` (the most token slots one call asked for, refused or not; with ``limit`` 0
+        this measures what a run needs).
+    """
+    import torch
+
+    forward = module.forward
+    own = module.__dict__.get("forward")  # a forward set on the instance (e.g. by a hook)
+    counts = {"failures": 0, "calls": 0, "max_slots": 0}
+
+    def limited(*args: Any, **kwargs: Any) -> Any:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        # the key/value cache: ``past_key_values`` (``cache`` in later transformers releases)
+        cache = kwargs.get("past_key_values", kwargs.get("cache"))
+        counts["calls"] += 1
+        if ids is not None:
+            width = cache.get_seq_length() if cache is not None else 0
+            slots = ids.shape[0] * (width + ids.shape[1])
+            counts["max_slots"] = max(counts["max_slots"], slots)
+            if limit and slots > limit:
+                counts["failures"] += 1
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated token-slot limit)")
+        return forward(*args, **kwargs)
+
+    module.forward = limited
+    try:
+        yield counts
+    finally:
+        if own is not None:
+            module.forward = own
+        elif module.__dict__.get("forward") is limited:
+            del module.forward  # the class's forward again
+
+
 __all__ = [
     "LoopbackOpenAI",
     "PluginRegistry",
@@ -223,4 +276,5 @@ __all__ = [
     "reset_registry",
     "reset_task_state",
     "run_cli",
+    "token_slot_limit",
 ]

@@ -21,6 +21,7 @@ import pytest
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
 from prbench.scoring.runtime import ScorerOutOfMemoryError, build_runtime
+from prbench.testing import token_slot_limit
 from tests._hf_fixtures import build_tiny_model, sample_text
 
 #: what a back-off may change: the retry counts and how the work was cut
@@ -60,31 +61,6 @@ def _best_of_n_requests(records: int = 2, n: int = 16) -> list[ScoreRequest]:
     return out
 
 
-class Device:
-    """A forward that runs out of memory past ``limit`` token slots (cache rows included)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.failures = 0
-        self.largest = 0  # the most slots a call that ran held
-
-    def wrap(self, base: Any) -> None:
-        import torch
-
-        forward = base.forward
-
-        def limited(*args: Any, **kwargs: Any) -> Any:
-            ids = kwargs["input_ids"]
-            cache = kwargs.get("cache", kwargs.get("past_key_values"))
-            width = cache.get_seq_length() if cache is not None else 0
-            slots = ids.shape[0] * (width + ids.shape[1])
-            if self.limit and slots > self.limit:
-                self.failures += 1
-                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-            self.largest = max(self.largest, slots)
-            return forward(*args, **kwargs)
-
-        base.forward = limited
 
 
 def _run(model: Path, requests: list[ScoreRequest], *, limit: int, sharing: str,
@@ -95,9 +71,7 @@ def _run(model: Path, requests: list[ScoreRequest], *, limit: int, sharing: str,
          "prefix_sharing": sharing, "batch_tokens": batch_tokens, "chunk_size": chunk_size},
     )
     rt.scorer._load()
-    device = Device(limit)
-    device.wrap(rt.scorer._parts[0])
-    with rt:
+    with token_slot_limit(rt.scorer._parts[0], limit) as device, rt:
         scores = rt.score(requests)
         return {"scores": scores, "stats": rt.scorer.stats(), "runtime": rt.stats(),
                 "device": device}
@@ -105,7 +79,7 @@ def _run(model: Path, requests: list[ScoreRequest], *, limit: int, sharing: str,
 
 def _assert_like_clean(run: dict[str, Any], clean: dict[str, Any]) -> None:
     stats, ref = run["stats"], clean["stats"]
-    assert clean["device"].failures == 0 and ref["oom_retries"] == ref["wasted_tokens"] == 0
+    assert clean["device"]["failures"] == 0 and ref["oom_retries"] == ref["wasted_tokens"] == 0
     skip = RETRY_FIELDS | LAYOUT_FIELDS
     assert {k: v for k, v in stats.items() if k not in skip} == {
         k: v for k, v in ref.items() if k not in skip
@@ -149,9 +123,9 @@ def test_each_path_backs_off_to_the_scores_and_stats_of_a_clean_run(
     run = _run(model, requests, limit=limit, sharing=sharing)
     clean = _run(model, requests, limit=0, sharing=sharing)
     device, stats = run["device"], run["stats"]
-    assert device.failures > 0 and device.largest <= limit
+    assert device["failures"] > 0
     # the scorer backed off inside its own batches: the runtime never split a chunk
-    assert stats["oom_retries"] == device.failures and stats["wasted_tokens"] > 0
+    assert stats["oom_retries"] == device["failures"] and stats["wasted_tokens"] > 0
     assert run["runtime"]["oom_retries"] == 0 and run["runtime"]["chunks"] == 1
     if sharing != "off":
         assert stats["shared_groups"] == 6
@@ -168,7 +142,7 @@ def test_a_best_of_n_group_is_scored_whole_within_the_budget(model: Path) -> Non
     run = _run(model, requests, limit=limit, sharing="auto")
     clean = _run(model, requests, limit=0, sharing="auto")
     stats = run["stats"]
-    assert run["device"].failures > 0 and run["device"].largest <= limit
+    assert run["device"]["failures"] > 0
     # each pool's prompt ran once (no group split by a smaller chunk), as in the clean run
     assert stats["shared_groups"] == clean["stats"]["shared_groups"] == 2
     assert run["runtime"]["oom_retries"] == 0 and run["runtime"]["chunk_size"] == 256
@@ -293,13 +267,13 @@ def test_continuations_share_the_prefix_states_and_stay_inside_the_budget(model:
                           for _ in range(m)))
         for n, m in ((40, 6), (25, 3), (33, 5))
     ]
-    device = Device(0)
-    device.wrap(base)
     with torch.inference_mode():
         free = shared_prefix_hidden(base, groups, pad_id=0, device="cpu")
-        device.limit, device.largest = 120, 0  # a prefix and two continuations, or 3 prefixes
-        bounded = shared_prefix_hidden(base, groups, pad_id=0, device="cpu", token_budget=120)
-        assert device.failures == 0 and device.largest <= 120
+        # a prefix and two continuations, or 3 prefixes, fit in 120 token slots
+        with token_slot_limit(base, 120) as device:
+            bounded = shared_prefix_hidden(base, groups, pad_id=0, device="cpu",
+                                           token_budget=120)
+        assert device["failures"] == 0 and device["max_slots"] <= 120
         for a, b in zip(free, bounded, strict=True):
             assert (a - b).abs().max().item() < 1e-4
         out = base(input_ids=torch.as_tensor([list(groups[0].prefix)]), use_cache=True)
