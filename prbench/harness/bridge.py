@@ -354,6 +354,7 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
         register_model()
         if _running_lm_eval_cli():
             patch_results_saving()
+            patch_model_name()
     elif name == "lm_eval.tasks.manager":
         manager = getattr(module, "TaskManager", None)
         if manager is not None:
@@ -424,6 +425,51 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
     return True
 
 
+def patch_model_name(tracker_cls: type | None = None) -> bool:
+    """Name an unnamed ``prbench`` run's results folder ``prbench-<scorer>``.
+
+    lm-eval names the folder under ``--output_path`` after ``pretrained=``/``model=``/... in
+    ``--model_args`` and otherwise after a random id. A ``prbench`` run without such a key (most
+    scorers) gets ``prbench-<scorer>`` instead, under ``prbench eval`` and plain ``lm_eval``
+    alike.
+
+    Returns:
+        ``True`` if ``GeneralConfigTracker.log_experiment_args`` was wrapped now.
+    """
+    if tracker_cls is None:
+        from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker as tracker_cls
+    original = tracker_cls.log_experiment_args
+    if getattr(original, "_prbench_name", False):
+        return False
+
+    @functools.wraps(original)
+    def log_experiment_args(self: Any, model_source: str, model_args: Any, *args: Any,
+                            **kwargs: Any) -> None:
+        original(self, model_source, model_args, *args, **kwargs)
+        if model_source != MODEL_NAME or tracker_cls._get_model_name(model_args) is not None:
+            return
+        from lm_eval.utils import sanitize_model_name
+
+        from prbench.harness.lm import DEFAULT_SCORER
+
+        scorer = None
+        if isinstance(model_args, dict):
+            scorer = model_args.get("scorer")
+        elif isinstance(model_args, str):
+            from prbench.options import OptionsError, parse_kv_string
+
+            try:
+                scorer = parse_kv_string(model_args).get("scorer")
+            except OptionsError:
+                scorer = None
+        self.model_name = f"prbench-{scorer or DEFAULT_SCORER}"
+        self.model_name_sanitized = sanitize_model_name(self.model_name)
+
+    log_experiment_args._prbench_name = True  # type: ignore[attr-defined]
+    tracker_cls.log_experiment_args = log_experiment_args  # type: ignore[method-assign]
+    return True
+
+
 def patch_table() -> bool:
     """Under plain ``lm_eval``: print its table through :func:`prbench.harness.summary.table_view`.
 
@@ -465,6 +511,7 @@ __all__ = [
     "lm_eval_discovers",
     "lm_eval_error_fix",
     "on_lm_eval_import",
+    "patch_model_name",
     "patch_results_saving",
     "patch_table",
     "patch_task_manager",
