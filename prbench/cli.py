@@ -213,6 +213,40 @@ def scorer_specs(args: argparse.Namespace) -> list[str]:
     return specs
 
 
+def check_scorer(registry: Any, scorer: str, raw: dict[str, Any], *, what: str) -> None:
+    """Check a pointwise scorer's id and options, and that it can be built, before any work.
+
+    Args:
+        registry: the plugin registry.
+        scorer: the scorer id.
+        raw: its options as given (runtime options included).
+        what: how the command calls it (``reward``, ``judge``, ``served scorer``).
+
+    Raises:
+        OptionsError: a pairwise scorer, bad options, or options that cannot build it (e.g. a
+            judge without a model).
+        UnknownComponentError: an unknown id.
+    """
+    from prbench.options import OptionsError
+    from prbench.scoring.runtime import split_options
+
+    component = registry.get("scorer", scorer)
+    _, scorer_raw = split_options(component, raw)
+    parsed = component.parse_options(scorer_raw)
+    if "pairwise" in component.tags:
+        raise OptionsError(
+            f"{what} {scorer!r} is pairwise (it compares two answers); this command needs a "
+            "pointwise scorer, one score per answer (`prbench scorers` marks them)"
+        )
+    model = getattr(parsed, "model", None)
+    backend = getattr(parsed, "backend", None)
+    if model == "" and backend is not None:  # a judge that would fail once its model is needed
+        raise OptionsError(
+            f"{what} {scorer!r}: set the option `model` (a hub id, local folder or served model "
+            "name), e.g. model=HuggingFaceTB/SmolLM2-135M-Instruct"
+        )
+
+
 def _old_form_note(old: str, new: str) -> None:
     print(f"prbench: note: {old!r} is the old form; write {new!r}", file=sys.stderr)
 

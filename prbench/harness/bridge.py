@@ -256,7 +256,7 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(exc, user_errors()):
             sys.stderr.write(f"error: {one_line(exc)}\n")
             return
-        fixed = lm_eval_error_fix(exc)
+        fixed = lm_eval_error_fix(exc, sys.argv[1:])
         if fixed:
             sys.stderr.write(f"error: {fixed}\n")
             return
@@ -266,9 +266,68 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
-def lm_eval_error_fix(exc: BaseException) -> str | None:
-    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None."""
+def missing_model_hint(argv: Sequence[str]) -> str | None:
+    """The fix for prbench's tasks run under plain ``lm_eval`` without ``--model prbench``.
+
+    lm-eval's default model is ``hf``, which fails (``pretrained`` missing) on a task that only
+    the ``prbench`` model can score.
+    """
+    from prbench.harness.lm_eval_args import parse_text
+
+    ns = parse_text(argv)
+    if ns is None or getattr(ns, "model", None) == MODEL_NAME:
+        return None
+    tasks = [t for item in getattr(ns, "tasks", None) or [] for t in str(item).split(",")]
+    if not any(t.strip().startswith("personalized_rewardbench") for t in tasks):
+        return None
+    given = getattr(ns, "model", None) or "hf (lm-eval's default)"
+    return (
+        f"the personalized_rewardbench tasks are scored by prbench's reward models, not by "
+        f"--model {given}: add --model prbench (e.g. lm_eval --model prbench --model_args "
+        "scorer=embedding-similarity --tasks personalized_rewardbench_sample), or run "
+        "`prbench eval`, where it is the default"
+    )
+
+
+def stop_without_model(argv: Sequence[str]) -> None:
+    """End a plain ``lm_eval`` run of prbench's tasks that names no ``--model``, with the fix.
+
+    lm-eval would index its ~14.7k tasks and then fail building its default model (``hf``
+    without ``pretrained``); this says what to add before any of that. A run that names another
+    model is left to run (and gets the same fix if it fails).
+
+    Raises:
+        SystemExit: code 1, after one ``error:`` line.
+    """
+    from prbench.harness.lm_eval_args import parse_text
+
+    ns = parse_text(argv)
+    if ns is None or getattr(ns, "model", None) is not None or getattr(ns, "config", None):
+        return
+    hint = missing_model_hint(argv)
+    if hint:
+        sys.stderr.write(f"error: {hint}\n")
+        raise SystemExit(1)
+
+
+def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
+    """lm-eval's own argument errors with the fix added, else None.
+
+    Args:
+        exc: what lm-eval raised.
+        argv: the ``lm_eval`` command line, when the error ends a plain ``lm_eval`` run: a JSON
+            flag value that is not JSON is then named, and prbench's tasks without
+            ``--model prbench`` get that fix.
+    """
     message = str(exc)
+    if argv is not None:
+        from prbench.harness.lm_eval_args import json_flag_problem
+
+        if isinstance(exc, ValueError) and message.startswith("Invalid JSON"):
+            return json_flag_problem(argv) or message
+        hint = missing_model_hint(argv)
+        if hint:
+            return hint
     if not isinstance(exc, ValueError):
         return None
     if "did not find any docs" in message:
@@ -343,6 +402,10 @@ def patch_task_manager(manager_cls: type | None = None) -> bool:
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
     _install_clean_errors()
+    if name == "lm_eval._cli.utils":
+        return  # only the clean-errors hook: lm-eval is still parsing its command line
+    if name == "lm_eval.config.evaluate_config" and _running_lm_eval_cli():
+        stop_without_model(sys.argv[1:])
     if _running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if _argv_has_metadata(sys.argv):
@@ -510,6 +573,8 @@ __all__ = [
     "install",
     "lm_eval_discovers",
     "lm_eval_error_fix",
+    "missing_model_hint",
+    "stop_without_model",
     "on_lm_eval_import",
     "patch_model_name",
     "patch_results_saving",
