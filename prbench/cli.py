@@ -78,6 +78,7 @@ class DeprecatedFlag(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
+        """Store the value under the new flag's name; say which flag to use instead."""
         print(f"prbench: note: {option_string} is deprecated; use {self.replacement}",
               file=sys.stderr)
         setattr(namespace, self.dest, values)

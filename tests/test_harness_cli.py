@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import tasks
 from prbench.commands.eval import only_prbench_tasks, requested_tasks
+from prbench.harness import tasks
 from tests._harness_fixtures import read_log, results_and_manifest, run_eval, write_plugin
 from tests._records_fixtures import record, write_jsonl
 

@@ -199,10 +199,10 @@ class _HideTables(io.TextIOBase):
         self.target = target
         self.pending = ""
 
-    def writable(self) -> bool:  # noqa: D102
+    def writable(self) -> bool:
         return True
 
-    def write(self, text: str) -> int:  # noqa: D102
+    def write(self, text: str) -> int:
         self.pending += text
         *lines, self.pending = self.pending.split("\n")
         for line in lines:
@@ -211,7 +211,7 @@ class _HideTables(io.TextIOBase):
             self.target.write(line + "\n")
         return len(text)
 
-    def flush(self) -> None:  # noqa: D102
+    def flush(self) -> None:
         if self.pending and self.pending != HIDDEN_TABLE:
             self.target.write(self.pending)
         self.pending = ""

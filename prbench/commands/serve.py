@@ -17,9 +17,8 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench serve``."""
-    from prbench.downstream.serve_guard import DEFAULT_MAX_BODY_BYTES
-
     from prbench.cli import add_scorer_argument
+    from prbench.downstream.serve_guard import DEFAULT_MAX_BODY_BYTES
 
     add_scorer_argument(parser)  # a pointwise scorer, checked before the server starts
     parser.add_argument("--host", default="127.0.0.1",
@@ -87,9 +86,9 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
-    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
     from prbench.cli import check_scorer, scorer_specs, user_errors
     from prbench.downstream.evaluator import parse_scorer_spec
+    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
     from prbench.options import OptionsError
     from prbench.plugins import get_registry
 

@@ -10,7 +10,8 @@ them from the dataset columns TRL passes through.
 Before and after training the policy answers the evaluation questions greedily and each answer is
 scored by the reward scorer and by a judge scorer: ``oracle-rubric`` by default (works offline,
 DIAGNOSTIC: it reads the hidden rubric), or ``rubric-judge`` with a model (0/1/2 per gold rubric
-aspect, reported on a 0-1 scale). A judge that cannot read an answer gives ``nan``; those are counted, not averaged.
+aspect, reported on a 0-1 scale). A judge that cannot read an answer gives ``nan``; those are
+counted, not averaged.
 
 Checkpoints go to ``output_dir/checkpoint-*`` (TRL's), the final policy to ``output_dir/final``,
 and the results to ``output_dir/rl_results.json``.
