@@ -9,9 +9,9 @@ module and one set lookup per later import.
 
 When ``lm_eval.models`` or ``lm_eval.tasks.manager`` is imported (or lm-eval's command-line
 modules ``lm_eval._cli.utils`` and ``lm_eval.config.evaluate_config``), the finder lets the real
-loader run the module and then calls :func:`prbench.harness.bridge.on_lm_eval_import`, which registers the
-``prbench`` model *after* lm-eval's built-in models and adds prbench's task folders to every
-``TaskManager``. The bridge stands aside where lm-eval discovers the ``lm_eval.models`` /
+loader run the module and then calls :func:`prbench.harness.bridge.on_lm_eval_import`, which
+registers the ``prbench`` model *after* lm-eval's built-in models and adds prbench's task folders
+to every ``TaskManager``. The bridge stands aside where lm-eval discovers the ``lm_eval.models`` /
 ``lm_eval.tasks`` entry points itself.
 
 Opt out with ``PRBENCH_NO_LM_EVAL_HOOK=1``. A failure in the bridge is reported on stderr and never
