@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import importlib
 import os
 import sys
@@ -67,21 +68,19 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._format_action_invocation(action)
 
 
-class DeprecatedFlag(argparse.Action):
-    """A flag kept for old command lines: stores into the new flag's dest and prints a note."""
+@functools.cache
+def _noting_old_flags(cls: type[argparse.Action]) -> type[argparse.Action]:
+    """``cls`` that prints a deprecation note when called through an old output flag."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str, replacement: str = "",
-                 **kwargs: Any) -> None:
-        kwargs["help"] = argparse.SUPPRESS
-        super().__init__(option_strings, dest, **kwargs)
-        self.replacement = replacement
+    def __call__(self: argparse.Action, parser: argparse.ArgumentParser,
+                 namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if option_string in OLD_OUTPUT_FLAGS:
+            print(f"prbench: note: {option_string} is deprecated; use -o/--output_path",
+                  file=sys.stderr)
+        cls.__call__(self, parser, namespace, values, option_string)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        """Store the value under the new flag's name; say which flag to use instead."""
-        print(f"prbench: note: {option_string} is deprecated; use {self.replacement}",
-              file=sys.stderr)
-        setattr(namespace, self.dest, values)
+    return type(f"OldFlagsNoted{cls.__name__}", (cls,), {"__call__": __call__})
 
 
 def spellings(flag: str) -> tuple[str, str]:
@@ -111,8 +110,6 @@ class CommandParser(argparse.ArgumentParser):
             if getattr(action, "prbench_spelled", False) or not action.option_strings:
                 continue
             action.prbench_spelled = True  # type: ignore[attr-defined]
-            if isinstance(action, DeprecatedFlag):
-                continue
             short = [o for o in action.option_strings if not o.startswith("--")]
             shown: list[str] = []
             hidden: list[str] = []
@@ -128,14 +125,14 @@ class CommandParser(argparse.ArgumentParser):
                         bucket.append(alt)
                         self._option_string_actions[alt] = action
             hidden = [h for h in hidden if h not in shown]
+            if "--output_path" in shown:  # the old output flags: parse, hidden, with a note
+                for old in OLD_OUTPUT_FLAGS:
+                    if old not in self._option_string_actions:
+                        self._option_string_actions[old] = action
+                        hidden.append(old)
+                action.__class__ = _noting_old_flags(type(action))
             action.option_strings = [*short, *shown, *hidden]
             action.prbench_hidden = tuple(hidden)  # type: ignore[attr-defined]
-        output = self._option_string_actions.get("--output_path")
-        if output is not None and not any(o in self._option_string_actions
-                                          for o in OLD_OUTPUT_FLAGS):
-            old = self.add_argument(*OLD_OUTPUT_FLAGS, dest=output.dest, action=DeprecatedFlag,
-                                    replacement="-o/--output_path")
-            old.prbench_spelled = True  # type: ignore[attr-defined]
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # noqa: D102
         self.add_spellings()
@@ -148,6 +145,15 @@ class CommandParser(argparse.ArgumentParser):
     def format_usage(self) -> str:  # noqa: D102
         self.add_spellings()
         return super().format_usage()
+
+    def error(self, message: str) -> Any:
+        """argparse's error, naming each flag by its shown spellings only (``-o/--output_path``)."""
+        for action in self._actions:
+            hidden = getattr(action, "prbench_hidden", ())
+            if hidden:
+                shown = [o for o in action.option_strings if o not in hidden]
+                message = message.replace("/".join(action.option_strings), "/".join(shown))
+        return super().error(message)
 
 
 def add_scorer_argument(parser: argparse.ArgumentParser, *, repeatable: bool = False,
@@ -341,11 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def quiet_progress(no_progress: bool) -> None:
-    """Apply ``--no-progress``: prbench's bars off, and the bars of the libraries it drives.
+    """Apply ``--no_progress``: prbench's bars off, and the bars of the libraries it drives.
 
     prbench's own bars read ``PRBENCH_PROGRESS`` (see :mod:`prbench.progress`). lm-eval,
     datasets and transformers draw plain tqdm bars; ``TQDM_DISABLE=1`` turns those off too, both
-    for ``--no-progress`` and when standard error is not a terminal (unless the user set
+    for ``--no_progress`` and when standard error is not a terminal (unless the user set
     ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1`` themselves).
     """
     from prbench.progress import disable_progress, progress_enabled

@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--holdout_order", choices=HOLDOUT_ORDERS, default="temporal",
                    help="temporal: each user's last pairs are held out; shuffled: seeded; "
                    "source: the release's own test rows (arena)")
-    p.add_argument("--seed", type=int, default=0, help="seed of --holdout-order shuffled")
+    p.add_argument("--seed", type=int, default=0, help="seed of --holdout_order shuffled")
     p.add_argument("--report", default=None, metavar="PATH",
                    help="also write the conversion report as JSON")
 

@@ -157,7 +157,7 @@ def generate_in_batches(
         config: the decoding settings.
         batch_size: chats per ``generate`` call.
         desc: the label of a progress bar (:func:`prbench.progress.progress_bar`, counts and
-            rate, off with ``--no-progress`` or off a terminal); ``None`` for no bar (a caller
+            rate, off with ``--no_progress`` or off a terminal); ``None`` for no bar (a caller
             that shows its own).
         unit: the unit the bar counts.
         keep_failures: return a chat's
