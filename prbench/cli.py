@@ -147,7 +147,7 @@ class CommandParser(argparse.ArgumentParser):
         return super().format_usage()
 
     def error(self, message: str) -> Any:
-        """argparse's error, naming each flag by its shown spellings only (``-o/--output_path``)."""
+        """Argparse's error, naming each flag by its shown spellings only (``-o/--output_path``)."""
         for action in self._actions:
             hidden = getattr(action, "prbench_hidden", ())
             if hidden:
