@@ -309,7 +309,7 @@ def test_bootstrap_resamples_are_checked_before_the_run(
             main(["eval", "--bootstrap-resamples", bad, "--tasks", GROUP,
                   "--model_args", "scorer=length"])
         assert exc.value.code == 2
-        assert "--bootstrap-resamples" in capsys.readouterr().err
+        assert "--bootstrap_resamples" in capsys.readouterr().err
 
 
 def test_task_fixed_keys_in_metadata_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:

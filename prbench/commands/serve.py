@@ -86,7 +86,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
-    from prbench.cli import check_scorer, scorer_specs, user_errors
+    from prbench.cli import check_scorer, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
     from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
     from prbench.options import OptionsError
@@ -117,9 +117,7 @@ def run(args: argparse.Namespace) -> int:
               "requests must carry narrative/rubric_aspects", file=sys.stderr)
     try:  # build the scorer before the server starts: a failure is one line, nothing served
         runtime = runtime_factory(component.qualified_id, options)()
-    except user_errors():
-        raise
-    except Exception as exc:  # a model that cannot load (missing folder, bad file, ...)
+    except Exception as exc:  # a model that cannot load, a damaged cache file, ...
         print(f"error: scorer {scorer!r} could not be built, nothing was served: "
               f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
