@@ -191,3 +191,15 @@ def test_unknown_flag_is_one_error_line(capsys: Any) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "prbench: error: unrecognized arguments: --profile_kk 3"
+
+
+def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.commands.eval import lm_eval_spellings
+
+    assert lm_eval_spellings(["--model-args", "scorer=length", "--log-samples", "--output-path=x",
+                              "--tasks", "t", "--not-a-flag"]) == [
+        "--model_args", "scorer=length", "--log_samples", "--output_path=x", "--tasks", "t",
+        "--not-a-flag"]
+    assert capsys.readouterr().err == ""
+    assert lm_eval_spellings(["--output_dir", "x"]) == ["--output_path", "x"]
+    assert "--output_dir is deprecated; use -o/--output_path" in capsys.readouterr().err
