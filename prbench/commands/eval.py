@@ -24,6 +24,7 @@ import io
 import json
 import logging
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,11 +89,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 (results still written) when more than this share of pairs got no verdict, "
         "e.g. unreadable judge replies (1 never fails)",
     )
-    parser.epilog = (
+    parser.epilog = textwrap.fill(
         "Every other flag goes to `lm_eval run` unchanged (--tasks, --model_args, --limit, "
         "--output_path, --log_samples, --metadata, --verbosity, ...; not --use_cache: prbench's "
         "own score cache does its job); see --lm_eval_help. lm-eval's log lines below WARNING "
-        "are shown with --verbosity INFO."
+        "are shown with --verbosity INFO.", width=79,
     )
 
 
