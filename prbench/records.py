@@ -171,7 +171,8 @@ def scan_source(source: str | os.PathLike[str]) -> tuple[list[Path], list[Issue]
     try:
         path.lstat()
     except FileNotFoundError:
-        raise DataSourceError(f"{shown_path(source)}: no such file or directory") from None
+        kind = "folder" if str(source).endswith(("/", os.sep)) else "file or folder"
+        raise DataSourceError(f"{shown_path(source)}: no such {kind}") from None
     except OSError as exc:
         raise DataSourceError(
             f"{shown_path(source)}: cannot be read: {exc.strerror or exc}"

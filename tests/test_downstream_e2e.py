@@ -29,7 +29,7 @@ def test_sample_chain_runs_and_is_consistent(
     )
     assert code == 0, err
     scorers = ["length", "embedding-similarity", "oracle-rubric", "random"]
-    argv = ["bon", *(x for s in scorers for x in ("--scorer", s)), "-o", "bon",
+    argv = ["bon", *(x for s in scorers for x in ("--model_args", f"scorer={s}")), "-o", "bon",
             "--resamples", "300"]
     assert main(argv) == 0
     table = capsys.readouterr().out

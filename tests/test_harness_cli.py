@@ -6,9 +6,17 @@ from typing import Any
 
 import pytest
 
+from prbench.commands.eval import only_prbench_tasks, requested_tasks
 from prbench.harness import tasks
-from prbench.harness.cli import only_prbench_tasks, requested_tasks
-from tests._harness_fixtures import read_log, results_and_manifest, run_eval, write_plugin
+from tests._harness_fixtures import (
+    PYTHON,
+    read_log,
+    results_and_manifest,
+    run,
+    run_eval,
+    subprocess_env,
+    write_plugin,
+)
 from tests._records_fixtures import record, write_jsonl
 
 GROUP = "personalized_rewardbench_sample_noprofile"
@@ -43,7 +51,7 @@ def indexed(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def _eval_group(
-    scorer: str, output: Path, capsys: pytest.CaptureFixture[str]
+    scorer: str, output: Path, capsys: pytest.CaptureFixture[str], *extra: str
 ) -> tuple[str, dict[str, Any], dict[str, Any], Path]:
     """``prbench eval`` of GROUP with ``scorer``, checked to succeed.
 
@@ -52,7 +60,7 @@ def _eval_group(
     """
     code, out, _ = run_eval(
         ["eval", "--tasks", GROUP, "--model_args", f"scorer={scorer}",
-         "--output_path", str(output)],
+         "--output_path", str(output), *extra],
         capsys,
     )
     assert code == 0
@@ -73,7 +81,8 @@ def test_task_selection() -> None:
 def test_constant_scores_zero_with_all_ties(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], indexed: list[list[str]]
 ) -> None:
-    out, results, manifest, path = _eval_group("constant", tmp_path / "out", capsys)
+    out, results, manifest, path = _eval_group("constant", tmp_path / "out", capsys,
+                                               "--show_lm_eval_tables")
     assert path.parent.name == "prbench-constant"  # unnamed runs are named after the scorer
     group = results["results"][GROUP]
     assert group["acc,none"] == 0 and group["tie,none"] == 1 and group["acc_macro,none"] == 0
@@ -117,6 +126,9 @@ def test_oracle_upper_bound_and_length_baseline(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out, results, manifest, _ = _eval_group("oracle-rubric", tmp_path / "oracle", capsys)
+    # by default prbench's summary is the one results table: lm-eval's tables are not printed
+    assert "prbench summary: scorer oracle-rubric" in out and "percentile bootstrap" in out
+    assert "|acc" not in out and "gen_kwargs" not in out
     assert results["results"][GROUP]["acc,none"] >= 0.9
     assert "DIAGNOSTIC" in out and manifest["scorer"]["diagnostic"] is True
     baseline = {
@@ -297,7 +309,7 @@ def test_bootstrap_resamples_are_checked_before_the_run(
             main(["eval", "--bootstrap-resamples", bad, "--tasks", GROUP,
                   "--model_args", "scorer=length"])
         assert exc.value.code == 2
-        assert "--bootstrap-resamples" in capsys.readouterr().err
+        assert "--bootstrap_resamples" in capsys.readouterr().err
 
 
 def test_task_fixed_keys_in_metadata_are_rejected(capsys: pytest.CaptureFixture[str]) -> None:
@@ -309,17 +321,19 @@ def test_task_fixed_keys_in_metadata_are_rejected(capsys: pytest.CaptureFixture[
     assert "--metadata sets prbench_condition" in capsys.readouterr().err
 
 
-def test_metadata_hint_is_shown_once_without_metadata(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
-) -> None:
-    code, _, _ = run_eval(
-        ["eval", "--tasks", GROUP, "--model_args", "scorer=constant", "--limit", "1",
-         "--no-progress"],
-        capsys,
-    )
-    assert code == 0
-    hints = [r for r in caplog.records if "Custom kwargs can be passed" in r.getMessage()]
-    assert len(hints) == 1  # lm-eval logs it once per task: three here
+def test_metadata_hint_only_with_verbosity_info(tmp_path: Path) -> None:
+    """lm-eval's --metadata hint and INFO lines: silent under prbench eval, shown with INFO.
+
+    Fresh processes, as a user runs them (lm-eval's log handler writes to the real stderr).
+    """
+    argv = [PYTHON, "-m", "prbench.cli", "eval", "--tasks", GROUP, "--model_args",
+            "scorer=constant", "--limit", "1", "--no_progress"]
+    out = run(argv, env=subprocess_env(), cwd=tmp_path)
+    assert "Custom kwargs" not in out and " INFO " not in out, out
+    assert "prbench summary: scorer constant" in out
+    out = run([*argv, "--verbosity", "INFO"], env=subprocess_env(), cwd=tmp_path)
+    assert out.count("Custom kwargs can be passed") == 1, out  # lm-eval: once per task
+    assert " INFO " in out
 
 
 def test_argument_errors_are_one_line_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:

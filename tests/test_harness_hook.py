@@ -192,6 +192,7 @@ def test_plain_lm_eval_runs_the_task(tmp_path: Path) -> None:
     values = {row[5]: float(row[7]) for row in cells[:5]}
     assert values["acc"] == 0.0 and values["tie"] == 1.0 and values["acc_macro"] == 0.0
     [results] = (tmp_path / "out").rglob("results_*.json")
+    assert results.parent.name == "prbench-constant"  # named as `prbench eval` names it
     # plain lm_eval writes prbench's manifest next to the results, as `prbench eval` does
     [manifest_file] = results.parent.glob("prbench_manifest_*.json")
     manifest = json.loads(manifest_file.read_text())

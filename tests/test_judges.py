@@ -499,7 +499,7 @@ def test_prbench_eval_with_a_failing_judge_server_finishes_and_reports_invalid_i
         code, err = _eval_judge(server, tmp_path / "strict", capsys)
     assert code == 1
     (line,) = [x for x in err.splitlines() if x.startswith("error:")]
-    assert "1 of 6 pairs (16.7%) got no verdict, more than --max-invalid 0.1" in line
+    assert "1 of 6 pairs (16.7%) got no verdict, more than --max_invalid 0.1" in line
     results_and_manifest(tmp_path / "strict" / "out")
     results, manifest, _ = results_and_manifest(tmp_path / "out")
     art = "personalized_rewardbench_sample_art_and_entertainment_noprofile"

@@ -229,8 +229,8 @@ def test_bon_with_a_garbage_profile_builder(
     plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--scorer", "constant", "--profile", "faulty/garbage",
-         "--profile-options", '{"mode": "dict"}', "-o", str(tmp_path / "bon")],
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant", "--profile",
+         "faulty/garbage", "--profile-options", '{"mode": "dict"}', "-o", str(tmp_path / "bon")],
         capsys,
     )
     assert code == 1
@@ -315,8 +315,8 @@ def test_corrupt_score_cache_is_one_line(
     line = one_error_line(err)
     assert str(db) in line and "cache=false" in line, line
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--scorer", f"faulty:cache_path={db}", "--profile",
-         "none", "-o", str(tmp_path / "bon")],
+        ["--plugin", str(plugin), "bon", "--model_args", f"scorer=faulty,cache_path={db}",
+         "--profile", "none", "-o", str(tmp_path / "bon")],
         capsys,
     )
     assert code == 1 and str(db) in one_error_line(err)

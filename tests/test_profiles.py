@@ -198,7 +198,7 @@ def test_second_build_computes_nothing(
     assert not second_builder.encoder.loaded
     # without the cache the (patched-out) model is needed again
     with pytest.raises(AssertionError, match="was loaded"):
-        reg.build("profile-builder", "dense", {**opts, "cache": False}).build([SLEEP])
+        reg.build("profile-builder", "dense", {**opts, "embed_cache": False}).build([SLEEP])
 
 
 def test_cache_key_follows_model_files_encoder_and_truncation(
@@ -219,7 +219,7 @@ def test_cache_key_follows_model_files_encoder_and_truncation(
 def test_dense_with_tiny_model_ties_cosine_and_budget(tiny_model: Path) -> None:
     dup = make_record("d", "same?", [("A", "identical text"), ("B", "identical text"),
                                      ("C", "something else entirely")])
-    views = build("dense", [dup], model=str(tiny_model), k=3, device="cpu", cache=False,
+    views = build("dense", [dup], model=str(tiny_model), k=3, device="cpu", embed_cache=False,
                   similarity="cosine")
     v = views[0]
     s = v.extra["scores"]
@@ -336,9 +336,9 @@ def test_dense_minilm_ranks_the_relevant_post_first() -> None:
 
 @pytest.mark.slow
 def test_minilm_sentence_transformers_and_mean_pooling_paths_agree() -> None:
-    st = build("dense", [SLEEP], k=4, device="cpu", cache=False)[0]
+    st = build("dense", [SLEEP], k=4, device="cpu", embed_cache=False)[0]
     # MiniLM's own modules mean-pool and normalise: plain mean pooling + cosine is the same.
-    mean = build("dense", [SLEEP], k=4, device="cpu", cache=False,
+    mean = build("dense", [SLEEP], k=4, device="cpu", embed_cache=False,
                  encoder="transformers-mean", similarity="cosine")[0]
     assert [i.id for i in st.items] == [i.id for i in mean.items]
     np.testing.assert_allclose(st.extra["scores"], mean.extra["scores"], atol=1e-5)
@@ -358,10 +358,11 @@ def _load_remote(component: str, folder: Path, **extra: object) -> object:
         spec = EncoderSpec(model=str(folder), encoder="sentence-transformers", **extra)
         return Encoder(spec, device="cpu", cache=False).encode(["a text"])
     if component == "embedding-similarity":
-        scorer = reg.build("scorer", component, {"model": str(folder), "cache": False, **extra})
+        options = {"model": str(folder), "embed_cache": False, **extra}
+        scorer = reg.build("scorer", component, options)
         return scorer.score([ScoreRequest(record_id="r", question="q?", response="an answer")])
     if component == "dense":
-        options = {"model": str(folder), "encoder": "transformers-mean", "cache": False}
+        options = {"model": str(folder), "encoder": "transformers-mean", "embed_cache": False}
         return reg.build("profile-builder", "dense", {**options, **extra}).build([SLEEP])
     # the all and bm25 builders load only a tokenizer (to count budget tokens)
     return reg.build("profile-builder", component, {"tokenizer": str(folder), **extra}).build(
@@ -416,7 +417,7 @@ def test_profile_building_and_embedding_show_progress_bars(
     builder: str, bars: tuple[str, ...], tiny_model: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    options = {"model": str(tiny_model), "cache": False} if builder == "dense" else {}
+    options = {"model": str(tiny_model), "embed_cache": False} if builder == "dense" else {}
     records = [SLEEP, WATERCOLOR]
     monkeypatch.setenv("PRBENCH_PROGRESS", "1")
     build(builder, records, **options)

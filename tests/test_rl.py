@@ -95,7 +95,8 @@ def test_online_rl_is_a_registered_downstream_evaluator(capsys: pytest.CaptureFi
         registry.build("downstream-evaluator", "online-rl",
                        {"policy": "p", "output_dir": "o", "scorer": "length", "algorithm": "ppo"})
     # the CLI goes through the same component: a bad value is one error line
-    code = main(["rl", "--policy", "p", "--scorer", "length", "-o", "o", "--num_generations", "1"])
+    code = main(["rl", "--policy", "p", "--model_args", "scorer=length", "-o", "o",
+                 "--num_generations", "1"])
     assert code == 1 and "num_generations must be at least 2" in capsys.readouterr().err
 
 
@@ -143,7 +144,7 @@ def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
     policy = build_tiny_model(tmp_path / "policy", arch="llama", kind="causal-lm")
     code = main([
-        "rl", "--policy", str(policy), "--scorer", "random", "--model_args", "seed=1",
+        "rl", "--policy", str(policy), "--model_args", "scorer=random,seed=1",
         "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
         "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
         "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress",

@@ -371,5 +371,5 @@ def test_cli_serve_help_and_bad_option(capsys: pytest.CaptureFixture[str]) -> No
         main(["serve", "--help"])
     assert exc.value.code == 0
     assert "--max_queue" in capsys.readouterr().out
-    assert main(["serve", "--scorer", "length", "--model_args", "bogus=1"]) == 1
+    assert main(["serve", "--model_args", "scorer=length,bogus=1"]) == 1
     assert "bogus" in capsys.readouterr().err

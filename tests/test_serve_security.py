@@ -256,14 +256,14 @@ def test_serve_refuses_a_network_address_without_a_token(
 ) -> None:
     from prbench.cli import main
 
-    assert main(["serve", "--scorer", "length", "--host", "0.0.0.0"]) == 1
+    assert main(["serve", "--model_args", "scorer=length", "--host", "0.0.0.0"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --host 0.0.0.0")
     assert "--api_key_env" in err[0] and "--insecure" in err[0]
     assert fake_uvicorn == []
-    assert main(["serve", "--scorer", "length", "--host", "0.0.0.0", "--insecure"]) == 0
+    assert main(["serve", "--model_args", "scorer=length", "--host", "0.0.0.0", "--insecure"]) == 0
     assert "no authentication (--insecure)" in capsys.readouterr().err
-    assert main(["serve", "--scorer", "length"]) == 0  # loopback: no token needed
+    assert main(["serve", "--model_args", "scorer=length"]) == 0  # loopback: no token needed
     assert [c["host"] for c in fake_uvicorn] == ["0.0.0.0", "127.0.0.1"]
 
 
@@ -274,7 +274,7 @@ def test_serve_reads_the_token_from_the_named_variable_and_never_prints_it(
     from prbench.cli import main
 
     monkeypatch.delenv("PRBENCH_SERVE_TEST_KEY", raising=False)
-    args = ["serve", "--scorer", "length", "--host", "0.0.0.0",
+    args = ["serve", "--model_args", "scorer=length", "--host", "0.0.0.0",
             "--api_key_env", "PRBENCH_SERVE_TEST_KEY", "--max_body_bytes", "2048"]
     assert main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -308,8 +308,8 @@ def test_serve_reports_a_scorer_that_cannot_be_built_in_one_line(
     corrupt = tmp_path / "scores.sqlite"
     corrupt.write_bytes(b"not a database at all" * 200)
     capsys.readouterr()  # the fixture's own output
-    code = main(["serve", "--scorer", "hf-classifier", "--port", "0", "--log_level", "critical",
-                 "--model_args", f"pretrained={model},cache_path={corrupt}"])
+    code = main(["serve", "--port", "0", "--log_level", "critical", "--model_args",
+                 f"scorer=hf-classifier,pretrained={model},cache_path={corrupt}"])
     err = [line for line in capsys.readouterr().err.splitlines()
            if not line.startswith("prbench serve: ")]
     assert code == 1

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_SEED, Estimate
+from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 
 #: factor id -> axis title
 FACTORS = {
@@ -145,7 +145,7 @@ def binned_accuracy(
     factor: str,
     *,
     max_bins: int = DEFAULT_BINS,
-    resamples: int = 2000,
+    resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> FactorTable:
     """Accuracy with a bootstrap interval per (run, condition) and bin of ``factor``."""

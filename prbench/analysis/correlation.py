@@ -19,10 +19,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_CONFIDENCE, DEFAULT_SEED
+from prbench.analysis.metrics import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 
 DEFAULT_RBO_P = 0.9
-DEFAULT_CORR_RESAMPLES = 2000
+#: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
+DEFAULT_CORR_RESAMPLES = DEFAULT_RESAMPLES
 STATISTICS = ("spearman", "kendall", "weighted_kendall", "ndcg", "rbo")
 RESULT_KIND = "prbench-correlation"
 

@@ -28,10 +28,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_SEED
+from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 Block = tuple[Any, ...]
-DEFAULT_REPORT_RESAMPLES = 2000
+#: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
+DEFAULT_REPORT_RESAMPLES = DEFAULT_RESAMPLES
 
 
 def _ci(est: Any) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from prbench.analysis.metrics import DEFAULT_RESAMPLES
 from prbench.records import DataSourceError
 
 
@@ -164,7 +165,9 @@ def _read_samples(
     return correct, ties, length
 
 
-def load_run(path: str | os.PathLike[str], *, resamples: int = 2000, seed: int = 0) -> Run:
+def load_run(
+    path: str | os.PathLike[str], *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> Run:
     """Read an lm-eval results file written by ``prbench eval`` and its samples files.
 
     Raises:

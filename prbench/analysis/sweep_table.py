@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_SEED, Estimate
+from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 
 LENGTH_ROW = "length baseline (longer answer wins)"
 OVERALL = "all (micro)"
@@ -91,7 +91,7 @@ def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: 
     return estimates, length, sample, limited
 
 
-def build_table(folder: str | Path, *, resamples: int = 2000, seed: int = DEFAULT_SEED
+def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
                 ) -> SweepTable:
     """The table of the sweep in ``folder``.
 
@@ -219,7 +219,7 @@ def to_csv(table: SweepTable) -> str:
     return buf.getvalue()
 
 
-def write_table(folder: str | Path, *, resamples: int = 2000, seed: int = DEFAULT_SEED
+def write_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
                 ) -> tuple[SweepTable, Path, Path]:
     """Write ``sweep_table.md`` and ``sweep_table.csv`` into the sweep folder."""
     table = build_table(folder, resamples=resamples, seed=seed)

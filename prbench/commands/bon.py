@@ -7,7 +7,9 @@ earns the exact expected quality over random k-subsets with tie credit; quality 
 pools' gold coverage labels or from the rubric-judge (``--quality rubric-judge --judge ...``).
 Writes ``OUT/bon_results.json`` and ``OUT/bon_table.md`` and prints the table.
 
-Example: ``prbench bon --scorer length --scorer embedding-similarity --scorer oracle-rubric -o bon``
+Example: ``prbench bon --model_args scorer=length --model_args scorer=embedding-similarity
+--model_args scorer=oracle-rubric -o bon`` (one ``--model_args scorer=ID,K=V`` per scorer; the old
+``--scorer ID:K=V`` still works, with a note)
 """
 
 from __future__ import annotations
@@ -24,14 +26,13 @@ TABLE_NAME = "bon_table.md"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench bon``."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument(
-        "--scorer", action="append", required=True, metavar="ID[:K=V,...]",
-        help="a pointwise scorer and its options, e.g. 'hf-classifier:pretrained=PATH'; "
-        "repeatable (runtime options cache=, cache_path=, chunk_size= work too)",
-    )
-    parser.add_argument("-o", "--output", default="bon", help="output folder (default: bon)")
-    parser.add_argument("--data", default="sample", help="records: file, folder, 'sample', hub id")
+    from prbench.analysis.metrics import DEFAULT_RESAMPLES
+    from prbench.cli import add_scorer_argument
+
+    add_scorer_argument(parser, repeatable=True)
+    parser.add_argument("-o", "--output_path", default="bon", help="output folder")
+    parser.add_argument("--data", default="sample",
+                        help="records: a file, a folder, 'sample' or a hub dataset id")
     parser.add_argument(
         "--pools", default=None,
         help="candidate pool file (default: the bundled pools for --data sample; with --policy: "
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sample candidates from a policy: 'backend=hf,model=PATH[,gguf_file=F],seed=0' or "
         "'backend=openai,model=NAME,base_url=URL' (temperature 1.0, top_p 0.9 by default)",
     )
-    parser.add_argument("--n", type=int, default=DEFAULT_N, help="candidates per record (16)")
+    parser.add_argument("--n", type=int, default=DEFAULT_N, help="candidates per record")
     parser.add_argument(
         "--quality", choices=("auto", "gold", "rubric-judge"), default="auto",
         help="candidate quality: gold coverage labels or the rubric-judge (auto: gold if labelled)",
@@ -51,12 +52,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--judge", default="", metavar="K=V,...",
         help="rubric-judge options, e.g. 'backend=openai,model=NAME,base_url=URL'",
     )
-    parser.add_argument("--profile", default="dense", help="profile builder (default: dense)")
-    parser.add_argument("--profile-k", type=int, default=5, help="posts kept (default: 5)")
+    parser.add_argument("--profile", default="dense", help="profile builder")
+    parser.add_argument("--profile_k", type=int, default=5, help="posts kept")
     parser.add_argument(
-        "--profile-options", default="", metavar="JSON", help="further builder options (JSON)"
+        "--profile_options", default="", metavar="JSON", help="further builder options (JSON)"
     )
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                        help="bootstrap resamples")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval confidence")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
 
@@ -64,10 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run Best-of-N and write the results."""
     from prbench.analysis.strict_json import write_json
+    from prbench.cli import scorer_specs
     from prbench.downstream.bestofn import format_table
     from prbench.plugins import get_registry
 
-    out_dir = Path(args.output)
+    specs = scorer_specs(args)
+    out_dir = Path(args.output_path)
     pools = args.pools
     if pools is None and args.policy:
         pools = str(out_dir / "pools.jsonl")
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     }
     evaluator = get_registry(args.plugin).build("downstream-evaluator", "best-of-n", options)
     try:
-        result = evaluator.run(args.scorer)
+        result = evaluator.run(specs)
     except ValueError as exc:  # bad pools or policy output (options errors are the CLI's)
         print(f"error: {exc}", file=sys.stderr)
         return 1

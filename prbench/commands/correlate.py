@@ -38,14 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "condition uses that one)",
     )
     parser.add_argument(
-        "--exclude-diagnostic", action="store_true",
+        "--exclude_diagnostic", action="store_true",
         help="leave out diagnostic scorers (those that read the hidden rubric)",
     )
-    parser.add_argument("--rbo-p", type=float, default=DEFAULT_RBO_P, help="RBO persistence")
-    parser.add_argument("--resamples", type=int, default=DEFAULT_CORR_RESAMPLES)
-    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--rbo_p", type=float, default=DEFAULT_RBO_P,
+                        help="RBO persistence (weight of the top of the ranking)")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_CORR_RESAMPLES,
+                        help="bootstrap resamples (items resampled on both sides)")
+    parser.add_argument("--confidence", type=float, default=0.95, help="interval confidence")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    parser.add_argument("-o", "--output", default="correlation", help="output folder")
+    parser.add_argument("-o", "--output_path", default="correlation", help="output folder")
 
 
 def downstream_side(bon: Mapping[str, Any], k: int | None) -> tuple[Side, int, set[str]]:
@@ -163,7 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     result["sources"] = notes
     result["diagnostic"] = sorted(diagnostic & set(result["scorers"]))
     result["sample"] = bool(bon.get("sample"))
-    out = Path(args.output)
+    out = Path(args.output_path)
     out.mkdir(parents=True, exist_ok=True)
     table = format_table(result)
     if result["diagnostic"]:

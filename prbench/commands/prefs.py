@@ -28,19 +28,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    + HUB_SOURCES["arena"][0])
     p.add_argument("--input", required=True,
                    help="a downloaded data file or folder (.jsonl/.json/.parquet), or the hub id")
-    p.add_argument("-o", "--output", required=True, help="the records file to write (.jsonl)")
+    p.add_argument("-o", "--output_path", required=True,
+                   help="the records file to write (.jsonl)")
     p.add_argument("--revision", default=None,
                    help=f"hub revision (hub ids only; default {HUB_REVISION}: a commit cannot be "
                    "looked up offline, the report records what was read)")
     p.add_argument("--holdout", type=int, default=2,
                    help="held-out pairs per user (evaluation records)")
-    p.add_argument("--min-fit", type=int, default=4,
+    p.add_argument("--min_fit", type=int, default=4,
                    help="fewest fitting pairs a user must keep (fewer: the user is skipped, "
                    "counted)")
-    p.add_argument("--holdout-order", choices=HOLDOUT_ORDERS, default="temporal",
+    p.add_argument("--holdout_order", choices=HOLDOUT_ORDERS, default="temporal",
                    help="temporal: each user's last pairs are held out; shuffled: seeded; "
                    "source: the release's own test rows (arena)")
-    p.add_argument("--seed", type=int, default=0, help="seed of --holdout-order shuffled")
+    p.add_argument("--seed", type=int, default=0, help="seed of --holdout_order shuffled")
     p.add_argument("--report", default=None, metavar="PATH",
                    help="also write the conversion report as JSON")
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             raise  # the CLI's own data errors print themselves
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    out = Path(args.output)
+    out = Path(args.output_path)
     if not records:
         print(f"error: no records: {report.users} user(s), none with {args.min_fit}+ fitting "
               f"and {args.holdout} held-out pair(s); see the skipped users below", file=sys.stderr)

@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a .jsonl/.json/.parquet file, a folder of per-domain files, 'sample' or a hub "
         "dataset id",
     )
-    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+    parser.add_argument("-o", "--output_path", required=True, metavar="OUT",
                         help="the ranking file to write (.jsonl); an existing one is resumed")
     parser.add_argument("--builder", default="dense",
                         help="the profile builder that ranks (dense, the only one that embeds)")
@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         source = {"profile_source": args.profile_source, "profile_swap_seed": seed}
     builder = component.build(raw)
     identity = dense_identity(builder.options, encoder=builder.encoder)
-    out = Path(args.output)
+    out = Path(args.output_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = _resume(out, identity, records) if out.exists() else set()
     if not out.exists():

@@ -21,7 +21,7 @@ from prbench.analysis.report import DEFAULT_REPORT_RESAMPLES
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench report``."""
     parser.add_argument("results", nargs="+", help="results files or folders")
-    parser.add_argument("-o", "--output", default="report", help="output folder (report)")
+    parser.add_argument("-o", "--output_path", default="report", help="output folder")
     parser.add_argument("--title", default="prbench report", help="page title")
     parser.add_argument(
         "--resamples", type=int, default=DEFAULT_REPORT_RESAMPLES,
@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from prbench.analysis.report import build_report
 
     md, page = build_report(
-        args.results, args.output, resamples=args.resamples, seed=args.seed, title=args.title,
-        on_text=print,
+        args.results, args.output_path, resamples=args.resamples, seed=args.seed,
+        title=args.title, on_text=print,
     )
     print(f"report: {md}\n        {page}")
     return 0

@@ -2,8 +2,12 @@
 
 The policy answers the benchmark's questions with the user's profile view in the prompt; each group
 of sampled answers is scored in one batched call of the scorer runtime. The policy is evaluated
-greedily before and after training with the reward and a judge (rubric-judge by default; any
-pointwise scorer, e.g. the offline diagnostic oracle-rubric). Needs the 'rl' extra (trl).
+greedily before and after training with the reward and a judge (any pointwise scorer). The
+default judge, oracle-rubric, works offline and is DIAGNOSTIC (it reads the
+hidden rubric); pass --judge rubric-judge:backend=hf,model=PATH for a real judge. Needs the 'rl'
+extra (trl).
+
+Example: prbench rl --policy PATH --model_args scorer=length -o rl_out --max_steps 2 --limit 4
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
+    from prbench.cli import add_scorer_argument
     from prbench.downstream.rl import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
@@ -23,47 +28,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trust_remote_code", action="store_true",
                         help="run code shipped with the policy (an auto_map in its config); only "
                         "for code you have read and trust")
-    parser.add_argument("--scorer", required=True, help="reward scorer id (`prbench scorers`)")
-    parser.add_argument("--model_args", default="", metavar="K=V,...",
-                        help="the reward scorer's options (and runtime options: cache, ...)")
-    parser.add_argument("-o", "--output_dir", required=True,
+    add_scorer_argument(parser)  # the reward
+    parser.add_argument("-o", "--output_path", required=True,
                         help="checkpoints, final policy (final/) and rl_results.json")
     parser.add_argument("--data", default="sample",
                         help="training records: a file, a folder, 'sample' or a hub id")
     parser.add_argument("--eval_data", default="",
                         help="evaluation records (default: the training records)")
-    parser.add_argument("--limit", type=int, default=0, help="use only the first N records")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="use only the first N records (0: all)")
     parser.add_argument("--eval_limit", type=int, default=0,
-                        help="evaluate on only the first N evaluation records")
+                        help="evaluate on only the first N evaluation records (0: all)")
     parser.add_argument("--profile", default="none",
                         help="profile builder for the policy prompt and the reward (e.g. dense)")
     parser.add_argument("--profile_args", default="", metavar="K=V,...",
                         help="profile builder options (e.g. k=10,model=minilm)")
-    parser.add_argument("--algorithm", choices=ALGORITHMS, default=d.algorithm)
+    parser.add_argument("--algorithm", choices=ALGORITHMS, default=d.algorithm,
+                        help="TRL trainer")
     parser.add_argument("--num_generations", type=int, default=d.num_generations,
                         help="completions per prompt")
-    parser.add_argument("--prompts_per_step", type=int, default=d.prompts_per_step)
+    parser.add_argument("--prompts_per_step", type=int, default=d.prompts_per_step,
+                        help="prompts per optimisation step")
     parser.add_argument("--max_steps", type=int, default=d.max_steps,
                         help="optimisation steps (-1: --epochs over the data)")
-    parser.add_argument("--epochs", type=float, default=d.epochs)
-    parser.add_argument("--learning_rate", type=float, default=d.learning_rate)
+    parser.add_argument("--epochs", type=float, default=d.epochs,
+                        help="passes over the data (with --max_steps -1)")
+    parser.add_argument("--learning_rate", type=float, default=d.learning_rate,
+                        help="optimiser learning rate")
     parser.add_argument("--beta", type=float, default=d.beta, help="KL coefficient (0: none)")
-    parser.add_argument("--max_completion_length", type=int, default=d.max_completion_length)
-    parser.add_argument("--temperature", type=float, default=d.temperature)
-    parser.add_argument("--top_p", type=float, default=d.top_p)
-    parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--max_completion_length", type=int, default=d.max_completion_length,
+                        help="tokens per sampled completion")
+    parser.add_argument("--temperature", type=float, default=d.temperature,
+                        help="sampling temperature of the completions")
+    parser.add_argument("--top_p", type=float, default=d.top_p,
+                        help="nucleus sampling of the completions")
+    parser.add_argument("--seed", type=int, default=d.seed, help="training seed")
     parser.add_argument("--save_steps", type=int, default=d.save_steps,
                         help="checkpoint every N steps")
     parser.add_argument("--judge", default=d.judge, metavar="ID[:K=V,...]",
-                        help="judge for the before/after evaluation, e.g. "
-                        "'rubric-judge:backend=hf,model=PATH' or 'oracle-rubric'; 'none' to skip")
-    parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens)
+                        help="judge for the before/after evaluation; the default oracle-rubric "
+                        "works offline but is DIAGNOSTIC (it reads the hidden rubric); a real "
+                        "judge: 'rubric-judge:backend=hf,model=PATH'; 'none' to skip")
+    parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens,
+                        help="tokens per greedy evaluation answer")
     parser.add_argument("--resume", action="store_true",
-                        help="continue from the newest checkpoint in --output_dir")
+                        help="continue from the newest checkpoint in --output_path")
 
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, train, evaluate; print a before/after table."""
+    from prbench.cli import check_scorer, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
     from prbench.options import parse_kv_string
     from prbench.plugins import get_registry
@@ -78,10 +92,18 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from prbench.downstream.rl import format_summary
 
+    scorer, scorer_options = parse_scorer_spec(scorer_specs(args)[0])
     judge, judge_options = ("", {}) if args.judge in ("", "none") else parse_scorer_spec(args.judge)
+    registry = get_registry(args.plugin)
+    for kind, name, raw in (("reward", scorer, scorer_options), ("judge", judge, judge_options)):
+        if name:  # unknown ids and bad options end here, before any model is loaded
+            check_scorer(registry, name, raw, what=kind)
+    if judge and registry.get("scorer", judge).diagnostic:
+        print(f"note: judge {judge!r} is DIAGNOSTIC (it reads the hidden rubric); for a real "
+              "judge pass --judge rubric-judge:backend=hf,model=PATH", file=sys.stderr)
     options = {
-        "policy": args.policy, "output_dir": args.output_dir, "scorer": args.scorer,
-        "scorer_options": parse_kv_string(args.model_args), "gguf_file": args.gguf_file,
+        "policy": args.policy, "output_dir": args.output_path, "scorer": scorer,
+        "scorer_options": scorer_options, "gguf_file": args.gguf_file,
         "algorithm": args.algorithm, "num_generations": args.num_generations,
         "prompts_per_step": args.prompts_per_step, "max_steps": args.max_steps,
         "epochs": args.epochs, "learning_rate": args.learning_rate, "beta": args.beta,
@@ -90,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         "judge_options": judge_options, "eval_max_new_tokens": args.eval_max_new_tokens,
         "progress": progress_enabled(), "trust_remote_code": args.trust_remote_code,
     }
-    evaluator = get_registry(args.plugin).build("downstream-evaluator", "online-rl", options)
+    evaluator = registry.build("downstream-evaluator", "online-rl", options)
     train = load_records(args.data)
     evals = load_records(args.eval_data) if args.eval_data else train
     if args.limit > 0:
@@ -102,5 +124,5 @@ def run(args: argparse.Namespace) -> int:
     results = evaluator.run(train, evals, profile=args.profile,
                             profile_options=parse_kv_string(args.profile_args), resume=args.resume)
     print(format_summary(results))
-    print(f"results: {args.output_dir}/rl_results.json; policy: {results['final_policy']}")
+    print(f"results: {args.output_path}/rl_results.json; policy: {results['final_policy']}")
     return 0

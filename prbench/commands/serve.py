@@ -17,14 +17,10 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench serve``."""
+    from prbench.cli import add_scorer_argument
     from prbench.downstream.serve_guard import DEFAULT_MAX_BODY_BYTES
 
-    parser.add_argument("--scorer", required=True, help="scorer id (see `prbench scorers`)")
-    parser.add_argument(
-        "--model_args", default="", metavar="K=V,...",
-        help="scorer options and runtime options (cache, cache_path, chunk_size), "
-        "e.g. pretrained=PATH,dtype=bfloat16",
-    )
+    add_scorer_argument(parser)  # a pointwise scorer, checked before the server starts
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (anything but loopback needs --api_key_env, "
                         "or --insecure)")
@@ -40,8 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max_items_per_request", type=int, default=4096,
                         help="most responses in one HTTP request (more: 413)")
     parser.add_argument("--max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
-                        help="largest request body in bytes; larger ones get 413 before parsing "
-                        f"(default {DEFAULT_MAX_BODY_BYTES})")
+                        help="largest request body in bytes; larger ones get 413 before parsing")
     parser.add_argument(
         "--api_key_env", default="", metavar="NAME",
         help="require 'Authorization: Bearer <token>' on every path but /health, the token read "
@@ -58,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "repeatable",
     )
     parser.add_argument("--log_level", default="info",
-                        choices=("critical", "error", "warning", "info", "debug"))
+                        choices=("critical", "error", "warning", "info", "debug"),
+                        help="the web server's log level")
 
 
 def api_key(args: argparse.Namespace) -> str | None:
@@ -90,10 +86,11 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
+    from prbench.cli import check_scorer, scorer_specs
+    from prbench.downstream.evaluator import parse_scorer_spec
     from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
-    from prbench.options import OptionsError, parse_kv_string
+    from prbench.options import OptionsError
     from prbench.plugins import get_registry
-    from prbench.scoring.runtime import split_options
 
     try:
         import uvicorn
@@ -102,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
               "-e '.[serve]'", file=sys.stderr)
         return 1
     token = api_key(args)
-    options = parse_kv_string(args.model_args)
-    component = get_registry(args.plugin).get("scorer", args.scorer)
-    _, scorer_raw = split_options(component, options)  # bad options fail here, before serving
-    component.parse_options(scorer_raw)
+    scorer, options = parse_scorer_spec(scorer_specs(args)[0])
+    registry = get_registry(args.plugin)
+    check_scorer(registry, scorer, options, what="served scorer")  # before the port is bound
+    component = registry.get("scorer", scorer)
     try:
         config = ServerConfig(
             batch_tokens=args.batch_tokens, max_batch_items=args.max_batch_items,
@@ -116,13 +113,19 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise OptionsError(str(exc)) from exc
     if component.diagnostic:
-        print(f"note: {args.scorer!r} is a DIAGNOSTIC scorer (it reads the hidden rubric); "
+        print(f"note: {scorer!r} is a DIAGNOSTIC scorer (it reads the hidden rubric); "
               "requests must carry narrative/rubric_aspects", file=sys.stderr)
-    app = create_app(runtime_factory(component.qualified_id, options), config, scorer=args.scorer,
+    try:  # build the scorer before the server starts: a failure is one line, nothing served
+        runtime = runtime_factory(component.qualified_id, options)()
+    except Exception as exc:  # a model that cannot load, a damaged cache file, ...
+        print(f"error: scorer {scorer!r} could not be built, nothing was served: "
+              f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    app = create_app(lambda: runtime, config, scorer=scorer,
                      diagnostic=component.diagnostic, api_key=token)
     auth = (f"bearer token from ${args.api_key_env}; /health open" if token
             else "no authentication" + (" (--insecure)" if args.insecure else ""))
-    print(f"prbench serve: {args.scorer} on http://{args.host}:{args.port} "
+    print(f"prbench serve: {scorer} on http://{args.host}:{args.port} "
           f"(POST /get_reward, POST /score, GET /health, GET /metrics; {auth}; bodies up to "
           f"{config.max_body_bytes} bytes)", file=sys.stderr)
     try:  # the scorer is built (app start-up) before the port is bound
@@ -131,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         failure = startup_error(app)
         if not failure:
             raise
-        print(f"error: scorer {args.scorer!r} could not be built, nothing was served: {failure}",
+        print(f"error: scorer {scorer!r} could not be built, nothing was served: {failure}",
               file=sys.stderr)
         return 1
     return 0

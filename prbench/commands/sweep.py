@@ -42,6 +42,7 @@ def _positive_int(text: str) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench sweep``."""
+    from prbench.analysis.metrics import DEFAULT_RESAMPLES
     from prbench.harness.sweep_plan import DEFAULT_POST_WORDS, DEFAULT_TOKENS_PER_WORD
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -79,8 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{DEFAULT_POST_WORDS:g}, the bundled sample's mean)",
     )
     parser.add_argument(
-        "--bootstrap_resamples", type=_positive_int, default=2000, metavar="N",
-        help="bootstrap resamples of the table's intervals (default: 2000)",
+        "--bootstrap_resamples", type=_positive_int, default=DEFAULT_RESAMPLES, metavar="N",
+        help="bootstrap resamples of the table's intervals",
     )
     parser.add_argument("--bootstrap_seed", type=int, default=0, metavar="SEED",
                         help="bootstrap seed (default: 0)")

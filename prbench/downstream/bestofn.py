@@ -30,6 +30,7 @@ from typing import Any
 
 from prbench.analysis.metrics import (
     DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Estimate,
     bootstrap_ci,
@@ -37,7 +38,7 @@ from prbench.analysis.metrics import (
 )
 
 #: bootstrap resamples of the Best-of-N curves (per k and scorer)
-DEFAULT_BON_RESAMPLES = 2000
+DEFAULT_BON_RESAMPLES = DEFAULT_RESAMPLES  # one default in every command
 #: result file kind, read back by ``prbench correlate`` and ``prbench report``
 RESULT_KIND = "prbench-best-of-n"
 #: baselines reported beside the scorers

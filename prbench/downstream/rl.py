@@ -8,9 +8,10 @@ which sees the record's question, profile view, category and domain — the rewa
 them from the dataset columns TRL passes through.
 
 Before and after training the policy answers the evaluation questions greedily and each answer is
-scored by the reward scorer and by a judge scorer (``rubric-judge`` by default: 0/1/2 per gold
-rubric aspect, reported on a 0-1 scale; any diagnostic scorer such as ``oracle-rubric`` works
-offline). A judge that cannot read an answer gives ``nan``; those are counted, not averaged.
+scored by the reward scorer and by a judge scorer: ``oracle-rubric`` by default (works offline,
+DIAGNOSTIC: it reads the hidden rubric), or ``rubric-judge`` with a model (0/1/2 per gold rubric
+aspect, reported on a 0-1 scale). A judge that cannot read an answer gives ``nan``; those are
+counted, not averaged.
 
 Checkpoints go to ``output_dir/checkpoint-*`` (TRL's), the final policy to ``output_dir/final``,
 and the results to ``output_dir/rl_results.json``.
@@ -57,7 +58,8 @@ class RLConfig:
         temperature: sampling temperature; ``top_p`` nucleus mass (paper: 1.0 / 0.9).
         seed: seed of sampling, shuffling and initialisation.
         save_steps: checkpoint every N steps.
-        judge: judge scorer id for the before/after evaluation ('' = reward only).
+        judge: judge scorer id for the before/after evaluation ('' = reward only; default
+            ``oracle-rubric``, offline and DIAGNOSTIC).
         judge_options: the judge's options (e.g. backend, model).
         eval_max_new_tokens: tokens per evaluation answer (greedy).
         progress: show progress bars.
@@ -82,7 +84,7 @@ class RLConfig:
     top_p: float = 0.9
     seed: int = 0
     save_steps: int = 50
-    judge: str = "rubric-judge"
+    judge: str = "oracle-rubric"
     judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_max_new_tokens: int = 128
     progress: bool = True

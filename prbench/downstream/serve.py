@@ -1,6 +1,6 @@
 """A batched HTTP reward server for distributed RL engines (OpenRLHF, verl) and other clients.
 
-``prbench serve --scorer ID`` puts any prbench scorer behind FastAPI + uvicorn:
+``prbench serve --model_args scorer=ID`` puts any prbench scorer behind FastAPI + uvicorn:
 
 - requests are **coalesced**: one worker takes waiting requests until a batch holds
   ``batch_tokens`` (approximate tokens, characters / 4) or ``max_batch_items`` items, or until

@@ -7,10 +7,11 @@ puts a small finder at the front of ``sys.meta_path``; it imports nothing but ``
 (both already loaded by then), so an interpreter that never imports ``lm_eval`` pays for one tiny
 module and one set lookup per later import.
 
-When ``lm_eval.models`` or ``lm_eval.tasks.manager`` is imported, the finder lets the real loader
-run the module and then calls :func:`prbench.harness.bridge.on_lm_eval_import`, which registers the
-``prbench`` model *after* lm-eval's built-in models and adds prbench's task folders to every
-``TaskManager``. The bridge stands aside where lm-eval discovers the ``lm_eval.models`` /
+When ``lm_eval.models`` or ``lm_eval.tasks.manager`` is imported (or lm-eval's command-line
+modules ``lm_eval._cli.utils`` and ``lm_eval.config.evaluate_config``), the finder lets the real
+loader run the module and then calls :func:`prbench.harness.bridge.on_lm_eval_import`, which
+registers the ``prbench`` model *after* lm-eval's built-in models and adds prbench's task folders
+to every ``TaskManager``. The bridge stands aside where lm-eval discovers the ``lm_eval.models`` /
 ``lm_eval.tasks`` entry points itself.
 
 Opt out with ``PRBENCH_NO_LM_EVAL_HOOK=1``. A failure in the bridge is reported on stderr and never
@@ -23,8 +24,10 @@ import sys
 OPT_OUT_VARIABLE = "PRBENCH_NO_LM_EVAL_HOOK"
 #: modules after whose import the bridge runs
 TARGETS = frozenset(
-    # evaluate_config checks lm_eval's flags: importing it installs the clean-errors hook in time
-    {"lm_eval.models", "lm_eval.tasks.manager", "lm_eval.config.evaluate_config"}
+    # evaluate_config checks lm_eval's flags and _cli.utils parses their JSON values (before any
+    # model or task is imported): importing either installs the clean-errors hook in time
+    {"lm_eval.models", "lm_eval.tasks.manager", "lm_eval.config.evaluate_config",
+     "lm_eval._cli.utils"}
 )
 _MARK = "_prbench_lm_eval_hook"
 

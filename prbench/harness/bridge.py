@@ -256,7 +256,7 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
         if isinstance(exc, user_errors()):
             sys.stderr.write(f"error: {one_line(exc)}\n")
             return
-        fixed = lm_eval_error_fix(exc)
+        fixed = lm_eval_error_fix(exc, sys.argv[1:])
         if fixed:
             sys.stderr.write(f"error: {fixed}\n")
             return
@@ -266,9 +266,68 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     return hook
 
 
-def lm_eval_error_fix(exc: BaseException) -> str | None:
-    """lm-eval's own argument errors (raised as ``ValueError``) with the fix added, else None."""
+def missing_model_hint(argv: Sequence[str]) -> str | None:
+    """The fix for prbench's tasks run under plain ``lm_eval`` without ``--model prbench``.
+
+    lm-eval's default model is ``hf``, which fails (``pretrained`` missing) on a task that only
+    the ``prbench`` model can score.
+    """
+    from prbench.harness.lm_eval_args import parse_text
+
+    ns = parse_text(argv)
+    if ns is None or getattr(ns, "model", None) == MODEL_NAME:
+        return None
+    tasks = [t for item in getattr(ns, "tasks", None) or [] for t in str(item).split(",")]
+    if not any(t.strip().startswith("personalized_rewardbench") for t in tasks):
+        return None
+    given = getattr(ns, "model", None) or "hf (lm-eval's default)"
+    return (
+        f"the personalized_rewardbench tasks are scored by prbench's reward models, not by "
+        f"--model {given}: add --model prbench (e.g. lm_eval --model prbench --model_args "
+        "scorer=embedding-similarity --tasks personalized_rewardbench_sample), or run "
+        "`prbench eval`, where it is the default"
+    )
+
+
+def stop_without_model(argv: Sequence[str]) -> None:
+    """End a plain ``lm_eval`` run of prbench's tasks that names no ``--model``, with the fix.
+
+    lm-eval would index its ~14.7k tasks and then fail building its default model (``hf``
+    without ``pretrained``); this says what to add before any of that. A run that names another
+    model is left to run (and gets the same fix if it fails).
+
+    Raises:
+        SystemExit: code 1, after one ``error:`` line.
+    """
+    from prbench.harness.lm_eval_args import parse_text
+
+    ns = parse_text(argv)
+    if ns is None or getattr(ns, "model", None) is not None or getattr(ns, "config", None):
+        return
+    hint = missing_model_hint(argv)
+    if hint:
+        sys.stderr.write(f"error: {hint}\n")
+        raise SystemExit(1)
+
+
+def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
+    """lm-eval's own argument errors with the fix added, else None.
+
+    Args:
+        exc: what lm-eval raised.
+        argv: the ``lm_eval`` command line, when the error ends a plain ``lm_eval`` run: a JSON
+            flag value that is not JSON is then named, and prbench's tasks without
+            ``--model prbench`` get that fix.
+    """
     message = str(exc)
+    if argv is not None:
+        from prbench.harness.lm_eval_args import json_flag_problem
+
+        if isinstance(exc, ValueError) and message.startswith("Invalid JSON"):
+            return json_flag_problem(argv) or message
+        hint = missing_model_hint(argv)
+        if hint:
+            return hint
     if not isinstance(exc, ValueError):
         return None
     if "did not find any docs" in message:
@@ -343,6 +402,10 @@ def patch_task_manager(manager_cls: type | None = None) -> bool:
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
     _install_clean_errors()
+    if name == "lm_eval._cli.utils":
+        return  # only the clean-errors hook: lm-eval is still parsing its command line
+    if name == "lm_eval.config.evaluate_config" and _running_lm_eval_cli():
+        stop_without_model(sys.argv[1:])
     if _running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if _argv_has_metadata(sys.argv):
@@ -354,6 +417,7 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
         register_model()
         if _running_lm_eval_cli():
             patch_results_saving()
+            patch_model_name()
     elif name == "lm_eval.tasks.manager":
         manager = getattr(module, "TaskManager", None)
         if manager is not None:
@@ -424,6 +488,51 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
     return True
 
 
+def patch_model_name(tracker_cls: type | None = None) -> bool:
+    """Name an unnamed ``prbench`` run's results folder ``prbench-<scorer>``.
+
+    lm-eval names the folder under ``--output_path`` after ``pretrained=``/``model=``/... in
+    ``--model_args`` and otherwise after a random id. A ``prbench`` run without such a key (most
+    scorers) gets ``prbench-<scorer>`` instead, under ``prbench eval`` and plain ``lm_eval``
+    alike.
+
+    Returns:
+        ``True`` if ``GeneralConfigTracker.log_experiment_args`` was wrapped now.
+    """
+    if tracker_cls is None:
+        from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker as tracker_cls
+    original = tracker_cls.log_experiment_args
+    if getattr(original, "_prbench_name", False):
+        return False
+
+    @functools.wraps(original)
+    def log_experiment_args(self: Any, model_source: str, model_args: Any, *args: Any,
+                            **kwargs: Any) -> None:
+        original(self, model_source, model_args, *args, **kwargs)
+        if model_source != MODEL_NAME or tracker_cls._get_model_name(model_args) is not None:
+            return
+        from lm_eval.utils import sanitize_model_name
+
+        from prbench.harness.lm import DEFAULT_SCORER
+
+        scorer = None
+        if isinstance(model_args, dict):
+            scorer = model_args.get("scorer")
+        elif isinstance(model_args, str):
+            from prbench.options import OptionsError, parse_kv_string
+
+            try:
+                scorer = parse_kv_string(model_args).get("scorer")
+            except OptionsError:
+                scorer = None
+        self.model_name = f"prbench-{scorer or DEFAULT_SCORER}"
+        self.model_name_sanitized = sanitize_model_name(self.model_name)
+
+    log_experiment_args._prbench_name = True  # type: ignore[attr-defined]
+    tracker_cls.log_experiment_args = log_experiment_args  # type: ignore[method-assign]
+    return True
+
+
 def patch_table() -> bool:
     """Under plain ``lm_eval``: print its table through :func:`prbench.harness.summary.table_view`.
 
@@ -464,12 +573,15 @@ __all__ = [
     "install",
     "lm_eval_discovers",
     "lm_eval_error_fix",
+    "missing_model_hint",
     "on_lm_eval_import",
+    "patch_model_name",
     "patch_results_saving",
     "patch_table",
     "patch_task_manager",
     "quiet_metadata_hint",
     "register_model",
+    "stop_without_model",
     "unreadable_task_files",
     "warn_troubled_plugins",
     "warn_unreadable_task_files",

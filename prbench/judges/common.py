@@ -122,14 +122,18 @@ def resolve_backend(
     """Use the given backend, or build the one the options name.
 
     Raises:
-        ValueError: no backend was given and the options name no model.
+        OptionsError: no backend was given and the options name no model (a user error: one
+            ``error:`` line on the command line).
     """
+    from prbench.options import OptionsError
+
     if backend is not None:
         return backend
     if not options.model:
-        raise ValueError(
-            f"{component}: set the option `model` (a hub id, local folder or served model name; "
-            "with backend=hf a GGUF file also needs `gguf_file`)"
+        raise OptionsError(
+            f"{component}: set the option `model` (a hub id, local folder or served model name, "
+            "e.g. model=HuggingFaceTB/SmolLM2-135M-Instruct; with backend=hf a GGUF file also "
+            "needs `gguf_file`)"
         )
     return build_backend(options.backend_spec())
 
@@ -153,7 +157,7 @@ def generate_in_batches(
         config: the decoding settings.
         batch_size: chats per ``generate`` call.
         desc: the label of a progress bar (:func:`prbench.progress.progress_bar`, counts and
-            rate, off with ``--no-progress`` or off a terminal); ``None`` for no bar (a caller
+            rate, off with ``--no_progress`` or off a terminal); ``None`` for no bar (a caller
             that shows its own).
         unit: the unit the bar counts.
         keep_failures: return a chat's

@@ -21,7 +21,7 @@ A record whose generation failed in the backend (``generation-failed``: a server
 malformed reply on every attempt) is written to neither file: it is counted and listed with the
 backend's reason in the report (``n_failed``, ``failures``), the build is not complete (exit 1),
 and the next run of the same command tries it again. A progress bar (records, rate) shows on a
-terminal unless ``--no-progress``.
+terminal unless ``--no_progress``.
 """
 
 from __future__ import annotations

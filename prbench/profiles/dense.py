@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: Posts embedded per encoder call (bounds memory on users with thousands of posts).
 _POSTS_PER_CHUNK = 8192
-_RUN_ONLY = ("batch_size", "device", "cache", "cache_dir")
+_RUN_ONLY = ("batch_size", "device", "embed_cache", "cache_dir")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ class DenseOptions(EncoderOptions):
     max_length: int | None = encoder_option("max_length")
     batch_size: int = encoder_option("batch_size")
     device: str = encoder_option("device")
-    cache: bool = encoder_option("cache")
+    embed_cache: bool = encoder_option("embed_cache")
     cache_dir: str | None = encoder_option("cache_dir")
     trust_remote_code: bool = encoder_option("trust_remote_code")
 

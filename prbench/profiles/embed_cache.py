@@ -34,7 +34,7 @@ _TABLES = (
 )
 
 #: How to turn the embedding cache off (named in the corrupt-file message).
-OFF_HINT = "the encoder option cache=false"
+OFF_HINT = "the encoder option embed_cache=false"
 
 
 class EmbeddingCacheError(StoreError):

@@ -1,7 +1,10 @@
 """The encoder options shared by the ``dense`` builder and the ``embedding-similarity`` scorer.
 
 Both components take the same encoder options (``model``, ``encoder``, ``revision``,
-``max_length``, ``batch_size``, ``device``, ``cache``, ``cache_dir``, ``trust_remote_code``).
+``max_length``, ``batch_size``, ``device``, ``embed_cache``, ``cache_dir``, ``trust_remote_code``).
+The embedding cache switch is ``embed_cache``, not ``cache``: a scorer's ``cache`` is the scorer
+runtime's score cache (:mod:`prbench.scoring.runtime`), so ``cache=false`` turns off exactly one
+cache, and ``embed_cache=false`` the other.
 Their options dataclasses declare these fields with :func:`encoder_option`, which supplies the
 shared default and help text, and inherit the checks and the
 :class:`~prbench.profiles.embed.Encoder` the options describe from :class:`EncoderOptions`.
@@ -29,7 +32,8 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
     "max_length": (None, "encoder truncation in tokens; none = the model's limit"),
     "batch_size": (32, "texts per forward pass"),
     "device": ("auto", "auto | cpu | cuda | cuda:N"),
-    "cache": (True, "read/write the on-disk embedding cache"),
+    "embed_cache": (True, "read/write the on-disk embedding cache (not the score cache: that "
+                    "is the runtime option cache)"),
     "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
     "trust_remote_code": RANKED_OPTIONS["trust_remote_code"],
 }
@@ -53,7 +57,7 @@ class EncoderOptions:
     max_length: int | None
     batch_size: int
     device: str
-    cache: bool
+    embed_cache: bool
     cache_dir: str | None
     trust_remote_code: bool
 
@@ -87,6 +91,6 @@ class EncoderOptions:
             ),
             device=self.device,
             batch_size=self.batch_size,
-            cache=self.cache,
+            cache=self.embed_cache,
             cache_dir=self.cache_dir,
         )

