@@ -1,4 +1,4 @@
-"""The figures carry the tables' flags: SAMPLE, DIAGNOSTIC, the interval level, no doubled series."""
+"""Figures carry the tables' flags: SAMPLE, DIAGNOSTIC, the interval level, no doubled series."""
 
 from __future__ import annotations
 
@@ -93,9 +93,10 @@ def _correlation(points: bool) -> dict[str, Any]:
     result: dict[str, Any] = {
         "scorers": labels, "sample": True, "diagnostic": ["oracle-rubric"],
         "bootstrap": {"resamples": 100, "confidence": 0.95, "seed": 0},
-        "benchmark": {"what": "pair accuracy", "values": dict(zip(labels, [x for x, _ in xy]))},
-        "downstream": {"what": "best-of-6 quality", "values": dict(zip(labels,
-                                                                       [y for _, y in xy]))},
+        "benchmark": {"what": "pair accuracy",
+                      "values": {lab: x for lab, (x, _) in zip(labels, xy, strict=True)}},
+        "downstream": {"what": "best-of-6 quality",
+                       "values": {lab: y for lab, (_, y) in zip(labels, xy, strict=True)}},
         "statistics": {"spearman": {"value": 0.4, "low": 0.2, "high": 1.0},
                        "ndcg": {"value": 0.98, "low": 0.93, "high": 1.0},
                        "rbo": {"value": 0.93, "low": 0.9, "high": 0.95}},
