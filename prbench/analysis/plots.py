@@ -373,7 +373,7 @@ def condition_lines(
         diagnostic: labels of diagnostic scorers (marked in the legend, drawn dashed).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.6, 4.4))
+    fig, ax = plt.subplots(figsize=(8.6, 4.4))
     xs = list(dict.fromkeys(p["x"] for s in series for p in s["points"]))
     offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
     for s, dx in zip(series, offsets, strict=True):
@@ -391,7 +391,7 @@ def condition_lines(
     ax.set_ylabel(f"strict pairwise accuracy ({level}% bootstrap CI)")
     title = "Personalization sensitivity: same pairs (all domains), profile source varied"
     _title(ax, title, sample)
-    ax.legend(fontsize=7, loc="best")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
