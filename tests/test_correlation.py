@@ -103,6 +103,10 @@ def test_correlate_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert result["benchmark"]["values"]["constant"] == 0.0  # all ties: wrong
     assert result["ranking"]["downstream"][0] == "oracle-rubric"
     assert (out / "correlation.png").stat().st_size > 1000
+    # the plot's points with their intervals are kept, so `prbench report` draws the same figure
+    assert [p["label"] for p in result["points"]] == result["scorers"]
+    assert all(p["x_low"] <= p["x"] <= p["x_high"] and p["y_low"] <= p["y"] <= p["y_high"]
+               for p in result["points"])
     assert main(["correlate", str(bon), "--exclude-diagnostic", "--resamples", "20",
                  "-o", str(out)]) == 0
     assert "oracle-rubric" not in json.loads((out / "correlation.json").read_text())["scorers"]

@@ -167,7 +167,8 @@ def binned_accuracy(
     return FactorTable(factor, bins, cells)
 
 
-def _plotter(table: FactorTable) -> Callable[[Path], Path]:
+def _plotter(table: FactorTable, sample: bool, diagnostic: Sequence[str]
+             ) -> Callable[[Path], Path]:
     def draw(path: Path) -> Path:
         from prbench.analysis.plots import binned_lines
 
@@ -181,7 +182,11 @@ def _plotter(table: FactorTable) -> Callable[[Path], Path]:
                            for x in xs],
             })
         return binned_lines([b.label for b in table.bins], series, path,
-                            xlabel=FACTORS[table.factor], title="accuracy by " + table.factor)
+                            xlabel=FACTORS[table.factor], title="accuracy by " + table.factor,
+                            level=next((round(100 * e.confidence) for by in table.cells.values()
+                                        for e in by.values()), 95), sample=sample,
+                            diagnostic=[s["label"] for s in series
+                                        if s["label"].split(" / ")[0] in diagnostic])
 
     return draw
 
@@ -201,6 +206,8 @@ def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[
                         "words); bins are cut once over all pairs (one per value when few, else "
                         "at quartiles); 95% percentile-bootstrap intervals; n = pairs in the "
                         "bin. Small bins have wide intervals."))
+    sample = any(r.data == "sample" for run in runs for sec in run.sections for r in sec.rows)
+    diagnostic = [run.label for run in runs if run.diagnostic]
     for factor in FACTORS:
         table = binned_accuracy(points, factor, resamples=resamples, seed=seed)
         if not table.bins:
@@ -214,7 +221,7 @@ def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[
                 f"(n={by[b.label].n})" for b in table.bins)])
         blocks.append(("p", f"{FACTORS[factor]}:"))
         blocks.append(("table", head, rows))
-        blocks.append(("figure", _plotter(table), f"accuracy_by_{factor}.png"))
+        blocks.append(("figure", _plotter(table, sample, diagnostic), f"accuracy_by_{factor}.png"))
     return blocks
 
 

@@ -2,6 +2,10 @@
 
 matplotlib (the ``plots`` extra) is imported inside each function with the non-interactive Agg
 backend, so importing this module costs nothing and no display is needed.
+
+Every figure carries the flags of the tables it sits beside: the bundled SAMPLE in the title,
+DIAGNOSTIC scorers (that read the hidden rubric) tagged in their labels and drawn apart, and the
+interval level on an axis. :func:`figure_texts` lists a figure's words (for tests).
 """
 
 from __future__ import annotations
@@ -10,6 +14,21 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+#: the line added to a title when the data is the bundled sample
+SAMPLE_NOTE = "bundled SAMPLE data, not the benchmark"
+#: appended to the label of a scorer that reads the hidden rubric
+DIAGNOSTIC_TAG = " (DIAGNOSTIC)"
+#: legend entry of the 0.5 line of the pairwise plots
+CHANCE_LABEL = "chance (0.5: a coin flip per pair)"
+#: legend names of the Best-of-N baselines (told apart from scorers of the same name)
+BASELINE_NAMES = {
+    "random": "random pick (baseline)",
+    "length": "longest answer (baseline)",
+    "gold-best": "gold best (ceiling)",
+}
+#: the label of a scorer whose curve is that baseline's (drawn once)
+SAME_AS_BASELINE = "{label} (scorer = the {baseline} baseline)"
 
 
 def _pyplot() -> Any:
@@ -34,32 +53,139 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     return target
 
 
+def figure_texts(fig: Any) -> list[str]:
+    """Every text of a figure: titles, axis labels, tick labels, annotations, legend entries."""
+    out: list[str] = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        out += [ax.get_title(loc) for loc in ("left", "center", "right")]
+        out += [ax.get_xlabel(), ax.get_ylabel()]
+        out += [t.get_text() for t in (*ax.get_xticklabels(), *ax.get_yticklabels())]
+        out += [t.get_text() for t in ax.texts]
+        legend = ax.get_legend()
+        if legend is not None:
+            out += [t.get_text() for t in legend.get_texts()]
+    return [t for t in out if t]
+
+
+def _title(ax: Any, title: str, sample: bool) -> None:
+    ax.set_title(f"{title}\n{SAMPLE_NOTE}" if sample else title, fontsize=10)
+
+
+def _tag(label: str, diagnostic: Sequence[str] | set[str]) -> str:
+    return f"{label}{DIAGNOSTIC_TAG}" if label in diagnostic else label
+
+
+def _level_of(confidence: float | None) -> int | None:
+    return None if confidence is None else round(100 * float(confidence))
+
+
+def _ci_text(level: int | None) -> str:
+    return f" ({level}% bootstrap CI)" if level else ""
+
+
 def bon_curves(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Best-of-k mean quality against k (log2 axis) per scorer, baselines dashed, CI bands."""
+    """Best-of-k mean quality against k (log2 axis) per scorer, baselines dashed, CI bands.
+
+    A baseline whose curve equals a scorer's of the same name (the ``length`` scorer is the
+    longest-answer baseline) is drawn once, as the scorer, labelled so. Baselines are named
+    apart from scorers (``random pick (baseline)`` beside the ``random`` scorer); DIAGNOSTIC
+    scorers are tagged and drawn dash-dotted; the SAMPLE and the interval level are stated.
+    """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(7.8, 4.4))
     ks = list(result["ks"])
-    groups = [(label, block, "-") for label, block in (result.get("scorers") or {}).items()]
-    groups += [(f"{label} (baseline)", block, "--")
-               for label, block in (result.get("baselines") or {}).items()]
+    scorers = dict(result.get("scorers") or {})
+    baselines = dict(result.get("baselines") or {})
+
+    def values(block: Mapping[str, Any]) -> list[float]:
+        return [p["value"] for p in block["curve"]["points"]]
+
+    groups = []
+    for label, block in scorers.items():
+        name, style = label, "-"
+        same = baselines.get(label)
+        if same is not None and values(same) == values(block):
+            del baselines[label]
+            base = BASELINE_NAMES.get(label, label).replace(" (baseline)", "")
+            name = SAME_AS_BASELINE.format(label=label, baseline=base)
+        elif label in BASELINE_NAMES and label in baselines:
+            name = f"{label} (scorer)"
+        if block.get("diagnostic"):
+            name, style = f"{name}{DIAGNOSTIC_TAG}", "-."
+        groups.append((name, block, style))
+    groups += [(BASELINE_NAMES.get(label, f"{label} (baseline)"), block, "--")
+               for label, block in baselines.items()]
     for label, block, style in groups:
         pts = block["curve"]["points"]
-        values = [p["value"] for p in pts]
-        line = ax.plot(ks, values, style, marker="o", ms=3, label=label)[0]
+        line = ax.plot(ks, values(block), style, marker="o", ms=3, label=label)[0]
         ax.fill_between(ks, [p["low"] for p in pts], [p["high"] for p in pts],
                         color=line.get_color(), alpha=0.12)
     ax.set_xscale("log", base=2)
     ax.set_xticks(ks, [str(k) for k in ks])
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("k (candidates)")
-    ax.set_ylabel(f"mean quality (0-1, {(result.get('quality') or {}).get('source', '')})")
-    title = "Best-of-N"
-    if result.get("sample"):
-        title += " (bundled SAMPLE)"
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="best")
+    level = _level_of((result.get("bootstrap") or {}).get("confidence"))
+    source = (result.get("quality") or {}).get("source", "")
+    ax.set_ylabel(f"mean quality (0-1, {source})\nbands: {level or 95}% bootstrap CI"
+                  if level else f"mean quality (0-1, {source})")
+    _title(ax, "Best-of-N", bool(result.get("sample")))
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)
     return _save(fig, path)
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    return bool(a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1)
+
+
+#: label offsets tried in turn (points): right, up, left, down, diagonals, further out
+_OFFSETS = [(8, 4), (8, -12), (-8, 4), (-8, -12), (0, 10), (0, -16), (12, 12), (-12, 12),
+            (12, -20), (-12, -20), (18, 0), (-18, 0), (0, 22), (0, -28)]
+
+
+def _place_labels(fig: Any, ax: Any, points: Sequence[Mapping[str, Any]],
+                  labels: Sequence[str]) -> None:
+    """Annotate each point with a label that overlaps no marker, error bar or other label.
+
+    Greedy: each label takes the first offset in :data:`_OFFSETS` whose text box is clear and
+    inside the axes, else the offset with the fewest overlaps.
+    """
+    from matplotlib.transforms import Bbox
+
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_px = ax.transData.transform
+    taken = []
+    for p in points:
+        x, y = to_px((p["x"], p["y"]))
+        taken.append(Bbox([[x - 8, y - 8], [x + 8, y + 8]]))
+        (x0, y0), (x1, y1) = to_px((p.get("x_low", p["x"]), p["y"])), to_px(
+            (p.get("x_high", p["x"]), p["y"]))
+        taken.append(Bbox([[x0, y0 - 1.5], [x1, y1 + 1.5]]))
+        (x0, y0), (x1, y1) = to_px((p["x"], p.get("y_low", p["y"]))), to_px(
+            (p["x"], p.get("y_high", p["y"])))
+        taken.append(Bbox([[x0 - 1.5, y0], [x1 + 1.5, y1]]))
+    frame = ax.get_window_extent(renderer)
+    for p, label in zip(points, labels, strict=True):
+        best = None
+        for dx, dy in _OFFSETS:
+            ann = ax.annotate(label, (p["x"], p["y"]), textcoords="offset points",
+                              xytext=(dx, dy), fontsize=8, ha="left" if dx >= 0 else "right")
+            box = ann.get_window_extent(renderer)
+            bad = sum(_overlaps(box, t) for t in taken) + (
+                0 if frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+                and box.y1 <= frame.y1 else 1)
+            if best is None or bad < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (bad, ann, box)
+            else:
+                ann.remove()
+            if bad == 0:
+                break
+        assert best is not None
+        taken.append(best[2])
 
 
 def scatter_with_ci(
@@ -69,6 +195,9 @@ def scatter_with_ci(
     xlabel: str,
     ylabel: str,
     title: str,
+    level: int | None = None,
+    sample: bool = False,
+    diagnostic: Sequence[str] = (),
 ) -> Path:
     """One labelled point per scorer with x and y error bars.
 
@@ -79,20 +208,57 @@ def scatter_with_ci(
         xlabel: x-axis label.
         ylabel: y-axis label.
         title: figure title.
+        level: the interval level in percent (stated on the axes when the points have bars).
+        sample: the data is the bundled sample (said in the title).
+        diagnostic: labels of diagnostic scorers (tagged, drawn as hollow squares).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.6, 4.4))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     for p in points:
         xerr = [[p["x"] - p.get("x_low", p["x"])], [p.get("x_high", p["x"]) - p["x"]]]
         yerr = [[p["y"] - p.get("y_low", p["y"])], [p.get("y_high", p["y"]) - p["y"]]]
-        ax.errorbar([p["x"]], [p["y"]], xerr=xerr, yerr=yerr, fmt="o", capsize=3)
-        ax.annotate(str(p["label"]), (p["x"], p["y"]), textcoords="offset points",
-                    xytext=(5, 5), fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+        diag = p["label"] in diagnostic
+        ax.errorbar([p["x"]], [p["y"]], xerr=xerr, yerr=yerr, fmt="s" if diag else "o",
+                    mfc="white" if diag else None, capsize=3)
+    bars = any("x_low" in p or "y_low" in p for p in points)
+    ax.set_xlabel(xlabel + (_ci_text(level) if bars else ""))
+    ax.set_ylabel(ylabel + (_ci_text(level) if bars else ""))
+    _title(ax, title, sample)
     ax.grid(alpha=0.3)
+    _place_labels(fig, ax, points, [_tag(str(p["label"]), diagnostic) for p in points])
     return _save(fig, path)
+
+
+def _stat(stats: Mapping[str, Any], name: str, with_ci: bool) -> str:
+    est = stats.get(name) or {}
+    value = est.get("value")
+    if value is None:
+        return "undefined"
+    if with_ci and est.get("low") is not None and est.get("high") is not None:
+        return f"{value:.2f} [{est['low']:.2f}, {est['high']:.2f}]"
+    return f"{value:.2f}"
+
+
+def correlation_figure(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """The scatter of a ``prbench correlate`` result: one point per scorer, Spearman ρ and its CI.
+
+    The points come from ``result["points"]`` (per-scorer intervals, written by
+    ``prbench correlate``), else from the bare values (older files: no bars).
+    """
+    points = result.get("points") or [
+        {"label": lab, "x": result["benchmark"]["values"][lab],
+         "y": result["downstream"]["values"][lab]} for lab in result["scorers"]]
+    boot = result.get("bootstrap") or {}
+    level = _level_of(boot.get("confidence"))
+    stats = result.get("statistics") or {}
+    title = (f"Spearman ρ = {_stat(stats, 'spearman', True)} ({level or 95}% CI), "
+             f"{len(points)} scorers\n"
+             f"NDCG = {_stat(stats, 'ndcg', False)}, RBO = {_stat(stats, 'rbo', False)}")
+    return scatter_with_ci(
+        points, path, xlabel=result["benchmark"]["what"], ylabel=result["downstream"]["what"],
+        title=title, level=level, sample=bool(result.get("sample")),
+        diagnostic=list(result.get("diagnostic") or []),
+    )
 
 
 def binned_lines(
@@ -102,6 +268,9 @@ def binned_lines(
     *,
     xlabel: str,
     title: str,
+    level: int = 95,
+    sample: bool = False,
+    diagnostic: Sequence[str] = (),
 ) -> Path:
     """Accuracy per bin, one line per series with interval bars.
 
@@ -112,46 +281,79 @@ def binned_lines(
         path: the PNG to write.
         xlabel: x-axis label.
         title: figure title.
+        level: the interval level in percent (stated on the axis).
+        sample: the data is the bundled sample (said in the title).
+        diagnostic: series labels of diagnostic scorers (tagged, drawn dashed).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9.6, 4.2))
+    fig, ax = plt.subplots(figsize=(9.6, 4.4))
     for i, s in enumerate(series):
         shift = (i - (len(series) - 1) / 2) * 0.04  # keep overlapping bars apart
         xs = [j + shift for j, p in enumerate(s["points"]) if p is not None]
         pts = [p for p in s["points"] if p is not None]
         err = [[p["value"] - p["low"] for p in pts], [p["high"] - p["value"] for p in pts]]
-        ax.errorbar(xs, [p["value"] for p in pts], yerr=err, marker="o", ms=3, capsize=3,
-                    label=str(s["label"]))
+        diag = s["label"] in diagnostic
+        ax.errorbar(xs, [p["value"] for p in pts], yerr=err, fmt="--o" if diag else "-o", ms=3,
+                    capsize=3, label=_tag(str(s["label"]), diagnostic))
     ax.set_xticks(range(len(bins)), [str(b) for b in bins])
     ax.set_ylim(-0.02, 1.02)
-    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.axhline(0.5, color="grey", ls=":", lw=1, label=CHANCE_LABEL)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("strict pairwise accuracy")
-    ax.set_title(title)
+    ax.set_ylabel(f"strict pairwise accuracy{_ci_text(level)}")
+    _title(ax, title, sample)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
 
 def accuracy_bars(
-    rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str], *, title: str
+    rows: Sequence[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    title: str,
+    level: int = 95,
+    sample: bool = False,
 ) -> Path:
-    """Horizontal bars of accuracy with CI whiskers: ``{"label", "value", "low", "high"}``."""
+    """Horizontal bars of accuracy with CI whiskers.
+
+    Args:
+        rows: ``{"label", "value", "low", "high"}`` and optionally ``"diagnostic": True``
+            (tagged and hatched).
+        path: the PNG to write.
+        title: figure title.
+        level: the interval level in percent (stated on the axis).
+        sample: the data is the bundled sample (said in the title).
+
+    Each bar's value is written at its end, so a 0.00 run shows as a marked 0, not a blank row.
+    """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 0.45 * len(rows) + 1.4))
-    labels = [str(r["label"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(9.6, 0.45 * len(rows) + 1.8))
+    labels = [f"{r['label']}{DIAGNOSTIC_TAG}" if r.get("diagnostic") else str(r["label"])
+              for r in rows]
     values = [r["value"] for r in rows]
     err = [[r["value"] - r["low"] for r in rows], [r["high"] - r["value"] for r in rows]]
-    ax.barh(range(len(rows)), values, xerr=err, capsize=3, color="#4c78a8")
+    bars = ax.barh(range(len(rows)), values, xerr=err, capsize=3, color="#4c78a8")
+    for bar, r in zip(bars, rows, strict=True):
+        if r.get("diagnostic"):
+            bar.set_facecolor("#f2a541")
+            bar.set_hatch("//")
+    zero = [i for i, v in enumerate(values) if v == 0]
+    if zero:  # a zero-width bar is invisible: mark it at the axis
+        ax.plot([0] * len(zero), zero, "|", color="#c0392b", ms=14, mew=3,
+                label="accuracy 0 (no pair right)")
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r['value']:.2f}", (r["high"], i), textcoords="offset points",
+                    xytext=(5, 0), va="center", fontsize=7,
+                    color="#c0392b" if r["value"] == 0 else "black")
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
-    ax.axvline(0.5, color="grey", ls=":", lw=1)
-    ax.set_xlim(0, 1)
-    ax.set_xlabel("strict pairwise accuracy")
-    ax.set_title(title)
+    ax.axvline(0.5, color="grey", ls=":", lw=1, label=CHANCE_LABEL)
+    ax.set_xlim(-0.01, 1.12)  # room for the value written after a whisker at 1
+    ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.set_xlabel(f"strict pairwise accuracy{_ci_text(level)}")
+    _title(ax, title, sample)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     return _save(fig, path)
-
-
 def condition_lines(
     series: Sequence[Mapping[str, Any]],
     path: str | os.PathLike[str],
@@ -171,7 +373,7 @@ def condition_lines(
         diagnostic: labels of diagnostic scorers (marked in the legend, drawn dashed).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.6, 4.4))
+    fig, ax = plt.subplots(figsize=(8.6, 4.4))
     xs = list(dict.fromkeys(p["x"] for s in series for p in s["points"]))
     offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
     for s, dx in zip(series, offsets, strict=True):
@@ -185,17 +387,17 @@ def condition_lines(
     ax.set_xticks(range(len(xs)), [f"{x} profile" if x != "none" else "no profile" for x in xs])
     ax.set_xlim(-0.4, len(xs) - 0.6)
     ax.set_ylim(-0.02, 1.02)
-    ax.axhline(0.5, color="grey", ls=":", lw=1)
+    ax.axhline(0.5, color="grey", ls=":", lw=1, label=CHANCE_LABEL)
     ax.set_ylabel(f"strict pairwise accuracy ({level}% bootstrap CI)")
     title = "Personalization sensitivity: same pairs (all domains), profile source varied"
-    if sample:
-        title += "\nbundled SAMPLE data, not the benchmark"
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="best")
+    _title(ax, title, sample)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
 
 __all__ = [
-    "accuracy_bars", "binned_lines", "bon_curves", "condition_lines", "scatter_with_ci",
+    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "SAMPLE_NOTE", "accuracy_bars",
+    "binned_lines", "bon_curves", "condition_lines", "correlation_figure", "figure_texts",
+    "scatter_with_ci",
 ]

@@ -80,7 +80,7 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
             rows.append(cells)
             micro = sec.summary.micro
             bars.append({"label": f"{run.label} / {sec.title}", "value": micro.value,
-                         "low": micro.low, "high": micro.high})
+                         "low": micro.low, "high": micro.high, "diagnostic": run.diagnostic})
     conf = round(100 * runs[0].sections[0].summary.micro.confidence) if runs[0].sections else 95
     return [
         ("h2", "Leaderboard"),
@@ -88,7 +88,9 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
         ("p", f"Strict pairwise accuracy (a tie is wrong) with {conf}% percentile-bootstrap "
               "intervals; micro pools the pairs, macro averages the domains; length = accuracy "
               "of 'the longer answer wins' on the same pairs (needs --log_samples)."),
-        ("bars", bars, "leaderboard.png", "accuracy (micro) per run"),
+        ("bars", bars, "leaderboard.png", "accuracy (micro) per run",
+         {"level": conf, "sample": any(r.data == "sample" for run in runs
+                                        for sec in run.sections for r in sec.rows)}),
     ]
 
 
@@ -166,10 +168,7 @@ def correlations(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
     for i, (path, corr) in enumerate(results):
         blocks.append(("h2", f"Benchmark vs downstream rank correlation ({path.name})"))
         blocks.append(("markdown", format_table(corr)))
-        points = [{"label": lab, "x": corr["benchmark"]["values"][lab],
-                   "y": corr["downstream"]["values"][lab]} for lab in corr["scorers"]]
-        blocks.append(("scatter", points, f"correlation_{i}.png", corr["benchmark"]["what"],
-                       corr["downstream"]["what"]))
+        blocks.append(("scatter", corr, f"correlation_{i}.png"))
     return blocks
 
 
@@ -191,7 +190,7 @@ def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
         kind = block[0]
         try:
             if kind == "bars":
-                path = plots.accuracy_bars(block[1], out / block[2], title=block[3])
+                path = plots.accuracy_bars(block[1], out / block[2], title=block[3], **block[4])
             elif kind == "bon":
                 path = plots.bon_curves(block[1], out / block[2])
             elif kind == "figure":  # a block that draws itself: (kind, draw(path), file name)
@@ -202,8 +201,7 @@ def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
                                              sample=meta["sample"],
                                              diagnostic=meta["diagnostic"])
             elif kind == "scatter":
-                path = plots.scatter_with_ci(block[1], out / block[2], xlabel=block[3],
-                                             ylabel=block[4], title="scorers")
+                path = plots.correlation_figure(block[1], out / block[2])
             else:
                 drawn.append(block)
                 continue

@@ -143,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from prbench.analysis.correlation import correlate, format_table
+    from prbench.analysis.plots import correlation_figure
     from prbench.analysis.runs import read_json
 
     bon = read_json(args.downstream)
@@ -165,6 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     result["sources"] = notes
     result["diagnostic"] = sorted(diagnostic & set(result["scorers"]))
     result["sample"] = bool(bon.get("sample"))
+    result["points"] = scorer_points(result, bench, down)
     out = Path(args.output_path)
     out.mkdir(parents=True, exist_ok=True)
     table = format_table(result)
@@ -175,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
     write_json(out / "correlation.json", result, indent=1)  # strict JSON: NaN as null + a note
     (out / "correlation.md").write_text(table + "\n", encoding="utf-8")
     try:
-        plot = correlation_plot(result, bench, down, bon, out / "correlation.png")
+        plot = correlation_figure(result, out / "correlation.png")
         print(f"plot: {plot}")
     except RuntimeError as exc:  # matplotlib missing
         print(f"no plot: {exc}")
@@ -186,12 +188,12 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def correlation_plot(
-    result: Mapping[str, Any], bench: Side, down: Side, bon: Mapping[str, Any], path: Path
-) -> Path:
-    """Scatter of benchmark accuracy against downstream quality with bootstrap CIs per scorer."""
+def scorer_points(result: Mapping[str, Any], bench: Side, down: Side) -> list[dict[str, Any]]:
+    """Per scorer: benchmark and downstream values with bootstrap intervals (the plot's points).
+
+    Stored in the results file (``points``), so ``prbench report`` draws the same figure.
+    """
     from prbench.analysis.metrics import bootstrap_ci
-    from prbench.analysis.plots import scatter_with_ci
 
     boot = result["bootstrap"]
     points = []
@@ -202,7 +204,4 @@ def correlation_plot(
                          confidence=boot["confidence"], seed=boot["seed"])
         points.append({"label": label, "x": x.value, "x_low": x.low, "x_high": x.high,
                        "y": y.value, "y_low": y.low, "y_high": y.high})
-    stats = result["statistics"]
-    title = (f"rho={stats['spearman']['value']:.2f}  NDCG={stats['ndcg']['value']:.2f}  "
-             f"RBO={stats['rbo']['value']:.2f}")
-    return scatter_with_ci(points, path, xlabel=bench.what, ylabel=down.what, title=title)
+    return points
