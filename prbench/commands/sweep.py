@@ -45,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
     from prbench.harness.sweep_plan import DEFAULT_POST_WORDS, DEFAULT_TOKENS_PER_WORD
 
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("sweep_file", metavar="SWEEP.yaml", help="the sweep file")
     parser.add_argument(
         "-o", "--output_path", default=None, metavar="DIR",
@@ -68,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--tokens_per_s", type=_positive, default=None, metavar="N",
         help="--dry_run: scoring throughput for GPU-hours (default: the scorer's estimate in the "
-        "sweep file, else an H100 compute-bound figure from its params_b)",
+        "sweep file, else an H100 figure computed from its params_b)",
     )
     parser.add_argument(
         "--tokens_per_word", type=_positive, default=DEFAULT_TOKENS_PER_WORD, metavar="X",
