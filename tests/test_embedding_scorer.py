@@ -46,11 +46,11 @@ def test_on_topic_answer_beats_off_topic() -> None:
 
 def test_batch_size_does_not_change_scores() -> None:
     reqs = requests()
-    one = scorer(batch_size=1, cache=False).score(reqs)
-    many = scorer(batch_size=16, cache=False).score(reqs)
+    one = scorer(batch_size=1, embed_cache=False).score(reqs)
+    many = scorer(batch_size=16, embed_cache=False).score(reqs)
     np.testing.assert_allclose(one, many, atol=1e-5)
     # scoring a request alone gives the same number as scoring it among others
-    alone = [scorer(cache=False).score([r])[0] for r in reqs]
+    alone = [scorer(embed_cache=False).score([r])[0] for r in reqs]
     np.testing.assert_allclose(alone, many, atol=1e-5)
 
 
