@@ -99,8 +99,47 @@ def test_online_rl_is_a_registered_downstream_evaluator(capsys: pytest.CaptureFi
     assert code == 1 and "num_generations must be at least 2" in capsys.readouterr().err
 
 
+def test_reward_curve_prints_one_line_per_step_with_eta(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from prbench.downstream.rl_progress import RewardCurve, trainer_callback
+
+    monkeypatch.delenv("PRBENCH_PROGRESS", raising=False)
+    now = iter([100.0, 104.0, 108.0, 112.0])
+    curve = RewardCurve(clock=lambda: next(now))
+    callback = trainer_callback(curve)
+    callback.on_train_begin(None, SimpleNamespace(max_steps=5, global_step=0), None)
+    for step, reward in ((1, 0.25), (2, 0.5)):
+        callback.on_log(None, SimpleNamespace(max_steps=5, global_step=step), None,
+                        logs={"reward": reward, "reward_std": 0.1,
+                              "completions/mean_length": 12.0})
+    callback.on_log(None, SimpleNamespace(max_steps=5, global_step=2), None,
+                    logs={"train_runtime": 8.0})  # the final summary has no reward: no line
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "rl: step 1/5  reward 0.2500 (std 0.100)  len 12.0  4.0 s/step  ETA 16s",
+        "rl: step 2/5  reward 0.5000 (std 0.100)  len 12.0  4.0 s/step  ETA 12s",
+    ]
+    summary = curve.summary()
+    assert summary["reward_first"] == 0.25 and summary["reward_last"] == 0.5
+    assert [(p["step"], p["reward"], p["seconds"]) for p in summary["curve"]] == [
+        (1, 0.25, 4.0), (2, 0.5, 8.0)]
+    monkeypatch.setenv("PRBENCH_PROGRESS", "0")  # what --no-progress sets
+    from prbench.downstream.rl_progress import step_lines_enabled
+
+    assert not step_lines_enabled() and not step_lines_enabled(False)
+    quiet = RewardCurve(show=False, clock=lambda: 0.0)
+    quiet.start(2)
+    assert quiet.record(1, {"reward": 1.0}) is not None
+    assert capsys.readouterr().err == "" and len(quiet.points) == 1
+
+
 @pytest.mark.slow
-def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
+def test_tiny_rl_run_trains_checkpoints_and_evaluates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
     pytest.importorskip("trl")
     import torch
     from transformers import AutoModelForCausalLM
@@ -116,9 +155,20 @@ def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
         prompts_per_step=2, max_steps=2, max_completion_length=8, learning_rate=1e-2,
         judge="oracle-rubric", eval_max_new_tokens=8, save_steps=1, progress=False,
     )
+    monkeypatch.delenv("PRBENCH_PROGRESS", raising=False)
     results = run_rl(config, records[:4], records[4:6])
     saved = json.loads((tmp_path / "run" / "rl_results.json").read_text())
     assert saved["train"]["steps"] == 2 and results["train"]["reward_calls"] == 2
+    # one progress line per step on stderr, and the same curve in the results
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("rl: step")]
+    assert [x.split()[2] for x in lines] == ["1/2", "2/2"] and all("ETA" in x for x in lines)
+    curve = saved["train"]["curve"]
+    assert [p["step"] for p in curve] == [1, 2]
+    assert all(isinstance(p["reward"], float) and p["seconds"] > 0 for p in curve)
+    assert saved["train"]["reward_first"] == curve[0]["reward"]
+    assert saved["train"]["reward_last"] == curve[-1]["reward"]
+    assert set(saved["seconds"]) == {"profiles", "eval_before", "load_policy", "train",
+                                     "eval_after"}
     assert (tmp_path / "run" / "checkpoint-1").is_dir()
     assert (tmp_path / "run" / "checkpoint-2").is_dir()
     for part in ("before", "after"):

@@ -22,10 +22,12 @@ use verl or OpenRLHF with ``prbench serve``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +63,10 @@ class RLConfig:
         judge_options: the judge's options (e.g. backend, model).
         eval_max_new_tokens: tokens per evaluation answer (greedy).
         progress: show progress bars.
+        step_lines: print one line per optimisation step (step i/N, mean reward, ETA) to
+            standard error; ``--no-progress`` turns them off too.
+        gradient_checkpointing: recompute activations in the backward pass (saves memory on a
+            large policy, costs a second forward; TRL turns it on by default, off here).
         trust_remote_code: run code shipped with the policy (an ``auto_map`` in its config);
             never implied, and a policy that needs it is refused in one line without it.
     """
@@ -86,6 +92,8 @@ class RLConfig:
     judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_max_new_tokens: int = 128
     progress: bool = True
+    step_lines: bool = True
+    gradient_checkpointing: bool = False
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
@@ -300,12 +308,22 @@ def train_args(config: RLConfig) -> Any:
         "use_vllm": False,
     }
     if config.algorithm == "grpo":
-        from trl import GRPOConfig
+        from trl import GRPOConfig as Config
+    else:
+        from trl import RLOOConfig as Config
+    fields = {f.name for f in dataclasses.fields(Config)}
+    # TRL turns checkpointing on by default; newer transformers call it activation_checkpointing
+    name = ("activation_checkpointing" if "activation_checkpointing" in fields
+            else "gradient_checkpointing")
+    common[name] = config.gradient_checkpointing
+    common["dataloader_pin_memory"] = _has_cuda()  # pinning without a GPU only warns
+    return Config(**common)
 
-        return GRPOConfig(**common)
-    from trl import RLOOConfig
 
-    return RLOOConfig(**common)
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def run_rl(
@@ -328,16 +346,20 @@ def run_rl(
     from transformers import set_seed
 
     from prbench.downstream.policy import policy_chat
+    from prbench.downstream.rl_progress import RewardCurve, step_lines_enabled, trainer_callback
     from prbench.plugins import get_registry
     from prbench.scoring.runtime import build_runtime
 
+    clock = PhaseClock()
     check_policy(config)  # before any data, model or output folder
     set_seed(config.seed)
     out_dir = Path(config.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     all_records = {r.id: r for r in [*train_records, *eval_records]}
     ordered = list(all_records.values())
-    views = dict(zip(all_records, build_views(ordered, profile, profile_options), strict=True))
+    with clock("profiles"):
+        built_views = build_views(ordered, profile, profile_options)
+    views = dict(zip(all_records, built_views, strict=True))
     registry = get_registry()
     scorer = registry.get("scorer", config.scorer)  # resolved once; the qualified id from here on
     judge_component = registry.get("scorer", config.judge) if config.judge else None
@@ -355,29 +377,36 @@ def run_rl(
             if judge.pairwise:
                 raise ValueError(f"judge {config.judge!r} is pairwise; use a pointwise judge")
         eval_views = [views[r.id] for r in eval_records]
-        before = evaluate_policy(config.policy, config.gguf_file, eval_records, eval_views,
-                                 reward, judge, config, label="before",
-                                 judge_diagnostic=judge_diag)
+        with clock("eval_before"):
+            before = evaluate_policy(config.policy, config.gguf_file, eval_records, eval_views,
+                                     reward, judge, config, label="before",
+                                     judge_diagnostic=judge_diag)
         dataset = Dataset.from_list([
             {"prompt": policy_chat(r.question, views[r.id]), "record_id": r.id}
             for r in train_records
         ])
-        model, tokenizer = _load_policy(config)
+        with clock("load_policy"):
+            model, tokenizer = _load_policy(config)
         args = train_args(config)
         if config.algorithm == "grpo":
             from trl import GRPOTrainer as Trainer
         else:
             from trl import RLOOTrainer as Trainer
+        curve = RewardCurve(show=step_lines_enabled(config.step_lines))
         trainer = Trainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
-                          processing_class=tokenizer)
+                          processing_class=tokenizer, callbacks=[trainer_callback(curve)])
+        if curve.show:
+            quiet_trainer_logs(trainer)
         last = _last_checkpoint(out_dir) if resume else None
-        trainer.train(resume_from_checkpoint=str(last) if last else None)
+        with clock("train"):
+            trainer.train(resume_from_checkpoint=str(last) if last else None)
         final = out_dir / "final"
         trainer.save_model(str(final))
         tokenizer.save_pretrained(str(final))
-        after = evaluate_policy(str(final), "", eval_records, eval_views, reward, judge, config,
-                                label="after", judge_diagnostic=judge_diag)
-        history = [h for h in trainer.state.log_history if "reward" in h]
+        with clock("eval_after"):
+            after = evaluate_policy(str(final), "", eval_records, eval_views, reward, judge,
+                                    config, label="after", judge_diagnostic=judge_diag)
+        learned = curve.summary()
         overlap = sorted({r.id for r in train_records} & {r.id for r in eval_records})
         results = {
             "config": {**dataclasses.asdict(config), "profile": profile,
@@ -387,10 +416,10 @@ def run_rl(
             "train": {
                 "records": len(train_records), "steps": trainer.state.global_step,
                 "reward_calls": reward.calls,
-                "reward_first": history[0]["reward"] if history else None,
-                "reward_last": history[-1]["reward"] if history else None,
+                **learned,
                 "log_history": trainer.state.log_history,
             },
+            "seconds": clock.seconds,
             "eval_overlaps_train": len(overlap),
             "before": before,
             "after": after,
@@ -402,6 +431,35 @@ def run_rl(
             judge.close()
     write_json(out_dir / "rl_results.json", results)  # strict JSON: null + a note for NaN
     return results
+
+
+class PhaseClock:
+    """Wall-clock seconds of the named phases of a run (``with clock("train"): ...``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        """Time the block under ``name`` (added to an earlier block of the same name)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - start
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 3)
+
+
+def quiet_trainer_logs(trainer: Any) -> None:
+    """Drop the Trainer's own progress output; the step lines of :mod:`rl_progress` replace it.
+
+    Without a terminal the Trainer prints every log dict to standard output (``PrinterCallback``);
+    with one it draws a bar and writes the same dicts above it (``ProgressCallback``).
+    """
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
 
 
 class OnlineRLEvaluator:
