@@ -243,9 +243,9 @@ def openrlhf_requests(
     prompts = _list_field(body, "prompts", n)
     if prompts is None and n:
         raise PayloadError(
-            "prompts: missing; each query is prompt + response and without its prompt the whole "
-            "chat would be scored as the answer. Send 'prompts' (one per query, as current OpenRLHF "
-            "clients do) or post native items to /score"
+            "prompts: missing; each query is prompt + response and without its prompt the "
+            "whole chat would be scored as the answer. Send 'prompts' (one per query, as "
+            "current OpenRLHF clients do) or post native items to /score"
         )
     labels = _list_field(body, "labels", n)
     extra = {key: _list_field(body, plural, n) for key, plural in CONTEXT_LISTS.items()}
