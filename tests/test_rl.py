@@ -136,6 +136,29 @@ def test_reward_curve_prints_one_line_per_step_with_eta(
     assert capsys.readouterr().err == "" and len(quiet.points) == 1
 
 
+def test_freeze_below_leaves_only_the_top_blocks_trainable(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from prbench.downstream.rl import freeze_below
+    from tests._hf_fixtures import build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(
+        build_tiny_model(tmp_path / "policy", arch="llama", kind="causal-lm"))
+    blocks = model.get_decoder().layers
+    count = freeze_below(model, 1)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    top = len(blocks) - 1
+    assert trainable and all(f"layers.{top}." in n or n == "model.norm.weight"
+                             for n in trainable)
+    assert "model.norm.weight" in trainable
+    assert not any("embed" in n or "lm_head" in n for n in trainable)
+    assert count == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    with pytest.raises(ValueError, match="only"):
+        freeze_below(model, len(blocks) + 1)
+    with pytest.raises(ValueError, match="train_layers must be 0"):
+        RLConfig(policy="p", output_dir="o", scorer="length", train_layers=-1)
+
+
 @pytest.mark.slow
 def test_tiny_rl_run_trains_checkpoints_and_evaluates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -182,7 +205,10 @@ def test_tiny_rl_run_trains_checkpoints_and_evaluates(
     changed = any(not torch.equal(a, b) for a, b in
                   zip(before.state_dict().values(), after.state_dict().values(), strict=True))
     assert changed, "training left the policy unchanged"
-    assert "| before |" in format_summary(results)
+    summary = format_summary(results)
+    assert "| before |" in summary
+    assert f"reward by step: {curve[0]['reward']:.3f} {curve[1]['reward']:.3f}" in summary
+    assert "seconds: profiles" in summary and "train " in summary
 
 
 @pytest.mark.slow
@@ -196,12 +222,15 @@ def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "rl", "--policy", str(policy), "--scorer", "random", "--model_args", "seed=1",
         "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
         "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
-        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress",
+        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress", "--train_layers", "1",
     ])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0, out
     saved = json.loads((tmp_path / "run" / "rl_results.json").read_text())
     assert saved["config"]["algorithm"] == "rloo" and saved["train"]["steps"] == 1
+    assert saved["config"]["train_layers"] == 1
+    assert "rl: step" not in captured.err  # --no-progress: no step lines
     assert saved["eval_overlaps_train"] == 2 and "also trained on" in out
     assert "mean_quality" not in saved["after"]
 

@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="judge for the before/after evaluation, e.g. "
                         "'rubric-judge:backend=hf,model=PATH' or 'oracle-rubric'; 'none' to skip")
     parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens)
+    parser.add_argument("--train_layers", type=int, default=d.train_layers, metavar="N",
+                        help="train only the top N transformer blocks (0: all); on a CPU a small "
+                        "N makes each step several times cheaper")
     parser.add_argument("--gradient_checkpointing", action="store_true",
                         help="recompute activations in the backward pass: less memory for a large "
                         "policy on a GPU, about a third more compute (off by default)")
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         "top_p": args.top_p, "seed": args.seed, "save_steps": args.save_steps, "judge": judge,
         "judge_options": judge_options, "eval_max_new_tokens": args.eval_max_new_tokens,
         "progress": progress_enabled(), "trust_remote_code": args.trust_remote_code,
-        "gradient_checkpointing": args.gradient_checkpointing,
+        "gradient_checkpointing": args.gradient_checkpointing, "train_layers": args.train_layers,
     }
     evaluator = get_registry(args.plugin).build("downstream-evaluator", "online-rl", options)
     train = load_records(args.data)

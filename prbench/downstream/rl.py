@@ -26,7 +26,9 @@ import contextlib
 import dataclasses
 import math
 import statistics
+import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -65,6 +67,9 @@ class RLConfig:
         progress: show progress bars.
         step_lines: print one line per optimisation step (step i/N, mean reward, ETA) to
             standard error; ``--no-progress`` turns them off too.
+        train_layers: train only the top N transformer blocks and the final norm (0: every
+            weight). A CPU setting: the backward pass stops at the lowest trained block, so a
+            small N makes a step several times cheaper; the embeddings stay frozen.
         gradient_checkpointing: recompute activations in the backward pass (saves memory on a
             large policy, costs a second forward; TRL turns it on by default, off here).
         trust_remote_code: run code shipped with the policy (an ``auto_map`` in its config);
@@ -93,6 +98,7 @@ class RLConfig:
     eval_max_new_tokens: int = 128
     progress: bool = True
     step_lines: bool = True
+    train_layers: int = 0
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
 
@@ -105,6 +111,8 @@ class RLConfig:
                      "eval_max_new_tokens", "save_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.train_layers < 0:
+            raise ValueError("train_layers must be 0 (all) or a positive number of blocks")
         if self.num_generations < 2:
             raise ValueError("num_generations must be at least 2 (group baselines need a group)")
 
@@ -261,7 +269,56 @@ def _load_policy(config: RLConfig) -> tuple[Any, Any]:
                                                  trust_remote_code=trust, **extra)
     if config.gguf_file:
         unmark_gguf(model)
+    if config.train_layers:
+        freeze_below(model, config.train_layers)
     return model, tokenizer
+
+
+def freeze_below(model: Any, n: int) -> int:
+    """Leave only the top ``n`` decoder blocks and the final norm trainable.
+
+    Returns:
+        The number of trainable parameters.
+
+    Raises:
+        ValueError: the model has no list of decoder blocks where transformers keeps them
+            (``model.get_decoder().layers``), or fewer than ``n``.
+    """
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    blocks = getattr(decoder, "layers", None)
+    if blocks is None:
+        raise ValueError(f"train_layers: cannot find the decoder blocks of {type(model).__name__}"
+                         "; use train_layers=0 (train every weight)")
+    if n > len(blocks):
+        raise ValueError(f"train_layers={n}, but the policy has only {len(blocks)} blocks")
+    for param in model.parameters():
+        param.requires_grad_(False)
+    trainable = [*blocks[len(blocks) - n:]]
+    norm = getattr(decoder, "norm", None)
+    if norm is not None:
+        trainable.append(norm)
+    for module in trainable:
+        for param in module.parameters():
+            param.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@contextlib.contextmanager
+def _plain_copy(config: RLConfig, model: Any, tokenizer: Any, out_dir: Path) -> Iterator[str]:
+    """The policy as a folder the evaluation can load quickly.
+
+    A GGUF policy is de-quantized once (:func:`_load_policy`, tens of seconds on a CPU); the
+    evaluation before training loads a plain float copy of it from a temporary folder inside
+    ``out_dir`` (removed afterwards) instead of de-quantizing the file a second time. Any other
+    policy is evaluated from where it is.
+    """
+    if not config.gguf_file:
+        yield config.policy
+        return
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".initial-policy-") as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        yield folder
 
 
 def unmark_gguf(model: Any) -> None:
@@ -377,16 +434,15 @@ def run_rl(
             if judge.pairwise:
                 raise ValueError(f"judge {config.judge!r} is pairwise; use a pointwise judge")
         eval_views = [views[r.id] for r in eval_records]
-        with clock("eval_before"):
-            before = evaluate_policy(config.policy, config.gguf_file, eval_records, eval_views,
-                                     reward, judge, config, label="before",
-                                     judge_diagnostic=judge_diag)
+        with clock("load_policy"):
+            model, tokenizer = _load_policy(config)
+        with clock("eval_before"), _plain_copy(config, model, tokenizer, out_dir) as start:
+            before = evaluate_policy(start, "", eval_records, eval_views, reward, judge, config,
+                                     label="before", judge_diagnostic=judge_diag)
         dataset = Dataset.from_list([
             {"prompt": policy_chat(r.question, views[r.id]), "record_id": r.id}
             for r in train_records
         ])
-        with clock("load_policy"):
-            model, tokenizer = _load_policy(config)
         args = train_args(config)
         if config.algorithm == "grpo":
             from trl import GRPOTrainer as Trainer
@@ -398,7 +454,10 @@ def run_rl(
         if curve.show:
             quiet_trainer_logs(trainer)
         last = _last_checkpoint(out_dir) if resume else None
-        with clock("train"):
+        with clock("train"), warnings.catch_warnings():
+            # TRL toggles checkpointing around generation through the old method names
+            warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated",
+                                    category=FutureWarning)
             trainer.train(resume_from_checkpoint=str(last) if last else None)
         final = out_dir / "final"
         trainer.save_model(str(final))
@@ -506,6 +565,12 @@ def format_summary(results: Mapping[str, Any]) -> str:
     rows.append("")
     rows.append(f"trained {train['steps']} steps on {train['records']} records; training reward "
                 f"{cell(train['reward_first'])} -> {cell(train['reward_last'])}")
+    curve = train.get("curve") or []
+    if curve:
+        rows.append("reward by step: " + " ".join(f"{p['reward']:.3f}" for p in curve))
+    seconds = results.get("seconds") or {}
+    if seconds:
+        rows.append("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()))
     if results.get("eval_overlaps_train"):
         rows.append(f"note: {results['eval_overlaps_train']} evaluation record(s) were also "
                     "trained on")
