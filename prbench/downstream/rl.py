@@ -281,16 +281,18 @@ def freeze_below(model: Any, n: int) -> int:
         The number of trainable parameters.
 
     Raises:
-        ValueError: the model has no list of decoder blocks where transformers keeps them
+        OptionsError: the model has no list of decoder blocks where transformers keeps them
             (``model.get_decoder().layers``), or fewer than ``n``.
     """
+    from prbench.options import OptionsError
+
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
     blocks = getattr(decoder, "layers", None)
     if blocks is None:
-        raise ValueError(f"train_layers: cannot find the decoder blocks of {type(model).__name__}"
+        raise OptionsError(f"train_layers: cannot find the decoder blocks of {type(model).__name__}"
                          "; use train_layers=0 (train every weight)")
     if n > len(blocks):
-        raise ValueError(f"train_layers={n}, but the policy has only {len(blocks)} blocks")
+        raise OptionsError(f"train_layers={n}, but the policy has only {len(blocks)} blocks")
     for param in model.parameters():
         param.requires_grad_(False)
     trainable = [*blocks[len(blocks) - n:]]
