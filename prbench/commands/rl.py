@@ -59,8 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "'rubric-judge:backend=hf,model=PATH' or 'oracle-rubric'; 'none' to skip")
     parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens)
     parser.add_argument("--train_layers", type=int, default=d.train_layers, metavar="N",
-                        help="train only the top N transformer blocks (0: all); on a CPU a small "
-                        "N makes each step several times cheaper")
+                        help="train only the top N transformer blocks (0: all); the backward pass "
+                        "stops at the lowest trained block, so a small N makes a step cheaper")
     parser.add_argument("--gradient_checkpointing", action="store_true",
                         help="recompute activations in the backward pass: less memory for a large "
                         "policy on a GPU, about a third more compute (off by default)")

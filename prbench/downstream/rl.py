@@ -69,7 +69,7 @@ class RLConfig:
             standard error; ``--no-progress`` turns them off too.
         train_layers: train only the top N transformer blocks and the final norm (0: every
             weight). A CPU setting: the backward pass stops at the lowest trained block, so a
-            small N makes a step several times cheaper; the embeddings stay frozen.
+            small N makes a step cheaper; the embeddings stay frozen.
         gradient_checkpointing: recompute activations in the backward pass (saves memory on a
             large policy, costs a second forward; TRL turns it on by default, off here).
         trust_remote_code: run code shipped with the policy (an ``auto_map`` in its config);
