@@ -100,8 +100,70 @@ def test_online_rl_is_a_registered_downstream_evaluator(capsys: pytest.CaptureFi
     assert code == 1 and "num_generations must be at least 2" in capsys.readouterr().err
 
 
+def test_reward_curve_prints_one_line_per_step_with_eta(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from prbench.downstream.rl_progress import RewardCurve, trainer_callback
+
+    monkeypatch.delenv("PRBENCH_PROGRESS", raising=False)
+    now = iter([100.0, 104.0, 108.0, 112.0])
+    curve = RewardCurve(clock=lambda: next(now))
+    callback = trainer_callback(curve)
+    callback.on_train_begin(None, SimpleNamespace(max_steps=5, global_step=0), None)
+    for step, reward in ((1, 0.25), (2, 0.5)):
+        callback.on_log(None, SimpleNamespace(max_steps=5, global_step=step), None,
+                        logs={"reward": reward, "reward_std": 0.1,
+                              "completions/mean_length": 12.0})
+    callback.on_log(None, SimpleNamespace(max_steps=5, global_step=2), None,
+                    logs={"train_runtime": 8.0})  # the final summary has no reward: no line
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "rl: step 1/5  reward 0.2500 (std 0.100)  len 12.0  4.0 s/step  ETA 16s",
+        "rl: step 2/5  reward 0.5000 (std 0.100)  len 12.0  4.0 s/step  ETA 12s",
+    ]
+    summary = curve.summary()
+    assert summary["reward_first"] == 0.25 and summary["reward_last"] == 0.5
+    assert [(p["step"], p["reward"], p["seconds"]) for p in summary["curve"]] == [
+        (1, 0.25, 4.0), (2, 0.5, 8.0)]
+    monkeypatch.setenv("PRBENCH_PROGRESS", "0")  # what --no-progress sets
+    from prbench.downstream.rl_progress import step_lines_enabled
+
+    assert not step_lines_enabled() and not step_lines_enabled(False)
+    quiet = RewardCurve(show=False, clock=lambda: 0.0)
+    quiet.start(2)
+    assert quiet.record(1, {"reward": 1.0}) is not None
+    assert capsys.readouterr().err == "" and len(quiet.points) == 1
+
+
+def test_freeze_below_leaves_only_the_top_blocks_trainable(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from prbench.downstream.rl import freeze_below
+    from tests._hf_fixtures import build_tiny_model
+
+    model = AutoModelForCausalLM.from_pretrained(
+        build_tiny_model(tmp_path / "policy", arch="llama", kind="causal-lm"))
+    blocks = model.get_decoder().layers
+    count = freeze_below(model, 1)
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    top = len(blocks) - 1
+    assert trainable and all(f"layers.{top}." in n or n == "model.norm.weight"
+                             for n in trainable)
+    assert "model.norm.weight" in trainable
+    assert not any("embed" in n or "lm_head" in n for n in trainable)
+    assert count == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    with pytest.raises(ValueError, match="only"):
+        freeze_below(model, len(blocks) + 1)
+    with pytest.raises(ValueError, match="train_layers must be 0"):
+        RLConfig(policy="p", output_dir="o", scorer="length", train_layers=-1)
+
+
 @pytest.mark.slow
-def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
+def test_tiny_rl_run_trains_checkpoints_and_evaluates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
     pytest.importorskip("trl")
     import torch
     from transformers import AutoModelForCausalLM
@@ -117,9 +179,20 @@ def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
         prompts_per_step=2, max_steps=2, max_completion_length=8, learning_rate=1e-2,
         judge="oracle-rubric", eval_max_new_tokens=8, save_steps=1, progress=False,
     )
+    monkeypatch.delenv("PRBENCH_PROGRESS", raising=False)
     results = run_rl(config, records[:4], records[4:6])
     saved = json.loads((tmp_path / "run" / "rl_results.json").read_text())
     assert saved["train"]["steps"] == 2 and results["train"]["reward_calls"] == 2
+    # one progress line per step on stderr, and the same curve in the results
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("rl: step")]
+    assert [x.split()[2] for x in lines] == ["1/2", "2/2"] and all("ETA" in x for x in lines)
+    curve = saved["train"]["curve"]
+    assert [p["step"] for p in curve] == [1, 2]
+    assert all(isinstance(p["reward"], float) and p["seconds"] > 0 for p in curve)
+    assert saved["train"]["reward_first"] == curve[0]["reward"]
+    assert saved["train"]["reward_last"] == curve[-1]["reward"]
+    assert set(saved["seconds"]) == {"profiles", "eval_before", "load_policy", "train",
+                                     "eval_after"}
     assert (tmp_path / "run" / "checkpoint-1").is_dir()
     assert (tmp_path / "run" / "checkpoint-2").is_dir()
     for part in ("before", "after"):
@@ -133,7 +206,10 @@ def test_tiny_rl_run_trains_checkpoints_and_evaluates(tmp_path: Path) -> None:
     changed = any(not torch.equal(a, b) for a, b in
                   zip(before.state_dict().values(), after.state_dict().values(), strict=True))
     assert changed, "training left the policy unchanged"
-    assert "| before |" in format_summary(results)
+    summary = format_summary(results)
+    assert "| before |" in summary
+    assert f"reward by step: {curve[0]['reward']:.3f} {curve[1]['reward']:.3f}" in summary
+    assert "seconds: profiles" in summary and "train " in summary
 
 
 @pytest.mark.slow
@@ -147,12 +223,15 @@ def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "rl", "--policy", str(policy), "--model_args", "scorer=random,seed=1",
         "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
         "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
-        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress",
+        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress", "--train_layers", "1",
     ])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0, out
     saved = json.loads((tmp_path / "run" / "rl_results.json").read_text())
     assert saved["config"]["algorithm"] == "rloo" and saved["train"]["steps"] == 1
+    assert saved["config"]["train_layers"] == 1
+    assert "rl: step" not in captured.err  # --no-progress: no step lines
     assert saved["eval_overlaps_train"] == 2 and "also trained on" in out
     assert "mean_quality" not in saved["after"]
 

@@ -177,7 +177,26 @@ def test_openrlhf_payload_errors() -> None:
     with pytest.raises(PayloadError, match=r"query\[0\]: the query does not contain its prompt"):
         openrlhf_requests({"query": ["hello"], "prompts": ["other"]})
     with pytest.raises(PayloadError, match=r"labels\[0\]: looks like JSON"):
-        openrlhf_requests({"query": ["x"], "labels": ["{bad"]})
+        openrlhf_requests({"query": ["x"], "prompts": [""], "labels": ["{bad"]})
+
+
+def test_get_reward_with_query_only_is_a_400_naming_prompts() -> None:
+    """An old OpenRLHF client sends no prompts: refuse it rather than score the whole chat."""
+    app = create_app(runtime_factory("length", {"cache": "false"}), scorer="length")
+    with start_in_thread(app) as server:
+        status, _, body = post(server.url + "/get_reward", {"query": ["PROMPT one two"]})
+        labelled, _, _ = post(server.url + "/get_reward",
+                              {"query": ["PROMPT one two"], "labels": ['{"question": "q"}']})
+        ok, _, scored = post(server.url + "/get_reward",
+                             {"query": ["PROMPT one two"], "prompts": ["PROMPT"]})
+        empty, _, _ = post(server.url + "/get_reward", {"query": []})
+        metrics = server.metrics()
+    assert status == 400 and body["error"].startswith("prompts: missing")
+    assert "/score" in body["error"]
+    assert labelled == 400
+    assert ok == 200 and scored["rewards"] == [2.0]
+    assert empty == 200
+    assert metrics["bad_requests"] == 2
 
 
 def test_bad_request_is_400_and_counted() -> None:

@@ -170,7 +170,7 @@ def test_a_deep_label_inside_a_get_reward_body_is_a_payload_error() -> None:
     with pytest.raises(PayloadError, match=r"labels\[0\]: nested more than"):
         from prbench.downstream.serve_schema import openrlhf_requests
 
-        openrlhf_requests({"query": ["x"], "labels": [label]})
+        openrlhf_requests({"query": ["x"], "prompts": [""], "labels": [label]})
     assert decode_body(b' {"query": []} ') == {"query": []}
 
 

@@ -71,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "judge: 'rubric-judge:backend=hf,model=PATH'; 'none' to skip")
     parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens,
                         help="tokens per greedy evaluation answer")
+    parser.add_argument("--train_layers", type=int, default=d.train_layers, metavar="N",
+                        help="train only the top N transformer blocks (0: all); the backward pass "
+                        "stops at the lowest trained block, so a small N makes a step cheaper")
+    parser.add_argument("--gradient_checkpointing", action="store_true",
+                        help="recompute activations in the backward pass: less memory for a large "
+                        "policy on a GPU, about a third more compute (off by default)")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest checkpoint in --output_path")
 
@@ -111,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         "top_p": args.top_p, "seed": args.seed, "save_steps": args.save_steps, "judge": judge,
         "judge_options": judge_options, "eval_max_new_tokens": args.eval_max_new_tokens,
         "progress": progress_enabled(), "trust_remote_code": args.trust_remote_code,
+        "gradient_checkpointing": args.gradient_checkpointing, "train_layers": args.train_layers,
     }
     evaluator = registry.build("downstream-evaluator", "online-rl", options)
     train = load_records(args.data)

@@ -23,10 +23,14 @@ use verl or OpenRLHF with ``prbench serve``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,6 +67,13 @@ class RLConfig:
         judge_options: the judge's options (e.g. backend, model).
         eval_max_new_tokens: tokens per evaluation answer (greedy).
         progress: show progress bars.
+        step_lines: print one line per optimisation step (step i/N, mean reward, ETA) to
+            standard error; ``--no-progress`` turns them off too.
+        train_layers: train only the top N transformer blocks and the final norm (0: every
+            weight). A CPU setting: the backward pass stops at the lowest trained block, so a
+            small N makes a step cheaper; the embeddings stay frozen.
+        gradient_checkpointing: recompute activations in the backward pass (saves memory on a
+            large policy, costs a second forward; TRL turns it on by default, off here).
         trust_remote_code: run code shipped with the policy (an ``auto_map`` in its config);
             never implied, and a policy that needs it is refused in one line without it.
     """
@@ -88,6 +99,9 @@ class RLConfig:
     judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_max_new_tokens: int = 128
     progress: bool = True
+    step_lines: bool = True
+    train_layers: int = 0
+    gradient_checkpointing: bool = False
     trust_remote_code: bool = False
 
     def __post_init__(self) -> None:
@@ -99,6 +113,8 @@ class RLConfig:
                      "eval_max_new_tokens", "save_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
+        if self.train_layers < 0:
+            raise ValueError("train_layers must be 0 (all) or a positive number of blocks")
         if self.num_generations < 2:
             raise ValueError("num_generations must be at least 2 (group baselines need a group)")
 
@@ -255,7 +271,58 @@ def _load_policy(config: RLConfig) -> tuple[Any, Any]:
                                                  trust_remote_code=trust, **extra)
     if config.gguf_file:
         unmark_gguf(model)
+    if config.train_layers:
+        freeze_below(model, config.train_layers)
     return model, tokenizer
+
+
+def freeze_below(model: Any, n: int) -> int:
+    """Leave only the top ``n`` decoder blocks and the final norm trainable.
+
+    Returns:
+        The number of trainable parameters.
+
+    Raises:
+        OptionsError: the model has no list of decoder blocks where transformers keeps them
+            (``model.get_decoder().layers``), or fewer than ``n``.
+    """
+    from prbench.options import OptionsError
+
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    blocks = getattr(decoder, "layers", None)
+    if blocks is None:
+        raise OptionsError(f"train_layers: cannot find the decoder blocks of {type(model).__name__}"
+                         "; use train_layers=0 (train every weight)")
+    if n > len(blocks):
+        raise OptionsError(f"train_layers={n}, but the policy has only {len(blocks)} blocks")
+    for param in model.parameters():
+        param.requires_grad_(False)
+    trainable = [*blocks[len(blocks) - n:]]
+    norm = getattr(decoder, "norm", None)
+    if norm is not None:
+        trainable.append(norm)
+    for module in trainable:
+        for param in module.parameters():
+            param.requires_grad_(True)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@contextlib.contextmanager
+def _plain_copy(config: RLConfig, model: Any, tokenizer: Any, out_dir: Path) -> Iterator[str]:
+    """The policy as a folder the evaluation can load quickly.
+
+    A GGUF policy is de-quantized once (:func:`_load_policy`, tens of seconds on a CPU); the
+    evaluation before training loads a plain float copy of it from a temporary folder inside
+    ``out_dir`` (removed afterwards) instead of de-quantizing the file a second time. Any other
+    policy is evaluated from where it is.
+    """
+    if not config.gguf_file:
+        yield config.policy
+        return
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".initial-policy-") as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        yield folder
 
 
 def unmark_gguf(model: Any) -> None:
@@ -302,12 +369,22 @@ def train_args(config: RLConfig) -> Any:
         "use_vllm": False,
     }
     if config.algorithm == "grpo":
-        from trl import GRPOConfig
+        from trl import GRPOConfig as Config
+    else:
+        from trl import RLOOConfig as Config
+    fields = {f.name for f in dataclasses.fields(Config)}
+    # TRL turns checkpointing on by default; newer transformers call it activation_checkpointing
+    name = ("activation_checkpointing" if "activation_checkpointing" in fields
+            else "gradient_checkpointing")
+    common[name] = config.gradient_checkpointing
+    common["dataloader_pin_memory"] = _has_cuda()  # pinning without a GPU only warns
+    return Config(**common)
 
-        return GRPOConfig(**common)
-    from trl import RLOOConfig
 
-    return RLOOConfig(**common)
+def _has_cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def run_rl(
@@ -330,16 +407,20 @@ def run_rl(
     from transformers import set_seed
 
     from prbench.downstream.policy import policy_chat
+    from prbench.downstream.rl_progress import RewardCurve, step_lines_enabled, trainer_callback
     from prbench.plugins import get_registry
     from prbench.scoring.runtime import build_runtime
 
+    clock = PhaseClock()
     check_policy(config)  # before any data, model or output folder
     set_seed(config.seed)
     out_dir = Path(config.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     all_records = {r.id: r for r in [*train_records, *eval_records]}
     ordered = list(all_records.values())
-    views = dict(zip(all_records, build_views(ordered, profile, profile_options), strict=True))
+    with clock("profiles"):
+        built_views = build_views(ordered, profile, profile_options)
+    views = dict(zip(all_records, built_views, strict=True))
     registry = get_registry()
     scorer = registry.get("scorer", config.scorer)  # resolved once; the qualified id from here on
     judge_component = registry.get("scorer", config.judge) if config.judge else None
@@ -357,29 +438,38 @@ def run_rl(
             if judge.pairwise:
                 raise ValueError(f"judge {config.judge!r} is pairwise; use a pointwise judge")
         eval_views = [views[r.id] for r in eval_records]
-        before = evaluate_policy(config.policy, config.gguf_file, eval_records, eval_views,
-                                 reward, judge, config, label="before",
-                                 judge_diagnostic=judge_diag)
+        with clock("load_policy"):
+            model, tokenizer = _load_policy(config)
+        with clock("eval_before"), _plain_copy(config, model, tokenizer, out_dir) as start:
+            before = evaluate_policy(start, "", eval_records, eval_views, reward, judge, config,
+                                     label="before", judge_diagnostic=judge_diag)
         dataset = Dataset.from_list([
             {"prompt": policy_chat(r.question, views[r.id]), "record_id": r.id}
             for r in train_records
         ])
-        model, tokenizer = _load_policy(config)
         args = train_args(config)
         if config.algorithm == "grpo":
             from trl import GRPOTrainer as Trainer
         else:
             from trl import RLOOTrainer as Trainer
+        curve = RewardCurve(show=step_lines_enabled(config.step_lines))
         trainer = Trainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset,
-                          processing_class=tokenizer)
+                          processing_class=tokenizer, callbacks=[trainer_callback(curve)])
+        if curve.show:
+            quiet_trainer_logs(trainer)
         last = _last_checkpoint(out_dir) if resume else None
-        trainer.train(resume_from_checkpoint=str(last) if last else None)
+        with clock("train"), warnings.catch_warnings():
+            # TRL toggles checkpointing around generation through the old method names
+            warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated",
+                                    category=FutureWarning)
+            trainer.train(resume_from_checkpoint=str(last) if last else None)
         final = out_dir / "final"
         trainer.save_model(str(final))
         tokenizer.save_pretrained(str(final))
-        after = evaluate_policy(str(final), "", eval_records, eval_views, reward, judge, config,
-                                label="after", judge_diagnostic=judge_diag)
-        history = [h for h in trainer.state.log_history if "reward" in h]
+        with clock("eval_after"):
+            after = evaluate_policy(str(final), "", eval_records, eval_views, reward, judge,
+                                    config, label="after", judge_diagnostic=judge_diag)
+        learned = curve.summary()
         overlap = sorted({r.id for r in train_records} & {r.id for r in eval_records})
         results = {
             "config": {**dataclasses.asdict(config), "profile": profile,
@@ -389,10 +479,10 @@ def run_rl(
             "train": {
                 "records": len(train_records), "steps": trainer.state.global_step,
                 "reward_calls": reward.calls,
-                "reward_first": history[0]["reward"] if history else None,
-                "reward_last": history[-1]["reward"] if history else None,
+                **learned,
                 "log_history": trainer.state.log_history,
             },
+            "seconds": clock.seconds,
             "eval_overlaps_train": len(overlap),
             "before": before,
             "after": after,
@@ -404,6 +494,35 @@ def run_rl(
             judge.close()
     write_json(out_dir / "rl_results.json", results)  # strict JSON: null + a note for NaN
     return results
+
+
+class PhaseClock:
+    """Wall-clock seconds of the named phases of a run (``with clock("train"): ...``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        """Time the block under ``name`` (added to an earlier block of the same name)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - start
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 3)
+
+
+def quiet_trainer_logs(trainer: Any) -> None:
+    """Drop the Trainer's own progress output; the step lines of :mod:`rl_progress` replace it.
+
+    Without a terminal the Trainer prints every log dict to standard output (``PrinterCallback``);
+    with one it draws a bar and writes the same dicts above it (``ProgressCallback``).
+    """
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
 
 
 class OnlineRLEvaluator:
@@ -450,6 +569,12 @@ def format_summary(results: Mapping[str, Any]) -> str:
     rows.append("")
     rows.append(f"trained {train['steps']} steps on {train['records']} records; training reward "
                 f"{cell(train['reward_first'])} -> {cell(train['reward_last'])}")
+    curve = train.get("curve") or []
+    if curve:
+        rows.append("reward by step: " + " ".join(f"{p['reward']:.3f}" for p in curve))
+    seconds = results.get("seconds") or {}
+    if seconds:
+        rows.append("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()))
     if results.get("eval_overlaps_train"):
         rows.append(f"note: {results['eval_overlaps_train']} evaluation record(s) were also "
                     "trained on")

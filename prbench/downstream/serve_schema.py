@@ -7,9 +7,11 @@ Two request shapes become :class:`~prbench.scoring.base.ScoreRequest` lists:
   sees of the user: a rendered text, or a list of posts ``{"id", "category", "text"}`` that the
   server renders as ``Post i (Category: c): text`` (the benchmark's format). A diagnostic scorer
   also gets ``narrative`` and ``rubric_aspects`` when an item carries them.
-- **OpenRLHF** (``POST /get_reward``, what ``--remote_rm_url`` posts): ``{"query": [prompt +
-  response, ...], "prompts": [prompt, ...], "labels": [label, ...]}``. The response is the text of
-  each query after its prompt. Per-item user context comes from optional extra lists of the same
+- **OpenRLHF** (``POST /get_reward``, what ``--reward.remote_url`` posts; ``--remote_rm_url``
+  before 0.10.2): ``{"query": [prompt + response, ...], "prompts": [prompt, ...], "labels": [label,
+  ...]}``. The response is the text of each query after its prompt; ``prompts`` is required (a
+  client that sends only ``query``, as old OpenRLHF versions did, gets a 400 naming it rather than
+  a score of the whole chat). Per-item user context comes from optional extra lists of the same
   length (``questions``, ``profiles``, ``record_ids``, ``categories``, ``domains``) or from a label
   that is a JSON object with those keys in the singular (``{"question": ..., "profile": ...}``);
   without a question the prompt itself is the question.
@@ -204,7 +206,7 @@ def split_query(query: str, prompt: str, strip: Sequence[str], where: str) -> st
     at = query.find(prompt) if prompt else 0
     if at < 0:
         raise PayloadError(f"{where}: the query does not contain its prompt; send the prompt "
-                           "exactly as it appears in the query, or leave 'prompts' out")
+                           "exactly as it appears in the query")
     response = query[at + len(prompt):]
     changed = True
     while changed and strip:
@@ -222,8 +224,8 @@ def openrlhf_requests(
     """Score requests from OpenRLHF's remote reward-model payload.
 
     Args:
-        body: the decoded JSON body (``query`` required; ``prompts``, ``labels`` and the context
-            lists optional).
+        body: the decoded JSON body (``query`` and ``prompts`` required unless ``query`` is
+            empty; ``labels`` and the context lists optional).
         strip: strings removed from the end of each response (e.g. the policy's EOS/pad tokens).
         diagnostic: the served scorer reads hidden fields.
 
@@ -239,6 +241,12 @@ def openrlhf_requests(
         raise PayloadError("query: expected a list of strings")
     n = len(queries)
     prompts = _list_field(body, "prompts", n)
+    if prompts is None and n:
+        raise PayloadError(
+            "prompts: missing; each query is prompt + response and without its prompt the "
+            "whole chat would be scored as the answer. Send 'prompts' (one per query, as "
+            "current OpenRLHF clients do) or post native items to /score"
+        )
     labels = _list_field(body, "labels", n)
     extra = {key: _list_field(body, plural, n) for key, plural in CONTEXT_LISTS.items()}
     out = []
