@@ -76,6 +76,9 @@ def test_sample_chain_runs_and_is_consistent(
     md = Path("report/report.md").read_text(encoding="utf-8")
     assert "## Best-of-N" in md and "## Benchmark vs downstream rank correlation" in md
     assert "## Personalization gap" in md
-    for png in ("leaderboard.png", "best_of_n_0.png", "correlation_0.png"):
+    pngs = ("leaderboard.png", "best_of_n_0.png", "correlation_0.png", "sensitivity.png",
+            "accuracy_by_rubric_aspects.png", "accuracy_by_profile_posts.png",
+            "accuracy_by_length_diff.png")
+    for png in pngs:
         assert Path("report", png).stat().st_size > 1000
-    assert Path("report/report.html").read_text(encoding="utf-8").count("base64,") == 3
+    assert Path("report/report.html").read_text(encoding="utf-8").count("base64,") == len(pngs)
