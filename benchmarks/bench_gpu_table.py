@@ -391,11 +391,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the whole table, print it (and write ``--json``); return the figures."""
     args = parse_args(argv)
     start = time.perf_counter()
-    import torch
     from transformers.utils import logging as hf_logging
 
+    verbosity = hf_logging.get_verbosity()
+    prbench_log = logging.getLogger("prbench")
+    level = prbench_log.level
     hf_logging.set_verbosity_error()
-    logging.getLogger("prbench").setLevel(logging.ERROR)  # back-offs are in the table's notes
+    prbench_log.setLevel(logging.ERROR)  # back-offs are in the table's notes
+    try:
+        return _run_table(args, start)
+    finally:  # the caller's logging (a test, a notebook) is left as it was
+        prbench_log.setLevel(level)
+        hf_logging.set_verbosity(verbosity)
+
+
+def _run_table(args: argparse.Namespace, start: float) -> dict[str, Any]:
+    """The body of :func:`main`, with its logging set."""
+    import torch
+
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if args.threads:
         torch.set_num_threads(args.threads)

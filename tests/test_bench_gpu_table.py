@@ -79,13 +79,18 @@ def test_token_slot_limit_refuses_calls_past_the_limit_and_restores_the_forward(
 
 
 def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
+    import logging
+
     out = tmp_path / "table.json"
+    prbench_log = logging.getLogger("prbench")
+    level = prbench_log.level
     result = bench_gpu_table.main([
         "--device", "cpu", "--shape", "tiny", "--pairs", "3", "--profile-pairs", "1",
         "--bon-prompts", "1", "--n", "3", "--chunks", "2,4", "--drift-pairs", "3",
         "--peak-size", "256", "--json", str(out),
     ])
     assert json.loads(out.read_text())["rows"] == json.loads(json.dumps(result["rows"]))
+    assert prbench_log.level == level  # the table quiets prbench's log only while it runs
     assert result["meta"]["dtype"] == "float32" and result["meta"]["device"] == "cpu"
     rows = result["rows"]
     sections = list(dict.fromkeys(r["section"] for r in rows))
