@@ -34,16 +34,18 @@ ratios of one run: absolute times vary between runs on a shared machine. Example
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import FlopModel, measure_peak_flops, non_embedding_params, timed
+from _common import FlopModel, flop_model, measure_peak_flops, timed
 
 FULL_SET_POSTS = 2830 * 125
 BACKENDS = ("torch", "int8", "onnx")
@@ -116,7 +118,7 @@ def _int8_copy(model):
     return clone
 
 
-def _parts(model) -> tuple:
+def _parts(model: Any) -> tuple[Any, Any, int, Any]:
     """``(transformer, tokenizer, max_length, pool)`` of a loaded encoder model.
 
     ``pool(hidden, mask)`` (torch tensors) turns the transformer's last hidden states into the
@@ -127,7 +129,7 @@ def _parts(model) -> tuple:
     if hasattr(st, "tokenizer") and hasattr(st, "max_seq_length"):  # a SentenceTransformer
         rest = list(st)[1:]
 
-        def st_pool(hidden, mask):
+        def st_pool(hidden: Any, mask: Any) -> Any:
             features = {"token_embeddings": hidden, "attention_mask": mask}
             for module in rest:
                 features = module(features)
@@ -135,25 +137,22 @@ def _parts(model) -> tuple:
 
         return st[0].auto_model, st.tokenizer, int(st.max_seq_length), st_pool
 
-    def mean_pool(hidden, mask):
+    def mean_pool(hidden: Any, mask: Any) -> Any:
         m = mask.unsqueeze(-1).to(hidden.dtype)
         return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
 
     return model.model, model.tokenizer, int(model.max_length), mean_pool
 
 
-def encoder_flop_model(transformer) -> FlopModel:
+def encoder_flop_model(transformer: Any) -> FlopModel:
     """The :class:`FlopModel` of an encoder: non-embedding parameters less the pooler.
 
     A BERT pooler runs on one token per text, not on every token, so it is left out.
     """
-    cfg = transformer.config
-    heads = int(cfg.num_attention_heads)
-    head_dim = int(getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
     pooler = getattr(transformer, "pooler", None)
     skip = sum(p.numel() for p in pooler.parameters()) if pooler is not None else 0
-    return FlopModel(non_embedding_params(transformer) - skip, int(cfg.num_hidden_layers),
-                     heads * head_dim)
+    whole = flop_model(transformer)
+    return dataclasses.replace(whole, params=whole.params - skip)
 
 
 def post_flops(flops: FlopModel, lengths: list[int]) -> int:
@@ -164,7 +163,7 @@ def post_flops(flops: FlopModel, lengths: list[int]) -> int:
 class _OnnxModel:
     """The onnx experiment: the transformer on onnxruntime, then the model's own pooling."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model: Any) -> None:
         import warnings
 
         import onnxruntime as ort
@@ -182,7 +181,7 @@ class _OnnxModel:
                 super().__init__()
                 self.inner = transformer
 
-            def forward(self, *inputs):
+            def forward(self, *inputs: Any) -> Any:
                 return self.inner(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
         axes = {n: {0: "batch", 1: "tokens"} for n in [*names, "hidden"]}
@@ -198,7 +197,7 @@ class _OnnxModel:
                                   dynamic_axes=axes, opset_version=17, dynamo=False)
             self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
-    def embed(self, texts, batch_size: int):
+    def embed(self, texts: list[str], batch_size: int) -> Any:
         """Embeddings in input order, longest texts batched first (as the torch path does)."""
         import numpy as np
         import torch
