@@ -23,6 +23,8 @@
   each. A whole sequence of ``T`` tokens is ``new = T, context = 0`` (``2NT + 2 L d_attn
   T (T + 1)``). :func:`floor_flops` charges each shared prompt once and each answer once from the
   prompt's cache, with no padding: the work no implementation can skip.
+  An encoder (no causal mask) costs ``2NT + 4 L d_attn T^2`` per sequence
+  (:meth:`FlopModel.bidirectional`).
 - :func:`measure_peak_flops` times a large square matmul in the run's dtype on the run's device
   (on a CPU, the faster of that dtype and fp32); MFU is then ``floor FLOPs / (wall seconds *
   peak)``.
@@ -162,6 +164,13 @@ class FlopModel:
         """FLOPs of ``new`` tokens after ``context`` cached tokens."""
         attention = 4 * self.layers * self.attn_dim * (new * context + new * (new + 1) // 2)
         return 2 * self.params * new + attention
+
+    def bidirectional(self, tokens: int) -> int:
+        """FLOPs of one ``tokens``-long sequence through an encoder, every token seeing all.
+
+        ``2 * N * T + 4 * L * d_attn * T * T``: each of the ``T`` tokens attends to ``T`` keys.
+        """
+        return 2 * self.params * tokens + 4 * self.layers * self.attn_dim * tokens * tokens
 
 
 def non_embedding_params(model: Any) -> int:

@@ -8,12 +8,24 @@ from a few topics per user, so retrieval has something to find) and, for each en
   of 256 (each step sorted by the model itself);
 - ``torch``: the encoder as it runs now (texts sorted longest first over the whole call);
 - ``int8``: an experiment that prbench does not ship: the same model with PyTorch's dynamic int8
-  quantisation of every linear layer (CPU only), to show whether it keeps the ranking.
+  quantisation of every linear layer (CPU only), to show whether it keeps the ranking;
+- ``onnx``: an experiment that prbench does not ship either: the encoder's transformer exported
+  to ONNX (``torch.onnx.export``, into a temporary folder) and run by onnxruntime on the CPU, with
+  the model's own pooling after it (when onnxruntime is not importable the row says so).
 
 Each row prints posts/s, the speed-up over ``before``, the top-k overlap of each record's ranking
-(question vs posts, dot product) with the ``torch`` ranking, the fitted cost per post (time =
-fixed + per-post x posts, from two sizes; ``torch`` only) and the projected time to embed the
-full test set (2,830 records x ~125 posts = ~354k posts). The cache is off for every timing.
+(question vs posts, dot product) with the ``torch`` ranking, the achieved GFLOP/s and MFU, the
+fitted cost per post (time = fixed + per-post x posts, from two sizes; ``torch`` only) and the
+projected time to embed the full test set (2,830 records x ~125 posts = ~354k posts). The cache
+is off for every timing.
+
+The compute ceiling, per encoder: the FLOPs of a post are ``2 N T + 4 L d_attn T^2`` (``N``
+non-embedding parameters without the pooler, ``T`` the post's real token count after truncation
+at the encoder's maximum length; see ``_common``), the peak is an fp32 square matmul timed in the
+same run (before and after each encoder's rows; the faster counts), MFU = achieved FLOP/s /
+peak, and the ceiling is the posts/s at 100% of that peak. The line after each encoder's rows
+says whether 3x the ``before`` rate lies above that ceiling (3x is within reach of a faster fp32
+path only where ``before`` runs below 33% MFU).
 Wall-clock timing with CUDA synchronisation; a warm-up pass loads each model first. Compare the
 ratios of one run: absolute times vary between runs on a shared machine. Example::
 
@@ -24,18 +36,21 @@ ratios of one run: absolute times vary between runs on a shared machine. Example
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import random
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import timed
+from _common import FlopModel, flop_model, measure_peak_flops, timed
 
 FULL_SET_POSTS = 2830 * 125
+BACKENDS = ("torch", "int8", "onnx")
 FUNCTION = [
     "the", "a", "of", "to", "in", "and", "with", "for", "on", "my", "i", "it", "is", "was", "have",
     "do", "can", "should", "but", "so", "this", "that", "when", "about", "because", "really",
@@ -105,6 +120,117 @@ def _int8_copy(model):
     return clone
 
 
+def _parts(model: Any) -> tuple[Any, Any, int, Any]:
+    """``(transformer, tokenizer, max_length, pool)`` of a loaded encoder model.
+
+    ``pool(hidden, mask)`` (torch tensors) turns the transformer's last hidden states into the
+    embeddings the model returns: the sentence-transformers modules after the transformer, or the
+    mean over real tokens.
+    """
+    st = getattr(model, "model", None)
+    if hasattr(st, "tokenizer") and hasattr(st, "max_seq_length"):  # a SentenceTransformer
+        rest = list(st)[1:]
+
+        def st_pool(hidden: Any, mask: Any) -> Any:
+            features = {"token_embeddings": hidden, "attention_mask": mask}
+            for module in rest:
+                features = module(features)
+            return features["sentence_embedding"]
+
+        return st[0].auto_model, st.tokenizer, int(st.max_seq_length), st_pool
+
+    def mean_pool(hidden: Any, mask: Any) -> Any:
+        m = mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+
+    return model.model, model.tokenizer, int(model.max_length), mean_pool
+
+
+def encoder_flop_model(transformer: Any) -> FlopModel:
+    """The :class:`FlopModel` of an encoder: non-embedding parameters less the pooler.
+
+    A BERT pooler runs on one token per text, not on every token, so it is left out.
+    """
+    pooler = getattr(transformer, "pooler", None)
+    skip = sum(p.numel() for p in pooler.parameters()) if pooler is not None else 0
+    whole = flop_model(transformer)
+    return dataclasses.replace(whole, params=whole.params - skip)
+
+
+def post_flops(flops: FlopModel, lengths: list[int]) -> int:
+    """FLOPs to encode texts of these token counts, each alone and without padding."""
+    return sum(flops.bidirectional(n) for n in lengths)
+
+
+class _OnnxModel:
+    """The onnx experiment: the transformer on onnxruntime, then the model's own pooling."""
+
+    def __init__(self, model: Any) -> None:
+        import warnings
+
+        import onnxruntime as ort
+        import torch
+
+        self.transformer, self.tokenizer, self.max_length, self.pool = _parts(model)
+        self.dim = model.dim
+        sample = self.tokenizer(["hello world", "a longer second text"], padding=True,
+                                return_tensors="pt")
+        self.names = list(sample.keys())
+        names, transformer = self.names, self.transformer
+
+        class Wrapper(torch.nn.Module):  # positional inputs -> the model's keyword arguments
+            def __init__(self) -> None:
+                super().__init__()
+                self.inner = transformer
+
+            def forward(self, *inputs: Any) -> Any:
+                return self.inner(**dict(zip(names, inputs, strict=True))).last_hidden_state
+
+        axes = {n: {0: "batch", 1: "tokens"} for n in [*names, "hidden"]}
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = torch.get_num_threads()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        with tempfile.TemporaryDirectory(prefix="prbench-onnx-") as folder:
+            path = os.path.join(folder, "encoder.onnx")
+            with torch.no_grad(), warnings.catch_warnings():  # tracer notes, legacy exporter
+                warnings.simplefilter("ignore")
+                torch.onnx.export(Wrapper().eval(), tuple(sample[n] for n in names), path,
+                                  input_names=names, output_names=["hidden"],
+                                  dynamic_axes=axes, opset_version=17, dynamo=False)
+            self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: list[str], batch_size: int) -> Any:
+        """Embeddings in input order, longest texts batched first (as the torch path does)."""
+        import numpy as np
+        import torch
+
+        lengths = self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
+                                 verbose=False)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: (-len(lengths[i]), i))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                   max_length=self.max_length, return_tensors="np")
+            feeds = {n: batch[n].astype(np.int64) for n in self.names}
+            hidden = self.session.run(None, feeds)[0]
+            with torch.inference_mode():
+                pooled = self.pool(torch.from_numpy(hidden),
+                                   torch.from_numpy(feeds["attention_mask"]))
+            out[idx] = pooled.float().numpy()
+        return out
+
+
+def _onnx_missing() -> str | None:
+    """Why the onnx experiment cannot run here, or ``None``."""
+    import importlib.util
+
+    for name in ("onnxruntime", "onnx"):
+        if importlib.util.find_spec(name) is None:
+            return f"{name} not installed"
+    return None
+
+
 def _before(encoder, texts: list[str]):
     """The encoder's model fed in record order, 256 texts per step (the old order of work)."""
     import numpy as np
@@ -134,17 +260,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="minilm",
                         help="comma list: minilm, contriever, a hub id or a folder")
-    parser.add_argument("--backends", default="torch,int8",
-                        help="comma list: torch, int8 (the experiment, not shipped)")
+    parser.add_argument("--backends", default="torch,int8,onnx",
+                        help="comma list: torch, int8, onnx (the experiments, not shipped)")
     parser.add_argument("--records", type=int, default=4)
     parser.add_argument("--max-posts", type=int, default=60)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--k", default="5,10")
     args = parser.parse_args()
+    backends = args.backends.split(",")
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        parser.error(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["PRBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="prbench-bench-")
 
+    from prbench.devices import torch_device
     from prbench.profiles.embed import Encoder, EncoderSpec, ModelUnavailableError
 
     records = make_records(args.records, args.max_posts)
@@ -153,38 +284,53 @@ def main() -> None:
     half = texts[: len(texts) // 2]
     ks = [int(k) for k in args.k.split(",")]
     words = sum(len(t.split()) for t in texts) / len(texts)
+    device = torch_device(args.device)
+    peak = measure_peak_flops(device, "float32")
     print(f"{len(records)} records, {len(texts)} posts (mean {words:.0f} words), "
-          f"device {args.device}, batch {args.batch_size}; cache off")
+          f"device {args.device}, batch {args.batch_size}; cache off; "
+          f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s")
     head = f"{'model':<12} {'path':<7} {'posts/s':>8} {'vs before':>9} " + " ".join(
-        f"{'top' + str(k):>6}" for k in ks) + f" {'s/post':>8} {'fixed s':>8} {'full set':>9}"
+        f"{'top' + str(k):>6}" for k in ks) + (f" {'GFLOP/s':>8} {'MFU':>6} {'s/post':>8} "
+                                               f"{'fixed s':>8} {'full set':>9}")
     print(head)
     for model in args.models.split(","):
         rows: dict[str, tuple[float, object, object, str]] = {}
-        for path in ["before", *args.backends.split(",")]:
+        per_post = 0.0
+        for path in ["before", *backends]:
             backend = "torch" if path == "before" else path
-            if backend == "int8" and not args.device.startswith("cpu"):
-                print(f"{model:<12} {path:<7} skipped: int8 runs on a CPU only")
+            if backend in ("int8", "onnx") and device.type != "cpu":
+                print(f"{model:<12} {path:<7} skipped: the {backend} experiment runs on a CPU only")
+                continue
+            if backend == "onnx" and (why := _onnx_missing()):
+                print(f"{model:<12} {path:<7} {why}")
                 continue
             try:
                 enc = Encoder(EncoderSpec(model=model), device=args.device,
                               batch_size=args.batch_size, cache=False)
                 if backend == "int8":  # a private copy of the model, quantised in place
                     enc._model = _int8_copy(enc._get_model())
+                elif backend == "onnx":  # exported into a temporary folder, then loaded
+                    enc._model = _OnnxModel(enc._get_model())
                 enc.encode(texts[:8])  # warm-up: load the model, first kernels
             except ModelUnavailableError as exc:
                 print(f"{model:<12} skipped: {exc}")
                 break
             if path == "before":
+                transformer, tokenizer, max_length, _ = _parts(enc._get_model())
+                lengths = [len(ids) for ids in tokenizer(
+                    texts, truncation=True, max_length=max_length, verbose=False)["input_ids"]]
+                per_post = post_flops(encoder_flop_model(transformer), lengths) / len(texts)
+                tokens = sum(lengths) / len(lengths)
                 secs, posts = timed(lambda enc=enc: _before(enc, texts), args.device)
             else:
                 secs, posts = timed(lambda enc=enc: enc.encode(texts), args.device)
             rate = len(texts) / secs
             if path == "torch":  # time = fixed + per_post x posts, from two sizes
                 t_half, _ = timed(lambda enc=enc: enc.encode(half), args.device)
-                per_post = (secs - t_half) / (len(texts) - len(half))
-                fixed = max(0.0, secs - per_post * len(texts))
-                fit = (f" {per_post:>8.4f} {fixed:>8.2f} "
-                       f"{(fixed + per_post * FULL_SET_POSTS) / 3600:>8.2f}h")
+                cost = (secs - t_half) / (len(texts) - len(half))
+                fixed = max(0.0, secs - cost * len(texts))
+                fit = (f" {cost:>8.4f} {fixed:>8.2f} "
+                       f"{(fixed + cost * FULL_SET_POSTS) / 3600:>8.2f}h")
             else:
                 fit = f" {'':>8} {'':>8} {FULL_SET_POSTS / rate / 3600:>8.2f}h"
             rows[path] = (rate, enc.encode(questions), posts, fit)
@@ -192,13 +338,24 @@ def main() -> None:
             continue
         _, ref_q, ref_p, _ = rows["torch"]
         base = rows["before"][0]
+        # timed again after the rows: on a shared machine the best of the two is the fairer peak
+        peak = max(peak, measure_peak_flops(device, "float32"))
         for path, (rate, q, posts, fit) in rows.items():
             overlaps = [_overlap(records, q, posts, ref_q, ref_p, k) for k in ks]
+            achieved = rate * per_post
             print(f"{model:<12} {path:<7} {rate:>8.1f} {rate / base:>8.2f}x "
-                  + " ".join(f"{o:>6.3f}" for o in overlaps) + fit)
+                  + " ".join(f"{o:>6.3f}" for o in overlaps)
+                  + f" {achieved / 1e9:>8.1f} {achieved / peak:>6.1%}" + fit)
+        ceiling = peak / per_post
+        verdict = "ABOVE the ceiling: out of reach" if 3 * base > ceiling else "below the ceiling"
+        print(f"{model:<12} ceiling: peak {peak / 1e9:.1f} GFLOP/s (best of the run), "
+              f"{per_post / 1e9:.3f} GFLOP/post (mean {tokens:.0f} tokens, "
+              f"truncated at {max_length}) -> {ceiling:.1f} posts/s at 100% of the peak; "
+              f"3x before = {3 * base:.1f} posts/s is {verdict} "
+              f"({3 * base / ceiling:.0%} of it)")
     print("overlap: share of each record's top-k posts (vs the torch ranking) kept; "
+          "MFU: real-token FLOPs (no padding) / wall time / fp32 matmul peak; "
           "full set: 2,830 records x ~125 posts")
-
 
 if __name__ == "__main__":
     main()
