@@ -29,19 +29,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.commands import positive_int
+
 #: ``prbench.cli`` passes the arguments it does not know (lm-eval's) in ``args.extra_args``
 ACCEPTS_EXTRA_ARGS = True
 
-
-def _positive_int(text: str) -> int:
-    """The type of a count option: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _fraction(text: str) -> float:
@@ -77,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also print lm-eval's own results tables (prbench's summary is the results table)",
     )
     parser.add_argument(
-        "--bootstrap_resamples", type=_positive_int, default=DEFAULT_RESAMPLES, metavar="N",
+        "--bootstrap_resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="N",
         help="bootstrap resamples of the summary's confidence intervals",
     )
     parser.add_argument(

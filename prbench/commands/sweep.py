@@ -19,25 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+from prbench.commands import positive_int, positive_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="output folder (default: the sweep file's output_path, else results/sweep-<name>)",
     )
     parser.add_argument(
-        "--limit", type=_positive, default=None, metavar="N",
+        "--limit", type=positive_number, default=None, metavar="N",
         help="pairs per task for every cell (a fraction below 1 = share of the pairs), over the "
         "sweep file's limit (default: the file's, else every pair)",
     )
@@ -65,21 +47,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the cells, pairs, scored tokens and GPU-hours per cell; run nothing (offline)",
     )
     parser.add_argument(
-        "--tokens_per_s", type=_positive, default=None, metavar="N",
+        "--tokens_per_s", type=positive_number, default=None, metavar="N",
         help="--dry_run: scoring throughput for GPU-hours (default: the scorer's estimate in the "
         "sweep file, else an H100 figure computed from its params_b)",
     )
     parser.add_argument(
-        "--tokens_per_word", type=_positive, default=DEFAULT_TOKENS_PER_WORD, metavar="X",
+        "--tokens_per_word", type=positive_number, default=DEFAULT_TOKENS_PER_WORD, metavar="X",
         help=f"--dry_run: tokens per word (default: {DEFAULT_TOKENS_PER_WORD:g})",
     )
     parser.add_argument(
-        "--post_words", type=_positive, default=DEFAULT_POST_WORDS, metavar="N",
+        "--post_words", type=positive_number, default=DEFAULT_POST_WORDS, metavar="N",
         help="--dry_run: words per profile post where the statistics have none (default: "
         f"{DEFAULT_POST_WORDS:g}, the bundled sample's mean)",
     )
     parser.add_argument(
-        "--bootstrap_resamples", type=_positive_int, default=DEFAULT_RESAMPLES, metavar="N",
+        "--bootstrap_resamples", type=positive_int, default=DEFAULT_RESAMPLES, metavar="N",
         help="bootstrap resamples of the table's intervals",
     )
     parser.add_argument("--bootstrap_seed", type=int, default=0, metavar="SEED",
