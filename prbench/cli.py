@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from prbench import __version__
+from prbench.errors import PrbenchUserError, one_line
 
 #: the old output flags, still accepted (with a note) where a command has ``--output_path``
 OLD_OUTPUT_FLAGS = ("--output", "--output_dir", "--output-dir")
@@ -336,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except user_errors() as exc:
+    except PrbenchUserError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     finally:  # in-process callers (tests, notebooks) get their environment back
@@ -361,37 +362,6 @@ def quiet_progress(no_progress: bool) -> None:
         disable_progress()
     if not progress_enabled():
         os.environ.setdefault("TQDM_DISABLE", "1")
-
-
-def user_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions that mean bad input, options or ids: shown as one line, never a traceback.
-
-    :class:`prbench.records.DataSourceError` and :class:`~prbench.records.RecordValidationError`
-    (unreadable or invalid data), :class:`prbench.options.OptionsError`, and the plugin registry's
-    :class:`~prbench.plugins.UnknownComponentError` (unknown or ambiguous ids) and
-    :class:`~prbench.plugins.PluginError` (a factory that does not fit its registration, or a
-    plugin's scorer or profile builder that raised or returned garbage: the message names the
-    plugin and the component), :class:`prbench.backends.base.BackendFatalError` (a judge's server
-    rejects the key, does not know the model, or cannot be reached), and
-    :class:`prbench.store.StoreError` (a damaged score, embedding or response cache file; the
-    message names it and the ways out), and
-    :class:`prbench.scoring.runtime.ScorerOutOfMemoryError` (one request that does not fit in
-    accelerator memory even alone; the message names its record and what to lower).
-    """
-    from prbench.backends.base import BackendFatalError
-    from prbench.options import OptionsError
-    from prbench.plugins import PluginError, UnknownComponentError
-    from prbench.records import DataSourceError, RecordValidationError
-    from prbench.scoring.runtime import ScorerOutOfMemoryError
-    from prbench.store import StoreError
-
-    return (DataSourceError, RecordValidationError, OptionsError, UnknownComponentError,
-            PluginError, BackendFatalError, StoreError, ScorerOutOfMemoryError)
-
-
-def one_line(exc: BaseException) -> str:
-    """The exception's message (a multi-line message is kept: it lists one problem a line)."""
-    return str(exc) or type(exc).__name__
 
 
 if __name__ == "__main__":  # pragma: no cover

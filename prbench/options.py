@@ -15,13 +15,15 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
+from prbench.errors import PrbenchUserError
+
 T = TypeVar("T")
 
 _TRUE = {"true", "1", "yes", "on", "y"}
 _FALSE = {"false", "0", "no", "off", "n"}
 
 
-class OptionsError(ValueError):
+class OptionsError(PrbenchUserError, ValueError):
     """An option given to a component is unknown, missing or of the wrong type."""
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import pluggy
 
 from prbench import hookspecs
+from prbench.errors import PrbenchUserError
 from prbench.factory_check import callable_problem, factory_problem
 from prbench.options import OptionsError, describe_options, parse_options, suggest
 
@@ -50,11 +51,11 @@ COMPONENT_HOOKS: dict[str, str] = {
 KINDS = tuple(COMPONENT_HOOKS.values())
 
 
-class PluginError(RuntimeError):
+class PluginError(PrbenchUserError, RuntimeError):
     """A problem with the set of loaded plugins (e.g. two plugins registered one name)."""
 
 
-class UnknownComponentError(KeyError):
+class UnknownComponentError(PrbenchUserError, KeyError):
     """A component id matches no registered component."""
 
     def __str__(self) -> str:

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from prbench.errors import PrbenchUserError
 from prbench.jsonio import (
     COMPRESSED,
     SUFFIXES,
@@ -92,7 +93,7 @@ PREFERENCES_SAMPLE_DIR = Path(__file__).parent / "data" / "preferences_sample" /
 NAMED_SOURCES = {"sample": SAMPLE_DIR, "preferences_sample": PREFERENCES_SAMPLE_DIR}
 
 
-class RecordValidationError(ValueError):
+class RecordValidationError(PrbenchUserError, ValueError):
     """The input has problems; ``issues`` lists every one."""
 
     def __init__(self, issues: Sequence[Issue], *, limit: int = 25) -> None:
@@ -103,7 +104,7 @@ class RecordValidationError(ValueError):
         super().__init__(f"{len(self.issues)} problem(s) in the input:\n{shown}{tail}")
 
 
-class DataSourceError(ValueError):
+class DataSourceError(PrbenchUserError, ValueError):
     """The data source cannot be found or reached."""
 
 

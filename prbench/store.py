@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from prbench.errors import PrbenchUserError
+
 T = TypeVar("T")
 
 #: Version of the store's own layout (the ``meta`` table); bumped only if that changes.
@@ -37,7 +39,7 @@ IN_CHUNK = 500
 _META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
 
-class StoreError(RuntimeError):
+class StoreError(PrbenchUserError, RuntimeError):
     """A cache file that cannot be used (damaged, not a database, or another schema)."""
 
 

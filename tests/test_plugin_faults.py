@@ -85,7 +85,7 @@ SCORER_FAULTS = {
 def test_scorer_fault_is_one_error_naming_plugin_and_component(
     registry: PluginRegistry, mode: str
 ) -> None:
-    from prbench.cli import user_errors
+    from prbench.errors import PrbenchUserError
 
     options = {"mode": mode, "fail_after": 0, "cache": False}
     with (
@@ -96,7 +96,7 @@ def test_scorer_fault_is_one_error_naming_plugin_and_component(
     message = str(info.value)
     assert message.startswith(SCORER) and SCORER_FAULTS[mode] in message, message
     assert "\n" not in message
-    assert isinstance(info.value, user_errors())  # shown as one line by every command
+    assert isinstance(info.value, PrbenchUserError)  # shown as one line by every command
 
 
 def test_nan_numpy_and_tensor_scores_are_numbers() -> None:
@@ -154,7 +154,7 @@ BUILDER_FAULTS = {
 def test_profile_builder_garbage_is_one_error_naming_builder_and_record(
     registry: PluginRegistry, mode: str
 ) -> None:
-    from prbench.cli import user_errors
+    from prbench.errors import PrbenchUserError
 
     component = registry.get("profile-builder", "garbage")
     what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
@@ -163,7 +163,7 @@ def test_profile_builder_garbage_is_one_error_naming_builder_and_record(
         build_views(component.build({"mode": mode}), records, what)
     message = str(info.value)
     assert message.startswith(BUILDER) and BUILDER_FAULTS[mode] in message, message
-    assert isinstance(info.value, user_errors()) and isinstance(info.value, ValueError)
+    assert isinstance(info.value, PrbenchUserError) and isinstance(info.value, ValueError)
 
 
 def test_a_valid_view_passes(registry: PluginRegistry) -> None:

@@ -25,6 +25,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
+from prbench.errors import PrbenchUserError
+
 Chat = list[dict[str, str]]
 
 
@@ -110,7 +112,7 @@ def truncation_failure(reply: str, max_new_tokens: int | None = None) -> Generat
     )
 
 
-class BackendFatalError(RuntimeError):
+class BackendFatalError(PrbenchUserError, RuntimeError):
     """An error that concerns every request of the run, so the run stops (one-line message).
 
     Raised for a rejected API key (401/403), an unknown model or route (404), a TLS failure, or a

@@ -303,7 +303,7 @@ def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
-    from prbench.cli import one_line, user_errors
+    from prbench.errors import PrbenchUserError, one_line
     from prbench.harness.lm_eval_args import (
         USE_CACHE_REFUSED,
         json_flag_problem,
@@ -311,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from prbench.plugins import get_registry
 
-    expected = user_errors()
+    expected = PrbenchUserError
     registry = get_registry(getattr(args, "plugin", None) or ())
     from prbench.harness import bridge
 

@@ -251,9 +251,9 @@ def clean_errors_hook(previous: Callable[..., Any]) -> Callable[..., Any]:
     """A ``sys.excepthook`` that prints prbench's user errors as one line, others as before."""
 
     def hook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-        from prbench.cli import one_line, user_errors
+        from prbench.errors import PrbenchUserError, one_line
 
-        if isinstance(exc, user_errors()):
+        if isinstance(exc, PrbenchUserError):
             sys.stderr.write(f"error: {one_line(exc)}\n")
             return
         fixed = lm_eval_error_fix(exc, sys.argv[1:])

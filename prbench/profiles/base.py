@@ -115,12 +115,12 @@ def build_views(
             than records, or a view that is not a valid :class:`ProfileView` (wrong type, text
             not a string, items not posts, a token count that is not a whole number, ...).
     """
-    from prbench.cli import user_errors
+    from prbench.errors import PrbenchUserError
 
     try:
         views = builder.build(records)
     except Exception as exc:
-        if isinstance(exc, user_errors()):
+        if isinstance(exc, PrbenchUserError):
             raise
         message = " ".join(str(exc).split()) or "(no message)"
         raise ProfileBuilderFaultError(

@@ -156,9 +156,9 @@ def scorer_fault(exc: Exception, label: str, batch: Sequence[Any], kept: int = 0
         batch: the requests of the failed call.
         kept: scores committed to the score cache before it (said in the message when > 0).
     """
-    from prbench.cli import user_errors
+    from prbench.errors import PrbenchUserError
 
-    if isinstance(exc, user_errors()):
+    if isinstance(exc, PrbenchUserError):
         return exc
     ids = list(dict.fromkeys(str(getattr(r, "record_id", "?")) for r in batch))
     more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""

@@ -30,13 +30,15 @@ import logging
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from prbench.errors import PrbenchUserError
+
 logger = logging.getLogger(__name__)
 
 #: Successes in a row at a lowered limit before it doubles again (see :class:`AdaptiveLimit`).
 GROW_AFTER = 8
 
 
-class ScorerOutOfMemoryError(RuntimeError):
+class ScorerOutOfMemoryError(PrbenchUserError, RuntimeError):
     """A single request does not fit in accelerator memory, even alone."""
 
 
