@@ -117,3 +117,20 @@ def test_prbench_data_missing_folder(tmp_path: Path) -> None:
 def test_plain_lm_eval_without_model_prbench(tmp_path: Path) -> None:
     line = _one_error(["--tasks", SAMPLE, "--limit", "1"], tmp_path, lm_eval=True)
     assert "add --model prbench" in line and "not by --model hf (lm-eval's default)" in line
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ('{"prbench_data": ""}', "error: prbench_data is empty: give a file, a folder, `sample` "
+         "or a hub dataset id, or leave the key out"),  # was: the bundled sample, silently
+        ('{"prbench_data": 123}', "error: prbench_data must be a path string (a file, a folder, "
+         "`sample` or a hub dataset id), got int 123"),  # was: "123: no such file or folder"
+        ("[1, 2]", "error: --metadata must be a JSON object ({\"key\": value, ...}) or "
+         "key=value pairs, got a JSON array: '[1, 2]'"),
+    ],
+)
+def test_eval_metadata_values_that_misled(metadata: str, expected: str, tmp_path: Path) -> None:
+    line = _one_error(["eval", "--tasks", "personalized_rewardbench_sample", "--limit", "1",
+                       "--model_args", "scorer=length", "--metadata", metadata], tmp_path)
+    assert line.startswith(expected), line

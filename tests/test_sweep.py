@@ -321,3 +321,110 @@ def test_second_in_process_eval_builds_profiles(tmp_path: Path, capsys) -> None:
     found = sorted((out / "prbench-profile-words").glob("results_*.json"))
     data = json.loads(found[0].read_text(encoding="utf-8"))["config"]["prbench"]["data"]
     assert {d["profile_builder"]["status"] for d in data} == {"built"}
+
+
+_GRID = "scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
+
+
+@pytest.mark.parametrize(
+    "eval_args",
+    [
+        ["--model-args", "scorer=constant"],
+        ["--model_args=scorer=constant"],
+        ["--model-args=scorer=constant"],
+        ["--model_arg", "scorer=constant"],  # an abbreviation lm-eval's parser accepts
+        ["-a", "scorer=constant"],
+        ["--batch_size", "2", "-o", "elsewhere"],
+        ["--output", "elsewhere"],  # the old output flag, still read as --output_path
+        ["--log-samples"],
+        ["-t", "personalized_rewardbench_sample"],
+        ["--config", "other.yaml"],
+    ],
+)
+def test_every_spelling_of_a_sweep_flag_is_refused(eval_args: list[str], tmp_path: Path,
+                                                   capsys) -> None:
+    """eval_args are parsed as `prbench eval` parses them: no spelling slips past the check (a
+    passed --model-args would make the row labelled `length` the scores of `constant`)."""
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(_GRID + f"eval_args: {yaml.safe_dump(eval_args, default_flow_style=True)}",
+                    encoding="utf-8")
+    code, _, err = run_eval(["sweep", str(path), "--dry_run"], capsys)
+    assert code == 1 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: eval_args ")
+    assert "set by the sweep itself" in lines[0]
+
+
+def test_eval_args_the_sweep_does_not_set_are_kept(tmp_path: Path) -> None:
+    from prbench.harness.sweep import load_sweep
+
+    path = tmp_path / "s.yaml"
+    path.write_text(_GRID + "eval_args: ['--batch-size', '4', '--max_invalid', '0.5']\n",
+                    encoding="utf-8")
+    assert load_sweep(path).eval_args == ("--batch-size", "4", "--max_invalid", "0.5")
+    path.write_text(_GRID + "eval_args: ['--no_such_flag']\n", encoding="utf-8")
+    with pytest.raises(Exception, match="not valid `prbench eval` arguments: unrecognized"):
+        load_sweep(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("scorers: [{name: a, model_args: 'scorer=length,unit=words'},\n"
+         "          {name: b, model_args: {unit: words, scorer: length}}]\n"
+         "conditions: [{tasks: x}]\n",
+         "scorers 'a' and 'b' have the same model_args: their cells would be identical"),
+        ("scorers: [{model_args: {scorer: length}}]\n"
+         "conditions: [{name: p, tasks: x, metadata: {prbench_profile_k: 2}},\n"
+         "             {name: q, tasks: [x], metadata: {prbench_profile_k: 2}}]\n",
+         "conditions 'p' and 'q' have the same tasks and metadata"),
+        (_GRID.replace("{tasks: x}", "{tasks: x, metadata: {prbench_data: 2024-01-02}}"),
+         "conditions[0].metadata.prbench_data: 2024-01-02 is a YAML date, not a JSON value"),
+        (_GRID + "metadata: {1: x}\n",
+         "metadata: the key 1 is not a string (int); keys must be strings"),
+        ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+         "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+         + _GRID, "an alias (*a) is not allowed in a sweep file"),
+    ],
+)
+def test_sweep_files_that_would_mislead(tmp_path: Path, capsys, text: str, message: str
+                                        ) -> None:
+    """Twin cells, values JSON cannot carry and YAML aliases (an expansion bomb) are one error
+    line naming the file and field, before anything runs."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    code, _, err = run_eval(["sweep", str(path), "-o", str(tmp_path / "out")], capsys)
+    assert code == 1 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_joined_condition_folders_cannot_clash(tmp_path: Path, capsys) -> None:
+    """Conditions a, b and a+b: under --reuse_model a and b run together in the folder a+b, the
+    folder of condition a+b. Refused before anything runs; and a later run without
+    --reuse_model does not delete the results a finished cell keeps there."""
+    conditions = [{"name": "a", "tasks": NONE}, {"name": "b", "tasks": OWN},
+                  {"name": "a+b", "tasks": [NONE, OWN]}]
+    sweep = _sweep_file(tmp_path / "grid.yaml", [{"model_args": {"scorer": "length"}}],
+                        conditions, limit=1)
+    out = tmp_path / "out"
+    code, _, err = run_eval(["sweep", str(sweep), "-o", str(out), "--reuse_model"], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert "condition 'a+b' of scorer 'length' would share its folder" in err
+    assert not out.exists()
+    # a and b finished together (folder runs/length/a+b), then a+b is added, run separately
+    first = _sweep_file(tmp_path / "first.yaml", [{"model_args": {"scorer": "length"}}],
+                        conditions[:2], limit=1)
+    code, _, err = run_eval(["sweep", str(first), "-o", str(out), "--reuse_model",
+                             "--no_report"], capsys)
+    assert code == 0, err
+    kept = sorted((out / "runs" / "length" / "a+b").rglob("*.json"))
+    assert kept
+    code, _, err = run_eval(["sweep", str(sweep), "-o", str(out), "--no_report"], capsys)
+    assert code == 1 and "Traceback" not in err
+    assert "which holds the results of cell length/a" in err
+    assert sorted((out / "runs" / "length" / "a+b").rglob("*.json")) == kept
+    assert _record(out, "length", "a")["status"] == "done"

@@ -26,7 +26,8 @@ def json_flag_problem(argv: Sequence[str]) -> str | None:
 
     lm-eval reads ``--model_args``, ``--metadata`` and ``--gen_kwargs`` as a JSON object when the
     value starts with ``{`` and otherwise raises ``ValueError: Invalid JSON: ...`` without naming
-    the flag or the position. The message here names both.
+    the flag or the position. The message here names both. A JSON array (``'[1, 2]'``) is
+    refused as not an object (lm-eval would call it a malformed ``key=value``).
     """
     args = list(argv)
     for i, arg in enumerate(args):
@@ -35,18 +36,31 @@ def json_flag_problem(argv: Sequence[str]) -> str | None:
             continue
         if not eq:
             value = args[i + 1] if i + 1 < len(args) else ""
+        if value.lstrip().startswith("["):
+            try:
+                parsed = json.loads(value)
+            except json.JSONDecodeError:
+                continue  # not JSON: lm-eval's own key=value message applies
+            return (
+                f"{flag} must be a JSON object ({{\"key\": value, ...}}) or key=value pairs, "
+                f"got a JSON {'array' if isinstance(parsed, list) else type(parsed).__name__}: "
+                f"{_cut(value)!r}"
+            )
         if not value.lstrip().startswith("{"):
             continue
         try:
             json.loads(value)
         except json.JSONDecodeError as exc:
-            shown = value if len(value) <= 80 else value[:79] + "…"
             return (
                 f"{flag}: invalid JSON at line {exc.lineno} column {exc.colno} (character "
-                f"{exc.pos}): {exc.msg}, in {shown!r}; JSON needs double quotes around keys and "
-                "strings"
+                f"{exc.pos}): {exc.msg}, in {_cut(value)!r}; JSON needs double quotes around keys "
+                "and strings"
             )
     return None
+
+
+def _cut(value: str) -> str:
+    return value if len(value) <= 80 else value[:79] + "…"
 
 
 def option_text(text: str) -> str:

@@ -49,10 +49,10 @@ SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "condi
 SCORER_KEYS = ("name", "model_args", "estimate")
 CONDITION_KEYS = ("name", "tasks", "metadata", "description")
 ESTIMATE_KEYS = ("params_b", "tokens_per_s", "generated_tokens")
-#: the grid, as resolved, is written here at the start of every sweep (``prbench report`` reads it)
-#: flags the sweep sets itself; given in ``eval_args`` they are an error
-OWN_FLAGS = ("--tasks", "--model", "--model_args", "--output_path", "--metadata", "--limit",
-             "--log_samples")
+#: the ``lm_eval run`` options the sweep sets itself (by argparse dest; ``config`` would replace
+#: them all); set in ``eval_args`` under any spelling they are an error
+OWN_OPTIONS = ("tasks", "model", "model_args", "output_path", "metadata", "limit",
+               "log_samples", "config")
 
 
 class SweepFileError(DataSourceError):
@@ -179,6 +179,94 @@ def _limit(value: Any, path: Path) -> float | None:
     return float(value)
 
 
+def _sweep_loader() -> type:
+    """PyYAML's safe loader without aliases: ``*name`` is refused where it is read.
+
+    An alias repeats a node without copying its text, so a few lines of nested aliases expand to
+    billions of values (an alias-expansion bomb) before any check could run; a sweep file has no
+    need of them.
+    """
+    import yaml
+
+    class SweepLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, f"an alias (*{event.anchor}) is not allowed in a sweep file: "
+                    "write the value out", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return SweepLoader
+
+
+def _check_json(value: Any, path: Path, where: str) -> None:
+    """Refuse what JSON cannot carry (``--metadata`` is JSON), naming the field.
+
+    A key that is not a string, a YAML date or any other non-JSON value would end the run in a
+    traceback when the metadata is written as JSON.
+    """
+    if isinstance(value, dict):
+        for key, val in value.items():
+            if not isinstance(key, str):
+                raise SweepFileError(_where(path, f"{where}: the key {key!r} is not a "
+                                                  f"string ({type(key).__name__}); keys must be "
+                                                  f"strings (quote it: '{key}')"))
+            _check_json(val, path, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, val in enumerate(value):
+            _check_json(val, path, f"{where}[{i}]")
+    elif value is not None and not isinstance(value, str | int | float | bool):
+        raise SweepFileError(_where(path, f"{where}: {value!s} is a YAML "
+                                          f"{type(value).__name__}, not a JSON value; quote it "
+                                          f"('{value!s}') to pass it as text"))
+
+
+def _check_eval_args(eval_args: Sequence[str], path: Path) -> None:
+    """Parse ``eval_args`` as ``prbench eval`` does; refuse options the sweep sets itself."""
+    from prbench.commands.eval import lm_eval_flags_given
+    from prbench.options import OptionsError
+
+    try:
+        given = lm_eval_flags_given(eval_args)
+    except OptionsError as exc:
+        raise SweepFileError(_where(path, f"eval_args {list(eval_args)}: {exc}")) from None
+    own = [f"--{dest}" for dest in given if dest in OWN_OPTIONS]
+    if own:
+        raise SweepFileError(_where(path, f"eval_args {list(eval_args)}: {', '.join(own)} "
+                                          f"{'is' if len(own) == 1 else 'are'} set by the sweep "
+                                          "itself (use scorers/conditions/limit)"))
+
+
+def _no_twins(scorers: Sequence[Scorer], conditions: Sequence[Condition], path: Path) -> None:
+    """Refuse two scorers with the same options, or two conditions with equal tasks and metadata.
+
+    They would make identical cells under two labels; the error names both.
+    """
+    from prbench.options import OptionsError, parse_kv_string
+
+    seen: dict[str, str] = {}
+    for scorer in scorers:
+        try:
+            key = json.dumps(parse_kv_string(scorer.model_args), sort_keys=True)
+        except OptionsError as exc:
+            raise SweepFileError(_where(path, f"scorer {scorer.name!r}: model_args: {exc}")) \
+                from None
+        if key in seen:
+            raise SweepFileError(_where(path, f"scorers {seen[key]!r} and {scorer.name!r} have "
+                                              "the same model_args: their cells would be "
+                                              "identical; remove one"))
+        seen[key] = scorer.name
+    seen = {}
+    for condition in conditions:
+        key = json.dumps([list(condition.tasks), condition.metadata], sort_keys=True)
+        if key in seen:
+            raise SweepFileError(_where(path, f"conditions {seen[key]!r} and {condition.name!r} "
+                                              "have the same tasks and metadata: their cells "
+                                              "would be identical; remove one"))
+        seen[key] = condition.name
+
+
 def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     """Read and check a sweep file.
 
@@ -189,7 +277,7 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
 
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=_sweep_loader())
     except OSError as exc:
         raise SweepFileError(f"{file}: cannot read the sweep file ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
@@ -201,13 +289,11 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     shared_meta = data.get("metadata") or {}
     if not isinstance(shared_meta, dict):
         raise SweepFileError(_where(file, "metadata must be a mapping"))
+    _check_json(shared_meta, file, "metadata")
     eval_args = data.get("eval_args") or []
     if not isinstance(eval_args, list) or not all(isinstance(a, str) for a in eval_args):
         raise SweepFileError(_where(file, "eval_args must be a list of strings"))
-    for arg in eval_args:
-        if arg.split("=", 1)[0] in OWN_FLAGS:
-            raise SweepFileError(_where(file, f"eval_args: {arg.split('=', 1)[0]} is set by the "
-                                              "sweep itself (use scorers/conditions/limit)"))
+    _check_eval_args(eval_args, file)
     scorers = []
     raw_scorers = data.get("scorers")
     if not isinstance(raw_scorers, list) or not raw_scorers:
@@ -240,10 +326,12 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         meta = entry.get("metadata") or {}
         if not isinstance(meta, dict):
             raise SweepFileError(_where(file, f"{where}.metadata must be a mapping"))
+        _check_json(meta, file, f"{where}.metadata")
         name = str(entry.get("name") or "+".join(tasks))
         conditions.append(Condition(name, tuple(tasks), {**shared_meta, **meta}))
     _names(scorers, file, "scorers")
     _names(conditions, file, "conditions")
+    _no_twins(scorers, conditions, file)
     out = data.get("output_path")
     return Sweep(file, None if out is None else str(out), tuple(scorers), tuple(conditions),
                  _limit(data.get("limit"), file), tuple(eval_args))
@@ -397,6 +485,61 @@ def batches(cells: Sequence[Cell], reuse_model: bool) -> list[list[Cell]]:
     return list(out.values())
 
 
+def _joins(target: str, parts: Sequence[str]) -> bool:
+    """Whether ``target`` is ``"+".join`` of two or more of ``parts``, kept in their order."""
+
+    def rest(text: str, start: int, count: int) -> bool:
+        if not text:
+            return count >= 2
+        return any(text.startswith(parts[i])
+                   and (len(text) == len(parts[i]) or text[len(parts[i])] == "+")
+                   and rest(text[len(parts[i]) + 1:], i + 1, count + 1)
+                   for i in range(start, len(parts)))
+
+    return rest(target, 0, 0)
+
+
+def folder_clashes(cells: Sequence[Cell], reuse_model: bool) -> list[str]:
+    """Cells whose eval folders can be the same, each as one line (empty: none).
+
+    A run writes ``runs/<scorer>/<conditions joined by +>/`` and first deletes what an earlier
+    attempt left there. Under ``reuse_model`` the conditions of a scorer that run in one call
+    (all of a metadata group, or on a re-run any unfinished subset of it) are joined (``a+b``),
+    so a condition named ``a+b`` would share, and delete, the folder holding another cell's
+    results.
+    """
+    if not reuse_model:
+        return []
+    out: list[str] = []
+    for group in batches(cells, True):
+        for cell in cells:
+            if cell.scorer.name != group[0].scorer.name:
+                continue
+            others = [c for c in group if c != cell]  # a re-run may run any subset together
+            if len(others) >= 2 and _joins(slug(cell.condition.name),
+                                           [slug(c.condition.name) for c in others]):
+                out.append(
+                    f"under --reuse_model, condition {cell.condition.name!r} of scorer "
+                    f"{cell.scorer.name!r} would share its folder "
+                    f"({run_dir(Path('.'), [cell]).as_posix()}) with conditions among "
+                    f"{', '.join(repr(c.condition.name) for c in others)} run together: "
+                    "rename it, or run without --reuse_model")
+    return out
+
+
+def _deletes_others(out: Path, folder: Path, group: Sequence[Cell], kept: Sequence[Cell]
+                    ) -> str | None:
+    """Why ``folder`` must not be deleted: it holds the results a finished cell's record names."""
+    for cell in kept:
+        record = read_record(out, cell)
+        results = (record or {}).get("results")
+        if results and Path(results).resolve().is_relative_to(folder.resolve()):
+            return (f"the run of {', '.join(c.key for c in group)} would replace {folder}, "
+                    f"which holds the results of cell {cell.key}; rename a condition so their "
+                    "folders differ")
+    return None
+
+
 @dataclasses.dataclass
 class SweepOutcome:
     """What a sweep did: cells skipped (finished before), run now, failed now."""
@@ -422,7 +565,9 @@ def run_sweep(
     its own ``prbench eval`` process.
     """
     cells = sweep.cells(limit)
-    out.mkdir(parents=True, exist_ok=True)
+    clashes = folder_clashes(cells, reuse_model)
+    if clashes:
+        raise SweepFileError(_where(sweep.path, clashes[0]))
     _write_json(out / SWEEP_FILE, {
         "kind": "prbench-sweep", "sweep_file": str(sweep.path),
         "scorers": [s.name for s in sweep.scorers],
@@ -438,7 +583,13 @@ def run_sweep(
             outcome.skipped.append(cell.key)
         else:
             pending.append(cell)
-    for group in batches(pending, reuse_model):
+    groups = batches(pending, reuse_model)
+    for group in groups:  # before anything runs: no run may delete another cell's results
+        problem = _deletes_others(out, run_dir(out, group), group,
+                                  [c for c in cells if c not in pending])
+        if problem:
+            raise SweepFileError(problem)
+    for group in groups:
         folder = run_dir(out, group)
         if folder.exists():  # an earlier attempt's files: the new run replaces them
             import shutil

@@ -180,7 +180,21 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
     condition = str(kwargs["prbench_condition"])
     if condition not in CONDITIONS:
         raise OptionsError(f"prbench_condition must be one of {CONDITIONS}, got {condition!r}")
-    source = kwargs.get("prbench_data") or kwargs["prbench_default_data"]
+    source = kwargs["prbench_default_data"]
+    if "prbench_data" in kwargs:
+        given = kwargs["prbench_data"]
+        if not isinstance(given, str):
+            raise OptionsError(
+                f"prbench_data must be a path string (a file, a folder, `sample` or a hub "
+                f"dataset id), got {type(given).__name__} {json.dumps(given, default=str)}; "
+                'e.g. --metadata \'{"prbench_data": "data/my.jsonl"}\''
+            )
+        if not given.strip():
+            raise OptionsError(
+                "prbench_data is empty: give a file, a folder, `sample` or a hub dataset id, or "
+                "leave the key out for the task's own data"
+            )
+        source = given
     revision = kwargs.get("prbench_revision")
     from prbench.profiles.sources import resolve_seed, resolve_source
 
