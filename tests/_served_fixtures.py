@@ -19,7 +19,8 @@ exactly the token ids it receives, one sequence at a time (no padding):
 An unknown model name is a 404, an unknown route a 404, a body without token-id lists a 400.
 ``faults`` scripts the next POSTs, one entry each: ``"503"`` (HTTP 503), ``"slow"`` (waits
 ``slow_seconds`` before answering), ``"malformed"`` (a 200 whose body breaks the schema),
-``"short"`` (a well-formed reply with one result too few); ``always`` applies one of them to every
+``"short"`` (a well-formed reply with one result too few), ``"dup-index"`` /
+``"extra-index"`` (vLLM: the last result carries the index 0 / one past the last); ``always`` applies one of them to every
 POST; ``models_status`` other than 200 answers ``GET /v1/models`` with that status.
 ``requests`` records ``(method, path, body)`` of every request.
 """
@@ -195,6 +196,10 @@ class FakeRMServer:
                 values = self.logits(ids)
                 data.append({"index": i, "object": "pooling",
                              "data": self.activate(values) if activate else values})
+        if fault == "dup-index":  # the last result claims the first one's index
+            data[-1]["index"] = 0
+        if fault == "extra-index":
+            data[-1]["index"] = len(data)
         data.reverse()  # results carry their index; order in the list is not promised
         tokens = sum(len(x) for x in batch)
         return 200, {"id": "pool-1", "object": "list", "created": 1700000000,

@@ -159,6 +159,30 @@ def test_malformed_and_failed_replies_are_invalid_with_reason(models, engine):
     assert details["r2"]["reason"] == "http-503" and "2 attempts" in details["r2"]["detail"]
 
 
+@pytest.mark.parametrize("endpoint", ["pooling", "classify"])
+def test_reply_indexes_must_be_each_input_once(models, endpoint):
+    """A vLLM reply whose indexes repeat or run past the inputs is refused, never sorted and
+    used: both inputs of that batch are nan with the reason; the next batch still scores."""
+    path = models["bothbos"]
+    requests = make_requests(3)  # 6 inputs, batches of 2
+    expected, _ = local_scores(path, requests)
+    with FakeRMServer(path, engine="vllm") as server:
+        scorer = build("served-rm", engine="vllm", endpoint=endpoint, base_url=server.base_url,
+                       model="tiny-rm", tokenizer=str(path), batch_size=2, max_retries=0,
+                       max_concurrency=1, use_activation=False)
+        server.faults = ["dup-index", "extra-index", ""]
+        got = scorer.score(requests)
+    assert all(math.isnan(s) for s in got[:4])
+    assert max(abs(a - b) for a, b in zip(got[4:], expected[4:], strict=True)) < TOL
+    stats = scorer.stats()
+    assert stats["failure_reasons"] == {"bad-response": 4}
+    details = {f["item"]: f["detail"] for f in stats["failures"]}
+    assert details["r0"].startswith("result indexes must be 0..1, each once: duplicated [0]; "
+                                    "missing [1] (which score belongs to which input is unknown)")
+    assert details["r1"].startswith("result indexes must be 0..1, each once: missing [1]; out "
+                                    "of range [2]")
+
+
 def test_the_runtime_records_failed_inputs_as_nan_and_does_not_cache_them(models):
     from prbench.scoring.runtime import build_runtime
 

@@ -195,21 +195,49 @@ def reply_problem(engine: str, endpoint: str, reply: Any) -> str:
     return ""
 
 
-def reply_values(engine: str, endpoint: str, reply: Any) -> list[list[float]]:
+def reply_values(engine: str, endpoint: str, reply: Any, inputs: int
+                 ) -> tuple[list[list[float]], str]:
     """Each input's values, in input order, from a reply :func:`reply_problem` passed.
 
-    A per-token result (rows) gives its last row: the last token's values.
+    A per-token result (rows) gives its last row: the last token's values. A vLLM reply places
+    each result by its ``index``, so the indexes must be 0 .. ``inputs`` - 1, each exactly once:
+    with a duplicate, a missing or an out-of-range index no one can tell which score belongs to
+    which input, and the reply is refused (never sorted and used).
+
+    Args:
+        engine: ``vllm`` or ``sglang``.
+        endpoint: ``pooling`` or ``classify``.
+        reply: the decoded reply.
+        inputs: how many inputs the request sent.
+
+    Returns:
+        The values per input and ``""``, or ``[]`` and why the reply does not fit the request.
     """
-    if engine == "sglang":
-        return [[float(v) for v in item["embedding"]] for item in reply]
+    items = reply if engine == "sglang" else reply["data"]
+    if len(items) != inputs:
+        return [], f"{len(items)} results for {inputs} inputs"
+    if engine == "sglang":  # results in input order (the native route carries no index)
+        return [[float(v) for v in item["embedding"]] for item in items], ""
+    indexes = [item["index"] for item in items]
+    if sorted(indexes) != list(range(inputs)):
+        seen: dict[int, int] = {}
+        for i in indexes:
+            seen[i] = seen.get(i, 0) + 1
+        parts = [f"{what} {sorted(found)}" for what, found in (
+            ("duplicated", [i for i, n in seen.items() if n > 1]),
+            ("missing", [i for i in range(inputs) if i not in seen]),
+            ("out of range", [i for i in seen if not 0 <= i < inputs]),
+        ) if found]
+        return [], (f"result indexes must be 0..{inputs - 1}, each once: "
+                    f"{'; '.join(parts)} (which score belongs to which input is unknown)")
     field = "probs" if endpoint == "classify" else "data"
     out = []
-    for item in sorted(reply["data"], key=lambda d: d["index"]):
+    for item in sorted(items, key=lambda d: d["index"]):
         values = item[field]
         if isinstance(values[0], list):
             values = values[-1]
         out.append([float(v) for v in values])
-    return out
+    return out, ""
 
 
 class ServedClient(OpenAIBackend):
@@ -390,11 +418,9 @@ class ServedRMScorer:
                 self._fail(batch, reply.reason, reply.detail)
                 scores += [math.nan] * len(batch)
                 continue
-            values = reply_values(self.engine, self.endpoint, reply)
-            if len(values) != len(batch):
-                self._fail(batch, "bad-response",
-                           f"{len(values)} results for {len(batch)} inputs from "
-                           f"{self.client.endpoint}")
+            values, problem = reply_values(self.engine, self.endpoint, reply, len(batch))
+            if problem:
+                self._fail(batch, "bad-response", f"{problem} from {self.client.endpoint}")
                 scores += [math.nan] * len(batch)
                 continue
             scores += [self._pick(v) for v in values]
