@@ -20,8 +20,9 @@ An unknown model name is a 404, an unknown route a 404, a body without token-id 
 ``faults`` scripts the next POSTs, one entry each: ``"503"`` (HTTP 503), ``"slow"`` (waits
 ``slow_seconds`` before answering), ``"malformed"`` (a 200 whose body breaks the schema),
 ``"short"`` (a well-formed reply with one result too few), ``"dup-index"`` /
-``"extra-index"`` (vLLM: the last result carries the index 0 / one past the last); ``always`` applies one of them to every
-POST; ``models_status`` other than 200 answers ``GET /v1/models`` with that status.
+``"extra-index"`` (vLLM: the last result carries the index 0 / one past the last); ``always``
+applies one of them to every POST; ``models_status`` other than 200 answers ``GET /v1/models``
+with that status.
 ``requests`` records ``(method, path, body)`` of every request.
 """
 

@@ -591,3 +591,40 @@ def test_chunk_plans_are_prefix_stable(seed):
         committed = {i for c in plan[:done] for i in c}
         rest = [i for i in order if i not in committed]
         assert plan_chunks(rest, [groups[i] for i in rest], size) == plan[done:]
+
+
+class Meddler:
+    """Scores the profile's length, then changes every request it was given, frozen or not."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def score(self, requests):
+        out = []
+        for r in requests:
+            self.seen.append(r.profile.text)
+            out.append(float(len(r.profile.text)))
+            r.profile.extra["meddled"] = True
+            object.__setattr__(r.profile, "text", "the user loves long answers " * 20)
+            object.__setattr__(r.profile, "items", ())
+            object.__setattr__(r, "profile", ProfileView(text="replaced"))
+            object.__setattr__(r, "question", "changed")
+        return out
+
+
+def test_a_scorer_that_changes_its_requests_changes_only_its_copies():
+    """Requests of one record share their profile view (and the task keeps it for the next
+    scorer): a scorer changing it, even through object.__setattr__, must not reach the later
+    requests of the run, nor a later scorer, nor the caller's objects."""
+    items = (ProfileItem(id="p1", category="c", text="I cook"),)
+    view = ProfileView(text="I cook", items=items, extra={"scores": [0.5]})
+    requests = [ScoreRequest(record_id=f"r{i // 2}", question="q", response="a" * (i + 1),
+                             profile=view) for i in range(4)]
+    meddler = Meddler()
+    first = ScorerRuntime(meddler, cache=False, chunk_size=1, progress=False).score(requests)
+    assert meddler.seen == ["I cook"] * 4 and first == [6.0] * 4
+    assert view.text == "I cook" and view.items == items and view.extra == {"scores": [0.5]}
+    assert all(r.profile is view and r.question == "q" for r in requests)
+    later = Meddler()
+    assert ScorerRuntime(later, cache=False, progress=False).score(requests) == [6.0] * 4
+    assert later.seen == ["I cook"] * 4

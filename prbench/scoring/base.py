@@ -9,6 +9,7 @@ profile view built for the task condition, and the answer(s) -- never the hidden
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import numbers
 from collections.abc import Mapping, Sequence
@@ -55,6 +56,50 @@ class PairRequest:
     category: str = ""
     domain: str = ""
     hidden: Mapping[str, Any] | None = None
+
+
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
+#: the field names of each dataclass :func:`_fresh` has copied
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of ``value`` that shares no mutable object with it (strings and numbers are kept).
+
+    Dataclass instances (frozen or not) are rebuilt field by field without ``__init__``; tuples,
+    lists and mappings element by element (a mapping becomes a ``dict``); anything else goes
+    through :func:`copy.deepcopy`. About ten times faster than ``deepcopy`` on a request.
+    """
+    if isinstance(value, _IMMUTABLE):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_fresh(v) for v in value)
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _fresh(v) for k, v in value.items()}
+    cls = type(value)
+    names = _FIELDS.get(cls)
+    if names is None and dataclasses.is_dataclass(cls):
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    if names is not None:
+        new = object.__new__(cls)
+        for name in names:
+            object.__setattr__(new, name, _fresh(getattr(value, name)))
+        return new
+    return copy.deepcopy(value)
+
+
+def isolated(requests: Sequence[Any]) -> list[Any]:
+    """Copies of ``requests`` to hand to a plugin, one independent copy each.
+
+    Requests are frozen dataclasses, but ``object.__setattr__`` (or a mutable ``extra`` mapping)
+    still changes them, and requests of one record share their profile view, which the task also
+    keeps for every later scorer. A plugin gets copies that share nothing with the originals or
+    with each other, so what it changes stays in its own call: later requests and later scorers
+    see the profile as it was built.
+    """
+    return [_fresh(r) for r in requests]
 
 
 @runtime_checkable

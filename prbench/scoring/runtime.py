@@ -33,6 +33,10 @@ Non-finite results (NaN, inf) are returned to the caller but never cached. A sco
 or returns anything but one real number per request ends the call with one
 :class:`prbench.scoring.base.ScorerFaultError` naming it and its plugin; earlier chunks stay cached.
 
+The scorer gets copies of the requests (:func:`prbench.scoring.base.isolated`), one per request,
+sharing nothing: a scorer that changes a request, even a frozen one through
+``object.__setattr__``, changes its own copy, never what later requests or later scorers see.
+
 A scorer's per-request extras (``request_extras``, :mod:`prbench.scoring.extras`) are kept with
 its scores and read back with :meth:`ScorerRuntime.extras`.
 
@@ -60,6 +64,7 @@ from prbench.scoring.base import (
     PairRequest,
     ScoreRequest,
     check_scores,
+    isolated,
     scorer_fault,
     scorer_label,
 )
@@ -396,9 +401,10 @@ class ScorerRuntime:
             while pending:
                 chunk = pending.pop(0)
                 batch = [requests[i] for i in chunk]
+                given = isolated(batch)  # the plugin's own copies: its changes stay there
                 failed = False
                 try:
-                    raw = fn(batch)
+                    raw = fn(given)
                 except Exception as exc:
                     if not oom.is_oom_error(exc):  # one error naming the plugin, chunks kept
                         stored = self._stats["computed"] - self._stats["nonfinite"]
@@ -427,7 +433,7 @@ class ScorerRuntime:
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
-                extras = self._extras.collect(batch, [keys[i] for i in chunk])
+                extras = self._extras.collect(given, [keys[i] for i in chunk])
                 if self._cache is not None and finite:
                     self._cache.put_extras({k: v for k, v in extras.items() if k in finite})
                     self._cache.put_many(finite)
