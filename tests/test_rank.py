@@ -15,7 +15,13 @@ import pytest
 
 from prbench.harness import tasks
 from prbench.profiles.dense import DenseBuilder, DenseOptions
-from prbench.profiles.ranked import RankedBuilder, RankedOptions, RankingError, read_ranking
+from prbench.profiles.ranked import (
+    RankedBuilder,
+    RankedOptions,
+    RankingError,
+    read_ranking,
+    seal,
+)
 from prbench.records import load_records
 from tests._harness_fixtures import read_log, run_eval, write_plugin
 from tests._profiles_fixtures import tiny_bert
@@ -146,9 +152,91 @@ def test_bad_ranking_files_are_named(tmp_path: Path) -> None:
     bad.write_text('{"format": "something-else"}\n')
     with pytest.raises(RankingError, match=r"bad.jsonl:1: not a prbench ranking"):
         read_ranking(bad)
-    bad.write_text('{"format": "prbench-ranking", "version": 1}\n{"id": "u1"}\n')
+    bad.write_text('{"format": "prbench-ranking", "version": 1}\n')
+    with pytest.raises(RankingError, match=r"bad.jsonl:1: ranking format version 1; this "
+                                           r"prbench reads version 2: rank the data again"):
+        read_ranking(bad)
+    header = seal({"format": "prbench-ranking", "version": 2}, "")
+    bad.write_text(json.dumps(header) + '\n{"id": "u1"}\n')
     with pytest.raises(RankingError, match=r"bad.jsonl:2: field 'domain' is missing"):
         read_ranking(bad)
+
+
+def _edit(path: Path, change: Any, *, reseal: bool = False) -> None:
+    """Apply ``change(lines)`` to a ranking file's parsed lines; ``reseal``: recompute every
+    check afterwards (an editor who knows the format)."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    change(lines)
+    if reseal:
+        check = ""
+        for i, obj in enumerate(lines):
+            lines[i] = seal(obj, check)
+            check = lines[i]["check"]
+    path.write_text("".join(json.dumps(obj) + "\n" for obj in lines), encoding="utf-8")
+
+
+def test_a_hand_edited_ranking_is_refused_naming_line_and_record(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scores reversed, a line copied, a line dropped, a post removed: each is refused with the
+    file, line and record named, never used and never a bare KeyError."""
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(3))
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, data, out, cache)[0] == 0
+    original = out.read_text(encoding="utf-8")
+    records = load_records(str(data))
+
+    def reverse(lines: list[dict]) -> None:
+        lines[2]["post_ids"].reverse()
+
+    _edit(out, reverse)
+    with pytest.raises(RankingError, match=r"ranks.jsonl:3: record 'u1' does not match the "
+                                           r"checksum `prbench rank` wrote for it: the file was "
+                                           r"edited by hand"):
+        read_ranking(out)
+    out.write_text(original, encoding="utf-8")
+    _edit(out, lambda lines: lines.append(dict(lines[1])))
+    with pytest.raises(RankingError, match=r"ranks.jsonl:5: record 'u0' \(domain '[^']+'\) is "
+                                           r"already on line 2"):
+        read_ranking(out)
+    out.write_text(original, encoding="utf-8")
+    _edit(out, lambda lines: lines.pop(2))
+    with pytest.raises(RankingError, match=r"ranks.jsonl:3: record 'u2' does not match"):
+        read_ranking(out)
+    # resealed by someone who knows the format: the post they dropped is named at use
+    out.write_text(original, encoding="utf-8")
+
+    def drop_post(lines: list[dict]) -> None:
+        lines[1]["post_ids"].pop()
+        lines[1]["scores"].pop()
+
+    _edit(out, drop_post, reseal=True)
+    builder = RankedBuilder(RankedOptions(path=str(out), k=2, model="minilm"))
+    with pytest.raises(RankingError, match=r"record 'u0' .*: the ranking has no score for 1 of "
+                                           r"its posts \('u0-p\d'\)"):
+        builder.build(records)
+    # and the command refuses to resume an edited file
+    out.write_text(original, encoding="utf-8")
+    _edit(out, reverse)
+    code, _, err = _rank(capsys, data, out, cache)
+    assert code == 1 and "edited by hand" in err and "Traceback" not in err
+
+
+def test_resuming_with_another_profile_source_names_it(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(2))
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, data, out, cache)[0] == 0
+    before = out.read_text(encoding="utf-8")
+    code, _, err = _rank(capsys, data, out, cache, "--profile_source", "swapped")
+    assert code == 1 and "Traceback" not in err
+    from prbench.profiles.sources import DEFAULT_SWAP_SEED
+
+    assert err.strip().splitlines()[-1] == (
+        f"error: {out} ranks the profile source 'own'; this run asks for 'swapped' (swap seed "
+        f"{DEFAULT_SWAP_SEED}): the profile source differs; write to another -o file")
+    assert out.read_text(encoding="utf-8") == before
 
 
 def test_eval_reads_the_ranking_and_embeds_nothing(

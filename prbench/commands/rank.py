@@ -6,8 +6,9 @@ retrieval order with their scores, the encoder's identity and a hash of each rec
 posts (see :mod:`prbench.profiles.ranked`). Evaluations then read their top-k from OUT on any
 machine (``--metadata '{"prbench_ranked": "OUT"}'``) instead of embedding: run this once on a GPU,
 evaluate anywhere. Running it again on the same OUT ranks only the records not in it yet (a run
-that was stopped resumes); OUT made with another encoder, or holding other versions of the same
-records, is refused.
+that was stopped resumes); OUT made with another encoder or another --profile_source, holding
+other versions of the same records, or edited by hand (each line carries a chained checksum), is
+refused.
 """
 
 from __future__ import annotations
@@ -115,12 +116,13 @@ def _inner_bars_off() -> Iterator[None]:
             os.environ[ENV_VAR] = saved
 
 
-def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any]) -> set[str]:
-    """The keys already ranked in ``out`` (rewritten without a torn last line).
+def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any],
+            source: dict[str, Any]) -> tuple[set[str], str]:
+    """The keys already ranked in ``out`` and its last ``check`` (rewritten without a torn line).
 
     Raises:
-        prbench.profiles.ranked.RankingError: ``out`` was made with another encoder, or holds
-            another version of one of ``records``.
+        prbench.profiles.ranked.RankingError: ``out`` was made with another encoder or from
+            another profile source, holds another version of one of ``records``, or was edited.
     """
     from prbench.profiles.lazy import record_digest
     from prbench.profiles.ranked import (
@@ -137,6 +139,22 @@ def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any]) -> set[
             f"{out} holds a ranking made with another encoder ({'; '.join(problems)}); write "
             "to another -o file"
         )
+    had = {"profile_source": ranking.header.get("profile_source") or "own",
+           "profile_swap_seed": ranking.header.get("profile_swap_seed")}
+    want = {"profile_source": source.get("profile_source") or "own",
+            "profile_swap_seed": source.get("profile_swap_seed")}
+    if had != want:
+        what = ("profile source" if had["profile_source"] != want["profile_source"]
+                else "swap seed")
+        raise RankingError(
+            f"{out} ranks the profile source {had['profile_source']!r}"
+            + (f" (swap seed {had['profile_swap_seed']})" if had["profile_swap_seed"] is not None
+               else "")
+            + f"; this run asks for {want['profile_source']!r}"
+            + (f" (swap seed {want['profile_swap_seed']})"
+               if want["profile_swap_seed"] is not None else "")
+            + f": the {what} differs; write to another -o file"
+        )
     for r in records:
         entry = ranking.entries.get(record_key(r.domain, r.id))
         if entry is not None and entry["data_hash"] != record_digest(r):
@@ -151,7 +169,7 @@ def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any]) -> set[
         for entry in ranking.entries.values():
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
     tmp.replace(out)
-    return set(ranking.entries)
+    return set(ranking.entries), ranking.last_check
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,7 +177,14 @@ def run(args: argparse.Namespace) -> int:
     from prbench import __version__
     from prbench.options import OptionsError
     from prbench.plugins import get_registry
-    from prbench.profiles.ranked import FORMAT, VERSION, dense_identity, entry_for, record_key
+    from prbench.profiles.ranked import (
+        FORMAT,
+        VERSION,
+        dense_identity,
+        entry_for,
+        record_key,
+        seal,
+    )
     from prbench.progress import progress_bar
     from prbench.records import load_records
 
@@ -183,14 +208,15 @@ def run(args: argparse.Namespace) -> int:
     identity = dense_identity(builder.options, encoder=builder.encoder)
     out = Path(args.output_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = _resume(out, identity, records) if out.exists() else set()
+    done, check = _resume(out, identity, records, source) if out.exists() else (set(), "")
     if not out.exists():
-        header = {
+        header = seal({
             "format": FORMAT, "version": VERSION, "builder": args.builder,
             "identity": identity, "encoder": builder.encoder.describe(),
             "data": str(args.data), "prbench": __version__, **source,
-        }
+        }, "")
         out.write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
+        check = header["check"]
     todo = [r for r in records if record_key(r.domain, r.id) not in done]
     n_posts = sum(len(r.profile) for r in todo)
     from prbench.devices import resolve_device
@@ -210,7 +236,9 @@ def run(args: argparse.Namespace) -> int:
             for step in _steps(todo, args.step_posts):
                 scores = builder.score_records(step)
                 for r, s in zip(step, scores, strict=True):
-                    fh.write(json.dumps(entry_for(r, [p.id for p in r.profile], s)) + "\n")
+                    entry = seal(entry_for(r, [p.id for p in r.profile], s), check)
+                    check = entry["check"]
+                    fh.write(json.dumps(entry) + "\n")
                 fh.flush()
                 bar.update(sum(len(r.profile) for r in step))
     finally:

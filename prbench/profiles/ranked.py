@@ -22,11 +22,18 @@ description (for people). Every further line is one record::
 with the posts best first. ``data_hash`` is :func:`prbench.profiles.lazy.record_digest` (the id,
 question, category, domain and every post's id, category and text): a record whose question or
 posts changed since it was ranked is refused, naming it.
+
+Every line, the header included, ends with ``"check"``: a hash of its own content chained to the
+line before it (:func:`seal`). A line edited by hand (scores reversed, a post dropped), moved,
+copied or removed from the middle breaks the chain and the file is refused at that line, saying
+so; a record that appears twice is refused naming both lines. The chain only grows at the end, so
+``prbench rank`` still appends to a file it resumes (a last line cut short by a kill is dropped).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -52,7 +59,8 @@ if TYPE_CHECKING:
     from prbench.records import Record
 
 FORMAT = "prbench-ranking"
-VERSION = 1
+#: 2: every line carries its chained ``check`` (version 1 files had none)
+VERSION = 2
 #: the ``dense`` options a ranking's identity covers (copied from the task's dense condition)
 IDENTITY_OPTIONS = (
     "model", "encoder", "revision", "max_length", "similarity", "query_format", "doc_format",
@@ -141,6 +149,23 @@ def identity_problems(recorded: Mapping[str, Any], expected: Mapping[str, Any]) 
 # -- the file -------------------------------------------------------------------------------------
 
 
+def line_check(previous: str, obj: Mapping[str, Any]) -> str:
+    """The ``check`` of a ranking line: its content (``check`` left out) chained to the last.
+
+    Args:
+        previous: the ``check`` of the line before (``""`` for the header).
+        obj: the line's object.
+    """
+    body = json.dumps({k: v for k, v in obj.items() if k != "check"}, sort_keys=True,
+                      ensure_ascii=False)
+    return hashlib.sha256(f"{previous}\n{body}".encode()).hexdigest()[:32]
+
+
+def seal(obj: Mapping[str, Any], previous: str) -> dict[str, Any]:
+    """``obj`` with its ``check`` (see :func:`line_check`), ready to write after ``previous``."""
+    return {**{k: v for k, v in obj.items() if k != "check"}, "check": line_check(previous, obj)}
+
+
 def record_key(domain: str, rid: str) -> str:
     """The key of a record in a ranking file (ids are unique within a domain)."""
     return f"{domain}\0{rid}"
@@ -154,11 +179,13 @@ class Ranking:
         path: the file.
         header: its first line.
         entries: record key -> its line.
+        last_check: the ``check`` of the last line kept (the next line chains to it).
     """
 
     path: Path
     header: dict[str, Any]
     entries: dict[str, dict[str, Any]]
+    last_check: str = ""
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str, bool]]:
@@ -187,6 +214,8 @@ def read_ranking(path: str | os.PathLike[str], *, allow_torn_tail: bool = False)
         )
     header: dict[str, Any] | None = None
     entries: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}
+    previous = ""
     for number, line, complete in _lines(file):
         try:
             obj = json.loads(line)
@@ -205,17 +234,36 @@ def read_ranking(path: str | os.PathLike[str], *, allow_torn_tail: bool = False)
                     f"{file}:{number}: ranking format version {obj.get('version')!r}; this "
                     f"prbench reads version {VERSION}: rank the data again"
                 )
-            header = obj
+            _check_line(file, number, obj, previous, "the header")
+            header, previous = obj, obj["check"]
             continue
         problem = _entry_problem(obj)
         if problem:
             if allow_torn_tail and not complete:
                 break
             raise RankingError(f"{file}:{number}: {problem}")
-        entries[record_key(obj["domain"], obj["id"])] = obj
+        key = record_key(obj["domain"], obj["id"])
+        if key in lines:
+            raise RankingError(
+                f"{file}:{number}: record {obj['id']!r} (domain {obj['domain']!r}) is already on "
+                f"line {lines[key]}; a record is ranked once (was the file edited by hand?): "
+                "rank the data again into a new file"
+            )
+        _check_line(file, number, obj, previous, f"record {obj['id']!r}")
+        entries[key], lines[key], previous = obj, number, obj["check"]
     if header is None:
         raise RankingError(f"{file}: empty ranking file (no header line)")
-    return Ranking(path=file, header=header, entries=entries)
+    return Ranking(path=file, header=header, entries=entries, last_check=previous)
+
+
+def _check_line(file: Path, number: int, obj: dict[str, Any], previous: str, what: str) -> None:
+    """Refuse a line whose ``check`` does not match its content and the line before it."""
+    if obj.get("check") != line_check(previous, obj):
+        raise RankingError(
+            f"{file}:{number}: {what} does not match the checksum `prbench rank` wrote for it: "
+            "the file was edited by hand or damaged (this line or the one before it changed, "
+            "moved or was removed); rank the data again into a new file"
+        )
 
 
 def _entry_problem(obj: Any) -> str | None:
@@ -279,6 +327,13 @@ def scores_for(ranking: Ranking, record: Record) -> list[float]:
             "rank the data again into a new file" + _source_hint(ranking)
         )
     by_id = dict(zip(entry["post_ids"], entry["scores"], strict=True))
+    unranked = [p.id for p in record.profile if p.id not in by_id]
+    if unranked:
+        shown = ", ".join(repr(p) for p in unranked[:5]) + (" ..." if len(unranked) > 5 else "")
+        raise RankingError(
+            f"{ranking.path}: {where}: the ranking has no score for {len(unranked)} of its "
+            f"posts ({shown}); rank the data again into a new file"
+        )
     return [float(by_id[p.id]) for p in record.profile]
 
 
@@ -398,8 +453,10 @@ __all__ = [
     "dense_identity",
     "entry_for",
     "identity_problems",
+    "line_check",
     "ranked_options_from_dense",
     "read_ranking",
     "record_key",
     "scores_for",
+    "seal",
 ]
