@@ -6,6 +6,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -260,3 +261,68 @@ def test_prefs_convert_errors_are_one_line_each(tmp_path: Path,
     assert main(["prefs", "convert", "--source", "prism", "--input", str(src), "-o",
                  str(tmp_path / "o.jsonl"), "--holdout-order", "source"]) == 1
     assert "needs a release with its own split column" in capsys.readouterr().err
+
+
+def _arena_bad(change: Any) -> list[dict]:
+    rows = _arena_rows()
+    change(rows)
+    return rows
+
+
+def _set(index: int, key: str, value: Any) -> Any:
+    def change(rows: list[dict]) -> None:
+        rows[index][key] = value
+    return change
+
+
+def _prism_bad(change: Any) -> list[dict]:
+    rows = _prism_rows()
+    change(rows)
+    return rows
+
+
+def _utterance(row: int, utterance: int, key: str, value: Any) -> Any:
+    def change(rows: list[dict]) -> None:
+        rows[row]["conversation_history"][utterance][key] = value
+    return change
+
+
+@pytest.mark.parametrize(
+    ("source", "rows", "line", "field", "says"),
+    [
+        ("arena", _arena_bad(_set(2, "chosen", {"role": "assistant", "content": "  "})), 3,
+         "chosen", "is empty"),
+        ("arena", _arena_bad(_set(1, "rejected", "")), 2, "rejected", "is empty"),
+        ("arena", _arena_bad(_set(0, "user_id", "u-\n7")), 1, "user_id",
+         "contains U+000A (a control character) at character 3"),
+        ("arena", [*_arena_bad(_set(7, "user_id", 7)), {**_arena_rows()[0], "user_id": "7"}],
+         10, "user_id",
+         "'7' (str) and 7 (int, at"),
+        ("arena", _arena_bad(_set(4, "context", "5")), 5, "context",
+         "got a string holding JSON int 5"),
+        ("arena", _arena_bad(_set(4, "context", [{"role": "user", "content": ""}])), 5,
+         "context[0].content", "is empty (the question)"),
+        ("prism", _prism_bad(_utterance(0, 1, "content", "")), 1,
+         "conversation_history[1].content", "is empty (a model message)"),
+        ("prism", _prism_bad(_utterance(1, 0, "turn", True)), 2, "conversation_history[0]",
+         "expected {turn (int)"),
+        ("prism", _prism_bad(_set(4, "user_id", "bo\r")), 5, "user_id",
+         "contains U+000D"),
+    ],
+)
+def test_prefs_convert_refuses_what_validate_would_reject(
+        source: str, rows: list[dict], line: int, field: str, says: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Empty answers, ids with control characters, ids that merge (1 and "1"), a boolean turn
+    and a context that is JSON but no message list: each one line naming file, line and field;
+    nothing is written (before, they converted and `validate` refused the output)."""
+    src = _write_jsonl(tmp_path / f"{source}.jsonl", rows)
+    out = tmp_path / "o.jsonl"
+    code = main(["prefs", "convert", "--source", source, "--input", str(src), "-o", str(out),
+                 "--min-fit", "1"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and not out.exists()
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"error: {src}: rows that do not fit the published {source}")
+    assert len(lines) == 2, lines
+    assert f"{src}:{line}: field '{field}': " in lines[1] and says in lines[1], lines[1]

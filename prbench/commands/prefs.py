@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
                                   holdout=args.holdout, min_fit=args.min_fit,
                                   holdout_order=args.holdout_order, seed=args.seed)
     except ConvertError as exc:
-        print(f"error: {args.input}: rows without the published {args.source} fields:\n{exc}",
-              file=sys.stderr)
+        print(f"error: {args.input}: rows that do not fit the published {args.source} fields "
+              f"(each listed below):\n{exc}", file=sys.stderr)
         return 1
     except ValueError as exc:
         if type(exc) is not ValueError:

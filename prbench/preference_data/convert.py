@@ -38,6 +38,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.errors import PrbenchUserError
+from prbench.issues import short
 from prbench.jsonio import Issue, Row
 
 #: source -> (hub dataset id, hub config or None, hub splits to read)
@@ -93,8 +95,46 @@ class ConvertReport:
         return out
 
 
-class ConvertError(ValueError):
+class ConvertError(PrbenchUserError, ValueError):
     """The input cannot be converted (every problem listed, one a line)."""
+
+
+class _UserIds:
+    """Checks each row's ``user_id``: a printable, non-empty id, one type per id text.
+
+    Ids become text in the records (``user_id``, record ids), so ``1`` and ``"1"`` would merge
+    two users into one, and an id with a newline or another control character is refused by
+    ``prbench validate``; both are refused here, naming the row.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[Any, str]] = {}
+
+    def issue(self, row: Row, value: Any) -> Issue | None:
+        """The issue of this row's ``user_id`` (None: fine)."""
+        from prbench.record_schema import id_character_problem, invisible_only
+
+        text = str(value)
+        if not text.strip() or invisible_only(text):
+            return row.issue(None, "user_id", "is empty", "empty-field")
+        problem = id_character_problem(text)
+        if problem:
+            return row.issue(None, "user_id", problem[0], problem[1])
+        where = f"{row.file}:{row.line}"
+        first = self.seen.setdefault(text, (value, where))
+        if type(first[0]) is not type(value):
+            return row.issue(
+                None, "user_id",
+                f"{value!r} ({type(value).__name__}) and {first[0]!r} ({type(first[0]).__name__},"
+                f" at {first[1]}) would become the same user {text!r}; write every user_id the "
+                "same way (as strings)", "user-id-types-merge")
+        return None
+
+
+def _blank(text: str) -> bool:
+    from prbench.record_schema import invisible_only
+
+    return not text.strip() or invisible_only(text)
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -187,9 +227,11 @@ def prism_pairs(rows: Iterable[Row], skipped: Counter[str]) -> Iterator[UserPair
         ConvertError: rows that do not have the published fields (all of them listed).
     """
     issues: list[Issue] = []
+    users = _UserIds()
     for n, row in enumerate(rows):
         data = row.data
         bad = _missing(row, data, {"user_id": (str, int), "conversation_history": (list,)})
+        bad = bad or [i for i in (users.issue(row, data["user_id"]),) if i is not None]
         if bad:
             issues += bad
             continue
@@ -198,9 +240,14 @@ def prism_pairs(rows: Iterable[Row], skipped: Counter[str]) -> Iterator[UserPair
             field = f"conversation_history[{i}]"
             if not isinstance(u, Mapping) or not isinstance(u.get("content"), str) \
                     or u.get("role") not in ("user", "model") \
-                    or not isinstance(u.get("turn"), int):
+                    or isinstance(u.get("turn"), bool) or not isinstance(u.get("turn"), int):
                 issues.append(row.issue(None, field, "expected {turn (int), role ('user' or "
                                         "'model'), content (str), ...}", "bad-prism-utterance"))
+                continue
+            if _blank(u["content"]):
+                issues.append(row.issue(None, f"{field}.content", f"is empty (a {u['role']} "
+                                        "message)", "empty-answer" if u["role"] == "model"
+                                        else "empty-field"))
                 continue
             t = turns.setdefault(u["turn"], {"user": None, "models": []})
             if u["role"] == "user":
@@ -249,29 +296,46 @@ def arena_pairs(rows: Iterable[Row], skipped: Counter[str]) -> Iterator[UserPair
         ConvertError: rows that do not have the published fields (all of them listed).
     """
     issues: list[Issue] = []
+    users = _UserIds()
     for n, row in enumerate(rows):
         data = row.data
         bad = _missing(row, data, {"user_id": (str, int), "context": (list, str)})
+        bad = bad or [i for i in (users.issue(row, data["user_id"]),) if i is not None]
         chosen, rejected = (_text(data.get(k)) if isinstance(data, Mapping) else None
                             for k in ("chosen", "rejected"))
         for name, value in (("chosen", chosen), ("rejected", rejected)):
             if not bad and value is None:
                 bad.append(row.issue(None, name, "expected an answer {role, content}",
                                      "bad-arena-answer"))
+            elif not bad and _blank(value):
+                bad.append(row.issue(None, name, "is empty", "empty-answer"))
         if bad:
             issues += bad
             continue
         context = data["context"]
         if isinstance(context, str):
             try:
-                context = json.loads(context)
+                decoded = json.loads(context)
             except json.JSONDecodeError:
+                decoded = context
+            context = decoded
+            if isinstance(context, str):  # plain text, or a JSON string: one user message
                 context = [{"role": "user", "content": context}]
+            elif not isinstance(context, list):
+                issues.append(row.issue(None, "context", "expected a list of {role, content} "
+                                        f"messages, got a string holding JSON "
+                                        f"{type(context).__name__} {short(context)}",
+                                        "bad-arena-context"))
+                continue
         messages = [(str(m.get("role", "user")), m["content"]) for m in context
                     if isinstance(m, Mapping) and isinstance(m.get("content"), str)]
         if not messages or len(messages) != len(context):
             issues.append(row.issue(None, "context", "expected a list of {role, content} "
                                     "messages", "bad-arena-context"))
+            continue
+        if _blank(messages[-1][1]):
+            issues.append(row.issue(None, f"context[{len(messages) - 1}].content",
+                                    "is empty (the question)", "empty-field"))
             continue
         assert chosen is not None and rejected is not None
         if chosen.strip() == rejected.strip():
