@@ -44,6 +44,7 @@ from prbench.backends.base import (
 )
 from prbench.backends.chat_inputs import load_chat_template, resolve_bos, template_sha256
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
+from prbench.backends.model_files import check_model_files, loading
 from prbench.devices import resolve_device
 
 if TYPE_CHECKING:
@@ -124,8 +125,11 @@ class HFCausalBackend:
             kwargs["revision"] = spec.revision
         if gguf_file:
             kwargs["gguf_file"] = gguf_file
-        self.tokenizer = AutoTokenizer.from_pretrained(model_id, **kwargs)
-        self.model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype, **kwargs)
+        check_model_files(model_id, spec.revision, what="hf backend model",
+                          marker=gguf_file or "config.json")
+        with loading(model_id):
+            self.tokenizer = AutoTokenizer.from_pretrained(model_id, **kwargs)
+            self.model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype, **kwargs)
         self.model.to(self.device).eval()
         self._setup_tokens()
         if spec.chat_template:

@@ -44,6 +44,7 @@ from prbench.backends.chat_inputs import (
     rendering_description,
     template_sha256,
 )
+from prbench.backends.model_files import check_model_files, loading
 from prbench.devices import torch_device
 from prbench.scoring.base import ScoreRequest, check_scores
 from prbench.scoring.cache import fingerprint_of, model_identity
@@ -184,10 +185,13 @@ class HFClassifierScorer:
         self.options = options
         self.device = torch_device(options.device)
         self.dtype_name = resolve_dtype(options.dtype, self.device)
-        self.tokenizer = load_tokenizer(
-            options.pretrained, revision=options.revision,
-            trust_remote_code=options.trust_remote_code,
-        )
+        check_model_files(options.pretrained, options.revision,
+                          what=f"{self.component} pretrained")
+        with loading(options.pretrained):
+            self.tokenizer = load_tokenizer(
+                options.pretrained, revision=options.revision,
+                trust_remote_code=options.trust_remote_code,
+            )
         self.encoder = encoder_from_options(self.tokenizer, options)
         pad = self.tokenizer.pad_token_id
         if pad is None:
@@ -251,7 +255,8 @@ class HFClassifierScorer:
             kwargs["attn_implementation"] = opts.attn_implementation
         if self.device.type != "cpu":  # load straight onto the accelerator
             kwargs["device_map"] = str(self.device)
-        model = AutoModelForSequenceClassification.from_pretrained(opts.pretrained, **kwargs)
+        with loading(opts.pretrained):
+            model = AutoModelForSequenceClassification.from_pretrained(opts.pretrained, **kwargs)
         model.to(self.device).eval()
         num_labels = int(getattr(model.config, "num_labels", 1))
         if opts.label_index >= num_labels:

@@ -293,3 +293,30 @@ def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
     assert described["scorer"]["prompt_style"] == "instruct"
     assert described["scorer_stats"]["position_bias"] == 1.0
     assert described["scorer_stats"]["n_order_flips"] == 2
+
+
+def test_a_model_that_needs_its_own_code_is_one_line(tmp_path: Path, capsys) -> None:
+    """backend=hf on a model whose config needs its own code: the one line hf-classifier gives
+    (it was a traceback), and the model's code never runs."""
+    from prbench.cli import main
+
+    folder = build_tiny_causal_lm(tmp_path / "needs-code")
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "prbench_untrusted"
+    config["auto_map"] = {"AutoConfig": "configuration_untrusted.UntrustedConfig",
+                          "AutoModelForCausalLM": "modeling_untrusted.UntrustedForCausalLM"}
+    (folder / "config.json").write_text(json.dumps(config))
+    trap = f"from pathlib import Path\nPath({str(tmp_path / 'CODE_RAN')!r}).write_text('x')\n"
+    for name in ("configuration_untrusted.py", "modeling_untrusted.py"):
+        (folder / name).write_text(trap)
+    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
+                 "--model_args", f"scorer=rm-r1,backend=hf,model={folder}", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: {folder}: this model needs code shipped with it (an auto_map in its config) to "
+        "load, and prbench runs such code only with the option trust_remote_code=true; set it "
+        "only if you trust that code"
+    ]
+    assert not (tmp_path / "CODE_RAN").exists()

@@ -224,3 +224,21 @@ def test_runtime_caches_by_fingerprint_and_records_the_variant(models) -> None:
     with build_runtime("skywork", options) as rt:
         assert rt.score(REQUESTS) == first
         assert rt.stats()["computed"] == 0 and rt.stats()["cache_hits"] == 3
+
+
+def test_an_uncached_variant_offline_is_one_line(capsys) -> None:
+    """The conftest sets HF_HUB_OFFLINE: a variant whose weights are not in the local cache is
+    one line naming the hub id and the variable (it was a 120-line traceback)."""
+    from prbench.cli import main
+
+    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
+                 "--model_args", "scorer=skywork,variant=v2-qwen3-0.6b", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: skywork pretrained: 'Skywork/Skywork-Reward-V2-Qwen3-0.6B' is not in the local "
+        "Hugging Face cache and HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, so it cannot be "
+        "downloaded; fetch it on a machine with internet (`hf download "
+        "Skywork/Skywork-Reward-V2-Qwen3-0.6B`) and copy the cache here, or pass a local folder"
+    ]
