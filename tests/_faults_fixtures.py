@@ -10,7 +10,7 @@ GROUP = "personalized_rewardbench_sample_noprofile"
 CUSTOM = "personalized_rewardbench_custom_noprofile"
 
 #: A ``--plugin`` file (saved as ``faulty.py``, so the plugin is named ``faulty``): a scorer with
-#: faults on demand, a scorer that records its options, a clash with prbench's ``length``, and a
+#: faults on demand (``meddle`` rewrites the requests it is handed, frozen or not), a scorer that records its options, a clash with prbench's ``length``, and a
 #: profile builder returning one kind of garbage per ``mode``.
 FAULTY = '''
 import dataclasses
@@ -71,6 +71,13 @@ class Faulty:
             return [math.nan for _ in requests]
         if mode == "numpy":
             return list(np.asarray(good, dtype=np.float32))
+        if mode == "meddle":  # reads the profile, then rewrites what it was handed
+            out = []
+            for r in requests:
+                out.append(float(len(r.response) + len(r.profile.text)))
+                object.__setattr__(r.profile, "text", "x" * (500 - len(r.response)))
+                object.__setattr__(r, "response", "")
+            return out
         return good
 
 

@@ -99,6 +99,25 @@ def test_scorer_fault_is_one_error_naming_plugin_and_component(
     assert isinstance(info.value, PrbenchUserError)  # shown as one line by every command
 
 
+def test_a_scorer_that_rewrites_its_requests_changes_nothing_else(
+    registry: PluginRegistry,
+) -> None:
+    """``meddle`` rewrites each request it is handed and the profile view the answers of a
+    question share (through ``object.__setattr__``; the views are frozen): the next request,
+    the next call and the caller's requests still hold what was built."""
+    view = ProfileView(text="I bake bread every weekend.")
+    reqs = [ScoreRequest(record_id=f"r{i // 2}", question=f"q{i // 2}", response="x" * (i + 1),
+                         profile=view) for i in range(4)]
+    expected = [float(i + 1 + len(view.text)) for i in range(4)]
+    options = {"mode": "meddle", "fail_after": 0, "cache": False, "chunk_size": 2}
+    with build_runtime("faulty/faulty", options, registry=registry, progress=False) as rt:
+        assert rt.score(reqs) == expected
+    with build_runtime("faulty/faulty", options, registry=registry, progress=False) as rt:
+        assert rt.score(reqs) == expected  # a later scorer sees the same
+    assert view.text == "I bake bread every weekend."
+    assert [r.response for r in reqs] == ["x" * (i + 1) for i in range(4)]
+
+
 def test_nan_numpy_and_tensor_scores_are_numbers() -> None:
     import numpy as np
     import torch
