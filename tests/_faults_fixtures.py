@@ -10,8 +10,9 @@ GROUP = "personalized_rewardbench_sample_noprofile"
 CUSTOM = "personalized_rewardbench_custom_noprofile"
 
 #: A ``--plugin`` file (saved as ``faulty.py``, so the plugin is named ``faulty``): a scorer with
-#: faults on demand (``meddle`` rewrites the requests it is handed, frozen or not), a scorer that records its options, a clash with prbench's ``length``, and a
-#: profile builder returning one kind of garbage per ``mode``.
+#: faults on demand (``meddle`` rewrites the requests it is handed, frozen or not), a scorer
+#: that records its options, a clash with prbench's ``length``, and a profile builder returning
+#: one kind of garbage per ``mode``.
 FAULTY = '''
 import dataclasses
 import json
