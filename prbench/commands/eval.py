@@ -174,55 +174,6 @@ def lm_eval_spellings(extra: Sequence[str]) -> list[str]:
     return out
 
 
-class _Unset:
-    """A value no option can take; falsy, as lm-eval's merging actions treat "not set yet"."""
-
-    def __bool__(self) -> bool:
-        return False
-
-
-def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
-    """The ``lm_eval run`` options that ``prbench eval ARGV`` would set, by their argparse dest.
-
-    ``argv`` goes through the parsers ``prbench eval`` itself uses: prbench's ``eval`` parser
-    takes its own flags, :func:`lm_eval_spellings` rewrites dash spellings and the old output
-    flags, and lm-eval's ``run`` parser reads the rest, short flags (``-a``), ``--flag=value``
-    and the abbreviations it accepts (``--model_arg``) included. So every spelling of an option
-    is found, not only the one a string comparison would catch.
-
-    Args:
-        argv: arguments as they would follow ``prbench eval``.
-
-    Returns:
-        The dests (``model_args``, ``output_path``, ...) the arguments set, in parser order.
-
-    Raises:
-        prbench.options.OptionsError: the arguments do not parse (argparse's message).
-    """
-    from lm_eval._cli.harness import HarnessCLI
-
-    from prbench.cli import build_parser
-    from prbench.options import OptionsError
-
-    unset = _Unset()
-    noise = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(noise), contextlib.redirect_stdout(io.StringIO()):
-            own, extra = build_parser().parse_known_args(["eval", *argv])
-            if own.command != "eval":  # pragma: no cover - argparse guarantees it
-                raise SystemExit(2)
-            extra = lm_eval_spellings(extra)
-            run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
-            dests = [a.dest for a in run_parser._actions if a.dest != argparse.SUPPRESS]
-            ns = argparse.Namespace(**dict.fromkeys(dests, unset))
-            run_parser.parse_args(extra, ns)
-    except SystemExit:
-        said = [ln for ln in noise.getvalue().splitlines() if ln.strip()]
-        why = said[-1].split("error:", 1)[-1].strip() if said else "they do not parse"
-        raise OptionsError(f"not valid `prbench eval` arguments: {why}") from None
-    return [dest for dest in dests if getattr(ns, dest) is not unset]
-
-
 def _verbose(extra: Sequence[str]) -> str | None:
     """lm-eval's ``--verbosity``/``-v`` level when it is INFO or DEBUG (lm-eval's logs shown)."""
     for i, arg in enumerate(extra):

@@ -224,7 +224,7 @@ def _check_json(value: Any, path: Path, where: str) -> None:
 
 def _check_eval_args(eval_args: Sequence[str], path: Path) -> None:
     """Parse ``eval_args`` as ``prbench eval`` does; refuse options the sweep sets itself."""
-    from prbench.commands.eval import lm_eval_flags_given
+    from prbench.cli import lm_eval_flags_given  # the `prbench eval` parsers themselves
     from prbench.options import OptionsError
 
     try:
