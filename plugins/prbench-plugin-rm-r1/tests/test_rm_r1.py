@@ -298,7 +298,7 @@ def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
 def test_a_model_that_needs_its_own_code_is_one_line(tmp_path: Path, capsys) -> None:
     """backend=hf on a model whose config needs its own code: the one line hf-classifier gives
     (it was a traceback), and the model's code never runs."""
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
     folder = build_tiny_causal_lm(tmp_path / "needs-code")
     config = json.loads((folder / "config.json").read_text())
@@ -309,7 +309,7 @@ def test_a_model_that_needs_its_own_code_is_one_line(tmp_path: Path, capsys) -> 
     trap = f"from pathlib import Path\nPath({str(tmp_path / 'CODE_RAN')!r}).write_text('x')\n"
     for name in ("configuration_untrusted.py", "modeling_untrusted.py"):
         (folder / name).write_text(trap)
-    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
                  "--model_args", f"scorer=rm-r1,backend=hf,model={folder}", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err

@@ -229,9 +229,9 @@ def test_runtime_caches_by_fingerprint_and_records_the_variant(models) -> None:
 def test_an_uncached_variant_offline_is_one_line(capsys) -> None:
     """The conftest sets HF_HUB_OFFLINE: a variant whose weights are not in the local cache is
     one line naming the hub id and the variable (it was a 120-line traceback)."""
-    from prbench.cli import main
+    from prbench.testing import run_cli
 
-    code = main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
+    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
                  "--model_args", "scorer=skywork,variant=v2-qwen3-0.6b", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
