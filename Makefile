@@ -17,7 +17,7 @@ PLUGINS := plugins/prbench-plugin-template plugins/prbench-plugin-skywork \
 	plugins/prbench-plugin-internlm2 plugins/prbench-plugin-rm-r1 plugins/prbench-plugin-gpo \
 	plugins/prbench-plugin-synthesizeme
 
-.PHONY: setup setup-demo check-cpu demo downstream-demo test lint bench dist clean
+.PHONY: setup setup-demo check-cpu demo downstream-demo test test-fast lint bench dist clean
 
 setup: $(STAMP)
 
@@ -73,6 +73,12 @@ downstream-demo: setup
 # (the wildcard already names plugins/prbench-plugin-skywork/tests, -internlm2, -rm-r1, ...)
 test: setup
 	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider tests $(wildcard plugins/*/tests)
+
+# the edit-test loop: the core suite without the tests marked `slow` (real pretrained weights,
+# lm_eval subprocesses, end-to-end commands) and without the plugins' suites; `make test` is the
+# full suite CI runs
+test-fast: setup
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 lint: setup
 	$(BIN)/ruff check prbench tests plugins benchmarks tasks

