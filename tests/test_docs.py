@@ -336,9 +336,13 @@ class Checker:
             return [] if not extra else [f"unrecognized arguments: {' '.join(extra)}"]
         module = ns._module
         if ns.command == "eval":
+            from prbench.commands.eval import lm_eval_argv
+
             if getattr(ns, "lm_eval_help", False):
                 return []
-            return self._lm_eval(extra, prbench_eval=True)
+            ns.extra_args = extra
+            with contextlib.redirect_stderr(io.StringIO()):  # old-flag notes
+                return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
         if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
             return [f"prbench {ns.command}: unrecognized arguments: {' '.join(extra)}"]
         if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
