@@ -53,3 +53,19 @@ def test_test_fast_runs_the_core_suite_without_slow_tests(tmp_path: Path) -> Non
     assert len(fast) == 1 and len(full) == 1
     assert '-m "not slow"' in fast[0] and "plugins/" not in fast[0]
     assert "not slow" not in full[0] and "plugins/" in full[0]  # make test stays the full suite
+
+
+def test_torch_comes_from_the_cpu_index_only_when_asked(tmp_path: Path) -> None:
+    """constraints-cpu.txt pins a version, not a build: TORCH_INDEX_URL picks the CPU index."""
+    def torch_lines(*extra: str) -> list[str]:
+        proc = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}", *extra],
+                              cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+        return [line for line in proc.stdout.splitlines()
+                if "pip install" in line and "torch==" in line]
+
+    (plain,) = torch_lines()
+    assert "--index-url" not in plain and "-c constraints-cpu.txt" in plain
+    (cpu,) = torch_lines("TORCH_INDEX_URL=file:///wheels/whl/cpu")
+    assert "--index-url file:///wheels/whl/cpu torch==2.13.0" in cpu
+    assert "-c constraints-cpu.txt" in cpu
+    assert (REPO / "constraints-cpu.txt").read_text().split() == ["torch==2.13.0"]
