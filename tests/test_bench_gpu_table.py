@@ -79,6 +79,7 @@ def test_token_slot_limit_refuses_calls_past_the_limit_and_restores_the_forward(
     base(input_ids=ids)  # the real forward again
 
 
+@pytest.mark.slow  # the whole table on a tiny model: `make test-fast` leaves it out
 def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
     import logging
 
