@@ -3,7 +3,8 @@
 Every markdown page a reader starts from (README.md, CONTRIBUTING.md, docs/*.md) is read here:
 
 * every relative link ``[text](path)`` / ``[text](path#anchor)`` names a file that exists, and an
-  anchor names a heading of that page (GitHub's heading slugs);
+  anchor names a heading of that page (GitHub's heading slugs); the plugins', tasks' and data
+  folders' READMEs are link-checked too (their commands may name files only their readers have);
 * every ``prbench …`` / ``lm_eval …`` command line of a shell block (also behind ``.venv/bin/``,
   ``accelerate launch … -m lm_eval`` or ``-m prbench.cli``, inside ``for`` loops with the loop
   variable expanded) parses with the real parsers: prbench's subcommand parser, then, for
@@ -40,6 +41,9 @@ from tests.test_contributing_snippet import PLUGIN_API, snippet_files
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "CONTRIBUTING.md", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+#: every markdown page of the repository, for the link check (plugin, task and data READMEs too)
+LINK_PAGES = sorted({*PAGES, *(str(p.relative_to(ROOT)) for pattern in (
+    "plugins/*/*.md", "tasks/**/*.md", "prbench/data/**/*.md") for p in ROOT.glob(pattern))})
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 FENCE = re.compile(r"^```(\S*)\s*$")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -464,7 +468,8 @@ def _page_commands() -> list[Command]:
 # -- the docs -----------------------------------------------------------------------------------
 
 def test_every_relative_link_resolves() -> None:
-    problems = [p for page in PAGES for p in link_problems(
+    assert "plugins/prbench-plugin-skywork/README.md" in LINK_PAGES
+    problems = [p for page in LINK_PAGES for p in link_problems(
         ROOT / page, (ROOT / page).read_text(encoding="utf-8"))]
     assert not problems, "\n".join(problems)
 
