@@ -45,7 +45,7 @@ PAGES = ["README.md", "CONTRIBUTING.md", *sorted(
 LINK_PAGES = sorted({*PAGES, *(str(p.relative_to(ROOT)) for pattern in (
     "plugins/*/*.md", "tasks/**/*.md", "prbench/data/**/*.md") for p in ROOT.glob(pattern))})
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
-FENCE = re.compile(r"^```(\S*)\s*$")
+FENCE = re.compile(r"^\s*```(\S*)\s*$")  # also indented, inside a list item
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 SUBST = re.compile(r"\$\(")
@@ -76,7 +76,7 @@ def blocks(text: str) -> Iterator[tuple[str, int, list[str]]]:
         fence = FENCE.match(line)
         if lang is None and fence:
             lang, start, body = fence.group(1).lower(), number + 1, []
-        elif lang is not None and line.startswith("```"):
+        elif lang is not None and line.lstrip().startswith("```"):
             yield lang, start, body
             lang = None
         elif lang is not None:
@@ -87,7 +87,7 @@ def prose_lines(text: str) -> Iterator[tuple[int, str]]:
     """The lines outside fenced blocks, numbered."""
     inside = False
     for number, line in enumerate(text.split("\n"), 1):
-        if line.startswith("```"):
+        if line.lstrip().startswith("```"):
             inside = not inside
             continue
         if not inside:

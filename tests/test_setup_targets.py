@@ -69,3 +69,16 @@ def test_torch_comes_from_the_cpu_index_only_when_asked(tmp_path: Path) -> None:
     assert "--index-url file:///wheels/whl/cpu torch==2.13.0" in cpu
     assert "-c constraints-cpu.txt" in cpu
     assert (REPO / "constraints-cpu.txt").read_text().split() == ["torch==2.13.0"]
+
+
+def test_test_target_installs_the_rl_peers_without_their_dependencies(tmp_path: Path) -> None:
+    """verl and OpenRLHF with --no-deps (their dependencies pull CUDA torch, Ray, vLLM), the
+    ``peers`` extra for what their tested modules import, and their stray test suites removed."""
+    out = _dry_run("test", tmp_path)
+    installs = [line for line in out.splitlines() if "pip install" in line]
+    peers = [line for line in installs if "verl==" in line or "openrlhf==" in line]
+    assert len(peers) == 1 and "--no-deps" in peers[0] and "-c constraints-cpu.txt" in peers[0]
+    assert "verl==0.9.1" in peers[0] and "openrlhf==0.11.2" in peers[0]
+    assert any(",peers]" in line and "--no-deps" not in line for line in installs)
+    after = out[out.index(peers[0]):]
+    assert "DROP_PEER_SUITES" in after
