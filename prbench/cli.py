@@ -390,9 +390,10 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
     """The ``lm_eval run`` options that ``prbench eval ARGV`` would set, by their argparse dest.
 
     ``argv`` goes through the parsers ``prbench eval`` itself uses: prbench's ``eval`` parser
-    takes its own flags, :func:`prbench.commands.eval.lm_eval_spellings` rewrites dash
-    spellings and the old output flags, and lm-eval's ``run`` parser reads the rest, short flags
-    (``-a``), ``--flag=value`` and the abbreviations it accepts (``--model_arg``) included. So
+    takes its own flags (``--tasks`` and ``--model_args`` among them),
+    :func:`prbench.commands.eval.lm_eval_argv` hands the rest on in lm-eval's spelling, and
+    lm-eval's ``run`` parser reads it, short flags (``-a``), ``--flag=value`` and the
+    abbreviations it accepts (``--model_arg``) included. So
     every spelling of an option is found, not only the one a string comparison would catch.
     (``prbench sweep`` refuses ``eval_args`` that set what the sweep sets itself with it.)
 
@@ -407,17 +408,16 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
     """
     from lm_eval._cli.harness import HarnessCLI
 
-    from prbench.commands.eval import lm_eval_spellings
+    from prbench.commands.eval import lm_eval_argv
     from prbench.options import OptionsError
 
     unset = _Unset()
     noise = io.StringIO()
     try:
         with contextlib.redirect_stderr(noise), contextlib.redirect_stdout(io.StringIO()):
-            own, extra = build_parser().parse_known_args(["eval", *argv])
-            if own.command != "eval":  # pragma: no cover - argparse guarantees it
-                raise SystemExit(2)
-            extra = lm_eval_spellings(extra)
+            own, rest = build_parser().parse_known_args(["eval", *argv])
+            own.extra_args = rest
+            extra = lm_eval_argv(own)  # what `prbench eval` hands lm-eval
             run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
             dests = [a.dest for a in run_parser._actions if a.dest != argparse.SUPPRESS]
             ns = argparse.Namespace(**dict.fromkeys(dests, unset))
