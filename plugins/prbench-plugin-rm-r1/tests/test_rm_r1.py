@@ -295,11 +295,9 @@ def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
     assert described["scorer_stats"]["n_order_flips"] == 2
 
 
-def test_a_model_that_needs_its_own_code_is_one_line(tmp_path: Path, capsys) -> None:
+def test_a_model_that_needs_its_own_code_is_one_line(tmp_path: Path) -> None:
     """backend=hf on a model whose config needs its own code: the one line hf-classifier gives
     (it was a traceback), and the model's code never runs."""
-    from prbench.testing import run_cli
-
     folder = build_tiny_causal_lm(tmp_path / "needs-code")
     config = json.loads((folder / "config.json").read_text())
     config["model_type"] = "prbench_untrusted"
@@ -309,11 +307,15 @@ def test_a_model_that_needs_its_own_code_is_one_line(tmp_path: Path, capsys) -> 
     trap = f"from pathlib import Path\nPath({str(tmp_path / 'CODE_RAN')!r}).write_text('x')\n"
     for name in ("configuration_untrusted.py", "modeling_untrusted.py"):
         (folder / name).write_text(trap)
-    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
-                 "--model_args", f"scorer=rm-r1,backend=hf,model={folder}", "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 1 and "Traceback" not in err
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "prbench.cli", "eval", "--tasks",
+         "personalized_rewardbench_sample_noprofile", "--limit", "1", "--model_args",
+         f"scorer=rm-r1,backend=hf,model={folder}", "--no-progress"],
+        env=os.environ.copy(), cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
         f"error: {folder}: this model needs code shipped with it (an auto_map in its config) to "
         "load, and prbench runs such code only with the option trust_remote_code=true; set it "

@@ -226,16 +226,19 @@ def test_runtime_caches_by_fingerprint_and_records_the_variant(models) -> None:
         assert rt.stats()["computed"] == 0 and rt.stats()["cache_hits"] == 3
 
 
-def test_an_uncached_variant_offline_is_one_line(capsys) -> None:
-    """The conftest sets HF_HUB_OFFLINE: a variant whose weights are not in the local cache is
-    one line naming the hub id and the variable (it was a 120-line traceback)."""
-    from prbench.testing import run_cli
-
-    code = run_cli(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "1",
-                 "--model_args", "scorer=skywork,variant=v2-qwen3-0.6b", "--no-progress"])
-    err = capsys.readouterr().err
-    assert code == 1 and "Traceback" not in err
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
+def test_an_uncached_variant_offline_is_one_line(tmp_path) -> None:
+    """Offline, a variant whose weights are not in the local cache is one line naming the hub id
+    and the variable (it was a 120-line traceback)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "prbench.cli", "eval", "--tasks",
+         "personalized_rewardbench_sample_noprofile", "--limit", "1", "--model_args",
+         "scorer=skywork,variant=v2-qwen3-0.6b", "--no-progress"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
         "error: skywork pretrained: 'Skywork/Skywork-Reward-V2-Qwen3-0.6B' is not in the local "
         "Hugging Face cache and HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set, so it cannot be "
