@@ -11,9 +11,16 @@ guessed.
 A won, among readable verdicts; 0.5 is unbiased), ``n_order_flips`` (pairs, both orders read, whose
 preferred answer changed when the two were swapped — the judge followed the position),
 ``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
-A reply cut at ``max_new_tokens`` is invalid (``truncated``). ``stats()`` and ``describe()`` also
-record what ran: the style and where it was read, the token budget, the parse rule and the prompt
-(``"builtin"``, or the template files with their SHA-256).
+A reply cut at ``max_new_tokens`` is invalid (``truncated``) under ``parse=strict``; under
+``parse=original`` it is read as the authors read it, and counted (``n_cut_replies_read``).
+
+The token budget of a served model (``backend=openai``) is fitted per request:
+``min(max_new_tokens, max_model_len - prompt tokens)``, ``max_model_len`` read from the model's
+``/v1/models`` card and the prompt counted by the server (vLLM's ``/tokenize``), so no request is
+refused for its length; a prompt that alone fills the context is invalid (``prompt-too-long``),
+never sent. ``stats()`` and ``describe()`` also record what ran: the style and where it was read,
+the token budget and how it was fitted, the parse rule and the prompt (``"builtin"``, or the
+template files with their SHA-256).
 """
 
 from __future__ import annotations
@@ -24,12 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from prbench.api import (
+    Chat,
     GenerationBackend,
+    GenerationFailure,
     LLMJudgeBase,
     OrderTally,
     PairRequest,
+    Reply,
     ScoreRequest,
     fingerprint_of,
+    generate_in_batches,
+    is_truncated,
     seeded_unit,
 )
 from prbench_plugin_rm_r1 import prompts
@@ -63,6 +75,43 @@ class RMR1Judge(LLMJudgeBase):
         """Forget the counts and details gathered so far."""
         super().reset_stats()
         self._tally = OrderTally()
+        self._cut_read = 0
+        self._budget: dict[str, Any] = {"source": "option", "n_fitted": 0, "n_no_room": 0,
+                                        "smallest": None}
+
+    def _generate(self, chats: Sequence[Chat], unit: str) -> list[Reply]:
+        """Generate one reply per chat, each within its budget (see the module docstring)."""
+        o = self.options
+        fit = getattr(self.backend, "fit_budgets", None)
+        budgets, info = fit(chats, o.max_new_tokens) if callable(fit) and chats else (
+            [o.max_new_tokens] * len(chats), {"source": "option"})
+        self._budget["source"] = info.get("source", "option")
+        self._budget["max_model_len"] = info.get("max_model_len")
+        if isinstance(info.get("max_model_len"), int):
+            self._context = info["max_model_len"]
+        self._budget["n_fitted"] += info.get("n_fitted", 0)
+        self._budget["n_no_room"] += info.get("n_no_room", 0)
+        out: list[Reply | None] = [None] * len(chats)
+        for budget in sorted(set(budgets)):
+            idx = [i for i, b in enumerate(budgets) if b == budget]
+            if budget < 1:
+                for i in idx:
+                    out[i] = GenerationFailure(
+                        reason="prompt-too-long",
+                        detail=f"the prompt fills the served context ({info.get('max_model_len')}"
+                               " tokens): no room for a reply; not sent")
+                continue
+            low = self._budget["smallest"]
+            self._budget["smallest"] = budget if low is None else min(low, budget)
+            replies = generate_in_batches(
+                self.backend, [chats[i] for i in idx], o.generation_config(max_new_tokens=budget),
+                o.batch_size, desc=self.name, unit=unit, keep_failures=True,
+                truncated_is_failure=o.parse == "strict")
+            for i, reply in zip(idx, replies, strict=True):
+                out[i] = reply
+                if o.parse == "original" and is_truncated(reply):
+                    self._cut_read += 1
+        return [r for r in out if r is not None]
 
     def _orders(self, item: Item) -> list[bool]:
         """``True`` = the first answer is shown as A."""
@@ -105,14 +154,28 @@ class RMR1Judge(LLMJudgeBase):
             "prompt_version": prompts.PROMPT_VERSION, "style": self.style, "orders": o.orders,
             "decoding": [o.max_new_tokens, o.temperature, o.top_p, o.seed],
             "parse": o.parse, "prompt": self.templates.describe(),
+            "served_context": self._served_context(),
         })
 
+    def _served_context(self) -> int | None:
+        """The served model's ``max_model_len`` (it bounds the budgets, so it is part of the
+        fingerprint); ``None`` for an in-process model or a card without it.
+        """  # noqa: D205
+        if not hasattr(self, "_context"):
+            card_of = getattr(self.backend, "model_card", None)
+            card = card_of() if callable(card_of) else None
+            limit = card.get("max_model_len") if isinstance(card, dict) else None
+            self._context = limit if isinstance(limit, int) else None
+        return self._context
+
     def _protocol(self) -> dict[str, Any]:
-        """What ran: style (and its source), token budget, parse rule, prompt."""
+        """What ran: style (and its source), token budget and its fitting, parse rule, prompt."""
         return {
             "prompt_style": self.style,
             "style_source": self.style_source,
             "max_new_tokens": self.options.max_new_tokens,
+            "budget": dict(self._budget),
+            "n_cut_replies_read": self._cut_read,
             "parse": self.options.parse,
             "prompt": self.templates.describe(),
         }
