@@ -16,6 +16,9 @@ posts no call is made and the persona says that nothing is known.
    when it has one -- are each tried with the persona-conditioned judge on the validation pairs
    (both orders); the set with the best validation accuracy is used (ties: the earlier set).
 
+``protocol=authors`` replaces steps 1-3 by the reference implementation's two random searches
+(:mod:`prbench_plugin_synthesizeme.authors`).
+
 Every LLM reply that does not parse is asked again up to ``parse_retries`` times with a rising
 temperature (retry ``k`` of ``n`` samples at ``temperature + (retry_temperature - temperature) *
 k / n`` with seed ``seed + k``); only the final outcome is counted as a failure.
@@ -201,7 +204,7 @@ class SynthesizeMeBase(LLMJudgeBase):
                     o.retry_temperature]
         if mode == "preferences":
             settings += [o.demos, o.demo_candidates, o.val_fraction, o.split, o.max_new_tokens,
-                         o.orders]
+                         o.orders, o.protocol]
         return stable_hash(prompts.PROMPT_VERSION, mode, subject, posts, prefs, self._model(),
                            settings)
 
@@ -280,6 +283,10 @@ class SynthesizeMeBase(LLMJudgeBase):
         o = self.options
         splits = {f.subject: split_preferences(self.preferences.by_user[f.subject], f.subject,
                                                o.seed, o.val_fraction, o.split) for f in fits}
+        if o.protocol == "authors":
+            from prbench_plugin_synthesizeme.authors import fit_authors
+
+            return fit_authors(self, fits, splits)
         # 1. bootstrapped reasoning on the training pairs; kept only when it predicts the label
         chats, plan = [], []
         for fit in fits:
