@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prbench_plugin_gpo.checkpoint import load_checkpoint
 from prbench_plugin_gpo.config import PRESETS, TrainConfig, make_config
+from prbench_plugin_gpo.errors import GPOError
 from prbench_plugin_gpo.network import (
     Episode,
     NetConfig,
@@ -18,8 +20,6 @@ from prbench_plugin_gpo.network import (
     collate,
     parameter_count,
 )
-from prbench_plugin_gpo.checkpoint import load_checkpoint
-from prbench_plugin_gpo.errors import GPOError
 from prbench_plugin_gpo.optimise import optimiser, pair_loss
 from prbench_plugin_gpo.swap import derangement
 from prbench_plugin_gpo.train import main
@@ -103,7 +103,7 @@ def test_paper_network_is_the_one_of_gpo_yaml() -> None:
     per_layer = (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d) + 4 * d
     expected = ((dim_in + 1) * d + d) + 3 * (d * d + d) + 6 * per_layer + (d * ff + ff) \
         + (ff * 2 + 2)
-    assert parameter_count(net) == expected == 706562
+    assert parameter_count(net) == expected == 713218
     assert make_config("paper").max_length is None  # options embedded without prbench's limit
 
 
@@ -282,8 +282,9 @@ def test_train_file_checkpoint_scores_other_users_and_refuses_overlap(train_file
         _scorer(ckpt, emb, train)
     overlap = _scorer(ckpt, emb, train, allow_user_overlap=True)
     assert overlap.describe()["user_overlap"] == [f"t{i}" for i in range(6)]
-    assert any("WARNING 6 evaluated user(s) were training users (allow_user_overlap=true); 12 "
-               "evaluated record(s) were training records, their pairs trained on" in line
+    assert any("WARNING 6 evaluated user(s) were training users, 72 evaluated pair(s) were "
+               "training pairs (allow_user_overlap=true); 12 evaluated record(s) were training "
+               "records, their pairs trained on" in line
                for line in overlap.stats()["diagnostics"])
     assert len(overlap.describe()["trained_records"]) == 12
     # a --train checkpoint needs the evaluated users' preferences; a record outside them fails
@@ -325,13 +326,15 @@ def test_overlap_check_normalises_ids_and_hashes_pairs(train_file_checkpoint, tm
                for line in forced.stats()["diagnostics"])
 
 
-def test_unsafe_or_foreign_checkpoints_are_one_error_line(tmp_path: Path) -> None:
-    import collections
+class Unsafe:
+    """An object a checkpoint must not carry: unpickling it would import and build it."""
 
+
+def test_unsafe_or_foreign_checkpoints_are_one_error_line(tmp_path: Path) -> None:
     import torch
 
     unsafe = tmp_path / "unsafe.pt"
-    torch.save({"format": "prbench-gpo/3", "folds": [collections.Counter(a=1)]}, unsafe)
+    torch.save({"format": "prbench-gpo/3", "folds": [Unsafe()]}, unsafe)
     with pytest.raises(GPOError, match="objects that would run code when loaded") as err:
         load_checkpoint(unsafe)
     assert isinstance(err.value, PrbenchUserError) and "\n" not in str(err.value)
