@@ -15,7 +15,8 @@ their chosen/rejected answers as targets, other *training* users' posts as dispr
 Each step samples ``batch_users`` training users, a random number of their posts (0 to
 ``context_posts``: the neural process learns from contexts of every size, including the empty
 one of the no-profile condition) and ``negatives`` posts of other training users; the loss is the
-Bradley-Terry loss ``-log sigmoid(s(chosen) - s(rejected))``.
+config's objective (:mod:`prbench_plugin_gpo.optimise`: Bradley-Terry for ``small``, GPO's
+Gaussian objective for ``paper``).
 
 The checkpoint (one ``torch.save`` file) holds the training settings, the embedder description,
 each fold's network with the record ids it was trained on and the ids it must score, and the

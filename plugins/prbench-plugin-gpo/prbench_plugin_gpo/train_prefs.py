@@ -4,11 +4,13 @@ This is GPO's own setting: every training user has several labelled pairs. Each 
 ``batch_users`` users; for each, a seeded shuffle of the user's pairs is cut into a **context**
 (the first ``m`` pairs, ``m`` drawn from 1 to ``min(context_pairs, n - 1)``: each pair gives a
 preferred point, its chosen answer, and a dispreferred point, its rejected answer) and **targets**
-(the other pairs' answers). The loss is the Bradley-Terry loss over the target pairs,
-``-log sigmoid(s(chosen) - s(rejected))``, averaged over every target pair of the batch.
+(the other pairs' answers). The loss is the config's objective over the target pairs
+(:func:`prbench_plugin_gpo.optimise.pair_loss`: Bradley-Terry for ``small``, averaged over every
+target pair of the batch; GPO's Gaussian objective for ``paper``).
 
 One network is trained on all users of the file; none of the users it will be evaluated on may be
-among them (the scorer checks and refuses). At scoring time a user's context is that user's
+among them (the scorer checks user ids, normalised, and the pairs' content hashes stored in the
+checkpoint, and refuses). At scoring time a user's context is that user's
 ``preferences`` and the targets are the held-out answers (:mod:`prbench_plugin_gpo.prefs`).
 """
 
