@@ -33,14 +33,11 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prbench.api import ParseFailure, Pref, parse_pairwise, strip_reasoning
 from prbench_plugin_synthesizeme import prompts
-
-if TYPE_CHECKING:
-    from prbench_plugin_synthesizeme.fitting import SynthesizeMeBase, _Fit
-    from prbench_plugin_synthesizeme.personas import Persona
+from prbench_plugin_synthesizeme.personas import Persona, seeded_order
 
 #: The reference's settings: labelled demos per teacher / per set, shuffled candidates, early stop.
 MAX_LABELED = 4
@@ -111,16 +108,15 @@ class AuthorsSearch:
     """The two searches of ``protocol=authors`` for a batch of users (see the module docstring).
 
     Args:
-        base: the scorer (its LLM calls, retries, counts and options).
+        base: the scorer (a ``fitting.SynthesizeMeBase``: its LLM calls with retries, counts and
+            options; typed loosely, as this module sits below it).
         splits: per user, ``(training pairs, validation pairs)``.
     """
 
-    def __init__(self, base: SynthesizeMeBase, splits: dict[str, tuple[list[Pref], list[Pref]]]):
+    def __init__(self, base: Any, splits: dict[str, tuple[list[Pref], list[Pref]]]) -> None:
         self.base = base
         self.splits = splits
         seed = base.options.seed
-        from prbench_plugin_synthesizeme.fitting import seeded_order
-
         self.order = {u: ([seeded_order(seed, "bootstrap", u, j) for j in range(len(t))],
                           [seeded_order(seed, "validation", u, v) for v in range(len(v_))])
                       for u, (t, v_) in splits.items()}
@@ -226,11 +222,17 @@ def _key(chat: Any) -> str:
     return json.dumps(chat, sort_keys=True, ensure_ascii=False)
 
 
-def fit_authors(base: SynthesizeMeBase, fits: Sequence[_Fit],
+def fit_authors(base: Any, fits: Sequence[Any],
                 splits: dict[str, tuple[list[Pref], list[Pref]]]) -> list[Persona | ParseFailure]:
-    """Fit each user by the reference's procedure: persona from the first search's winner,
-    demos from the second search (see the module docstring).
-    """  # noqa: D205
+    """Fit each user by the reference's procedure (see the module docstring).
+
+    The persona comes from the first search's winner, the demos from the second search.
+
+    Args:
+        base: the scorer (``fitting.SynthesizeMeBase``).
+        fits: the users to fit (``fitting._Fit``: ``subject``, ``posts``, ``key``, ``mode``).
+        splits: per user, ``(training pairs, validation pairs)``.
+    """
     search = AuthorsSearch(base, {f.subject: splits[f.subject] for f in fits})
     first = search.search({f.subject: NO_PERSONA for f in fits}, "persona")
     chats, details = [], {}
@@ -247,7 +249,7 @@ def fit_authors(base: SynthesizeMeBase, fits: Sequence[_Fit],
         }
         base._fit["reasonings_kept"] += len(notes)
     fitted = base._induce(list(fits), chats, details)
-    good = [p for p in fitted if not isinstance(p, ParseFailure)]
+    good = [p for p in fitted if isinstance(p, Persona)]
     if good:
         second = AuthorsSearch(base, {p.user: splits[p.user] for p in good}).search(
             {p.user: p.persona for p in good}, "demos")

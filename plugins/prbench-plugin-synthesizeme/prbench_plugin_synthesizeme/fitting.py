@@ -41,7 +41,6 @@ from prbench.api import (
     UserPreferences,
     generate_in_batches,
     parse_pairwise,
-    seeded_unit,
     stable_hash,
     strip_reasoning,
 )
@@ -51,6 +50,7 @@ from prbench_plugin_synthesizeme.personas import (
     PersonaStore,
     demo_candidates,
     load_preferences,
+    seeded_order,
     split_preferences,
 )
 from prbench_plugin_synthesizeme.plugin import SynthesizeMeOptions
@@ -70,11 +70,6 @@ def parse_persona(text: str) -> str | ParseFailure:
     if not body:
         return ParseFailure("empty", "the reply is empty", text[-200:])
     return body
-
-
-def seeded_order(seed: int, *parts: object) -> bool:
-    """A seeded coin: ``True`` shows the first answer (or the chosen one) as A."""
-    return seeded_unit("synthesizeme-order", seed, *parts) < 0.5
 
 
 @dataclasses.dataclass(frozen=True)
