@@ -204,19 +204,33 @@ class OpenAIBackend:
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[Reply]:
+    def generate(self, chats: Sequence[Chat], config: GenerationConfig,
+                 budgets: Sequence[int] | None = None) -> list[Reply]:
         """One completion per chat, in order (cached responses are not requested again).
 
         A chat whose request failed for good gets a
         :class:`~prbench.backends.base.GenerationFailure` in its place (see the module docstring).
 
+        Args:
+            chats: the chats.
+            config: the decoding settings.
+            budgets: each chat's ``max_tokens`` in place of ``config.max_new_tokens`` (from
+                :meth:`fit_budgets`), sent in one concurrent call.
+
         Raises:
             BackendRequestError: a failure no request can get past (the key, the URL or model,
                 TLS, or no server answering); one line naming the server and the fix.
+            ValueError: ``budgets`` of another length than ``chats``, or a budget below 1.
         """
         check_chats(chats)
         check_config(config)
         bodies = [self.request_body(chat, config) for chat in chats]
+        if budgets is not None:
+            if len(budgets) != len(chats) or any(b < 1 for b in budgets):
+                raise ValueError(f"budgets must give each of the {len(chats)} chats at least 1 "
+                                 f"token, got {list(budgets)[:10]}")
+            for body, budget in zip(bodies, budgets, strict=True):
+                body["max_tokens"] = int(budget)
         responses = self._fetch_all(bodies)
         return [
             r if isinstance(r, GenerationFailure)

@@ -43,6 +43,7 @@ from prbench.api import (
     generate_in_batches,
     is_truncated,
     seeded_unit,
+    truncation_failure,
 )
 from prbench_plugin_rm_r1 import prompts
 from prbench_plugin_rm_r1.parsing import parser
@@ -50,6 +51,29 @@ from prbench_plugin_rm_r1.plugin import RMR1Options, RMR1ScalarOptions
 
 #: (record id, question, profile text, first answer, second answer)
 Item = tuple[str, str, str, str, str]
+
+
+class _Budgeted:
+    """A served backend whose every chat is sent with its own fitted ``max_tokens``.
+
+    Args:
+        backend: an OpenAI-compatible backend (its ``generate`` takes ``budgets``).
+        budget_of: each chat's budget, by the chat object's ``id``.
+    """
+
+    def __init__(self, backend: Any, budget_of: dict[int, int]) -> None:
+        self.backend = backend
+        self.fingerprint = backend.fingerprint
+        self.budget_of = budget_of
+
+    def generate(self, chats: Sequence[Chat], config: Any) -> list[Reply]:
+        """The backend's replies, each chat within its budget, in one call."""
+        return list(self.backend.generate(chats, config,
+                                          budgets=[self.budget_of[id(c)] for c in chats]))
+
+    def logprobs(self, chats: Sequence[Chat], continuations: Sequence[str]) -> list[float]:
+        """Not used by the judge."""
+        raise NotImplementedError("a budgeted view of a backend only generates")
 
 
 class RMR1Judge(LLMJudgeBase):
@@ -91,27 +115,29 @@ class RMR1Judge(LLMJudgeBase):
             self._context = info["max_model_len"]
         self._budget["n_fitted"] += info.get("n_fitted", 0)
         self._budget["n_no_room"] += info.get("n_no_room", 0)
-        out: list[Reply | None] = [None] * len(chats)
-        for budget in sorted(set(budgets)):
-            idx = [i for i, b in enumerate(budgets) if b == budget]
-            if budget < 1:
-                for i in idx:
-                    out[i] = GenerationFailure(
-                        reason="prompt-too-long",
-                        detail=f"the prompt fills the served context ({info.get('max_model_len')}"
-                               " tokens): no room for a reply; not sent")
-                continue
-            low = self._budget["smallest"]
-            self._budget["smallest"] = budget if low is None else min(low, budget)
-            replies = generate_in_batches(
-                self.backend, [chats[i] for i in idx], o.generation_config(max_new_tokens=budget),
-                o.batch_size, desc=self.name, unit=unit, keep_failures=True,
-                truncated_is_failure=o.parse == "strict")
-            for i, reply in zip(idx, replies, strict=True):
-                out[i] = reply
-                if o.parse == "original" and is_truncated(reply):
+        send = [i for i, b in enumerate(budgets) if b >= 1]
+        if send:
+            low = min(budgets[i] for i in send)
+            old = self._budget["smallest"]
+            self._budget["smallest"] = low if old is None else min(old, low)
+        backend: Any = self.backend
+        if any(budgets[i] != o.max_new_tokens for i in send):
+            backend = _Budgeted(self.backend, {id(chats[i]): budgets[i] for i in send})
+        replies = generate_in_batches(
+            backend, [chats[i] for i in send], o.generation_config(), o.batch_size,
+            desc=self.name, unit=unit, keep_failures=True, truncated_is_failure=False)
+        out: list[Reply] = [GenerationFailure(
+            reason="prompt-too-long",
+            detail=f"the prompt fills the served context ({info.get('max_model_len')} tokens): "
+                   "no room for a reply; not sent")] * len(chats)
+        for i, reply in zip(send, replies, strict=True):
+            if is_truncated(reply):
+                if o.parse == "strict":
+                    reply = truncation_failure(reply, budgets[i])
+                else:
                     self._cut_read += 1
-        return [r for r in out if r is not None]
+            out[i] = reply
+        return out
 
     def _orders(self, item: Item) -> list[bool]:
         """``True`` = the first answer is shown as A."""

@@ -235,19 +235,24 @@ def test_budget_is_fitted_to_the_served_context(tmp_path: Path) -> None:
     long_question = "Which lens? " + "detail " * 250  # this prompt leaves no room at all
     with FakeVLLM(reply, max_model_len=200) as server:
         rm = _served(server, tmp_path, max_new_tokens="50000", parse="original")
+        medium = PairRequest("medium", "Which lens? " + "detail " * 40, "GOOD answer",
+                             "BAD answer", profile=ProfileView(text=""))
         out = rm.compare([_pair("short"), PairRequest("long", long_question, "GOOD answer",
-                                                      "BAD answer", profile=ProfileView(text=""))])
+                                                      "BAD answer", profile=ProfileView(text="")),
+                          medium])
     assert server.refused == 0  # no request got a 400
-    prompt = server.requests[0]["prompt_tokens"]
+    prompt = min(r["prompt_tokens"] for r in server.requests)
     assert all(r["max_tokens"] == 200 - r["prompt_tokens"]
-               for r in server.requests)  # min(50,000, context - prompt)
-    assert len(server.requests) == 2 and prompt < 200
-    assert out[0] == 0.5 and math.isnan(out[1])
+               for r in server.requests)  # min(50,000, context - prompt), per request
+    assert len(server.requests) == 4 and len({r["max_tokens"] for r in server.requests}) == 2
+    assert out[0] == 0.5 and math.isnan(out[1]) and out[2] == 0.5
     stats = rm.stats()
     assert stats["generation_failure_reasons"] == {"prompt-too-long": 2}
     assert stats["budget"]["source"] == "served context"
     assert stats["budget"]["max_model_len"] == 200 and stats["budget"]["n_no_room"] == 2
-    assert stats["budget"]["n_fitted"] == 4 and stats["budget"]["smallest"] == 200 - prompt
+    assert stats["budget"]["n_fitted"] == 6
+    assert stats["budget"]["smallest"] == 200 - max(r["prompt_tokens"] for r in server.requests)
+    assert prompt < 200
     # a budget that fits is kept as asked
     with FakeVLLM(reply, max_model_len=100_000) as server:
         small = _served(server, tmp_path, max_new_tokens="64")
