@@ -222,6 +222,23 @@ def _key(chat: Any) -> str:
     return json.dumps(chat, sort_keys=True, ensure_ascii=False)
 
 
+def authors_split(prefs: Sequence[Pref], user: str) -> tuple[list[Pref], list[Pref]]:
+    """The reference's split of a user's pairs: the first ``int(0.7 n)`` train, the rest validate.
+
+    Raises:
+        ValueError: a split with no training or no validation pair (the reference refuses a user
+            without validation pairs), naming the user.
+    """
+    cut = int(len(prefs) * 0.7)
+    train, val = list(prefs[:cut]), list(prefs[cut:])
+    if not train or not val:
+        missing = "training" if not train else "validation"
+        raise ValueError(f"synthesizeme: protocol=authors: user {user!r} has {len(prefs)} "
+                         f"labelled pair(s); the reference's split (the first int(0.7 n) train, "
+                         f"the rest validate) leaves no {missing} pair")
+    return train, val
+
+
 def fit_authors(base: Any, fits: Sequence[Any],
                 splits: dict[str, tuple[list[Pref], list[Pref]]]) -> list[Persona | ParseFailure]:
     """Fit each user by the reference's procedure (see the module docstring).
@@ -231,8 +248,10 @@ def fit_authors(base: Any, fits: Sequence[Any],
     Args:
         base: the scorer (``fitting.SynthesizeMeBase``).
         fits: the users to fit (``fitting._Fit``: ``subject``, ``posts``, ``key``, ``mode``).
-        splits: per user, ``(training pairs, validation pairs)``.
+        splits: ignored: the reference's split (:func:`authors_split`) replaces prbench's.
     """
+    splits = {f.subject: authors_split(base.preferences.by_user[f.subject], f.subject)
+              for f in fits}
     search = AuthorsSearch(base, {f.subject: splits[f.subject] for f in fits})
     first = search.search({f.subject: NO_PERSONA for f in fits}, "persona")
     chats, details = [], {}

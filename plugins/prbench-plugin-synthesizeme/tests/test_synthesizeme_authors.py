@@ -16,6 +16,7 @@ from _synthesizeme_fakes import ScriptedBackend, answers, kind
 from prbench_plugin_synthesizeme.authors import (
     MAX_LABELED,
     NO_PERSONA,
+    authors_split,
     bootstrap_demos,
     candidate_plans,
 )
@@ -48,6 +49,17 @@ def test_protocol_authors_sets_the_reference_settings(tmp_path: Path) -> None:
         _options(tmp_path, demos="2")
     with pytest.raises(Exception, match=r"fit='profile' \(authors: 'preferences'\)"):
         _options(tmp_path, fit="profile")
+
+
+def test_the_split_is_the_references() -> None:
+    from prbench.api import Pref
+
+    pairs = [Pref(f"q{i}", f"c{i}", f"r{i}") for i in range(9)]
+    train, val = authors_split(pairs, "u")
+    assert train == pairs[:6] and val == pairs[6:]  # int(0.7 * 9) = 6, unshuffled
+    assert authors_split(pairs[:2], "u") == (pairs[:1], pairs[1:2])  # int(1.4) = 1
+    with pytest.raises(ValueError, match=r"user 'u' has 1 labelled pair\(s\).*no training pair"):
+        authors_split(pairs[:1], "u")
 
 
 def test_candidate_sets_are_the_references() -> None:
