@@ -239,16 +239,15 @@ def authors_split(prefs: Sequence[Pref], user: str) -> tuple[list[Pref], list[Pr
     return train, val
 
 
-def fit_authors(base: Any, fits: Sequence[Any],
-                splits: dict[str, tuple[list[Pref], list[Pref]]]) -> list[Persona | ParseFailure]:
+def fit_authors(base: Any, fits: Sequence[Any]) -> list[Persona | ParseFailure]:
     """Fit each user by the reference's procedure (see the module docstring).
 
     The persona comes from the first search's winner, the demos from the second search.
 
     Args:
         base: the scorer (``fitting.SynthesizeMeBase``).
-        fits: the users to fit (``fitting._Fit``: ``subject``, ``posts``, ``key``, ``mode``).
-        splits: ignored: the reference's split (:func:`authors_split`) replaces prbench's.
+        fits: the users to fit (``fitting._Fit``: ``subject``, ``posts``, ``key``, ``mode``);
+            each user's pairs are split by :func:`authors_split`.
     """
     splits = {f.subject: authors_split(base.preferences.by_user[f.subject], f.subject)
               for f in fits}

@@ -276,12 +276,12 @@ class SynthesizeMeBase(LLMJudgeBase):
         if not fits:
             return []
         o = self.options
-        splits = {f.subject: split_preferences(self.preferences.by_user[f.subject], f.subject,
-                                               o.seed, o.val_fraction, o.split) for f in fits}
         if o.protocol == "authors":
             from prbench_plugin_synthesizeme.authors import fit_authors
 
-            return fit_authors(self, fits, splits)
+            return fit_authors(self, fits)
+        splits = {f.subject: split_preferences(self.preferences.by_user[f.subject], f.subject,
+                                               o.seed, o.val_fraction, o.split) for f in fits}
         # 1. bootstrapped reasoning on the training pairs; kept only when it predicts the label
         chats, plan = [], []
         for fit in fits:
