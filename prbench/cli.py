@@ -411,18 +411,18 @@ def component_args(args: argparse.Namespace, role: str) -> tuple[str, dict[str, 
     text: str | None = getattr(args, f"{role}_args", None)
     options: dict[str, Any] = parse_kv_string(text) if text is not None else {}
     ident = str(options.pop(key, "")) if key else ""
-    old = list(getattr(args, f"prbench_old_{role}", None) or [])
+    new_ident, new_options = ident, dict(options)
     words = []
-    for old_flag, kind, value in old:
+    for old_flag, kind, value in getattr(args, f"prbench_old_{role}", None) or []:
         old_id, old_options = _old_value(old_flag, kind, value)
-        if old_id and ident and old_id != ident:
-            raise OptionsError(f"{old_flag} {old_id!r} and {flag} {key}={ident} name two "
+        if old_id and new_ident and old_id != new_ident:
+            raise OptionsError(f"{old_flag} {old_id!r} and {flag} {key}={new_ident} name two "
                                f"components; write only {flag} {key}=ID,K=V,...")
-        ident = ident or old_id
+        ident = old_id or ident  # among old flags, the last one wins (as argparse's)
         for name, v in old_options.items():
-            if name in options and str(options[name]) != str(v):
+            if name in new_options and str(new_options[name]) != str(v):
                 raise OptionsError(f"option {name!r} is given both in {flag} and as {old_flag}")
-            options[name] = v
+            options[name] = new_options.get(name, v)
         words.append(f"{old_flag} {value}")
     default = str(getattr(args, f"prbench_default_{role}", "") or "")
     if key and not ident:

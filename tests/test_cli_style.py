@@ -320,8 +320,9 @@ def _not_role_args(body: str) -> bool:
 
 
 def test_every_output_path_shows_one_metavar() -> None:
-    with_output = [n for n, p in SUBPARSERS.items() if "--output_path" in
-                   (p.format_help() and p._option_string_actions)]
+    for parser in SUBPARSERS.values():
+        parser.add_spellings()
+    with_output = [n for n, p in SUBPARSERS.items() if "--output_path" in p._option_string_actions]
     assert set(with_output) == {"bon", "build", "correlate", "prefs convert", "rank", "report",
                                 "rl", "sweep"}
     for name in with_output:
@@ -376,8 +377,6 @@ def test_old_component_forms_work_with_a_note_naming_the_same_new_form(
     command: str, role: str, old: str, new: str
 ) -> None:
 
-    from prbench.cli import build_parser
-
     old_found, note = _components(command, _split(old), role)
     assert note.strip() == f"prbench: note: {old!r} is the old form; write {new!r}"
     new_found, quiet = _components(command, _split(new), role)
@@ -385,7 +384,7 @@ def test_old_component_forms_work_with_a_note_naming_the_same_new_form(
     assert {k: str(v) for k, v in old_found[1].items()} == new_found[1]
     assert old_found[0] == new_found[0]
     old_flag = _split(old)[0]
-    help_text = build_parser() and SUBPARSERS[command].format_help()
+    help_text = SUBPARSERS[command].format_help()
     assert f"{old_flag} " not in help_text.replace("[", " ")  # the old flags are not shown
     assert f"--{role}_args " in help_text
 
@@ -434,3 +433,13 @@ def test_one_parser_reads_every_options_list_and_keeps_json_values_whole() -> No
     assert parse_kv_string("template=[INST,k=2") == {"template": "[INST", "k": "2"}
     with pytest.raises(OptionsError, match="expected key=value, got 'x'"):
         parse_kv_string("a=1,x")
+
+
+def test_among_old_flags_the_last_wins_and_a_clash_names_the_flags() -> None:
+    found, note = _components("bon", ["--profile_k", "3", "--profile_options", '{"k": 4}'],
+                              "profile")
+    assert found == ("dense", {"k": 4}) and "write '--profile_args builder=dense,k=4'" in note
+    assert _components("build", ["--generator", "a", "--generator", "b"], "generator")[0] == (
+        "b", {})
+    with pytest.raises(OptionsError, match="--judge 'b' and --judge_args judge=a name two"):
+        _components("rl", ["--judge_args", "judge=a", "--judge", "b"], "judge")
