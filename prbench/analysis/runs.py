@@ -213,6 +213,60 @@ def unique_labels(runs: list[Run]) -> None:
                 r.label = f"{r.label} ({r.path.parent.name}/{_date_id(r.path) or r.path.stem})"
 
 
+def run_identity(run: Run) -> str:
+    """What makes two runs the same run: the scorer (id/label and options), tasks and profiles.
+
+    Two results files with the same identity measured the same thing (a rerun): the scorer
+    with the same options, on the same tasks (a task names its data, domain, condition and
+    profile source), with the same profile builder settings.
+    """
+    config = (run.results.get("config") or {}).get("prbench") or {}
+    profiles = [
+        [d.get("domain"), d.get("condition"), d.get("profile_source"),
+         d.get("profile_swap_seed"), (d.get("profile_builder") or {}).get("id"),
+         (d.get("profile_builder") or {}).get("options")]
+        for d in config.get("data") or [] if isinstance(d, dict)
+    ]
+    scorer = run.scorer or {}
+    return json.dumps(
+        [scorer.get("label") or scorer.get("id") or run.path.parent.name,
+         scorer.get("options") or {}, sorted(run.results.get("results") or {}), profiles],
+        sort_keys=True, default=str,
+    )
+
+
+def _when(run: Run) -> tuple[float, str]:
+    date = run.results.get("date")
+    try:
+        stamp = float(date)
+    except (TypeError, ValueError):
+        stamp = 0.0
+    return stamp, _date_id(run.path)
+
+
+def latest_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """Of the runs with one identity (:func:`run_identity`), keep the newest.
+
+    A rerun into the same output folder leaves both results files there; the report shows the
+    newer one and says which it replaced. Order of the kept runs: as given.
+
+    Returns:
+        The kept runs and one note per replaced run.
+    """
+    newest: dict[str, Run] = {}
+    for run in runs:
+        key = run_identity(run)
+        if key not in newest or _when(run) >= _when(newest[key]):
+            newest[key] = run
+    kept = [r for r in runs if newest[run_identity(r)] is r]
+    notes = [
+        f"{run.label}: {run.path} replaced by the newer run of the same scorer, tasks and "
+        f"profiles, {newest[run_identity(run)].path} (--keep_reruns keeps both)"
+        for run in runs if newest[run_identity(run)] is not run
+    ]
+    return kept, notes
+
+
 def load_any(path: Path) -> tuple[str, Any]:
     """``("lm-eval", Run)``, ``("prbench-best-of-n", dict)`` or ``("prbench-correlation", dict)``.
 
@@ -262,10 +316,12 @@ __all__ = [
     "conditions",
     "counts_outcomes",
     "expand",
+    "latest_runs",
     "load_any",
     "load_run",
     "read_json",
     "read_sample_lines",
+    "run_identity",
     "samples_file",
     "scorer_options",
     "unique_labels",
