@@ -12,6 +12,7 @@ installs Debian's ``chromium`` package (see ``.ci/run``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -53,7 +54,8 @@ class Browser:
         self.timeout = timeout
         self.errors: list[str] = []
         self._profile = tempfile.TemporaryDirectory(prefix="prbench-chromium-")
-        self._log = tempfile.TemporaryFile()  # Chromium's stderr (a file: a pipe could fill)
+        # Chromium's stderr (a file: a pipe could fill); closed in close()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
 
@@ -172,20 +174,16 @@ class Browser:
 
     def close(self) -> None:
         """Close the browser and remove its profile folder."""
-        try:
+        with contextlib.suppress(BrowserError):  # it may close the pipe before it answers
             self.call("Browser.close")
-        except BrowserError:
-            pass
         try:
             self._proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
         for fd in (self._to_child, self._from_child):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self._log.close()
         self._profile.cleanup()
 

@@ -104,9 +104,17 @@ def test_report_from_runs_and_bon(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                     "## Best-of-N"):
         assert heading in md
     assert "oracle (DIAGNOSTIC)" in md and "bundled SAMPLE" in md
-    # the gap of alpha: 18/20 with the profile, 10/20 without, 8 pairs only right with it
-    gap_line = next(line for line in md.splitlines() if line.startswith("| alpha | 20 |"))
-    assert "| 0.900 | 0.500 | 0.400 [" in gap_line and "| 8/0 |" in gap_line
+    # the gap of alpha: 18/20 with the profile, 10/20 without, 8 pairs only right with it,
+    # once, in the one personalization section
+    assert md.count("## Personalization") == 1
+    gap_line = next(line for line in md.splitlines()
+                    if line.startswith("| alpha | all domains | 20 |"))
+    assert "| 0.900 | 0.500 | +0.400 [" in gap_line and "| 8/0 |" in gap_line
+    # alpha vs the diagnostic oracle: in a table apart, outside the Holm family
+    paired = md.split("## Paired tests between scorers", 1)[1].split("\n## ", 1)[0]
+    assert "### Against the DIAGNOSTIC oracle" in paired and "Holm p" not in paired
+    # a pair explorer page per run, and one side by side
+    assert "(explorer/compare.html)" in md and (out / "explorer" / "alpha.html").exists()
     assert "![leaderboard](leaderboard.png)" in md and (out / "leaderboard.png").exists()
     assert (out / "best_of_n_0.png").stat().st_size > 1000
     page = (out / "report.html").read_text(encoding="utf-8")

@@ -251,5 +251,5 @@ def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[
     return blocks
 
 
-__all__ = ["CELL_TITLES", "FACTORS", "TITLES", "Bin", "FactorTable", "PairPoint", "bin_edges", "binned_accuracy",
-           "factors_of", "panel_titles", "points_of_run", "report_blocks"]
+__all__ = ["CELL_TITLES", "FACTORS", "TITLES", "Bin", "FactorTable", "PairPoint", "bin_edges",
+           "binned_accuracy", "factors_of", "panel_titles", "points_of_run", "report_blocks"]

@@ -317,9 +317,12 @@ function card(p, a, q, b) {
   d.appendChild(el("div", p.profile || "(no profile text" + (p.profile_status ? "; "
     + p.profile_status : "") + ")", "box"));
   const cols = el("div", null, "cols");
-  const c = el("div"); c.appendChild(el("h4", "Chosen answer")); c.appendChild(el("div", p.chosen, "box"));
-  const r = el("div"); r.appendChild(el("h4", "Rejected answer")); r.appendChild(el("div", p.rejected, "box"));
-  cols.appendChild(c); cols.appendChild(r);
+  for (const [name, text] of [["Chosen answer", p.chosen], ["Rejected answer", p.rejected]]) {
+    const col = el("div");
+    col.appendChild(el("h4", name));
+    col.appendChild(el("div", text, "box"));
+    cols.appendChild(col);
+  }
   d.appendChild(cols);
   const verdicts = el("div", null, q ? "cols" : "");
   verdicts.appendChild(side(p, a));

@@ -66,6 +66,11 @@ def figure_texts(fig: Any) -> list[str]:
         legend = ax.get_legend()
         if legend is not None:
             out += [t.get_text() for t in legend.get_texts()]
+    for legend in fig.legends:  # a legend of the whole figure (small multiples)
+        out += [t.get_text() for t in legend.get_texts()]
+    suptitle = getattr(fig, "_suptitle", None)
+    if suptitle is not None and suptitle.get_text() not in out:
+        out.append(suptitle.get_text())
     return [t for t in out if t]
 
 
@@ -443,7 +448,7 @@ def condition_lines(
 
 
 __all__ = [
-    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "SAMPLE_NOTE", "accuracy_bars",
-    "MAX_SERIES", "binned_panels", "bon_curves", "condition_lines", "correlation_figure", "figure_texts",
-    "scatter_with_ci",
+    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "MAX_SERIES", "SAMPLE_NOTE",
+    "accuracy_bars", "binned_panels", "bon_curves", "condition_lines", "correlation_figure",
+    "figure_texts", "scatter_with_ci",
 ]
