@@ -167,3 +167,36 @@ def test_page_in_chromium_escapes_and_filters(tmp_path: Path, browser: Browser) 
     shot = browser.screenshot(tmp_path / "page.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert browser.errors == []
+
+
+def _judge_pairs() -> list[dict[str, Any]]:
+    from prbench.judges.order_metrics import order_outcome, pair_metrics
+
+    def judged(pid: str, w1: str | None, w2: str | None, p: float) -> dict[str, Any]:
+        metrics = pair_metrics(order_outcome([{"shown_first": "first", "winner": w1},
+                                              {"shown_first": "second", "winner": w2}]))
+        return {"id": pid, "scores": (p, 1.0 - p), "extra": json.loads(json.dumps(metrics))}
+
+    # j1: both orders for the chosen answer; j2: the second order's reply was unreadable
+    return [judged("j1", "first", "first", 1.0), judged("j2", "second", None, 0.0)]
+
+
+def test_a_judges_verdicts_and_unreadable_replies_are_shown(tmp_path: Path,
+                                                            browser: Browser) -> None:
+    from prbench.analysis.runs import load_run
+
+    run = load_run(write_run(tmp_path / "j", "judge", _judge_pairs()), resamples=50)
+    pairs = {p["id"]: p for p in explorer_pairs(run)}
+    assert pairs["j2"]["orders"] == [{"order": "chosen first", "verdict": "rejected"},
+                                     {"order": "chosen second", "verdict": "unreadable"}]
+    page = tmp_path / "judge.html"
+    page.write_text(explorer_html([run_data(run)], "Pairs of judge"), encoding="utf-8")
+    browser.errors.clear()
+    browser.open(page.as_uri())
+    browser.evaluate(_set("sort", "id"))
+    text = browser.evaluate("(() => { document.querySelectorAll('details.pair')"
+                            ".forEach(d => d.open = true); "
+                            "return document.getElementById('pairs').innerText; })()")
+    assert "chosen second: no verdict (unreadable reply)" in text
+    assert "chosen first: rejected preferred" in text and "judge verdicts" in text
+    assert browser.errors == []
