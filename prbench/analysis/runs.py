@@ -213,57 +213,59 @@ def unique_labels(runs: list[Run]) -> None:
                 r.label = f"{r.label} ({r.path.parent.name}/{_date_id(r.path) or r.path.stem})"
 
 
-def run_identity(run: Run) -> str:
-    """What makes two runs the same run: the scorer (id/label and options), tasks and profiles.
+def run_identity(run: Run) -> tuple[str, frozenset[str], frozenset[str]]:
+    """What a run measured: its scorer (id/label and options), its tasks and profile settings.
 
-    Two results files with the same identity measured the same thing (a rerun): the scorer
-    with the same options, on the same tasks (a task names its data, domain, condition and
-    profile source), with the same profile builder settings.
+    The tasks name the data, domain, condition and profile source; the profile settings are the
+    builder and its options per domain and condition, as recorded under ``config.prbench.data``.
     """
     config = (run.results.get("config") or {}).get("prbench") or {}
-    profiles = [
-        [d.get("domain"), d.get("condition"), d.get("profile_source"),
-         d.get("profile_swap_seed"), (d.get("profile_builder") or {}).get("id"),
-         (d.get("profile_builder") or {}).get("options")]
+    profiles = frozenset(
+        json.dumps([d.get("domain"), d.get("condition"), d.get("profile_source"),
+                    d.get("profile_swap_seed"), (d.get("profile_builder") or {}).get("id"),
+                    (d.get("profile_builder") or {}).get("options")], sort_keys=True,
+                   default=str)
         for d in config.get("data") or [] if isinstance(d, dict)
-    ]
-    scorer = run.scorer or {}
-    return json.dumps(
-        [scorer.get("label") or scorer.get("id") or run.path.parent.name,
-         scorer.get("options") or {}, sorted(run.results.get("results") or {}), profiles],
-        sort_keys=True, default=str,
     )
+    scorer = run.scorer or {}
+    key = json.dumps([scorer.get("label") or scorer.get("id") or run.path.parent.name,
+                      scorer.get("options") or {}], sort_keys=True, default=str)
+    return key, frozenset(run.results.get("results") or {}), profiles
 
 
-def _when(run: Run) -> tuple[float, str]:
+def _when(run: Run) -> tuple[float, str, str]:
     date = run.results.get("date")
     try:
         stamp = float(date)
     except (TypeError, ValueError):
         stamp = 0.0
-    return stamp, _date_id(run.path)
+    return stamp, _date_id(run.path), str(run.path)
 
 
 def latest_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """Of the runs with one identity (:func:`run_identity`), keep the newest.
+    """Drop each run that a newer run of the same scorer measured again.
 
-    A rerun into the same output folder leaves both results files there; the report shows the
-    newer one and says which it replaced. Order of the kept runs: as given.
+    A run is replaced by a newer one (by the results file's date) of the same scorer with the
+    same options that ran all its tasks with the same profile settings (:func:`run_identity`),
+    e.g. the same ``prbench eval`` run twice into one output folder. Order of the kept runs: as
+    given.
 
     Returns:
-        The kept runs and one note per replaced run.
+        The kept runs and one note per replaced run, naming the newer file.
     """
-    newest: dict[str, Run] = {}
+    ids = {id(r): run_identity(r) for r in runs}
+    kept, notes = [], []
     for run in runs:
-        key = run_identity(run)
-        if key not in newest or _when(run) >= _when(newest[key]):
-            newest[key] = run
-    kept = [r for r in runs if newest[run_identity(r)] is r]
-    notes = [
-        f"{run.label}: {run.path} replaced by the newer run of the same scorer, tasks and "
-        f"profiles, {newest[run_identity(run)].path} (--keep_reruns keeps both)"
-        for run in runs if newest[run_identity(run)] is not run
-    ]
+        key, tasks, profiles = ids[id(run)]
+        newer = [n for n in runs if n is not run and _when(n) > _when(run)
+                 and ids[id(n)][0] == key and tasks <= ids[id(n)][1]
+                 and profiles <= ids[id(n)][2]]
+        if not newer:
+            kept.append(run)
+            continue
+        latest = max(newer, key=_when)
+        notes.append(f"{run.label}: {run.path} replaced by the newer run of the same scorer, "
+                     f"tasks and profiles, {latest.path} (--keep_reruns keeps both)")
     return kept, notes
 
 
