@@ -117,7 +117,9 @@ def test_page_keeps_data_as_text(tmp_path: Path) -> None:
     assert block is not None
     assert not set("<>&\u2028") & set(block.group(1))  # JSON escapes, safe in a script
     data = json.loads(block.group(1))
-    assert data["runs"][0]["pairs"][4]["question"] == HOSTILE  # unchanged once parsed
+    # unchanged once parsed; the long texts stored once (p5's question, answer and profile)
+    assert data["strings"][data["runs"][0]["pairs"][4]["question"]] == HOSTILE
+    assert data["strings"].count(HOSTILE) == 1
     assert "http://" not in page and "https://" not in page  # nothing fetched from anywhere
 
 

@@ -194,6 +194,12 @@ h4{margin:.6em 0 .2em}
 _SCRIPT = r"""
 "use strict";
 const DATA = JSON.parse(document.getElementById("explorer-data").textContent);
+for (const run of DATA.runs) {  // long texts are stored once: resolve the indices
+  for (const p of run.pairs) {
+    for (const f of ["question", "chosen", "rejected", "profile"]) p[f] = DATA.strings[p[f]];
+    p.aspects = DATA.aspects[p.aspects];
+  }
+}
 const $ = (id) => document.getElementById(id);
 function el(tag, text, cls) {
   const node = document.createElement(tag);
@@ -239,6 +245,7 @@ function render() {
     if (r && r.diagnostic) flags.push(r.label + " is DIAGNOSTIC (reads the hidden rubric)");
   }
   $("flags").textContent = flags.join("; ");
+  $("source").textContent = "results: " + a.file + (b ? "  |  " + b.file : "");
   const rank = (c) => (c === "profile" ? 0 : c === "noprofile" ? 2 : 1);
   fill($("cell"), [...new Set(a.pairs.map((p) => p.cell))].sort(
     (x, y) => rank(x) - rank(y) || (x < y ? -1 : x > y ? 1 : 0)), null);
@@ -350,6 +357,7 @@ _BODY = """
 <h1>{title}</h1>
 <p>{intro}</p>
 <p id="flags" class="flag"></p>
+<p id="source" class="muted"></p>
 <div id="controls">
  <label id="pick-a">run <select id="run-a"></select></label>
  <label id="compare">compare with <select id="run-b"></select></label>
@@ -384,6 +392,28 @@ _INTRO = (
 )
 
 
+#: the long text fields of a pair, stored once per page (runs and conditions share questions,
+#: answers and rubric aspects)
+_SHARED_TEXT = ("question", "chosen", "rejected", "profile")
+
+
+def _interned(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The page's data: each distinct long text once, pairs pointing at it by index."""
+    strings: dict[str, int] = {}
+    aspects: dict[str, int] = {}
+    out = []
+    for run in runs:
+        pairs = []
+        for pair in run["pairs"]:
+            pair = dict(pair)
+            for field in _SHARED_TEXT:
+                pair[field] = strings.setdefault(str(pair[field]), len(strings))
+            pair["aspects"] = aspects.setdefault(json.dumps(pair["aspects"]), len(aspects))
+            pairs.append(pair)
+        out.append({**run, "pairs": pairs})
+    return {"strings": list(strings), "aspects": [json.loads(a) for a in aspects], "runs": out}
+
+
 def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
     """One self-contained page over ``runs`` (each from :func:`run_data`).
 
@@ -396,7 +426,7 @@ def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
         f"<style>{_STYLE}</style></head><body>",
         body,
         f"<script type='application/json' id='explorer-data'>"
-        f"{_script_json({'runs': list(runs)})}</script>",
+        f"{_script_json(_interned(runs))}</script>",
         f"<script>{_SCRIPT}</script>",
         "</body></html>",
     ])

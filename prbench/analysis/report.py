@@ -354,7 +354,7 @@ def build_report(
     no_samples = [r.label for r in runs if not r.samples_found]
     if no_samples:
         notes.append(f"No per-pair samples for {', '.join(no_samples)} (run with --log_samples): "
-                     "left out of the paired statistics.")
+                     "left out of the paired statistics and the pair explorer.")
     notes += [f"Rerun: {n}." for n in replaced]
     used = {r.path for r in runs}
     notes.append("Inputs: " + ", ".join(str(f) for f in files
