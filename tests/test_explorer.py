@@ -202,3 +202,19 @@ def test_a_judges_verdicts_and_unreadable_replies_are_shown(tmp_path: Path,
     assert "chosen second: no verdict (unreadable reply)" in text
     assert "chosen first: rejected preferred" in text and "judge verdicts" in text
     assert browser.errors == []
+
+
+def test_a_broken_record_in_a_samples_file_is_one_error_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+
+    path = write_run(tmp_path / "r", "alpha", PAIRS[:2])
+    samples = next(path.parent.glob("samples_*.jsonl"))
+    lines = samples.read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[1])
+    row["doc"]["record_json"] = "{not json"
+    lines[1] = json.dumps(row)
+    samples.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["report", str(path), "-o", str(tmp_path / "out"), "--resamples", "20"]) == 1
+    err = capsys.readouterr().err
+    assert f"{samples}:2: record_json is not JSON" in err and "Traceback" not in err
