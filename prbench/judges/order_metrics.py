@@ -47,7 +47,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-
 #: The judge metrics, in the order the summary shows them (``acc`` itself is the task's own).
 ORDER_METRICS = (
     "acc_single_order",
@@ -93,7 +92,9 @@ FALLBACK_VERDICTS = ("A",)
 _SIDES = ("first", "second")
 
 
-def order_outcome(orders: Iterable[Mapping[str, Any]], fallback: str | None = None) -> dict[str, Any]:
+def order_outcome(
+    orders: Iterable[Mapping[str, Any]], fallback: str | None = None
+) -> dict[str, Any]:
     """The compact, JSON-ready outcome of one pair from its order rows.
 
     Args:
