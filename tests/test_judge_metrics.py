@@ -157,7 +157,8 @@ def test_every_judge_metric_matches_the_hand_count_per_domain_and_group(tmp_path
     # the printed summary shows both headline numbers and the group row
     assert "pairwise judge (headline: strict acc and single-order acc side by side" in printed
     line = next(x for x in printed.splitlines() if x.strip().startswith("all pairs"))
-    assert f"{want['all']['acc']:6.3f}" in line and f"{want['all']['acc_single_order']:6.3f}" in line
+    assert f"{want['all']['acc']:6.3f}" in line
+    assert f"{want['all']['acc_single_order']:6.3f}" in line
 
 
 RELEASED_SYSTEM = "You grade two replies written for one reader and pick the better one.\n"
