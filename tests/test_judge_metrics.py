@@ -92,7 +92,7 @@ def _by_hand(plan: dict[str, tuple[str, str]]) -> dict[str, dict[str, float]]:
     return out
 
 
-def _run(tmp_path: Path, capsys, model_args: str, out: str) -> tuple[dict, dict, str]:
+def _run(tmp_path: Path, capsys, model_args: str, out: str) -> tuple[dict, dict, str, Path]:
     """``prbench eval`` on the sample's noprofile group; up to all pairs may lack a verdict."""
     from prbench.harness import tasks
     from tests._harness_fixtures import results_and_manifest, run_eval
@@ -107,8 +107,8 @@ def _run(tmp_path: Path, capsys, model_args: str, out: str) -> tuple[dict, dict,
     finally:
         tasks.reset()
     assert code == 0, err
-    results, manifest, _ = results_and_manifest(tmp_path / out)
-    return results, manifest, printed
+    results, manifest, path = results_and_manifest(tmp_path / out)
+    return results, manifest, printed, path
 
 
 def _close(got: float | None, want: float) -> None:
@@ -128,7 +128,7 @@ def test_every_judge_metric_matches_the_hand_count_per_domain_and_group(tmp_path
 
     with LoopbackOpenAI(script) as server:
         args = f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},cache_dir="
-        results, manifest, printed = _run(tmp_path, capsys, args, "out")
+        results, manifest, printed, path = _run(tmp_path, capsys, args, "out")
         assert server.calls == 90  # 45 pairs, both orders
 
     want = _by_hand(plan)
@@ -159,6 +159,53 @@ def test_every_judge_metric_matches_the_hand_count_per_domain_and_group(tmp_path
     line = next(x for x in printed.splitlines() if x.strip().startswith("all pairs"))
     assert f"{want['all']['acc']:6.3f}" in line
     assert f"{want['all']['acc_single_order']:6.3f}" in line
+    _check_report_plot_and_sweep_table(tmp_path, path, want)
+
+
+def _check_report_plot_and_sweep_table(tmp_path: Path, path: Path, want: dict) -> None:
+    """The leaderboard, its plot and the sweep table show single-order beside strict."""
+    import json
+
+    from prbench.analysis import plots, sweep_table
+    from prbench.analysis.report import leaderboard
+    from prbench.analysis.runs import load_run
+
+    single = want["all"]["acc_single_order"]
+    blocks = leaderboard([load_run(path, resamples=50)])
+    (table,) = [b for b in blocks if b[0] == "table"]
+    (row,) = table[2]
+    cells = dict(zip(table[1], row, strict=True))
+    assert cells["single-order"] == f"{single:.3f}"
+    assert cells["micro"].startswith(f"{want['all']['acc']:.3f}")
+    (bars,) = [b for b in blocks if b[0] == "bars"]
+    kept = []
+    real = plots._save
+    plots._save = lambda fig, out: (kept.append(fig), real(fig, out))[1]
+    try:
+        plots.accuracy_bars(bars[1], tmp_path / "bars.png", title="t")
+    finally:
+        plots._save = real
+    ax = kept[0].axes[0]
+    (marker,) = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
+    assert list(marker.get_xdata()) == [pytest.approx(single)]
+    assert plots.SINGLE_ORDER_LABEL in [t.get_text() for t in ax.get_legend().get_texts()]
+    # a one-cell sweep folder around the same results file
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "cell.json").write_text(json.dumps({"status": "done", "results": str(path)}))
+    (folder / "sweep.json").write_text(json.dumps({
+        "conditions": [{"name": "noprofile", "tasks": [GROUP]}], "scorers": ["judge"],
+        "cells": [{"scorer": "judge", "condition": "noprofile", "record": "cell.json"}]}))
+    built = sweep_table.build_table(folder, resamples=50)
+    body = {r[0]: r[1:] for r in sweep_table.body(built)}
+    head = sweep_table.header(built)[1:]
+    judge_row = dict(zip(head, body[f"judge: {sweep_table.SINGLE_ORDER}"], strict=True))
+    assert judge_row[f"noprofile: {sweep_table.OVERALL}"] == f"{single:.3f}"
+    for domain in ("Art_and_Entertainment", "Society_and_Culture"):
+        assert judge_row[f"noprofile: {domain}"] == f"{want[domain]['acc_single_order']:.3f}"
+    assert dict(zip(head, body["judge"], strict=True))[f"noprofile: {sweep_table.OVERALL}"
+                                                      ].startswith(f"{want['all']['acc']:.3f}")
+    assert f"judge: {sweep_table.SINGLE_ORDER}" in sweep_table.to_csv(built)
 
 
 RELEASED_SYSTEM = "You grade two replies written for one reader and pick the better one.\n"
@@ -205,7 +252,7 @@ def test_protocol_released_gives_the_released_scripts_numbers(tmp_path, capsys):
         args = (f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},"
                 f"cache_dir=,protocol=released,system_prompt_file={system},"
                 f"user_prompt_file={user}")
-        results, manifest, printed = _run(tmp_path, capsys, args, "released")
+        results, manifest, printed, _ = _run(tmp_path, capsys, args, "released")
     assert systems == {RELEASED_SYSTEM.strip()}
     assert len(seen) == 45 and len({rid for rid, _ in seen}) == 45  # one order per pair
     in_a = [a for _, a in seen]

@@ -9,9 +9,10 @@ guessed.
 
 ``stats()`` reports ``first_shown_win_rate`` (how often the answer shown as A won, among
 readable verdicts; 0.5 is no preference; the task metric ``position_bias`` is the released
-script's ``|acc_chosen_first - acc_chosen_second|``), ``n_order_flips`` (pairs, both orders read, whose
-preferred answer changed when the two were swapped — the judge followed the position),
-``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
+script's ``|acc_chosen_first - acc_chosen_second|``), ``n_order_flips`` (pairs, both orders
+read, whose preferred answer changed when the two were swapped — the judge followed the
+position), ``order_agreement``, and the invalid counts by reason; ``details()`` keeps every
+order's verdict.
 A reply cut at ``max_new_tokens`` is invalid (``truncated``). ``stats()`` and ``describe()`` also
 record what ran: the style and where it was read, the token budget, the parse rule and the prompt
 (``"builtin"``, or the template files with their SHA-256).
