@@ -159,6 +159,11 @@ def test_every_judge_metric_matches_the_hand_count_per_domain_and_group(tmp_path
     line = next(x for x in printed.splitlines() if x.strip().startswith("all pairs"))
     assert f"{want['all']['acc']:6.3f}" in line
     assert f"{want['all']['acc_single_order']:6.3f}" in line
+    # lm-eval's printed table leaves the per-domain count dicts to prbench's summary
+    from prbench.harness.summary import table_view
+
+    shown = table_view(results)["results"][section["tasks"][0]["task"]]
+    assert "acc_single_order,none" in shown and not any(k.startswith("judge_counts") for k in shown)
     _check_report_plot_and_sweep_table(tmp_path, path, want)
 
 
@@ -452,3 +457,27 @@ def test_released_metrics_from_counts_follow_the_script():
     assert got["acc"] == got["acc_single_order"] == 0.5 and got["n_unreadable"] == 2
     assert "released_acc" not in aggregate([{"orders": [["first", "first"]]}])
     assert math.isnan(aggregate([{"orders": []}])["acc_chosen_first"])
+
+
+def test_a_later_pointwise_scorer_in_the_same_process_gets_no_judge_metrics(tmp_path, capsys):
+    """A sweep runs scorers one after another in one process: a judge's order outcomes must
+    not reach the next scorer's metrics (its strict acc would be the judge's)."""
+    from prbench.testing import LoopbackOpenAI
+    from tests._harness_fixtures import results_and_manifest, run_eval
+
+    with LoopbackOpenAI(lambda messages: "Verdict: A") as server:
+        judge_args = (f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},"
+                      "cache_dir=")
+        for args, out in ((judge_args, "judge"), ("scorer=length", "length")):
+            code, _, err = run_eval(
+                ["eval", "--tasks", GROUP, "--limit", "2", "--model_args", args,
+                 "--output_path", str(tmp_path / out), "--max_invalid", "1"], capsys)
+            assert code == 0, err
+    judged, _, _ = results_and_manifest(tmp_path / "judge")
+    length, manifest, _ = results_and_manifest(tmp_path / "length")
+    task = "personalized_rewardbench_sample_art_and_entertainment_noprofile"
+    assert "acc_single_order,none" in judged["results"][task]
+    assert judged["results"][task]["acc,none"] == 0.0  # "A" always: every pair split
+    assert not any(k.startswith(("acc_single_order", "judge_counts", "n_unreadable"))
+                   for k in length["results"][task])
+    assert all(s["order_metrics"] is None for s in manifest["summary"]["sections"])

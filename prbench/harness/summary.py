@@ -75,7 +75,8 @@ def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
     ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
     aggregates a group metric from its tasks' values), where it only repeats ``acc``: the table
     shows it once, on the group's row. ``domains`` (per-domain counts of a task over every
-    domain) is a table of its own, shown by the summary. The results file keeps every value.
+    domain) and ``judge_counts`` (a pairwise judge's per-domain counts) are tables of their own,
+    shown by the summary. The results file keeps every value.
     """
     configs = result_dict.get("configs") or {}
     rows = {}
@@ -83,7 +84,8 @@ def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
         kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
         if isinstance(values, dict) and "prbench_condition" in kwargs:
             values = {
-                k: v for k, v in values.items() if not k.startswith(("acc_macro", "domains"))
+                k: v for k, v in values.items()
+                if not k.startswith(("acc_macro", "domains", "judge_counts"))
             }
         rows[task] = values
     return {**result_dict, "results": rows}
