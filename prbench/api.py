@@ -1,7 +1,7 @@
 """The plugin API: everything a prbench plugin may import, in one module.
 
-A plugin (a scorer, a judge, a profile builder, a task folder; see CONTRIBUTING's "Plugin API")
-imports prbench only from here::
+A plugin (a scorer, a judge, a profile builder, a task folder; see "Plugin API" in
+docs/plugin-api.md) imports prbench only from here::
 
     from prbench.api import ScoreRequest, fingerprint_of, hookimpl
 

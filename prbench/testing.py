@@ -21,7 +21,7 @@ and ``reset_task_state`` (forget the loaded plugins / the tasks' loaded records 
 ``run_cli`` (run a ``prbench`` command in-process and get its exit code).
 
 This module is public, like :mod:`prbench.api`, under the same compatibility promise (see
-CONTRIBUTING's "Plugin API"); plugin tests import prbench only from these two modules.
+"Plugin API" in docs/plugin-api.md); plugin tests import prbench only from these two modules.
 
 Nothing here imports torch or transformers at module import.
 """
