@@ -21,6 +21,8 @@ SAMPLE_NOTE = "bundled SAMPLE data, not the benchmark"
 DIAGNOSTIC_TAG = " (DIAGNOSTIC)"
 #: legend entry of the 0.5 line of the pairwise plots
 CHANCE_LABEL = "chance (0.5: a coin flip per pair)"
+#: the legend entry of a judge's single-order accuracy on the leaderboard plot
+SINGLE_ORDER_LABEL = "single-order accuracy (pairwise judge; unreadable = 0)"
 #: legend names of the Best-of-N baselines (told apart from scorers of the same name)
 BASELINE_NAMES = {
     "random": "random pick (baseline)",
@@ -367,7 +369,8 @@ def accuracy_bars(
 
     Args:
         rows: ``{"label", "value", "low", "high"}`` and optionally ``"diagnostic": True``
-            (tagged and hatched).
+            (tagged and hatched) and ``"single_order"``: a pairwise judge's single-order
+            accuracy, drawn as a marker on the judge's bar beside its strict accuracy.
         path: the PNG to write.
         title: figure title.
         level: the interval level in percent (stated on the axis).
@@ -394,6 +397,14 @@ def accuracy_bars(
         ax.annotate(f"{r['value']:.2f}", (r["high"], i), textcoords="offset points",
                     xytext=(5, 0), va="center", fontsize=7,
                     color="#c0392b" if r["value"] == 0 else "black")
+    single = [(i, float(r["single_order"])) for i, r in enumerate(rows)
+              if r.get("single_order") is not None]
+    if single:  # a judge: its single-order accuracy beside the strict bar
+        ax.plot([v for _, v in single], [i for i, _ in single], "D", color="#e45756", ms=6,
+                label=SINGLE_ORDER_LABEL)
+        for i, v in single:
+            ax.annotate(f"{v:.2f}", (v, i), textcoords="offset points", xytext=(0, -10),
+                        ha="center", va="center", fontsize=6, color="#e45756")
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0.5, color="grey", ls=":", lw=1, label=CHANCE_LABEL)
@@ -449,6 +460,6 @@ def condition_lines(
 
 __all__ = [
     "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "MAX_SERIES", "SAMPLE_NOTE",
-    "accuracy_bars", "binned_panels", "bon_curves", "condition_lines", "correlation_figure",
-    "figure_texts", "scatter_with_ci",
+    "SINGLE_ORDER_LABEL", "accuracy_bars", "binned_panels", "bon_curves", "condition_lines",
+    "correlation_figure", "figure_texts", "scatter_with_ci",
 ]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
+from prbench.analysis.summary import order_totals
 
 Block = tuple[Any, ...]
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
@@ -58,7 +59,8 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
     if not runs:
         return []
     domains = sorted({d for r in runs for s in r.sections for d in s.summary.domains})
-    head = ["scorer", "group", "profile", *domains, "micro", "macro", "ties", "invalid", "length"]
+    head = ["scorer", "group", "profile", *domains, "micro", "macro", "single-order", "ties",
+            "invalid", "length"]
     rows = []
     bars = []
     for run in runs:
@@ -70,25 +72,31 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
                 ids = set(run.outcomes.get(cond, {}))
                 length = _mean(v for k, v in run.length.get(cond, {}).items() if k in ids)
             total = sum(r.n for r in sec.rows)
+            single = (order_totals(sec.rows) or {}).get("acc_single_order")
             cells = [_run_name(run), sec.title, sec.profile]
             cells += [_ci(sec.summary.domains[d]) if d in sec.summary.domains else "-"
                       for d in domains]
             cells += [
-                _ci(sec.summary.micro), _ci(sec.summary.macro),
+                _ci(sec.summary.micro), _ci(sec.summary.macro), _fmt(single),
                 f"{sum(r.ties for r in sec.rows) / max(1, total):.3f}",
                 str(sum(r.invalid for r in sec.rows)), _fmt(length),
             ]
             rows.append(cells)
             micro = sec.summary.micro
             bars.append({"label": f"{run.label} / {sec.title}", "value": micro.value,
-                         "low": micro.low, "high": micro.high, "diagnostic": run.diagnostic})
+                         "low": micro.low, "high": micro.high, "diagnostic": run.diagnostic,
+                         "single_order": single})
     conf = round(100 * runs[0].sections[0].summary.micro.confidence) if runs[0].sections else 95
     return [
         ("h2", "Leaderboard"),
         ("table", head, rows),
         ("p", f"Strict pairwise accuracy (a tie is wrong) with {conf}% percentile-bootstrap "
               "intervals; micro pools the pairs, macro averages the domains; length = accuracy "
-              "of 'the longer answer wins' on the same pairs (needs --log_samples)."),
+              "of 'the longer answer wins' on the same pairs (needs --log_samples). Headline: "
+              "strict accuracy for every scorer; for a pairwise judge, single-order = the mean "
+              "over all its single-order verdicts (unreadable = 0), the number RM-R1, "
+              "SynthesizeMe and the released pairwise script report, shown beside strict (a "
+              "pair counts for strict only if every order picked the chosen answer)."),
         ("bars", bars, "leaderboard.png", "accuracy (micro) per run",
          {"level": conf, "sample": any(r.data == "sample" for run in runs
                                         for sec in run.sections for r in sec.rows)}),
