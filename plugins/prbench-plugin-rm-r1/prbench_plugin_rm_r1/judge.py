@@ -7,10 +7,12 @@ verdict. P(first ≻ second) is the share of readable orders that preferred the 
 0.5 or 0); a pair with no readable order is ``nan`` — counted as ``invalid`` by the metrics, never
 guessed.
 
-``stats()`` reports the position bias: ``position_bias`` (how often the answer shown as
-A won, among readable verdicts; 0.5 is unbiased), ``n_order_flips`` (pairs, both orders read, whose
-preferred answer changed when the two were swapped — the judge followed the position),
-``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
+``stats()`` reports ``first_shown_win_rate`` (how often the answer shown as A won, among
+readable verdicts; 0.5 is no preference; the task metric ``position_bias`` is the released
+script's ``|acc_chosen_first - acc_chosen_second|``), ``n_order_flips`` (pairs, both orders
+read, whose preferred answer changed when the two were swapped — the judge followed the
+position), ``order_agreement``, and the invalid counts by reason; ``details()`` keeps every
+order's verdict.
 A reply cut at ``max_new_tokens`` is invalid (``truncated``) under ``parse=strict``; under
 ``parse=original`` it is read as the authors read it, and counted (``n_cut_replies_read``).
 

@@ -339,11 +339,14 @@ def test_native_metric_on_a_hand_computed_example(tmp_path: Path) -> None:
     assert got["acc_chosen_second"] == 0.75
     # the authors' single-order accuracy, over a fair coin per pair, is the mean of the two
     assert (got["acc_chosen_first"] + got["acc_chosen_second"]) / 2 == 0.625
-    # split half: .5 + 1 + 1 (p3's one readable order) + .5 = 3 of 4
-    assert got["acc_split_half"] == 0.75
+    # single order: .5 + 1 + .5 (p3's invalid order counts 0) + .5 = 2.5 of 4, the same number
+    assert got["acc_single_order"] == 0.625
+    # strict: only p2 (p3 has an invalid order: never a win)
+    assert got["acc"] == 0.25
+    assert got["position_bias"] == 0.25  # |0.5 - 0.75|, as the released script
     # verdicts won by the answer shown as A: p1 2, p2 1, p3 0, p4 0 of 2+2+1+2 = 7
-    assert got["position_bias"] == pytest.approx(3 / 7)
-    assert got["n_order_flips"] == 2
+    assert got["first_shown_win_rate"] == pytest.approx(3 / 7)
+    assert got["n_order_flips"] == 2 and got["n_unreadable"] == 1
     # with orders=one the shown order is a seeded per-pair coin: the score is that order's
     one = RMR1Judge(RMR1Options(model="gaotang/RM-R1-Qwen2.5-Instruct-7B", parse="original",
                                 orders="one", seed=3, **_files(tmp_path)),
