@@ -58,15 +58,20 @@ def _scores(line: Mapping[str, Any]) -> list[float | None]:
 def judge_orders(line: Mapping[str, Any]) -> list[dict[str, str]] | None:
     """A pairwise judge's per-order verdicts, rebuilt from the pair's both-order metrics.
 
-    The task rows of a judge carry ``acc_chosen_first`` / ``acc_chosen_second`` (1, 0, or nan
-    when that order was not asked) and ``position_bias`` = ``[verdicts won by the answer shown
-    first, readable verdicts]`` (:mod:`prbench.judges.order_metrics`); together they determine
-    each order's verdict: the chosen answer, the rejected one, or none (an unreadable reply).
+    A row carries ``judge_counts`` (the pair's per-order counts,
+    :mod:`prbench.judges.order_metrics`), which name each order's verdict: the chosen answer,
+    the rejected one, or none (an unreadable reply). A row written before those counts existed
+    carries ``acc_chosen_first`` / ``acc_chosen_second`` (1, 0, or nan when that order was not
+    asked) and ``position_bias`` = ``[verdicts won by the answer shown first, readable
+    verdicts]``, which determine the same.
 
     Returns:
         ``[{"order": "chosen first" | "chosen second", "verdict": "chosen" | "rejected" |
         "unreadable"}]``; ``None`` for a scorer without orders (a pointwise reward model).
     """
+    counts = line.get("judge_counts")
+    if isinstance(counts, list) and len(counts) == 2 and isinstance(counts[1], Mapping):
+        return _orders_from_counts(counts[1])
     if "acc_chosen_first" not in line and "acc_chosen_second" not in line:
         return None
     first = _number(line.get("acc_chosen_first"))
@@ -89,6 +94,31 @@ def judge_orders(line: Mapping[str, Any]) -> list[dict[str, str]] | None:
             continue
         verdict = "unreadable" if winner is None else (
             "chosen" if winner == "first" else "rejected")
+        out.append({"order": order, "verdict": verdict})
+    return out
+
+
+def _orders_from_counts(counts: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each order's verdict from one pair's ``judge_counts`` (:func:`pair_counts` of the judge).
+
+    A pair has at most one order with the chosen answer first and one with it second, so the
+    counts name each order's verdict exactly.
+    """
+
+    def n(key: str) -> int:
+        value = _number(counts.get(key))
+        return int(value) if value is not None else 0
+
+    unreadable_second = n("n_unreadable") - n("n_chosen_first_unreadable")
+    out = []
+    for order, asked, won, unreadable in (
+        ("chosen first", n("n_chosen_first"), n("n_chosen_first_won"),
+         n("n_chosen_first_unreadable")),
+        ("chosen second", n("n_chosen_second"), n("n_chosen_second_won"), unreadable_second),
+    ):
+        if not asked:
+            continue
+        verdict = "chosen" if won else "unreadable" if unreadable else "rejected"
         out.append({"order": order, "verdict": verdict})
     return out
 
