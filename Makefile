@@ -91,11 +91,14 @@ demo: setup-demo
 	@echo "(run prbench yourself: source $(VENV)/bin/activate, or call $(BIN)/prbench)"
 
 # the downstream chain on the bundled sample, offline: benchmark runs of three scorers, Best-of-N
-# on the sample's candidate pools, benchmark-vs-downstream rank correlation, one-page report
+# on the sample's candidate pools, benchmark-vs-downstream rank correlation, one-page report.
+# Each scorer runs with the user's own profile, with none, and with another user's (the swapped
+# control). Run it again into the same folder: the report uses the newest run of each scorer.
 DOWNSTREAM_SCORERS := length embedding-similarity oracle-rubric
+DOWNSTREAM_TASKS := personalized_rewardbench_sample,personalized_rewardbench_sample_noprofile,personalized_rewardbench_sample_swapped
 downstream-demo: setup
 	for s in $(DOWNSTREAM_SCORERS); do $(OFFLINE) $(BIN)/prbench eval --log_samples \
-		--tasks personalized_rewardbench_sample,personalized_rewardbench_sample_noprofile \
+		--tasks $(DOWNSTREAM_TASKS) \
 		--model_args scorer=$$s --output_path downstream/results || exit 1; done
 	$(OFFLINE) $(BIN)/prbench bon $(addprefix --model_args scorer=,$(DOWNSTREAM_SCORERS)) \
 		--model_args scorer=random -o downstream/bon

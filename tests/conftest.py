@@ -33,6 +33,9 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 
     monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("prbench_cache")))
     monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")
+    # a progress switch left by an earlier in-process command (`--no_progress` sets
+    # TQDM_DISABLE) must not decide whether this test's bars are drawn
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
     reset_registry()
     yield
     reset_registry()

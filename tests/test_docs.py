@@ -349,17 +349,20 @@ class Checker:
                 return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
         if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
             return [f"prbench {ns.command}: unrecognized arguments: {' '.join(extra)}"]
-        if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
-            from prbench.cli import scorer_specs
+        from prbench.cli import ROLES, component_args, scorer_specs
 
-            with contextlib.redirect_stderr(io.StringIO()):  # old-form notes
-                specs = scorer_specs(ns)
-            out = []
-            for spec in specs:
-                scorer, _, rest = spec.partition(":")
-                out += self._scorer(scorer, rest)
-            return out
-        return []
+        out: list[str] = []
+        notes = io.StringIO()
+        with contextlib.redirect_stderr(notes):  # old-form notes: the docs use the new form
+            for role in ROLES:
+                if role != "model" and hasattr(ns, f"{role}_args"):
+                    component_args(ns, role)
+            if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
+                for spec in scorer_specs(ns):
+                    scorer, _, rest = spec.partition(":")
+                    out += self._scorer(scorer, rest)
+        out += [line for line in notes.getvalue().splitlines() if "is the old form" in line]
+        return out
 
     def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
         from prbench.commands.eval import (
@@ -602,3 +605,16 @@ def test_slugs_follow_github() -> None:
     assert slug("Does the reward model use *this* user? The profile-swap control") == (
         "does-the-reward-model-use-this-user-the-profile-swap-control")
     assert anchors("# A\n\n```bash\n# not a heading\n```\n\n## A\n") == {"a", "a-1"}
+
+
+def test_an_old_component_option_form_in_the_docs_fails(checker: Checker) -> None:
+    text = ("```bash\n"
+            "prbench bon --model_args scorer=length --profile_args builder=none -o b\n"
+            "prbench bon --model_args scorer=length --profile none -o b\n"
+            "prbench rank sample -o r.jsonl --builder_args model=minilm\n"
+            "prbench bon --scorer length -o b\n"
+            "```\n")
+    problems = [checker.problems(c) for c in shell_commands("OLD.md", text)]
+    assert problems[0] == []
+    for found in problems[1:]:
+        assert len(found) == 1 and "is the old form; write '--" in found[0], found

@@ -233,7 +233,8 @@ def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "rl", "--policy", str(policy), "--model_args", "scorer=random,seed=1",
         "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
         "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
-        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress", "--train_layers", "1",
+        "--eval_max_new_tokens", "6", "--judge_args", "judge=none", "--no-progress",
+        "--train_layers", "1",
     ])
     captured = capsys.readouterr()
     out = captured.out

@@ -158,8 +158,8 @@ def test_bon_with_a_qualified_id_when_two_plugins_register_it(
 ) -> None:
     out = tmp_path / "bon"
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=prbench/length", "--profile",
-         "none", "--resamples", "50", "-o", str(out)],
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=prbench/length",
+         "--profile_args", "builder=none", "--resamples", "50", "-o", str(out)],
         capsys,
     )
     assert code == 0, err[-2000:]
@@ -167,8 +167,8 @@ def test_bon_with_a_qualified_id_when_two_plugins_register_it(
     assert result["scorers"]["prbench/length"]["qualified_id"] == "prbench/length"
     assert "length" in result["baselines"]  # prbench's own baseline, asked for qualified
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=length", "--profile", "none",
-         "-o", str(out)],
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=length",
+         "--profile_args", "builder=none", "-o", str(out)],
         capsys,
     )
     assert code == 1 and "'length' is ambiguous" in one_error_line(err)

@@ -1,7 +1,7 @@
 """Rank every record's posts once with an embedding model, for the `ranked` profile builder.
 
 ``prbench rank DATA -o OUT`` embeds each record's question and posts with the ``dense`` builder
-(options in ``--builder_args``, e.g. ``model=contriever``) and writes each record's posts in
+(``--profile_args builder=dense,model=contriever``) and writes each record's posts in
 retrieval order with their scores, the encoder's identity and a hash of each record's question and
 posts (see :mod:`prbench.profiles.ranked`). Evaluations then read their top-k from OUT on any
 machine (``--metadata '{"prbench_ranked": "OUT"}'``) instead of embedding: run this once on a GPU,
@@ -35,18 +35,21 @@ GPU_AUTO_BATCH = 128
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rank``."""
+    from prbench.cli import add_component_argument
+
     parser.add_argument(
         "data",
         help="a .jsonl/.json/.parquet file, a folder of per-domain files, 'sample' or a hub "
         "dataset id",
     )
-    parser.add_argument("-o", "--output_path", required=True, metavar="OUT",
+    parser.add_argument("-o", "--output_path", required=True,
                         help="the ranking file to write (.jsonl); an existing one is resumed")
-    parser.add_argument("--builder", default="dense",
-                        help="the profile builder that ranks (dense, the only one that embeds)")
-    parser.add_argument("--builder_args", default="", metavar="K=V,...",
-                        help="its options, e.g. model=contriever (listed by `prbench scorers "
-                        "--kind profile-builder --options dense`)")
+    add_component_argument(
+        parser, "profile", default="dense", old={"--builder": "id", "--builder_args": "options"},
+        help="the profile builder that ranks (dense, the only one that embeds) and its options, "
+        "e.g. builder=dense,model=contriever (listed by `prbench scorers --kind profile-builder "
+        "--options dense`)",
+    )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument(
         "--batch_size", default="auto",
@@ -69,11 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="hub split (hub ids only)")
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
+def _options(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The ranking builder's id and options (``--profile_args`` with the device and batch size)."""
+    from prbench.cli import component_args
     from prbench.devices import resolve_device
-    from prbench.options import OptionsError, parse_kv_string
+    from prbench.options import OptionsError
 
-    raw: dict[str, Any] = dict(parse_kv_string(args.builder_args or ""))
+    builder, raw = component_args(args, "profile")
     if args.device:
         raw["device"] = args.device
     size = str(args.batch_size).strip().lower()
@@ -88,7 +93,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
                                f"got {args.batch_size!r}") from None
     if args.step_posts < 1:
         raise OptionsError(f"--step_posts must be >= 1, got {args.step_posts}")
-    return raw
+    return builder, raw
 
 
 def _steps(records: Sequence[Any], posts: int) -> Iterator[list[Any]]:
@@ -192,13 +197,13 @@ def run(args: argparse.Namespace) -> int:
     from prbench.progress import progress_bar
     from prbench.records import load_records
 
-    if args.builder != "dense":
+    builder_id, raw = _options(args)
+    if builder_id != "dense":
         raise OptionsError(
-            f"--builder {args.builder!r}: prbench rank ranks with the 'dense' builder (it "
-            "embeds every post; the others are cheap enough to run in place)"
+            f"--profile_args builder={builder_id}: prbench rank ranks with the 'dense' builder "
+            "(it embeds every post; the others are cheap enough to run in place)"
         )
-    component = get_registry().get("profile-builder", args.builder)
-    raw = _options(args)
+    component = get_registry().get("profile-builder", builder_id)
     component.parse_options(raw)  # option errors before the data is read
     records = load_records(args.data, revision=args.revision, split=args.split)
     source: dict[str, Any] = {}
@@ -215,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     done, check = _resume(out, identity, records, source) if out.exists() else (set(), "")
     if not out.exists():
         header = seal({
-            "format": FORMAT, "version": VERSION, "builder": args.builder,
+            "format": FORMAT, "version": VERSION, "builder": builder_id,
             "identity": identity, "encoder": builder.encoder.describe(),
             "data": str(args.data), "prbench": __version__, **source,
         }, "")

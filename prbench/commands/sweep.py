@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("sweep_file", metavar="SWEEP.yaml", help="the sweep file")
     parser.add_argument(
-        "-o", "--output_path", default=None, metavar="DIR",
+        "-o", "--output_path", default=None,
         help="output folder (default: the sweep file's output_path, else results/sweep-<name>)",
     )
     parser.add_argument(

@@ -407,7 +407,7 @@ class RankedBuilder:
                     f"{o.path} was ranked with another encoder than this task asks for: "
                     + "; ".join(problems)
                     + ". Rank the data with the task's encoder options (`prbench rank ... "
-                    "--builder_args model=...`), or drop prbench_ranked"
+                    "--profile_args builder=dense,model=...`), or drop prbench_ranked"
                 )
         self.counter = TokenCounter(o.tokenizer, trust_remote_code=o.trust_remote_code)
         self.id = builder_id(
