@@ -97,19 +97,19 @@ def test_released_profile_refuses_what_it_fixes(models):
             build(models["llama"], input_format="released_profile", **clash)
 
 
-def test_released_profile_shows_posts_only_and_says_so(models, caplog):
+def test_released_profile_keeps_a_view_that_is_not_plain_posts_and_says_so(models, caplog):
     scorer = build(models["llama"], input_format="released_profile")
-    planned = ProfileView(text="The user wants:\n- brevity\n\n" + render_posts(POSTS), items=POSTS)
+    plan = "The user wants:\n- brevity\n\n" + render_posts(POSTS)
+    planned = ProfileView(text=plan, items=POSTS, builder="planner")
     req = ScoreRequest(record_id="r2", question="How do I start?", profile=planned, response="Hi")
     with caplog.at_level(logging.WARNING, logger="prbench"):
-        ids = scorer.encode([req])[0]
-    assert RELEASED_USER_TURN in scorer.tokenizer.decode(ids)
-    assert "brevity" not in scorer.tokenizer.decode(ids)
-    assert "1 request(s) show only their profile's posts" in caplog.text
-    textual = ScoreRequest(record_id="r3", question="Q", response="A",
-                           profile=ProfileView(text="free text", builder="custom"))
-    with pytest.raises(ValueError, match=r"record 'r3'.*has text and no posts"):
-        scorer.encode([textual])
+        text = scorer.tokenizer.decode(scorer.encode([req])[0])
+    assert "<|user|>\nHow do I start?" + plan + "<|end|>" in text
+    assert "1 profile view(s) are not plain posts" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="prbench"):
+        scorer.encode([posts_request()])
+    assert "not plain posts" not in caplog.text
 
 
 # -- pooling --------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class SweepTable:
     diagnostic: set[str]
     sample: bool
     limited: bool
+    stand_ins: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: int
@@ -143,7 +144,8 @@ def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
         counted = {d: outcomes_from_counts(int(sum(v)), len(v)) for d, v in outcomes.items()}
         summary = domain_summary(counted, resamples=resamples, seed=seed)
         rows[LENGTH_ROW][cond] = {**summary.domains, OVERALL: summary.micro}
-    return SweepTable(conditions, domains, rows, diagnostic, sample, limited)
+    return SweepTable(conditions, domains, rows, diagnostic, sample, limited,
+                      dict(sweep.get("stand_ins") or {}))
 
 
 def _columns(table: SweepTable) -> list[tuple[str, str]]:
@@ -151,7 +153,12 @@ def _columns(table: SweepTable) -> list[tuple[str, str]]:
 
 
 def _label(table: SweepTable, row: str) -> str:
-    return f"{row} (DIAGNOSTIC)" if row in table.diagnostic else row
+    label = f"{row} (DIAGNOSTIC)" if row in table.diagnostic else row
+    return f"{label} (STAND-IN)" if row in table.stand_ins else label
+
+
+def _condition_label(table: SweepTable, condition: str) -> str:
+    return f"{condition} (STAND-IN)" if condition in table.stand_ins else condition
 
 
 def _cell_text(value: dict[str, Estimate] | str | None, domain: str) -> str:
@@ -175,12 +182,13 @@ def notes(table: SweepTable) -> list[str]:
                      "results.")
     if table.diagnostic:
         lines.append("DIAGNOSTIC rows read the hidden rubric: upper bounds, not reward models.")
+    lines += [f"STAND-IN {name}: {text}" for name, text in table.stand_ins.items()]
     return lines
 
 
 def header(table: SweepTable) -> list[str]:
     """Column titles: ``scorer`` then ``<condition>: <domain>``."""
-    return ["scorer", *(f"{c}: {d}" for c, d in _columns(table))]
+    return ["scorer", *(f"{_condition_label(table, c)}: {d}" for c, d in _columns(table))]
 
 
 def body(table: SweepTable) -> list[list[str]]:

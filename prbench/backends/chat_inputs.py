@@ -436,47 +436,41 @@ def check_request_texts(requests: Sequence[Any]) -> None:
                 )
 
 
-def released_profile_text(view: Any, where: str) -> tuple[str, bool]:
-    r"""A profile view as the released Best-of-N / PPO reward code shows it, and whether the view
-    showed more than its posts.
+def released_profile_text(view: Any) -> tuple[str, bool]:
+    r"""A profile view as the released Best-of-N / PPO reward code shows it.
 
-    The view's posts (``items``) are rendered ``Post i (Category: c):\n{text}`` and joined with
-    ``\n``. The second value is true when the view's text is something other than its posts in
-    prbench's own rendering (e.g. a planner's inferred rubric): that text is not shown.
+    A view that is its posts (its text is prbench's rendering of its ``items``, as the ``all``,
+    ``dense`` and ``bm25`` builders give) is re-rendered the released way: ``Post i (Category:
+    c):\n{text}``, joined with ``\n``. Any other view (a planner's plan with the posts, a custom
+    text) has no released rendering and is shown as its own text.
 
-    Raises:
-        ValueError: the view has text but no posts (nothing to render as posts).
-    """  # noqa: D205
+    Returns:
+        ``(text, as_posts)``: the profile text, and whether it was rendered from the posts.
+    """
     from prbench.profiles.base import render_posts
 
-    if not view.items:
-        if view.text:
-            raise ValueError(
-                f"{where}: input_format=released_profile shows the profile's posts, but the view "
-                f"from {view.builder!r} has text and no posts"
-            )
-        return "", False
-    text = render_posts(view.items, RELEASED_POST_FORMAT, RELEASED_POST_SEPARATOR)
-    return text, bool(view.text) and view.text != render_posts(view.items)
+    if view.items and view.text == render_posts(view.items):
+        return render_posts(view.items, RELEASED_POST_FORMAT, RELEASED_POST_SEPARATOR), True
+    return view.text, not view.text
 
 
 def profile_texts(encoder: ChatEncoder, requests: Sequence[Any]) -> list[str]:
     """Each request's profile as ``encoder`` shows it: the view's text, or the released posts.
 
-    Raises:
-        ValueError: ``released_profile`` with a view that has text but no posts.
+    Under ``released_profile``, views that are not plain posts keep their own text; a warning
+    says how many.
     """
     if not encoder.released_profile:
         return [r.profile.text for r in requests]
-    texts, dropped = [], 0
-    for i, r in enumerate(requests):
-        text, more = released_profile_text(r.profile, f"request {i} (record {r.record_id!r})")
+    texts, own = [], 0
+    for r in requests:
+        text, as_posts = released_profile_text(r.profile)
         texts.append(text)
-        dropped += more
-    if dropped:
+        own += not as_posts
+    if own:
         logger.warning(
-            "input_format=released_profile: %d request(s) show only their profile's posts; the "
-            "rest of their profile view's text (e.g. a planner's rubric) is not shown", dropped
+            "input_format=released_profile: %d profile view(s) are not plain posts (e.g. a "
+            "planner's plan): shown as their own text right after the question", own
         )
     return texts
 
@@ -488,7 +482,6 @@ def encode_requests(encoder: ChatEncoder, requests: Sequence[Any]) -> list[Encod
 
     Raises:
         TypeError: a question or response that is not a string.
-        ValueError: ``released_profile`` with a view that has text but no posts.
     """
     check_request_texts(requests)
     return encoder.encode(

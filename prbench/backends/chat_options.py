@@ -10,8 +10,9 @@ dataclass inherits one of them; the fields are keyword-only, so a scorer's own r
 ``input_format=released_profile`` is the with-profile reward-model input of the paper's released
 Best-of-N and PPO reward code (``BoN/score.py``, ``PPO/reward_server.py``): the user turn is the
 question immediately followed by the profile, no separator, and the profile is the view's posts
-rendered ``Post i (Category: c):\n{text}``, joined with ``\n``. It fixes the profile position and
-the user turn, so setting either with it is an error.
+rendered ``Post i (Category: c):\n{text}``, joined with ``\n`` (a view that is not plain posts,
+e.g. a planner's, keeps its own text). It fixes the profile position and the user turn, so
+setting either with it is an error.
 """
 
 from __future__ import annotations
