@@ -218,3 +218,42 @@ def test_an_answer_too_long_alone_is_one_invalid_input_not_the_end_of_the_run(mo
     # truncation=left scores it instead (reward-bench's rule)
     assert math.isfinite(build(models["llama"], max_length=limit, truncation="left").score(
         [long_answer])[0])
+
+
+def test_invalid_pairs_are_counted_and_explained_in_a_run(models, tmp_path, capsys):
+    """An eval where some answers are too long: the run finishes, the others are scored, the
+    pairs count as invalid in the results and summary, the samples say why."""
+    import json
+
+    from prbench.api import SAMPLE_DIR, load_records
+    from tests._harness_fixtures import results_and_manifest, run_eval
+
+    encoder = build(models["llama"]).encoder
+    records = load_records(SAMPLE_DIR)
+    alone = sorted(len(encoder.encode(["x"], [a], [""])[0].ids)
+                   for r in records for a in (r.chosen, r.rejected))
+    limit = alone[len(alone) * 9 // 10]  # about nine answers in ten fit
+    out = tmp_path / "out"
+    code, stdout, err = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--model_args",
+         f"scorer=hf-classifier,pretrained={models['llama']},max_length={limit}",
+         "--output_path", str(out), "--log_samples", "--max_invalid", "1"], capsys)
+    assert code == 0, err
+    results, manifest, path = results_and_manifest(out)
+    invalid = sum(v.get("invalid,none", 0) * results["n-samples"][t]["effective"]
+                  for t, v in results["results"].items() if t in results["n-samples"])
+    assert 0 < round(invalid) < len(records)
+    assert "pair(s) without a verdict" in stdout
+    assert manifest["scorer"]["stats"]["invalid_too_long"] >= round(invalid)  # answers unscored
+    explained = 0
+    for file in path.parent.glob("samples_*.jsonl"):
+        for line in file.read_text(encoding="utf-8").splitlines():
+            sample = json.loads(line)
+            if sample["invalid"]:
+                why = sample["invalid_reason"]
+                assert set(why) <= {"chosen", "rejected"} and why
+                assert all(f"more than max_length={limit}" in w for w in why.values())
+                explained += 1
+            else:
+                assert "invalid_reason" not in sample
+    assert explained == round(invalid)
