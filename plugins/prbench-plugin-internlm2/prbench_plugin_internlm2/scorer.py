@@ -9,8 +9,9 @@ it (``call=``):
   token right after each chat's last token, right-pads a length-sorted, token-budgeted batch and
   calls the checkpoint's ``forward`` once per batch. Every row keeps the positions it has alone,
   so a score does not depend on the batch it lands in (equal to ``get_score`` up to float noise).
-- ``get_score``: the checkpoint's own method, one chat per call, as RewardBench runs the model —
-  the authors' exact path, slower.
+- ``get_score``: the checkpoint's own method, one chat per call, as the model card scores —
+  slower. (reward-bench encodes each chat on its own and batches the ``forward`` call, which is
+  what ``forward`` does.)
 
 The checkpoint's batched ``get_scores`` is not used: it calls ``tokenizer.batch_encode_plus``,
 which transformers 5 removed, and it appends the reward token after the padding, so a chat's
