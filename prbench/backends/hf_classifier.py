@@ -1,6 +1,7 @@
 """``hf-classifier``: any Hugging Face ``AutoModelForSequenceClassification`` reward model.
 
-The reward is ``logits[label_index]`` at the input's last token, for the chat
+The reward is ``logits[label_index]`` at the token the model's own forward reads (``pooling=model``:
+the last token that is not the pad token; ``pooling=last_token``: the last token), for the chat
 ``[user: question, assistant: answer]`` (plus the profile where ``profile_position`` puts it)
 rendered by the tokenizer's chat template (see :mod:`prbench.backends.chat_inputs` for the BOS and
 truncation rules). Scoring goes through the shared batching engine
@@ -14,14 +15,16 @@ Decoder reward models with a ``score`` head (Llama, Qwen2/3, Mistral, Gemma, ...
 ``*ForSequenceClassification`` classes built on transformers' generic head) run through prbench's
 own forward: real-token position ids and pooling at the last real token by attention mask, which
 makes scores independent of batch size and padding, and immune to a pad token that also
-appears in the text (pad = eos is common). Other models (BERT-style encoders, custom heads) run
-their own ``forward`` with right padding.
+appears in the text (pad = eos is common). With ``pooling=model`` the pad tokens that end an
+input are not run (the token read is the one before them, as in the model's own forward; in a
+causal decoder later tokens do not change it), so prefix sharing groups the sequences as scored.
+Other models (BERT-style encoders, custom heads) run their own ``forward`` with right padding.
 
 ``input_format=released`` instead reproduces the paper's released pointwise script exactly: the
 chat ``[user: question, assistant: answer]`` rendered to text, tokenised with the tokenizer's
 default special tokens (a tokenizer that adds a BOS on top of the template's gives two), cut to
-``max_length`` tokens from the end, right-padded, pooled by the model's own forward (which reads the
-last token that is not the pad token, so a text ending in the pad token is read one token early),
+``max_length`` tokens from the end, padded on the tokenizer's ``padding_side``, pooled by the
+model's own forward (the last token that is not the pad token),
 and the reward is the logit for one label or ``softmax(logits)[-1]`` for more. That script shows no
 profile, so a request with one is an error unless ``profile_position=none``.
 """
@@ -566,9 +569,9 @@ class HFClassifierScorer:
         """A hex id of everything that changes the scores (the score-cache key prefix).
 
         It covers the model files or hub commit, dtype, template, profile placement, lengths,
-        BOS policy, label index and input format; not batch size, device or prefix sharing
-        (scores do not depend on them). The scorer runtime keys the persistent score cache
-        with it.
+        truncation rule, BOS policy, pooling rule, label index and input format; not batch size,
+        device or prefix sharing (scores do not depend on them). The scorer runtime keys the
+        persistent score cache with it.
         """
         return fingerprint_of(self.description)
 
