@@ -257,3 +257,29 @@ def test_invalid_pairs_are_counted_and_explained_in_a_run(models, tmp_path, caps
             else:
                 assert "invalid_reason" not in sample
     assert explained == round(invalid)
+
+
+def test_served_rm_renders_released_profile_and_skips_answers_too_long(models):
+    """served-rm shares the rendering options: the same ids as hf-classifier for
+    input_format=released_profile, and an answer too long alone is not sent (invalid, reason)."""
+    from prbench.plugins import get_registry
+    from tests._served_fixtures import FakeRMServer
+
+    path = models["llama"]
+    rng = random.Random(9)
+    too_long = ScoreRequest(record_id="long", question="Q?", response=sample_text(rng, 120))
+    batch = [posts_request(), posts_request(response="Scales, then songs."), too_long]
+    local = build(path, input_format="released_profile", max_length=120, prefix_sharing="off")
+    expected = local.score(batch)
+    with FakeRMServer(path, engine="vllm") as server:
+        scorer = get_registry().build("scorer", "served-rm", {
+            "base_url": server.base_url, "model": "tiny-rm", "tokenizer": str(path),
+            "input_format": "released_profile", "max_length": 120})
+        got = scorer.score(batch)
+        sent = [x for p in server.posts() for x in p["input"]]
+    assert sorted(map(tuple, sent)) == sorted(map(tuple, local.encode(batch[:2])))
+    assert got[:2] == pytest.approx(expected[:2], abs=TOL)
+    assert math.isnan(got[2]) and math.isnan(expected[2])
+    stats = scorer.stats()
+    assert stats["failure_reasons"] == {"too-long": 1} and stats["inputs_sent"] == 2
+    assert scorer.request_extras(batch)[2]["invalid"] == local.failures()[0]["detail"]
