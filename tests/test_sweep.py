@@ -20,6 +20,9 @@ import pytest
 from prbench.harness import tasks
 from tests._harness_fixtures import PYTHON, REPO, run_eval, subprocess_env
 
+#: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 OWN = "personalized_rewardbench_sample"
 NONE = "personalized_rewardbench_sample_noprofile"
 DOMAINS = ("Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture")

@@ -24,7 +24,7 @@ sub-dict with the same keys works too. Without a question the row cannot be scor
 Keyword arguments (``+reward.custom_reward_function.reward_kwargs.NAME=VALUE``): ``server_url``
 (default ``$PRBENCH_REWARD_URL`` or ``http://127.0.0.1:8000``), ``timeout`` (seconds),
 ``on_nan`` (``raise`` or a number that replaces a non-finite reward, e.g. ``0``).
-See README "Reward server and online RL" for the full command line (tested in tests/test_peers.py).
+See docs/downstream.md, "Reward server", for the full command line (tested in tests/test_peers.py).
 """
 
 from __future__ import annotations

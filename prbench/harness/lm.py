@@ -383,6 +383,16 @@ class PRBenchLM(LM):
             "hidden": hidden,
         }
 
+    @staticmethod
+    def _forget_outcomes(doc: dict[str, Any]) -> None:
+        """Drop a judge's order outcome recorded for this row by an earlier scorer of this
+        process (a sweep reusing the process): only this scorer's verdicts may reach the
+        task's metrics.
+        """  # noqa: D205
+        from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
+
+        PAIR_OUTCOMES.pop(doc_key(doc), None)
+
     def _score_pointwise(self, requests: Sequence[Any]) -> list[float]:
         from prbench.scoring.base import ScoreRequest
 
@@ -391,6 +401,7 @@ class PRBenchLM(LM):
         unique: dict[tuple[Any, ...], ScoreRequest] = {}
         for inst in requests:
             doc = self._doc(inst)
+            self._forget_outcomes(doc)
             which = self._which(doc, inst)
             key = (inst.task_name, doc["id"], which)
             keys.append(key)
@@ -421,6 +432,7 @@ class PRBenchLM(LM):
             key = (inst.task_name, doc["id"])
             sides.append((key, self._which(doc, inst)))
             if key not in unique:
+                self._forget_outcomes(doc)
                 docs[key] = doc
                 unique[key] = PairRequest(
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc)
