@@ -50,7 +50,9 @@ Caching, batching, devices, progress:
 Hugging Face sequence classifiers and chat inputs:
     ``HFClassifierOptions`` and ``HFClassifierScorer`` (the built-in ``hf-classifier`` scorer, to
     subclass), ``model_identity``, ``resolve_dtype``, ``ChatEncoder``, ``build_chat``,
-    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``.
+    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``,
+    ``ChatRenderOptions`` / ``ProfileRenderOptions`` (the shared chat-rendering options to
+    inherit) and ``profile_texts`` (each request's profile as an encoder shows it).
 Embeddings:
     ``Encoder``, ``EncoderSpec``, ``EmbeddingCache``, ``resolve_model``, ``text_hash``,
     ``ModelUnavailableError``, ``remote_code_error``.
@@ -90,8 +92,10 @@ from prbench.backends.chat_inputs import (
     DEFAULT_USER_FORMAT,
     ChatEncoder,
     build_chat,
+    profile_texts,
     template_sha256,
 )
+from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
 from prbench.backends.hf_classifier import (
     HFClassifierOptions,
     HFClassifierScorer,
@@ -164,6 +168,7 @@ __all__ = [
     "BatchStats",
     "Chat",
     "ChatEncoder",
+    "ChatRenderOptions",
     "Completion",
     "ComponentRegister",
     "EmbeddingCache",
@@ -185,6 +190,7 @@ __all__ = [
     "Pref",
     "ProfileBuilder",
     "ProfileItem",
+    "ProfileRenderOptions",
     "ProfileView",
     "Record",
     "Reply",
@@ -215,6 +221,7 @@ __all__ = [
     "parse_options",
     "parse_pairwise",
     "parse_rating",
+    "profile_texts",
     "progress_bar",
     "ranked_view",
     "remote_code_error",

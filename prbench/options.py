@@ -141,10 +141,16 @@ def as_mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:
-    """The option fields of an options dataclass (empty for ``None``)."""
+    """The option fields of an options dataclass (empty for ``None``).
+
+    Keyword-only fields (those of a shared base such as
+    :class:`~prbench.backends.chat_options.ChatRenderOptions`) come after the others, as in the
+    dataclass's ``__init__``: a scorer's own options are listed first.
+    """
     if cls is None:
         return []
-    return [f for f in dataclasses.fields(cls) if f.init]
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return sorted(fields, key=lambda f: f.kw_only is True)
 
 
 def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str) -> T | None:

@@ -410,6 +410,10 @@ class PRBenchLM(LM):
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
         scores = self.runtime.score(batch)  # checked by the runtime: one real number each
+        from prbench.harness import unscored
+
+        for key, extras in zip(unique, self.runtime.extras(batch), strict=True):
+            unscored.record(key[0], key[1], key[2], extras)  # why an answer has no score
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, scores, strict=True))

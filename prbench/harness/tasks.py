@@ -519,10 +519,13 @@ def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
 
 def reset() -> None:
     """Forget loaded records, built profiles and provenance (tests)."""
+    from prbench.harness import unscored
+
     PROVENANCE.clear()
     LENGTHS.clear()
     _RECORDS.clear()
     profile_rows.reset()
+    unscored.reset()
 
 
 __all__ = [
