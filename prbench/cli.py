@@ -333,6 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     saved = {k: os.environ.get(k) for k in ("PRBENCH_PROGRESS", "TQDM_DISABLE")}
     quiet_progress(bool(getattr(args, "no_progress", False)))
     try:
+        check_outputs(args)
         return int(args._module.run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -346,6 +347,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check a command's output locations before it does any work.
+
+    A command module declares ``OUTPUTS``: ``{dest: "dir" | "file"}`` for the arguments that name
+    where it writes (``{"output_path": "dir"}``); each one given is checked by
+    :func:`prbench.outputs.check_output_dir` / :func:`~prbench.outputs.check_output_file`.
+
+    Raises:
+        OutputPathError: a location that is a file where a folder is needed (or the reverse), not
+            creatable or not writable.
+    """
+    from prbench.outputs import check_output_dir, check_output_file
+
+    for dest, kind in getattr(args._module, "OUTPUTS", {}).items():
+        value = getattr(args, dest, None)
+        if not value:
+            continue
+        flag = "-o/--output_path" if dest == "output_path" else "--" + dest
+        (check_output_dir if kind == "dir" else check_output_file)(value, flag=flag)
 
 
 def quiet_progress(no_progress: bool) -> None:

@@ -45,11 +45,15 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    from prbench.outputs import open_atomic
+
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(target, dpi=110)
-    _pyplot().close(fig)
+    try:
+        with open_atomic(target, "wb") as handle:
+            fig.savefig(handle, dpi=110, format=target.suffix.lstrip(".") or "png")
+    finally:
+        _pyplot().close(fig)
     return target
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from prbench.outputs import write_text
 
 LENGTH_ROW = "length baseline (longer answer wins)"
 OVERALL = "all (micro)"
@@ -224,9 +225,9 @@ def write_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
     """Write ``sweep_table.md`` and ``sweep_table.csv`` into the sweep folder."""
     table = build_table(folder, resamples=resamples, seed=seed)
     md = Path(folder) / "sweep_table.md"
-    md.write_text(to_markdown(table), encoding="utf-8")
+    write_text(md, to_markdown(table))
     path_csv = Path(folder) / "sweep_table.csv"
-    path_csv.write_text(to_csv(table), encoding="utf-8")
+    write_text(path_csv, to_csv(table))
     return table, md, path_csv
 
 

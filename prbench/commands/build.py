@@ -26,6 +26,9 @@ SHORTCUTS = {
 }
 
 
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "file"}
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench build``."""
     parser.add_argument("input", help="source records: a .jsonl/.json/.parquet file or a folder")

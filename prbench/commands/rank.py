@@ -22,11 +22,16 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.outputs import write_text
+
 #: posts embedded per step; each step's records are written before the next starts
 DEFAULT_STEP_POSTS = 4096
 #: texts per forward pass for ``--batch_size auto`` on a GPU (the option's default on a CPU)
 GPU_AUTO_BATCH = 128
 
+
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "file"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rank``."""
@@ -145,12 +150,12 @@ def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any]) -> set[
                 "version ranked there (question, category or posts changed); write to another "
                 "-o file"
             )
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    from prbench.outputs import open_atomic
+
+    with open_atomic(out) as fh:
         fh.write(json.dumps(ranking.header, ensure_ascii=False) + "\n")
         for entry in ranking.entries.values():
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    tmp.replace(out)
     return set(ranking.entries)
 
 
@@ -190,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             "identity": identity, "encoder": builder.encoder.describe(),
             "data": str(args.data), "prbench": __version__, **source,
         }
-        out.write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(header, ensure_ascii=False) + "\n")
     todo = [r for r in records if record_key(r.domain, r.id) not in done]
     n_posts = sum(len(r.profile) for r in todo)
     from prbench.devices import resolve_device

@@ -16,6 +16,9 @@ import argparse
 import sys
 
 
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "dir"}
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
     from prbench.cli import add_scorer_argument

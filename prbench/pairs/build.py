@@ -146,9 +146,9 @@ def _read_jsonl(path: Path, report: BuildReport) -> list[dict[str, Any]]:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(dumps(data, indent=2, default=str) + "\n", "utf-8")  # strict: no bare NaN
-    os.replace(tmp, path)
+    from prbench.outputs import write_text
+
+    write_text(path, dumps(data, indent=2, default=str) + "\n")  # strict: no bare NaN
 
 
 def _append(handle: IO[str], row: dict[str, Any]) -> None:
