@@ -332,9 +332,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.plugin = [*args.plugin, *getattr(args, "plugin_files", [])]
     saved = {k: os.environ.get(k) for k in ("PRBENCH_PROGRESS", "TQDM_DISABLE")}
     quiet_progress(bool(getattr(args, "no_progress", False)))
+    from prbench.interrupts import watch_sigint
+
     try:
-        check_outputs(args)
-        return int(args._module.run(args) or 0)
+        with watch_sigint():  # Ctrl-C told apart from a plugin's KeyboardInterrupt
+            check_outputs(args)
+            return int(args._module.run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

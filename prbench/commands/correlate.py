@@ -23,7 +23,6 @@ from prbench.analysis.correlation import DEFAULT_CORR_RESAMPLES, DEFAULT_RBO_P, 
 from prbench.analysis.strict_json import write_json
 from prbench.outputs import write_text
 
-
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "dir"}
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from prbench.outputs import open_atomic, write_text
 
-
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "file", "report": "file"}
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "dir"}
 

@@ -55,10 +55,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from prbench.interrupts import plugin_escape
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
 from prbench.scoring.base import (
     PairRequest,
     ScoreRequest,
+    ScorerFaultError,
     check_scores,
     scorer_fault,
     scorer_label,
@@ -215,7 +217,9 @@ class ScorerRuntime:
 
     Raises:
         TypeError: the scorer lacks the method its kind needs, or has a ``fingerprint`` that is
-            not a method returning a non-empty string.
+            not a method.
+        ScorerFaultError: ``fingerprint()`` raised (``SystemExit`` included) or returned
+            something other than a non-empty string or ``None``; names the scorer's plugin.
     """
 
     def __init__(
@@ -288,12 +292,22 @@ class ScorerRuntime:
                 f"scorer {self.name!r}: fingerprint must be a method returning a string "
                 f"(got a {type(attr).__name__} attribute)"
             )
-        value = attr()
+        try:
+            value = attr()
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            if not isinstance(exc, Exception) and not plugin_escape(exc):
+                raise
+            message = " ".join(str(exc).split()) or "(no message)"
+            raise ScorerFaultError(
+                f"{self.label}: fingerprint() failed: {type(exc).__name__}: {message}"
+            ) from exc
         if value is None:
             return None
         if not isinstance(value, str) or not value:
-            raise TypeError(
-                f"scorer {self.name!r}: fingerprint() must return a non-empty string, got {value!r}"
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
+            raise ScorerFaultError(
+                f"{self.label}: fingerprint() must return a non-empty string (or None: no "
+                f"score cache), got {shown} ({type(value).__name__})"
             )
         return value
 
@@ -399,7 +413,9 @@ class ScorerRuntime:
                 failed = False
                 try:
                     raw = fn(batch)
-                except Exception as exc:
+                except (Exception, SystemExit, KeyboardInterrupt) as exc:
+                    if not isinstance(exc, Exception) and not plugin_escape(exc):
+                        raise  # the user's Ctrl-C
                     if not oom.is_oom_error(exc):  # one error naming the plugin, chunks kept
                         stored = self._stats["computed"] - self._stats["nonfinite"]
                         kept = stored if self._cache is not None else 0
