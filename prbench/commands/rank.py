@@ -47,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--builder_args", default="", metavar="K=V,...",
                         help="its options, e.g. model=contriever (listed by `prbench scorers "
                         "--kind profile-builder --options dense`)")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--device", default=None,
+                        help="auto | cpu | cuda | cuda:N (default: the builder's device option, "
+                        "auto unless --builder_args sets it)")
     parser.add_argument(
         "--batch_size", default="auto",
         help=f"texts per forward pass; auto = {GPU_AUTO_BATCH} on a GPU, the builder's default "
