@@ -171,7 +171,7 @@ def add_scorer_argument(parser: argparse.ArgumentParser, *, repeatable: bool = F
         "--model_args", action="append" if repeatable else "store", default=[] if repeatable
         else "", metavar="scorer=ID,K=V,...",
         help=f"{what}, e.g. scorer=hf-classifier,pretrained=PATH (`prbench scorers --options` "
-        "lists them; runtime options cache=, cache_path=, chunk_size= work too)"
+        "lists them; runtime options cache=, cache_path=, chunk_size=, call_timeout= work too)"
         + ("" if required else "; none: no scorer"),
     )
     parser.add_argument("--scorer", action="append", default=[], help=argparse.SUPPRESS)

@@ -11,6 +11,7 @@ raises ``KeyboardInterrupt`` is a plugin fault, while the user's Ctrl-C still en
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -323,3 +324,68 @@ def test_a_broken_fingerprint_is_one_line_naming_the_plugin(
     line = one_error_line(err)
     assert line.startswith(f"error: {SCORER}: ") and expected in line, line
 
+
+
+# -- a bound on every scorer call -----------------------------------------------------------------
+
+
+def test_a_scorer_call_that_never_returns_ends_the_run_with_the_cache_kept(
+    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "scores.sqlite"
+    log = tmp_path / "calls.jsonl"
+    args = ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
+            f"scorer=faulty,mode=hang,fail_after=2,chunk_size=2,call_timeout=1.5,"
+            f"cache_path={db},log={log}"]
+    code, _, err = run_eval(args, capsys)
+    assert code == 1
+    line = one_error_line(err)
+    assert line.startswith(f"error: {SCORER} failed on 2 request(s)"), line
+    assert "no result within 1.5 s (runtime option call_timeout=SECONDS" in line, line
+    assert "the 4 scores computed before it are kept in the score cache" in line
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0] == 4
+    log.unlink()  # the rerun without the hang scores only what is missing
+    code, _, err = run_eval([a.replace("fail_after=2", "fail_after=-1") for a in args], capsys)
+    assert code == 0, err[-2000:]
+    assert sum(json.loads(n) for n in log.read_text().splitlines()) == 8
+
+
+def test_the_call_bound_works_outside_the_main_thread() -> None:
+    """A reward server's worker thread: the watchdog raises in that thread, then stays quiet."""
+    import threading
+    import time
+
+    from prbench.scoring.timeout import CallTimedOut, call_with_timeout
+
+    def spin(seconds: float) -> str:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return "done"
+
+    seen: dict[str, object] = {}
+
+    def worker() -> None:
+        try:
+            call_with_timeout(spin, 30.0, 0.3)
+        except CallTimedOut as exc:
+            seen["timeout"] = str(exc)
+        seen["after"] = call_with_timeout(spin, 0.5, 5.0)  # a later call is not hit
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(60)
+    assert "no result within 0.3 s" in str(seen.get("timeout")), seen
+    assert seen.get("after") == "done"
+    assert call_with_timeout(spin, 0.0, 0) == "done"  # 0: no limit
+
+
+def test_a_negative_call_timeout_is_an_option_error() -> None:
+    from prbench.options import OptionsError
+    from prbench.scoring.runtime import build_runtime
+
+    with pytest.raises(OptionsError, match=r"'call_timeout' must be 0 \(no limit\) or a number"):
+        build_runtime("length", {"call_timeout": "-1"})

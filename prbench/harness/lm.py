@@ -305,6 +305,7 @@ class PRBenchLM(LM):
                 scorer, component=self.component, options=self.options,
                 cache=settings["cache"], cache_path=settings["cache_path"] or None,
                 chunk_size=settings["chunk_size"], progress=settings["progress"],
+                timeout=settings["call_timeout"],
             )
         return self._runtime
 
