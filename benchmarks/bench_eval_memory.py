@@ -27,7 +27,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-WORDS = ["the", "a", "user", "asked", "about", "painting", "guitar", "budget", "travel", "family", "career", "garden", "recipe", "history", "novel", "film", "practice", "routine", "sleep", "diet", "habit", "study", "language", "museum", "camera", "workshop", "neighbour", "winter", "summer", "lesson", "project", "advice", "feeling", "goal", "plan"]
+WORDS = [
+    "the", "a", "user", "asked", "about", "painting", "guitar", "budget", "travel",
+    "family", "career", "garden", "recipe", "history", "novel", "film", "practice",
+    "routine", "sleep", "diet", "habit", "study", "language", "museum", "camera",
+    "workshop", "neighbour", "winter", "summer", "lesson", "project", "advice", "feeling",
+    "goal", "plan",
+]
 
 
 def _text(rng: random.Random, words: int) -> str:
