@@ -1,7 +1,7 @@
 """The plugin API: everything a prbench plugin may import, in one module.
 
-A plugin (a scorer, a judge, a profile builder, a task folder; see CONTRIBUTING's "Plugin API")
-imports prbench only from here::
+A plugin (a scorer, a judge, a profile builder, a task folder; see "Plugin API" in
+docs/plugin-api.md) imports prbench only from here::
 
     from prbench.api import ScoreRequest, fingerprint_of, hookimpl
 
@@ -23,6 +23,9 @@ Registering components (the hook module):
 Component contracts (typing protocols a component implements):
     ``Scorer`` (``score(requests)``), ``PairwiseJudge`` (``compare(pairs)``), ``ProfileBuilder``
     (``build(records)``), ``PairGenerator`` (``settings()`` and ``generate(records)``).
+Errors:
+    ``PrbenchUserError`` (the base of every bad-input error: the command line shows it as one
+    ``error:`` line, never a traceback; a plugin's own refusals derive from it).
 Options:
     ``OptionsError`` (a bad option, shown to the user as one ``error:`` line), ``parse_options``
     (a mapping of strings to an options dataclass), ``options_to_dict`` (the reverse, for
@@ -95,6 +98,7 @@ from prbench.backends.hf_classifier import (
     resolve_dtype,
 )
 from prbench.devices import resolve_device, torch_device
+from prbench.errors import PrbenchUserError
 from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
 from prbench.judges.common import (
     BackendOptions,
@@ -146,7 +150,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 
 __all__ = [
     "API_VERSION",
@@ -177,6 +181,7 @@ __all__ = [
     "PairRequest",
     "PairwiseJudge",
     "ParseFailure",
+    "PrbenchUserError",
     "Pref",
     "ProfileBuilder",
     "ProfileItem",

@@ -21,7 +21,7 @@ and ``reset_task_state`` (forget the loaded plugins / the tasks' loaded records 
 ``run_cli`` (run a ``prbench`` command in-process and get its exit code).
 
 This module is public, like :mod:`prbench.api`, under the same compatibility promise (see
-CONTRIBUTING's "Plugin API"); plugin tests import prbench only from these two modules.
+"Plugin API" in docs/plugin-api.md); plugin tests import prbench only from these two modules.
 
 Nothing here imports torch or transformers at module import.
 """
@@ -81,7 +81,9 @@ class LoopbackOpenAI:
     Use it as a context manager; ``base_url`` is what a backend's ``base_url`` option takes, and
     ``calls`` counts the requests served. The reply's ``finish_reason`` is ``"stop"``, or the
     ``finish_reason`` of a :class:`prbench.backends.base.Completion` the script returns
-    (``Completion(text, "length")`` plays a reply cut at ``max_tokens``).
+    (``Completion(text, "length")`` plays a reply cut at ``max_tokens``). A ``Completion`` with
+    ``reasoning`` plays a server with a reasoning parser: the reasoning is sent as
+    ``reasoning_content``, and an empty text as ``content: null`` (thinking that never ended).
     """
 
     def __init__(self, script: Script) -> None:
@@ -98,11 +100,15 @@ class LoopbackOpenAI:
                 owner.calls += 1
                 content = owner.script(body["messages"])
                 finish = getattr(content, "finish_reason", "stop")  # a Completion says "length"
+                reasoning = getattr(content, "reasoning", "")
+                message: dict[str, Any] = {"role": "assistant", "content": str(content)}
+                if reasoning:
+                    message["reasoning_content"] = reasoning
+                    message["content"] = str(content) or None
                 reply = {
                     "id": f"loopback-{owner.calls}", "object": "chat.completion",
                     "model": body.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": finish, "message": {
-                        "role": "assistant", "content": str(content)}}],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 }
                 data = json.dumps(reply).encode()
                 self.send_response(200)

@@ -14,6 +14,9 @@ import pytest
 
 from tests._harness_fixtures import PYTHON, REPO, subprocess_env
 
+#: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 STARTUP = REPO / "prbench" / "harness" / "_startup.py"
 SAMPLE = "personalized_rewardbench_sample_noprofile"
 

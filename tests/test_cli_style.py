@@ -8,6 +8,7 @@ one shown and the dash spelling parses too, and a command that writes files take
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 import pytest
@@ -203,3 +204,80 @@ def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFi
     assert capsys.readouterr().err == ""
     assert lm_eval_spellings(["--output_dir", "x"]) == ["--output_path", "x"]
     assert "--output_dir is deprecated; use -o/--output_path" in capsys.readouterr().err
+
+
+def _all_help() -> dict[str, str]:
+    """Every help text a user can print: ``prbench --help`` and each (sub)command's."""
+    return {"": build_parser().format_help(),
+            **{name: parser.format_help() for name, parser in SUBPARSERS.items()}}
+
+
+@pytest.mark.parametrize("name", ["", *sorted(SUBPARSERS)])
+def test_help_shows_no_docs_markup(name: str) -> None:
+    """Docstrings and help strings are written with reST and backticks; --help shows plain text."""
+    text = _all_help()[name]
+    assert "`" not in text, f"prbench {name} --help: " + next(
+        line for line in text.splitlines() if "`" in line)
+    assert not re.search(r":[a-z]+:'", text)
+
+
+def test_plain_text_drops_roles_and_quotes_code() -> None:
+    from prbench.cli import plain_text
+
+    assert plain_text("see :mod:`prbench.progress` and :class:`~prbench.cli.CommandParser`") == (
+        "see prbench.progress and prbench.cli.CommandParser")
+    assert plain_text("``prbench rank DATA -o OUT`` or `prbench scorers --options`") == (
+        "'prbench rank DATA -o OUT' or 'prbench scorers --options'")
+
+
+def test_each_command_line_of_top_level_help_is_its_whole_first_paragraph() -> None:
+    import importlib
+
+    from prbench.cli import plain_text
+
+    shown = " ".join(build_parser().format_help().split())
+    for name, module in COMMANDS.items():
+        doc = importlib.import_module(module).__doc__ or ""
+        first = " ".join(doc.strip().split("\n\n")[0].split())
+        assert f"{name} {plain_text(first).rstrip('.')}" in shown, name
+    assert "'prbench prefs convert' turns PRISM or personalised Chatbot Arena data into records" \
+        in shown  # the line that used to stop mid-sentence
+
+
+def test_eval_help_lists_tasks_and_model_args_and_hands_them_to_lm_eval() -> None:
+    from prbench.commands.eval import lm_eval_argv
+    from prbench.harness.lm import DEFAULT_SCORER
+
+    parser = SUBPARSERS["eval"]
+    options = parser.format_help().split("options:")[1]
+    assert "--tasks TASK,..." in options and "--model_args scorer=ID,K=V,..." in options
+    assert f"(default: scorer={DEFAULT_SCORER}," in " ".join(options.split())
+    args, extra = parser.parse_known_args(
+        ["--limit", "2", "--model-args", "scorer=length", "--tasks", "t", "--log-samples"])
+    args.extra_args = extra
+    assert lm_eval_argv(args) == ["--tasks", "t", "--model_args", "scorer=length", "--limit", "2",
+                                  "--log_samples"]
+    args, extra = parser.parse_known_args(["--limit", "2"])
+    args.extra_args = extra
+    assert lm_eval_argv(args) == ["--limit", "2"]  # nothing given: nothing added
+
+
+def test_build_shows_the_defaults_its_shortcut_flags_leave_to_the_generator() -> None:
+    """--backend, --device, --seed, ... default to None (the generator's option then applies):
+    the help names the value that applies for the default generator, and it is the real one."""
+    import dataclasses
+
+    from prbench.commands.build import SHORTCUTS
+    from prbench.pairs.generator import RubricContrastOptions
+
+    parser = SUBPARSERS["build"]
+    assert parser.get_default("generator") == "rubric-contrast"
+    defaults = {f.name: f.default for f in dataclasses.fields(RubricContrastOptions)}
+    for dest, option in SHORTCUTS.items():
+        action = parser._option_string_actions[f"--{dest}"]
+        entry = _entry(parser, action)
+        assert "default" in entry or "required" in entry, entry
+        if defaults[option] not in ("", None):
+            assert f"(default: the generator's, {defaults[option]})" in entry, entry
+    limit = _entry(parser, parser._option_string_actions["--limit"])
+    assert "(default: all of them)" in limit

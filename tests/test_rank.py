@@ -71,7 +71,7 @@ def test_ranked_gives_the_same_views_as_dense_in_place(
     out = tmp_path / "ranks.jsonl"
     code, stdout, err = _rank(capsys, data, out, cache)
     assert code == 0, err
-    assert "ranked 4 records (16 posts)" in stdout and "posts/s" in stdout
+    assert "ranked 4 records (16 posts)" in stdout and "texts/s embedded" in stdout
     ranking = read_ranking(out)
     assert ranking.header["identity"]["model"] == "minilm"
     assert ranking.header["identity"]["weights"].startswith("sentence-transformers/all-MiniLM")

@@ -23,6 +23,16 @@ class RecordingRuntime:
         return [float(len(r.response.split())) for r in requests]
 
 
+def test_summary_says_which_training_rewards_it_compares() -> None:
+    part = {"mean_reward": 0.1, "mean_quality": None, "judge_failures": 0}
+    results = {"before": part, "after": {**part, "mean_reward": 0.3},
+               "train": {"steps": 10, "records": 4, "reward_first": 0.324, "reward_last": 0.214,
+                         "curve": []}}
+    summary = format_summary(results)
+    assert "training reward, first step -> last step: 0.3240 -> 0.2140" in summary
+    assert "| before | 0.1000 |" in summary and "| after | 0.3000 |" in summary
+
+
 def test_reward_function_sends_record_context_in_one_batched_call() -> None:
     records = load_records("sample")[:2]
     views = {r.id: ProfileView(text=f"posts of {r.id}") for r in records}

@@ -185,8 +185,8 @@ def test_use_cache_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path
     line = one_error_line(err)
     assert "--use_cache is refused" in line and "pickles" in line and "cache_path=" in line
     assert not list(tmp_path.glob("cache*"))
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "`--use_cache`, refused" in readme
+    usage = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
+    assert "`--use_cache`, refused" in usage
 
 
 def test_plain_lm_eval_use_cache_is_refused_before_the_cache_opens() -> None:

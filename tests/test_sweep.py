@@ -20,6 +20,9 @@ import pytest
 from prbench.harness import tasks
 from tests._harness_fixtures import PYTHON, REPO, run_eval, subprocess_env
 
+#: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 OWN = "personalized_rewardbench_sample"
 NONE = "personalized_rewardbench_sample_noprofile"
 DOMAINS = ("Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture")
@@ -238,6 +241,44 @@ def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch) -> Non
     assert f"{expected / 10000 / 3600:.3f}" in row
     assert "published statistics bundled with the task" in stdout
     assert not (Path.cwd() / "results" / "sweep-paper").exists()
+
+
+def test_dry_run_counts_the_profile_embedding_work(capsys, monkeypatch) -> None:
+    """Conditions whose builder embeds posts carry the encoder's work; cells share it once."""
+    from prbench.flops import KNOWN_ENCODER_CONFIGS, encoder_flop_model_from_config
+    from prbench.harness.sweep_plan import _mid, published_statistics
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")
+    code, stdout, err = run_eval(["sweep", str(REPO / "sweeps" / "paper.yaml"), "--dry_run"],
+                                 capsys)
+    assert code == 0, err
+    stats = published_statistics()
+    posts = _mid(stats["profile_posts"])
+    texts = sum(d["records"] for d in stats["domains"].values()) * (posts + 1)
+    # contriever (BERT-base) over every post and question at 41 words x 1.3 tokens + 2
+    flops = encoder_flop_model_from_config(
+        KNOWN_ENCODER_CONFIGS["facebook/contriever-msmarco"]).bidirectional(round(41 * 1.3 + 2))
+    rows = {ln.split("  ")[0]: ln.split() for ln in stdout.splitlines()}
+    top10 = rows["Skywork-Reward-V2-Qwen3-0.6B/top-10"]
+    assert top10[-2] == f"{texts:,.0f}"
+    assert top10[-1] == f"{texts * flops / 1e12:.2f}"
+    none = rows["Skywork-Reward-V2-Qwen3-0.6B/no profile"]
+    assert none[-2:] == ["-", "-"]  # no profile: nothing embedded
+    # 18 cells embed with the same encoder on the same data: the total counts it once
+    assert rows["total"][-1] == top10[-1]
+
+
+def test_encoder_flops_from_config_match_the_loaded_model() -> None:
+    from transformers import BertConfig, BertModel
+
+    from prbench.flops import encoder_flop_model_from_config, flop_model
+
+    cfg = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=24, max_position_embeddings=32)
+    loaded = flop_model(BertModel(cfg, add_pooling_layer=False))
+    assert encoder_flop_model_from_config(cfg.to_dict()) == loaded
 
 
 def test_dry_run_counts_the_sample_records(tmp_path: Path, capsys) -> None:

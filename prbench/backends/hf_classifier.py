@@ -103,7 +103,7 @@ class HFClassifierOptions:
     )
     input_format: Literal["prbench", "released"] = _opt(
         "prbench", "prbench (one BOS, profile placement, profile-first truncation) or released "
-        "(the paper's pointwise script exactly; no profile; see README)"
+        "(the paper's pointwise script exactly; no profile; see docs/scorers.md)"
     )
     label_index: int = _opt(0, "which logit is the reward")
     batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")

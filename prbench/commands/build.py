@@ -43,17 +43,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a generator option (repeatable), e.g. -O min_length_ratio=0.8 "
         "-O profile_builder_options='{\"k\": 5}'; `prbench build --list_options` lists them",
     )
-    parser.add_argument("--backend", choices=("hf", "openai"), help="generation backend")
-    parser.add_argument("--model", help="generator model: hub id, local folder or served name")
-    parser.add_argument("--gguf_file", help="GGUF file inside --model (hf)")
-    parser.add_argument("--base_url", help="server URL (openai backend)")
-    parser.add_argument("--device", help="cpu, cuda, cuda:0, auto (hf)")
-    parser.add_argument("--seed", type=int, help="sampling seed")
+    # each shortcut sets the generator option of its name; left out, the option keeps the
+    # generator's default (rubric-contrast's are named in the help; the test checks them)
+    parser.add_argument("--backend", choices=("hf", "openai"),
+                        help="generation backend (default: the generator's, hf)")
+    parser.add_argument("--model", help="generator model: hub id, local folder or served name "
+                        "(required, here or as -O model=...)")
+    parser.add_argument("--gguf_file", help="GGUF file inside --model (hf) (default: none)")
+    parser.add_argument("--base_url",
+                        help="server URL (openai backend) (default: none, required for openai)")
+    parser.add_argument("--device",
+                        help="cpu, cuda, cuda:0, auto (hf) (default: the generator's, auto)")
+    parser.add_argument("--seed", type=int, help="sampling seed (default: the generator's, 0)")
     parser.add_argument(
         "--batch_size", type=int, default=8,
         help="records per generation call and per write",
     )
-    parser.add_argument("--limit", type=int, help="only the first N source records")
+    parser.add_argument("--limit", type=int,
+                        help="only the first N source records (default: all of them)")
     parser.add_argument(
         "--overwrite", action="store_true",
         help="start again: delete OUTPUT and its side files instead of resuming",

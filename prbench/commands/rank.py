@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prbench.profiles.embed import EncodeStats
 
 from prbench.outputs import write_text
 
@@ -210,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         f"{builder.options.batch_size}",
         file=sys.stderr,
     )
+    before = dataclasses.replace(builder.encoder.stats)
     start = time.perf_counter()
     bar = progress_bar(n_posts, desc="rank: dense", unit="post")
     try:
@@ -223,6 +228,30 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     seconds = time.perf_counter() - start
-    rate = f", {n_posts / seconds:.1f} posts/s" if seconds > 0 and n_posts else ""
-    print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s{rate}: {out}")
+    print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s"
+          f"{embedding_rate(before, builder.encoder.stats, seconds)}: {out}")
     return 0
+
+
+def embedding_rate(before: EncodeStats, after: EncodeStats, seconds: float) -> str:
+    """What the encoder did between two snapshots of its counters, for the closing line.
+
+    The rate counts only the texts the model embedded in this run: texts found in the
+    embedding cache (a resumed run's, embedded before it stopped) are named apart, so a resumed
+    run does not report a rate it did not reach.
+
+    Args:
+        before: the encoder's counters when ranking started.
+        after: its counters when ranking ended.
+        seconds: the wall time between them.
+
+    Returns:
+        ``", N texts embedded (M from the embedding cache), R texts/s"`` or ``""`` when nothing
+        was asked of the encoder.
+    """
+    computed = after.computed - before.computed
+    cached = after.cached - before.cached
+    if computed + cached == 0:
+        return ""
+    rate = f", {computed / seconds:.1f} texts/s embedded" if computed and seconds > 0 else ""
+    return f", {computed} texts embedded now ({cached} from the embedding cache){rate}"
