@@ -32,6 +32,8 @@ from prbench.errors import PrbenchUserError
 __all__ = [
     "OutputPathError",
     "OutputWriteError",
+    "append_failure",
+    "append_line",
     "check_json_file",
     "check_jsonl_file",
     "check_output_dir",
@@ -68,6 +70,34 @@ def _reason(exc: OSError) -> str:
 def write_failure(path: str | Path, exc: OSError) -> OutputWriteError:
     """The error for a failed write of ``path``: names the file and why, says nothing was kept."""
     return OutputWriteError(f"could not write {path}: {_reason(exc)}; the file was not written")
+
+
+def append_failure(path: str | Path, exc: OSError) -> OutputWriteError:
+    """The error for a failed append to a resumable file (``prbench rank``, ``prbench build``)."""
+    return OutputWriteError(
+        f"could not append to {path}: {_reason(exc)}; the lines written before it are kept, "
+        "and the same command continues from them once there is room"
+    )
+
+
+def append_line(handle: IO[bytes], text: str, path: str | Path) -> None:
+    """Append ``text`` to an unbuffered binary ``handle`` (``open(path, "ab", buffering=0)``).
+
+    Nothing is held in a buffer, so a failed write raises here (and not again when the file is
+    closed), and the lines before it are on disk.
+
+    Raises:
+        OutputWriteError: the write failed (:func:`append_failure`).
+    """
+    data = memoryview(text.encode("utf-8"))
+    try:
+        while data:
+            written = handle.write(data)
+            if not written:
+                raise OSError(errno.EIO, "nothing written")
+            data = data[written:]
+    except OSError as exc:
+        raise append_failure(path, exc) from None
 
 
 def _nearest_existing(path: Path) -> Path:

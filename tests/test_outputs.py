@@ -126,6 +126,21 @@ def test_a_write_beyond_the_file_size_limit_is_one_error(tmp_path: Path) -> None
     assert [p.name for p in tmp_path.iterdir()] == ["big.json"]
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_an_append_to_a_full_disk_is_one_error() -> None:
+    """``prbench rank`` and ``build`` append unbuffered: the failure is raised once, named."""
+    from prbench.outputs import append_line
+
+    with (
+        Path("/dev/full").open("ab", buffering=0) as handle,
+        pytest.raises(OutputWriteError) as info,
+    ):
+        append_line(handle, '{"id": "r1"}\n', "ranking.jsonl")
+    text = str(info.value)
+    assert text.startswith("could not append to ranking.jsonl: No space left on device")
+    assert "(the disk is full)" in text and "lines written before it are kept" in text
+
+
 def test_files_of_other_writers_are_read_back(tmp_path: Path) -> None:
     good = tmp_path / "r.json"
     good.write_text('{"a": 1}\n')

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prbench.profiles.embed import EncodeStats
 
-from prbench.outputs import write_text
+from prbench.outputs import append_line, write_text
 
 #: posts embedded per step; each step's records are written before the next starts
 DEFAULT_STEP_POSTS = 4096
@@ -218,12 +218,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     bar = progress_bar(n_posts, desc="rank: dense", unit="post")
     try:
-        with out.open("a", encoding="utf-8") as fh, _inner_bars_off():
+        with out.open("ab", buffering=0) as fh, _inner_bars_off():
             for step in _steps(todo, args.step_posts):
                 scores = builder.score_records(step)
-                for r, s in zip(step, scores, strict=True):
-                    fh.write(json.dumps(entry_for(r, [p.id for p in r.profile], s)) + "\n")
-                fh.flush()
+                lines = "".join(json.dumps(entry_for(r, [p.id for p in r.profile], s)) + "\n"
+                                for r, s in zip(step, scores, strict=True))
+                append_line(fh, lines, out)  # a failed write: one line; a rerun resumes
                 bar.update(sum(len(r.profile) for r in step))
     finally:
         bar.close()
