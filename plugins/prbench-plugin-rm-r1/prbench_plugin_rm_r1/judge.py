@@ -242,7 +242,7 @@ def load_references(path: str) -> dict[str, str]:
         ValueError: unreadable JSON, a row without a string ``id``/``reference``, or a duplicate
             id (naming the file and line or row).
     """
-    from prbench.options import read_option_file
+    from prbench.api import read_option_file
 
     file = Path(path).expanduser()
     text = read_option_file(path, "reference_file")  # regular, size-capped, UTF-8

@@ -27,8 +27,7 @@ import hashlib
 import string
 from typing import Any
 
-from prbench.api import Chat
-from prbench.options import read_option_file
+from prbench.api import Chat, read_option_file
 
 #: Bumped whenever a text below changes (recorded in results and in backend cache keys).
 PROMPT_VERSION = "rm-r1-1"
