@@ -29,7 +29,8 @@ Errors:
 Options:
     ``OptionsError`` (a bad option, shown to the user as one ``error:`` line), ``parse_options``
     (a mapping of strings to an options dataclass), ``options_to_dict`` (the reverse, for
-    ``describe()``).
+    ``describe()``), ``read_option_file`` (the text of a file an option names: a regular file
+    under a size cap, one error line naming the option otherwise; added in 1.2).
 Requests and results:
     ``ScoreRequest`` (one response to score), ``PairRequest`` (one pair for a pairwise judge),
     ``check_scores`` (the runtime's check of a result list), ``ProfileView`` (the profile a
@@ -120,7 +121,7 @@ from prbench.judges.parsing import (
     parse_rating,
     strip_reasoning,
 )
-from prbench.options import OptionsError, options_to_dict, parse_options
+from prbench.options import OptionsError, options_to_dict, parse_options, read_option_file
 from prbench.pairs.base import PairGenerator
 from prbench.paths import cache_dir
 from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
@@ -154,7 +155,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.1"
+API_VERSION = "1.2"
 
 __all__ = [
     "API_VERSION",
@@ -224,6 +225,7 @@ __all__ = [
     "profile_texts",
     "progress_bar",
     "ranked_view",
+    "read_option_file",
     "remote_code_error",
     "render_posts",
     "resolve_device",
@@ -240,5 +242,4 @@ __all__ = [
     "truncation_failure",
     "uncounted_if_out_of_memory",
     "user_of",
-    "user_preferences",
-]
+    "user_preferences",]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import subprocess
@@ -421,19 +420,17 @@ def test_chat_template_override_from_file(models, tmp_path):
         build(models["qwen2-nobos"], chat_template="no-such-file.jinja")
 
 
-def test_cuda_request_falls_back_to_cpu(models, caplog, monkeypatch):
+def test_a_cuda_request_without_cuda_is_an_error(models):
     import torch
 
-    import prbench.devices
+    from prbench.devices import DeviceError
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    monkeypatch.setattr(prbench.devices, "_warned", set())  # warned once per process
-    with caplog.at_level(logging.WARNING):
-        scorer = build(models["qwen2-nobos"], device="cuda:0")
-    assert str(scorer.device) == "cpu"
-    assert "CUDA is not available" in caplog.text
-    assert len(scorer.score(make_requests(1, 1))) == 1
+    with pytest.raises(DeviceError, match=r"device='cuda:0' asks for CUDA"):
+        build(models["qwen2-nobos"], device="cuda:0")
+    scorer = build(models["qwen2-nobos"], device="auto")
+    assert str(scorer.device) == "cpu" and len(scorer.score(make_requests(1, 1))) == 1
 
 
 def test_bad_options_fail_clearly(models):

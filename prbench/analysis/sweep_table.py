@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from prbench.outputs import write_text
 
 LENGTH_ROW = "length baseline (longer answer wins)"
 SINGLE_ORDER = "single-order acc"  # the label suffix of a judge's second row
@@ -289,9 +290,9 @@ def write_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
     """Write ``sweep_table.md`` and ``sweep_table.csv`` into the sweep folder."""
     table = build_table(folder, resamples=resamples, seed=seed)
     md = Path(folder) / "sweep_table.md"
-    md.write_text(to_markdown(table), encoding="utf-8")
+    write_text(md, to_markdown(table))
     path_csv = Path(folder) / "sweep_table.csv"
-    path_csv.write_text(to_csv(table), encoding="utf-8")
+    write_text(path_csv, to_csv(table))
     return table, md, path_csv
 
 

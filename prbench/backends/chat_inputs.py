@@ -60,9 +60,13 @@ def load_chat_template(value: str) -> str:
     Raises:
         ValueError: ``value`` is neither an existing file nor text that looks like Jinja.
     """
+    from prbench.options import read_option_file
+
     path = Path(value).expanduser()
-    if len(value) < 4096 and "\n" not in value and path.is_file():
-        return path.read_text(encoding="utf-8")
+    if len(value) < 4096 and "\n" not in value and path.exists() and (
+        "{%" not in value and "{{" not in value
+    ):
+        return read_option_file(value, "chat_template")  # a regular file under the size cap
     if "{%" in value or "{{" in value:
         return value
     raise ValueError(

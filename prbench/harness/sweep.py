@@ -296,10 +296,9 @@ def read_record(out: Path, cell: Cell) -> dict[str, Any] | None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # a kill never leaves half a record
+    from prbench.outputs import write_text
+
+    write_text(path, json.dumps(data, indent=2, default=str) + "\n")  # a kill: no half record
 
 
 
@@ -394,7 +393,9 @@ def _run_in_process(argv: list[str], log: Path) -> tuple[int, str]:
         buffer.write(f"\nerror: {type(exc).__name__}: {exc}\n")
         rc = 1
     text = buffer.getvalue()
-    log.write_text(text, encoding="utf-8")
+    from prbench.outputs import write_text
+
+    write_text(log, text)
     return rc, text
 
 

@@ -116,13 +116,19 @@ def build_views(
             not a string, items not posts, a token count that is not a whole number, ...).
     """
     from prbench.errors import PrbenchUserError
+    from prbench.interrupts import plugin_escape
 
     try:
         views = builder.build(records)
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         if isinstance(exc, PrbenchUserError):
             raise
+        if not isinstance(exc, Exception) and not plugin_escape(exc):
+            raise  # the user's Ctrl-C
         message = " ".join(str(exc).split()) or "(no message)"
+        if not isinstance(exc, Exception):
+            message = (f"{message} (a plugin must raise an error, never exit or interrupt the "
+                       "run)")
         raise ProfileBuilderFaultError(
             f"{what} failed on {len(records)} record(s): {type(exc).__name__}: {message}"
         ) from exc
