@@ -29,7 +29,8 @@ Errors:
 Options:
     ``OptionsError`` (a bad option, shown to the user as one ``error:`` line), ``parse_options``
     (a mapping of strings to an options dataclass), ``options_to_dict`` (the reverse, for
-    ``describe()``).
+    ``describe()``), ``read_option_file`` (the text of a file an option names: a regular file
+    under a size cap, one error line naming the option otherwise; added in 1.2).
 Requests and results:
     ``ScoreRequest`` (one response to score), ``PairRequest`` (one pair for a pairwise judge),
     ``check_scores`` (the runtime's check of a result list), ``ProfileView`` (the profile a
@@ -50,7 +51,9 @@ Caching, batching, devices, progress:
 Hugging Face sequence classifiers and chat inputs:
     ``HFClassifierOptions`` and ``HFClassifierScorer`` (the built-in ``hf-classifier`` scorer, to
     subclass), ``model_identity``, ``resolve_dtype``, ``ChatEncoder``, ``build_chat``,
-    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``.
+    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``,
+    ``ChatRenderOptions`` / ``ProfileRenderOptions`` (the shared chat-rendering options to
+    inherit) and ``profile_texts`` (each request's profile as an encoder shows it).
 Embeddings:
     ``Encoder``, ``EncoderSpec``, ``EmbeddingCache``, ``resolve_model``, ``text_hash``,
     ``ModelUnavailableError``, ``remote_code_error``.
@@ -90,8 +93,10 @@ from prbench.backends.chat_inputs import (
     DEFAULT_USER_FORMAT,
     ChatEncoder,
     build_chat,
+    profile_texts,
     template_sha256,
 )
+from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
 from prbench.backends.hf_classifier import (
     HFClassifierOptions,
     HFClassifierScorer,
@@ -116,7 +121,7 @@ from prbench.judges.parsing import (
     parse_rating,
     strip_reasoning,
 )
-from prbench.options import OptionsError, options_to_dict, parse_options
+from prbench.options import OptionsError, options_to_dict, parse_options, read_option_file
 from prbench.pairs.base import PairGenerator
 from prbench.paths import cache_dir
 from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
@@ -150,7 +155,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.1"
+API_VERSION = "1.2"
 
 __all__ = [
     "API_VERSION",
@@ -164,6 +169,7 @@ __all__ = [
     "BatchStats",
     "Chat",
     "ChatEncoder",
+    "ChatRenderOptions",
     "Completion",
     "ComponentRegister",
     "EmbeddingCache",
@@ -185,6 +191,7 @@ __all__ = [
     "Pref",
     "ProfileBuilder",
     "ProfileItem",
+    "ProfileRenderOptions",
     "ProfileView",
     "Record",
     "Reply",
@@ -215,8 +222,10 @@ __all__ = [
     "parse_options",
     "parse_pairwise",
     "parse_rating",
+    "profile_texts",
     "progress_bar",
     "ranked_view",
+    "read_option_file",
     "remote_code_error",
     "render_posts",
     "resolve_device",
@@ -233,5 +242,4 @@ __all__ = [
     "truncation_failure",
     "uncounted_if_out_of_memory",
     "user_of",
-    "user_preferences",
-]
+    "user_preferences",]

@@ -208,7 +208,7 @@ def add_scorer_argument(parser: argparse.ArgumentParser, *, repeatable: bool = F
         "--model_args", action="append" if repeatable else "store", default=[] if repeatable
         else "", metavar="scorer=ID,K=V,...",
         help=f"{what}, e.g. scorer=hf-classifier,pretrained=PATH (`prbench scorers --options` "
-        "lists them; runtime options cache=, cache_path=, chunk_size= work too)"
+        "lists them; runtime options cache=, cache_path=, chunk_size=, call_timeout= work too)"
         + ("" if required else "; none: no scorer"),
     )
     parser.add_argument("--scorer", action="append", default=[], help=argparse.SUPPRESS)
@@ -509,8 +509,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.plugin = [*args.plugin, *getattr(args, "plugin_files", [])]
     saved = {k: os.environ.get(k) for k in ("PRBENCH_PROGRESS", "TQDM_DISABLE")}
     quiet_progress(bool(getattr(args, "no_progress", False)))
+    from prbench.interrupts import watch_sigint
+
     try:
-        return int(args._module.run(args) or 0)
+        with watch_sigint():  # Ctrl-C told apart from a plugin's KeyboardInterrupt
+            check_outputs(args)
+            return int(args._module.run(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -573,6 +577,27 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
         why = said[-1].split("error:", 1)[-1].strip() if said else "they do not parse"
         raise OptionsError(f"not valid `prbench eval` arguments: {why}") from None
     return [dest for dest in dests if getattr(ns, dest) is not unset]
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check a command's output locations before it does any work.
+
+    A command module declares ``OUTPUTS``: ``{dest: "dir" | "file"}`` for the arguments that name
+    where it writes (``{"output_path": "dir"}``); each one given is checked by
+    :func:`prbench.outputs.check_output_dir` / :func:`~prbench.outputs.check_output_file`.
+
+    Raises:
+        OutputPathError: a location that is a file where a folder is needed (or the reverse), not
+            creatable or not writable.
+    """
+    from prbench.outputs import check_output_dir, check_output_file
+
+    for dest, kind in getattr(args._module, "OUTPUTS", {}).items():
+        value = getattr(args, dest, None)
+        if not value:
+            continue
+        flag = "-o/--output_path" if dest == "output_path" else "--" + dest
+        (check_output_dir if kind == "dir" else check_output_file)(value, flag=flag)
 
 
 def quiet_progress(no_progress: bool) -> None:

@@ -5,10 +5,12 @@ adapter) resolves its ``device`` option with :func:`resolve_device` (a string) o
 :func:`torch_device` (a ``torch.device``):
 
 - ``auto`` (or nothing) -> ``cuda`` when CUDA is available, else ``cpu``;
-- a CUDA (or MPS) device on a machine without one -> ``cpu``, with ONE warning per process and
-  device string — or none at all when the user did not ask for it (``explicit=False``: lm-eval
-  0.4.13 passes ``device="cuda:0"`` to every model when ``--device`` is not given, see
-  :func:`lm_eval_default_device`);
+- a CUDA (or MPS) device the user asked for on a machine without one -> a :class:`DeviceError`
+  naming the option (the user asked for a GPU: running on the CPU instead would be a silent
+  change); ``auto`` is the setting that falls back;
+- the same device when the user did not ask for it (``explicit=False``: lm-eval 0.4.13 passes
+  ``device="cuda:0"`` to every model when ``--device`` is not given, see
+  :func:`lm_eval_default_device`) -> ``cpu``, silently;
 - anything else is checked by torch (an unknown device is a ``ValueError``).
 
 Nothing here imports torch at module import time.
@@ -21,37 +23,47 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from prbench.errors import PrbenchUserError
+
 logger = logging.getLogger(__name__)
 
 #: What lm-eval 0.4.13 hands a model as ``device`` when the user gave no ``--device``
 #: (``EvaluatorConfig.device``'s default).
 LM_EVAL_DEFAULT_DEVICE = "cuda:0"
 
-_warned: set[str] = set()
 
 
-def _fallback(requested: str, kind: str, *, explicit: bool) -> str:
-    if explicit and requested not in _warned:
-        _warned.add(requested)
-        logger.warning("device %r asked for but %s is not available; using the CPU", requested,
-                       kind)
-    else:
-        logger.debug("device %r: %s not available, using the CPU", requested, kind)
+class DeviceError(PrbenchUserError, ValueError):
+    """A device that does not exist here (CUDA asked for on a machine without it), or no device."""
+
+
+def _fallback(requested: str, kind: str, *, explicit: bool, option: str) -> str:
+    if explicit:
+        raise DeviceError(
+            f"{option}={requested!r} asks for {kind}, which is not available on this machine; "
+            f"use {option}=auto (the GPU when there is one, else the CPU) or {option}=cpu"
+        )
+    logger.debug("device %r: %s not available, using the CPU", requested, kind)
     return "cpu"
 
 
-def resolve_device(requested: str | None, *, explicit: bool = True) -> str:
+def resolve_device(
+    requested: str | None, *, explicit: bool = True, option: str = "device"
+) -> str:
     """The device to run on, as a string torch accepts.
 
     Args:
         requested: ``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``, ... (``None``/empty = auto).
-        explicit: whether the user asked for this device; a fallback to the CPU is then warned
-            about (once per process and device string), otherwise it is silent.
+        explicit: whether the user asked for this device; a missing accelerator is then an
+            error, otherwise a silent fall back to the CPU.
+        option: how the user gave it (``device``, ``--device``), named in the error.
 
     Returns:
-        The device name (``cuda``/``cpu`` for auto; ``cpu`` for an accelerator that is missing).
+        The device name (``cuda``/``cpu`` for auto; ``cpu`` for an accelerator that is missing
+        and was not asked for).
 
     Raises:
+        DeviceError: an accelerator asked for (``explicit``) that this machine lacks.
         ValueError: a device string torch does not understand.
     """
     import torch
@@ -65,19 +77,21 @@ def resolve_device(requested: str | None, *, explicit: bool = True) -> str:
     except RuntimeError as exc:
         raise ValueError(f"unknown device {text!r}: {exc}") from None
     if parsed.type == "cuda" and not torch.cuda.is_available():
-        return _fallback(text, "CUDA", explicit=explicit)
+        return _fallback(text, "CUDA", explicit=explicit, option=option)
     if parsed.type == "mps":
         mps = getattr(torch.backends, "mps", None)
         if not (mps is not None and mps.is_available()):
-            return _fallback(text, "MPS", explicit=explicit)
+            return _fallback(text, "MPS", explicit=explicit, option=option)
     return setting
 
 
-def torch_device(requested: str | None, *, explicit: bool = True) -> Any:
+def torch_device(
+    requested: str | None, *, explicit: bool = True, option: str = "device"
+) -> Any:
     """:func:`resolve_device` as a ``torch.device``."""
     import torch
 
-    return torch.device(resolve_device(requested, explicit=explicit))
+    return torch.device(resolve_device(requested, explicit=explicit, option=option))
 
 
 def device_flag_given(argv: Sequence[str] | None = None) -> bool:
@@ -98,6 +112,7 @@ def lm_eval_default_device(device: Any, argv: Sequence[str] | None = None) -> bo
 
 __all__ = [
     "LM_EVAL_DEFAULT_DEVICE",
+    "DeviceError",
     "device_flag_given",
     "lm_eval_default_device",
     "resolve_device",

@@ -65,6 +65,8 @@ SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
 #: compressions read transparently after a JSON/JSON Lines suffix (``d.jsonl.gz``)
 COMPRESSED = (".gz", ".bz2", ".xz")
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+#: the first line of a JSON array of objects: ``[`` alone (indented JSON) or ``[{...`` (one line)
+_ARRAY_START = re.compile(rb"\s*\[\s*(\{|$)")
 #: suffixes of backup copies, skipped in a folder even when named after a domain
 BACKUP_SUFFIXES = (".bak", ".orig", ".old", ".tmp", ".swp", "~")
 #: bytes read at a time from a JSON Lines file
@@ -443,6 +445,14 @@ def _read_jsonl(path: Path, stream: IO[bytes]) -> Iterator[Row | Issue]:
         if not chunk.strip():
             blanks.append(number)
             continue
+        if not content and _ARRAY_START.match(chunk):  # one issue, not one per line
+            yield issue_at(
+                path,
+                None,
+                "this is a JSON array, not JSON Lines; save it as .json or one object per line",
+                "json-array-in-jsonl",
+            )
+            return
         content = True
         for blank in blanks:
             yield issue_at(path, blank, "blank line (remove it)", "blank-line")

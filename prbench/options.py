@@ -27,6 +27,63 @@ class OptionsError(PrbenchUserError, ValueError):
     """An option given to a component is unknown, missing or of the wrong type."""
 
 
+#: the largest file an option may name (a prompt, a template, a references file): 32 MiB
+OPTION_FILE_LIMIT = 32 * 1024 * 1024
+
+
+def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) -> str:
+    """The UTF-8 text of a file named by an option (``user_prompt_file=``, ``chat_template=``).
+
+    Every option that names a file to read goes through here: the path must be a regular file
+    (a FIFO would block forever, ``/dev/zero`` never ends, a folder has no text) of at most
+    ``limit`` bytes, checked before it is opened.
+
+    Args:
+        path: the file (``~`` is expanded).
+        option: the option's name, shown in the error.
+        limit: the size cap in bytes.
+
+    Raises:
+        OptionsError: missing, not a regular file, larger than ``limit``, unreadable or not
+            UTF-8; one line naming the option and the file.
+    """
+    import os
+    import stat
+    from pathlib import Path
+
+    file = Path(path).expanduser()
+    where = f"{option} {path}"
+    try:
+        info = file.stat()
+    except OSError as exc:
+        raise OptionsError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
+                or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "not a regular file")
+        raise OptionsError(f"{where}: is {kind}, not a regular file; name a text file")
+    if info.st_size > limit:
+        raise OptionsError(
+            f"{where}: the file is {info.st_size:,} bytes, more than the {limit:,} an option "
+            "file may have; is it the right file?"
+        )
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise OptionsError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:  # grew since the check
+        raise OptionsError(f"{where}: the file is more than {limit:,} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OptionsError(
+            f"{where}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.end]!r})"
+        ) from None
+
+
 def suggest(name: str, choices: typing.Iterable[str]) -> str:
     """Return a ``" (did you mean 'x'?)"`` hint for a misspelt name, or ``""``."""
     close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
@@ -141,10 +198,16 @@ def as_mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:
-    """The option fields of an options dataclass (empty for ``None``)."""
+    """The option fields of an options dataclass (empty for ``None``).
+
+    Keyword-only fields (those of a shared base such as
+    :class:`~prbench.backends.chat_options.ChatRenderOptions`) come after the others, as in the
+    dataclass's ``__init__``: a scorer's own options are listed first.
+    """
     if cls is None:
         return []
-    return [f for f in dataclasses.fields(cls) if f.init]
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return sorted(fields, key=lambda f: f.kw_only is True)
 
 
 def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str) -> T | None:

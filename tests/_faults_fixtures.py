@@ -18,6 +18,8 @@ import dataclasses
 import json
 import math
 import os
+import signal
+import time
 
 import numpy as np
 
@@ -31,6 +33,7 @@ class ScorerOptions:
     mode: str = "ok"
     fail_after: int = -1  # calls that succeed before the fault (-1: never fail)
     log: str = ""
+    fingerprint: str = "ok"  # ok / raise / int / exit: what fingerprint() does
 
 
 class Faulty:
@@ -41,6 +44,13 @@ class Faulty:
         self.calls = 0
 
     def fingerprint(self):
+        how = self.options.fingerprint
+        if how == "raise":
+            raise RuntimeError("no fingerprint today")
+        if how == "int":
+            return 7
+        if how == "exit":
+            raise SystemExit(0)
         return "faulty-v1"  # faults do not change the scores it does give
 
     def score(self, requests):
@@ -54,6 +64,15 @@ class Faulty:
         mode = self.options.mode
         if mode == "raise":
             raise ZeroDivisionError("model exploded\\non two lines")
+        if mode == "exit":
+            raise SystemExit(0)
+        if mode == "interrupt":
+            raise KeyboardInterrupt
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "sigint":  # what a user's Ctrl-C does while the scorer runs
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
         if mode == "short":
             return good[:-1]
         if mode == "long":
@@ -88,6 +107,7 @@ class EchoOptions:
     kind: str = ""
     n: int = 0
     ratio: float = 0.0
+    pretrained: str = ""  # lm-eval names result folders after it; prbench does not
 
 
 class Echo:
@@ -122,6 +142,8 @@ class Garbage:
               for r in records]
         if mode == "raise":
             raise KeyError("profile")
+        if mode == "exit":
+            raise SystemExit(0)
         if mode == "none":
             return None
         if mode == "string":

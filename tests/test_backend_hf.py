@@ -150,15 +150,15 @@ def test_bad_inputs_are_named(backend):
         backend.generate(CHATS, GenerationConfig(max_new_tokens=0))
 
 
-def test_cuda_request_falls_back_to_cpu_with_a_warning(tiny_dir, caplog):
+def test_a_cuda_request_without_cuda_is_an_error(tiny_dir):
     import torch
 
+    from prbench.devices import DeviceError
+
     if torch.cuda.is_available():
-        pytest.skip("CUDA is available here: nothing to fall back from")
-    with caplog.at_level(logging.WARNING, logger="prbench.backends.hf_causal"):
-        fallback = build_backend(BackendSpec(model=str(tiny_dir), device="cuda:0"))
-    assert fallback.device == "cpu"
-    assert "CUDA is not available" in caplog.text
+        pytest.skip("CUDA is available here: nothing to refuse")
+    with pytest.raises(DeviceError, match=r"device='cuda:0' asks for CUDA, which is not avail"):
+        build_backend(BackendSpec(model=str(tiny_dir), device="cuda:0"))
     assert build_backend(BackendSpec(model=str(tiny_dir), device="auto")).device == "cpu"
     with pytest.raises(ValueError, match="unknown device"):
         build_backend(BackendSpec(model=str(tiny_dir), device="gpu-please"))

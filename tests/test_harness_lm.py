@@ -284,20 +284,16 @@ def test_lm_eval_default_device_is_silent(caplog: pytest.LogCaptureFixture,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from prbench import devices
+    from prbench.devices import DeviceError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(devices, "_warned", set())
     monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--model", "prbench"])
     with caplog.at_level("DEBUG"):
         assert lm_device("cuda:0") == "cpu"  # lm-eval's default: nobody asked for CUDA
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
     monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--device", "cuda:0"])
-    caplog.clear()
-    for _ in range(3):
-        assert lm_device("cuda:0") == "cpu"
-    warned = [r for r in caplog.records if r.levelname == "WARNING"]
-    assert len(warned) == 1 and "CUDA is not available" in warned[0].getMessage()
+    with pytest.raises(DeviceError, match=r"--device='cuda:0' asks for CUDA"):
+        lm_device("cuda:0")  # the user asked for a GPU: never a silent CPU run
 
 
 def test_runtime_describe_lands_in_the_manifest(runtime_plugin: Path, tmp_path: Path) -> None:

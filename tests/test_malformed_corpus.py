@@ -327,6 +327,15 @@ CORPUS: dict[str, Kind] = {
     ),
     # --- a source without records is an error, not an empty table
     "empty-json-list": raw("d.json", b"[]", ("no-records", None, None, None)),
+    # --- a JSON array saved under a JSON Lines name: said once, not once per line
+    "json-array-as-jsonl": raw(
+        "d.jsonl", json.dumps([record(), record(id="r2")], indent=2).encode(),
+        ("json-array-in-jsonl", None, None, None), says=("save it as .json or one object",),
+    ),
+    "json-array-as-jsonl-one-line": raw(
+        "d.jsonl", (json.dumps([record()]) + "\n").encode(),
+        ("json-array-in-jsonl", None, None, None),
+    ),
     "empty-json-data-list": raw("d.json", b'{"data": []}', ("no-records", None, None, None)),
     "empty-parquet": Kind(_empty_parquet, ("no-records", None, None, None), says=("0 rows",)),
     # --- the same key twice in one object (JSON would keep the last silently)
@@ -574,3 +583,16 @@ def test_no_doubled_or_dangling_at_in_json_syntax_messages(tmp_path: Path) -> No
         message = validate(tmp_path / name).issues[0].message
         assert " at at " not in message and " at)" not in message, message
         assert "at column" in message, message
+
+
+def test_a_json_array_saved_as_jsonl_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps([record(id=f"r{i}") for i in range(20)], indent=2))
+    assert main(["validate", str(path)]) == 1
+    errors = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert errors == [
+        f"error: {path}: this is a JSON array, not JSON Lines; save it as .json or one object "
+        "per line [json-array-in-jsonl]"
+    ]

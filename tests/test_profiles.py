@@ -306,18 +306,32 @@ def test_missing_local_folder_is_named(tmp_path: Path) -> None:
         Encoder(EncoderSpec(model=str(tmp_path / "empty")))
 
 
-def test_cuda_request_without_cuda_falls_back_to_cpu(caplog, monkeypatch) -> None:
+def test_cuda_request_without_cuda_is_an_error() -> None:
     import torch
 
-    from prbench import devices
+    from prbench.devices import DeviceError
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    monkeypatch.setattr(devices, "_warned", set())
-    with caplog.at_level("WARNING", logger="prbench.devices"):
-        assert embed.resolve_device("cuda:0") == "cpu"
-    assert "CUDA is not available" in caplog.text
+    with pytest.raises(DeviceError, match=r"use device=auto .* or device=cpu"):
+        embed.resolve_device("cuda:0")
     assert embed.resolve_device("auto") == "cpu"
+
+
+@pytest.mark.parametrize("flags", [["--device", "cuda"], ["--builder_args", "device=cuda:0"]])
+def test_rank_on_cuda_without_cuda_is_one_line(
+    flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    from prbench.cli import main
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["rank", "sample", "-o", str(tmp_path / "r.jsonl"), *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: device=") and "not available on this machine" in err, err
+    assert not (tmp_path / "r.jsonl").exists()
 
 
 # -- dense with the real MiniLM weights ----------------------------------------------------------

@@ -109,7 +109,8 @@ def test_declared_str_options_keep_the_users_text(
     assert code == 0, err[-2000:]
     [manifest] = out.rglob("prbench_manifest_*.json")
     options = json.loads(manifest.read_text())["scorer"]["options"]
-    assert options == {"revision": "00123456", "kind": "1e3", "n": 12, "ratio": 1000.0}
+    assert options == {"revision": "00123456", "kind": "1e3", "n": 12, "ratio": 1000.0,
+                       "pretrained": ""}
 
 
 def test_metadata_revision_keeps_the_users_text(capsys: pytest.CaptureFixture[str]) -> None:

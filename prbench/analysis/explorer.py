@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.outputs import write_text
+
 #: the outcomes a pair can have, in the order the page counts them
 OUTCOMES = ("right", "wrong", "tie", "invalid")
 
@@ -487,14 +489,12 @@ def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]
     written = []
     for data in datas:
         path = folder / f"{_slug(data['label'], taken)}.html"
-        path.write_text(explorer_html([data], f"Pairs of {data['label']}") + "\n",
-                        encoding="utf-8")
+        write_text(path, explorer_html([data], f"Pairs of {data['label']}") + "\n")
         name = data["label"] + (" (DIAGNOSTIC)" if data["diagnostic"] else "")
         written.append((f"{name}: {len(data['pairs'])} scored pairs", path))
     if len(datas) > 1:
         path = folder / f"{_slug('compare', taken)}.html"
-        path.write_text(explorer_html(datas, "Pairs of two runs side by side") + "\n",
-                        encoding="utf-8")
+        write_text(path, explorer_html(datas, "Pairs of two runs side by side") + "\n")
         written.append(("two runs side by side (pick them; the pairs they disagree on)", path))
     return written
 

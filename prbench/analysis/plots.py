@@ -47,13 +47,22 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    """Write the PNG; nothing clipped (a figure without a layout engine is tightened first)."""
+    """Write the PNG atomically; nothing clipped (a figure without a layout engine is tightened).
+
+    Raises:
+        OutputWriteError: the file could not be written (it is then not left half-written).
+    """
+    from prbench.outputs import open_atomic
+
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
-    fig.savefig(target, dpi=110, bbox_inches="tight")
-    _pyplot().close(fig)
+    try:
+        with open_atomic(target, "wb") as handle:
+            fig.savefig(handle, dpi=110, bbox_inches="tight",
+                        format=target.suffix.lstrip(".") or "png")
+    finally:
+        _pyplot().close(fig)
     return target
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.analysis.summary import order_totals
+from prbench.outputs import write_text
 
 Block = tuple[Any, ...]
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
@@ -391,9 +392,9 @@ def build_report(
     blocks += correlations(corrs)
     blocks = _render_figures(blocks, out)
     md_path = out / "report.md"
-    md_path.write_text(to_markdown(blocks, title) + "\n", encoding="utf-8")
+    write_text(md_path, to_markdown(blocks, title) + "\n")
     html_path = out / "report.html"
-    html_path.write_text(to_html(blocks, title) + "\n", encoding="utf-8")
+    write_text(html_path, to_html(blocks, title) + "\n")
     return md_path, html_path
 
 

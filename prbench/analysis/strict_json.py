@@ -145,11 +145,14 @@ def dumps(value: Any, **kwargs: Any) -> str:
 
 
 def write_json(path: str | Path, value: Any, *, indent: int = 2) -> Path:
-    """Write ``value`` as strict, indented JSON (plus a newline); returns the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(dumps(value, indent=indent, default=str) + "\n", encoding="utf-8")
-    return target
+    """Write ``value`` as strict, indented JSON (plus a newline), atomically; returns the path.
+
+    Raises:
+        OutputWriteError: the file could not be written (it is then not left half-written).
+    """
+    from prbench.outputs import write_text
+
+    return write_text(path, dumps(value, indent=indent, default=str) + "\n")
 
 
 __all__ = ["NONFINITE_SUFFIX", "dumps", "restore", "strict", "write_json"]

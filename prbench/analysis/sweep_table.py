@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from prbench.outputs import write_text
 
 LENGTH_ROW = "length baseline (longer answer wins)"
 SINGLE_ORDER = "single-order acc"  # the label suffix of a judge's second row
@@ -67,6 +68,7 @@ class SweepTable:
     limited: bool
     single_order: dict[str, dict[str, dict[str, float]]] = dataclasses.field(
         default_factory=dict)
+    stand_ins: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _single_order(parts: list[Any]) -> dict[str, float] | None:
@@ -177,7 +179,8 @@ def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
         counted = {d: outcomes_from_counts(int(sum(v)), len(v)) for d, v in outcomes.items()}
         summary = domain_summary(counted, resamples=resamples, seed=seed)
         rows[LENGTH_ROW][cond] = {**summary.domains, OVERALL: summary.micro}
-    return SweepTable(conditions, domains, rows, diagnostic, sample, limited, single)
+    return SweepTable(conditions, domains, rows, diagnostic, sample, limited, single,
+                      dict(sweep.get("stand_ins") or {}))
 
 
 def _columns(table: SweepTable) -> list[tuple[str, str]]:
@@ -185,7 +188,12 @@ def _columns(table: SweepTable) -> list[tuple[str, str]]:
 
 
 def _label(table: SweepTable, row: str) -> str:
-    return f"{row} (DIAGNOSTIC)" if row in table.diagnostic else row
+    label = f"{row} (DIAGNOSTIC)" if row in table.diagnostic else row
+    return f"{label} (STAND-IN)" if row in table.stand_ins else label
+
+
+def _condition_label(table: SweepTable, condition: str) -> str:
+    return f"{condition} (STAND-IN)" if condition in table.stand_ins else condition
 
 
 def _cell_text(value: dict[str, Estimate] | str | None, domain: str) -> str:
@@ -214,12 +222,13 @@ def notes(table: SweepTable) -> list[str]:
                      "results.")
     if table.diagnostic:
         lines.append("DIAGNOSTIC rows read the hidden rubric: upper bounds, not reward models.")
+    lines += [f"STAND-IN {name}: {text}" for name, text in table.stand_ins.items()]
     return lines
 
 
 def header(table: SweepTable) -> list[str]:
     """Column titles: ``scorer`` then ``<condition>: <domain>``."""
-    return ["scorer", *(f"{c}: {d}" for c, d in _columns(table))]
+    return ["scorer", *(f"{_condition_label(table, c)}: {d}" for c, d in _columns(table))]
 
 
 def _single_rows(table: SweepTable, row: str) -> list[tuple[str, dict[str, dict[str, float]]]]:
@@ -281,9 +290,9 @@ def write_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
     """Write ``sweep_table.md`` and ``sweep_table.csv`` into the sweep folder."""
     table = build_table(folder, resamples=resamples, seed=seed)
     md = Path(folder) / "sweep_table.md"
-    md.write_text(to_markdown(table), encoding="utf-8")
+    write_text(md, to_markdown(table))
     path_csv = Path(folder) / "sweep_table.csv"
-    path_csv.write_text(to_csv(table), encoding="utf-8")
+    write_text(path_csv, to_csv(table))
     return table, md, path_csv
 
 

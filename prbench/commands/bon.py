@@ -22,10 +22,14 @@ import sys
 from pathlib import Path
 
 from prbench.downstream.evaluator import DEFAULT_N
+from prbench.outputs import write_text
 
 RESULTS_NAME = "bon_results.json"
 TABLE_NAME = "bon_table.md"
 
+
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "dir"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench bon``."""
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     results_path = out_dir / RESULTS_NAME
     write_json(results_path, result, indent=1)  # strict JSON: NaN as null + a note
     table = format_table(result)
-    (out_dir / TABLE_NAME).write_text(table + "\n", encoding="utf-8")
+    write_text(out_dir / TABLE_NAME, table + "\n")
     print(table)
     print(f"\nresults: {results_path}")
     return 0

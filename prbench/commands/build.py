@@ -27,6 +27,9 @@ SHORTCUTS = {
 }
 
 
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "file"}
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench build``."""
     from prbench.cli import add_component_argument

@@ -21,7 +21,10 @@ from typing import Any
 
 from prbench.analysis.correlation import DEFAULT_CORR_RESAMPLES, DEFAULT_RBO_P, Side
 from prbench.analysis.strict_json import write_json
+from prbench.outputs import write_text
 
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "dir"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench correlate``."""
@@ -175,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
     if result["sample"]:
         table += "\nData: the bundled SAMPLE, not the benchmark."
     write_json(out / "correlation.json", result, indent=1)  # strict JSON: NaN as null + a note
-    (out / "correlation.md").write_text(table + "\n", encoding="utf-8")
+    write_text(out / "correlation.md", table + "\n")
     try:
         plot = correlation_figure(result, out / "correlation.png")
         print(f"plot: {plot}")

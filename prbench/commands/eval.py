@@ -389,6 +389,11 @@ def run(args: argparse.Namespace) -> int:
     if getattr(ns, "use_cache", None):
         print(f"error: {USE_CACHE_REFUSED}", file=sys.stderr)  # a pickle cache: never
         return 1
+    try:
+        check_lm_eval_output(getattr(ns, "output_path", None))
+    except expected as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 1
 
     from prbench.harness import tasks
 
@@ -432,6 +437,25 @@ def run(args: argparse.Namespace) -> int:
                        length_baseline=not getattr(ns, "samples", None),
                        limit=getattr(ns, "limit", None))
     return invalid_exit_code(sections, args.max_invalid)
+
+
+def check_lm_eval_output(output_path: str | None) -> None:
+    """Check lm-eval's ``--output_path`` before anything runs (lm-eval writes there at the end).
+
+    A path ending in ``.json`` names the results file (lm-eval writes ``<stem>_<date>.json``
+    beside it); anything else is the folder that gets ``prbench-<scorer>/``.
+
+    Raises:
+        OutputPathError: not creatable, not writable, or a file where a folder is needed.
+    """
+    from prbench.outputs import check_output_dir, check_output_file
+
+    if not output_path:
+        return
+    if Path(output_path).suffix == ".json":
+        check_output_file(output_path, flag="--output_path")
+    else:
+        check_output_dir(output_path, flag="--output_path")
 
 
 def invalid_exit_code(sections: Sequence[Any], max_invalid: float) -> int:

@@ -15,6 +15,10 @@ import json
 import sys
 from pathlib import Path
 
+from prbench.outputs import open_atomic, write_text
+
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "file", "report": "file"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench prefs``."""
@@ -69,14 +73,13 @@ def run(args: argparse.Namespace) -> int:
               f"and {args.holdout} held-out pair(s); see the skipped users below", file=sys.stderr)
         _print(report.as_dict(), sys.stderr)
         return 1
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
+    with open_atomic(out) as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
     data = report.as_dict()
     data["output"] = str(out)
     if args.report:
-        Path(args.report).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        write_text(args.report, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     _print(data, sys.stdout)
     return 0
 

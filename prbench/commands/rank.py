@@ -27,11 +27,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from prbench.profiles.embed import EncodeStats
 
+from prbench.outputs import append_line, write_text
+
 #: posts embedded per step; each step's records are written before the next starts
 DEFAULT_STEP_POSTS = 4096
 #: texts per forward pass for ``--batch_size auto`` on a GPU (the option's default on a CPU)
 GPU_AUTO_BATCH = 128
 
+
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "file"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rank``."""
@@ -50,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "e.g. builder=dense,model=contriever (listed by `prbench scorers --kind profile-builder "
         "--options dense`)",
     )
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--device", default=None,
+                        help="auto | cpu | cuda | cuda:N (default: the builder's device option, "
+                        "auto unless --profile_args sets it)")
     parser.add_argument(
         "--batch_size", default="auto",
         help=f"texts per forward pass; auto = {GPU_AUTO_BATCH} on a GPU, the builder's default "
@@ -172,12 +179,12 @@ def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any],
                 "version ranked there (question, category or posts changed); write to another "
                 "-o file"
             )
-    tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    from prbench.outputs import open_atomic
+
+    with open_atomic(out) as fh:
         fh.write(json.dumps(ranking.header, ensure_ascii=False) + "\n")
         for entry in ranking.entries.values():
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    tmp.replace(out)
     return set(ranking.entries), ranking.last_check
 
 
@@ -224,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             "identity": identity, "encoder": builder.encoder.describe(),
             "data": str(args.data), "prbench": __version__, **source,
         }, "")
-        out.write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_text(out, json.dumps(header, ensure_ascii=False) + "\n")
         check = header["check"]
     todo = [r for r in records if record_key(r.domain, r.id) not in done]
     n_posts = sum(len(r.profile) for r in todo)
@@ -242,14 +249,15 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     bar = progress_bar(n_posts, desc="rank: dense", unit="post")
     try:
-        with out.open("a", encoding="utf-8") as fh, _inner_bars_off():
+        with out.open("ab", buffering=0) as fh, _inner_bars_off():
             for step in _steps(todo, args.step_posts):
                 scores = builder.score_records(step)
+                entries = []
                 for r, s in zip(step, scores, strict=True):
-                    entry = seal(entry_for(r, [p.id for p in r.profile], s), check)
-                    check = entry["check"]
-                    fh.write(json.dumps(entry) + "\n")
-                fh.flush()
+                    entries.append(seal(entry_for(r, [p.id for p in r.profile], s), check))
+                    check = entries[-1]["check"]
+                lines = "".join(json.dumps(entry) + "\n" for entry in entries)
+                append_line(fh, lines, out)  # a failed write: one line; a rerun resumes
                 bar.update(sum(len(r.profile) for r in step))
     finally:
         bar.close()

@@ -18,6 +18,8 @@ import argparse
 
 from prbench.analysis.report import DEFAULT_REPORT_RESAMPLES
 
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "dir"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench report``."""

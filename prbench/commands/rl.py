@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+#: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
+OUTPUTS = {"output_path": "dir"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from prbench.commands import positive_int, positive_number
+from prbench.outputs import check_output_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
               f"{len(sweep.conditions)} conditions = {len(estimates)} cells (dry run)")
         print(format_estimates(estimates, tokens_per_word=args.tokens_per_word))
         return 0
-    out = _output(args, sweep)
+    out = check_output_dir(_output(args, sweep))
     outcome = run_sweep(sweep, out, limit=args.limit, reuse_model=args.reuse_model,
                         plugins=getattr(args, "plugin", None) or ())
     from prbench.analysis.sweep_table import to_markdown, write_table

@@ -267,11 +267,9 @@ def load_pools(path: str | os.PathLike[str], records: Sequence[Record]) -> list[
 
 def write_pools(path: str | os.PathLike[str], pools: Sequence[Pool]) -> Path:
     """Write pools as jsonl (atomically: a temporary file renamed over ``path``)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    from prbench.outputs import open_atomic
+
+    with open_atomic(path) as fh:
         for pool in pools:
             fh.write(json.dumps(pool.to_dict(), ensure_ascii=False) + "\n")
-    os.replace(tmp, target)
-    return target
+    return Path(path)

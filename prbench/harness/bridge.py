@@ -489,12 +489,14 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
 
 
 def patch_model_name(tracker_cls: type | None = None) -> bool:
-    """Name an unnamed ``prbench`` run's results folder ``prbench-<scorer>``.
+    """Name every ``prbench`` run's results folder ``prbench-<scorer>``: one folder rule.
 
     lm-eval names the folder under ``--output_path`` after ``pretrained=``/``model=``/... in
-    ``--model_args`` and otherwise after a random id. A ``prbench`` run without such a key (most
-    scorers) gets ``prbench-<scorer>`` instead, under ``prbench eval`` and plain ``lm_eval``
-    alike.
+    ``--model_args`` (``pretrained=/tmp/rmA`` gives ``__tmp__rmA``; ``pretrained=..`` gives
+    ``..``, one folder *above* ``--output_path``) and otherwise after a random id. Every
+    ``prbench`` run gets ``<output_path>/prbench-<scorer>/`` instead, under ``prbench eval`` and
+    plain ``lm_eval`` alike; the checkpoint is recorded in the manifest. Other models keep
+    lm-eval's rule.
 
     Returns:
         ``True`` if ``GeneralConfigTracker.log_experiment_args`` was wrapped now.
@@ -509,7 +511,7 @@ def patch_model_name(tracker_cls: type | None = None) -> bool:
     def log_experiment_args(self: Any, model_source: str, model_args: Any, *args: Any,
                             **kwargs: Any) -> None:
         original(self, model_source, model_args, *args, **kwargs)
-        if model_source != MODEL_NAME or tracker_cls._get_model_name(model_args) is not None:
+        if model_source != MODEL_NAME:
             return
         from lm_eval.utils import sanitize_model_name
 
@@ -526,7 +528,8 @@ def patch_model_name(tracker_cls: type | None = None) -> bool:
             except OptionsError:
                 scorer = None
         self.model_name = f"prbench-{scorer or DEFAULT_SCORER}"
-        self.model_name_sanitized = sanitize_model_name(self.model_name)
+        # a scorer id is a registered name, but never let it leave the folder: no ".." part
+        self.model_name_sanitized = sanitize_model_name(self.model_name).replace("..", "__")
 
     log_experiment_args._prbench_name = True  # type: ignore[attr-defined]
     tracker_cls.log_experiment_args = log_experiment_args  # type: ignore[method-assign]

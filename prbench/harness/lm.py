@@ -79,12 +79,14 @@ def parse_batch_size(value: Any) -> int | None:
 def lm_device(device: Any) -> str | None:
     """The device for the scorer from lm-eval's ``device`` argument (``None``: none given).
 
-    A CUDA device without CUDA falls back to ``cpu``, warned only when the user asked for it (not
-    for lm-eval's own ``cuda:0`` default; see :func:`prbench.devices.lm_eval_default_device`).
+    A CUDA device without CUDA is an error when the user asked for it with ``--device``; lm-eval's
+    own ``cuda:0`` default falls back to ``cpu`` silently (see
+    :func:`prbench.devices.lm_eval_default_device`).
     """
     if device is None or str(device).strip() == "":
         return None
-    return resolve_device(str(device), explicit=not lm_eval_default_device(device))
+    return resolve_device(str(device), explicit=not lm_eval_default_device(device),
+                          option="--device")
 
 
 _OPEN: weakref.WeakSet[PRBenchLM] = weakref.WeakSet()
@@ -313,6 +315,7 @@ class PRBenchLM(LM):
                 scorer, component=self.component, options=self.options,
                 cache=settings["cache"], cache_path=settings["cache_path"] or None,
                 chunk_size=settings["chunk_size"], progress=settings["progress"],
+                timeout=settings["call_timeout"],
             )
         return self._runtime
 
@@ -410,6 +413,10 @@ class PRBenchLM(LM):
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
         scores = self.runtime.score(batch)  # checked by the runtime: one real number each
+        from prbench.harness import unscored
+
+        for key, extras in zip(unique, self.runtime.extras(batch), strict=True):
+            unscored.record(key[0], key[1], key[2], extras)  # why an answer has no score
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, scores, strict=True))

@@ -135,23 +135,70 @@ def save_results_strictly(
     lm-eval writes ``NaN`` for a metric without a value (e.g. the mean margin when no pair got a
     verdict). It is given a copy with :func:`prbench.analysis.strict_json.strict` applied; the
     keys lm-eval adds while saving (task hashes, its config tracker) are copied back to
-    ``results``, which keeps its own numbers for the summary.
+    ``results``, which keeps its own numbers for the summary. The file is then read back.
+
+    Raises:
+        OutputWriteError: lm-eval did not write its results file in full (it logs a failed write
+            as a warning and goes on); a cut file is removed.
     """
     from prbench.analysis.strict_json import strict
+    from prbench.outputs import check_json_file
 
     copy = strict(results)
     save(tracker, results=copy, samples=samples)
     for key, value in copy.items():
         results.setdefault(key, value)
+    path = results_file(tracker.output_path, tracker.general_config_tracker.model_name_sanitized,
+                        str(getattr(tracker, "date_id", "")))
+    if path is not None:
+        check_json_file(path, what="lm-eval's results file")
 
 
 def save_samples_strictly(
     save: Callable[..., None], tracker: Any, task_name: str, samples: Sequence[Any]
 ) -> None:
-    """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above)."""
-    from prbench.analysis.strict_json import strict
+    """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above).
 
-    save(tracker, task_name=task_name, samples=[strict(sample) for sample in samples])
+    A pair with an answer the scorer could not score gets its reason
+    (:mod:`prbench.harness.unscored`). lm-eval names the file ``samples_<task>_<date>.jsonl``;
+    a task name with a path separator (a plugin task ``../../x``) would put it in another folder
+    (or nowhere), so such a name is
+    written with each separator as ``_`` and a warning. The file is read back: every sample on
+    one complete JSON line.
+
+    Raises:
+        OutputWriteError: lm-eval did not write the samples file in full; a cut file is removed.
+    """
+    from prbench.analysis.strict_json import strict
+    from prbench.harness.unscored import annotate
+    from prbench.outputs import check_jsonl_file
+
+    safe = safe_task_file_name(task_name)
+    if safe != task_name:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "prbench: task %r has a path separator in its name; its samples file is named "
+            "samples_%s_<date>.jsonl, inside the output folder", task_name, safe)
+    rows = [strict(sample) for sample in annotate(task_name, samples)]
+    save(tracker, task_name=safe, samples=rows)
+    if not tracker.output_path:
+        return
+    folder = Path(tracker.output_path)
+    folder = folder.parent if folder.suffix == ".json" else (
+        folder / str(tracker.general_config_tracker.model_name_sanitized))
+    check_jsonl_file(folder / f"samples_{safe}_{tracker.date_id}.jsonl", len(rows),
+                     what="lm-eval's samples file")
+
+
+def safe_task_file_name(task_name: str) -> str:
+    """``task_name`` with every path separator (and NUL) as ``_``: one name inside one folder."""
+    import os
+
+    out = task_name
+    for sep in {"/", "\\", os.sep, "\x00"}:
+        out = out.replace(sep, "_")
+    return out
 
 
 
@@ -192,6 +239,7 @@ __all__ = [
     "build_manifest",
     "manifest_path",
     "results_file",
+    "safe_task_file_name",
     "save_results_strictly",
     "save_samples_strictly",
     "versions",

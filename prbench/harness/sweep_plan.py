@@ -358,8 +358,10 @@ def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: floa
     rows = []
     for e in estimates:
         hours = e.gpu_hours
+        marked = e.cell.scorer.stand_in or e.cell.condition.stand_in
         rows.append([
-            e.cell.key, str(len(e.tasks)), str(e.pairs), f"{e.tokens / 1e6:.2f}M",
+            e.cell.key + (" (STAND-IN)" if marked else ""), str(len(e.tasks)), str(e.pairs),
+            f"{e.tokens / 1e6:.2f}M",
             "-" if not e.tokens_per_s else f"{e.tokens_per_s:,.0f}",
             "-" if hours is None else f"{hours:.3f}", e.throughput_source,
             f"{e.embed_texts:,.0f}" if e.embed_texts else "-",
@@ -392,6 +394,12 @@ def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: floa
                      "encoder x data x domain once (cells share them through the embedding "
                      "cache); not in tokens or GPU-h")
     lines += [f"note: {n}" for n in notes]
+    stand_ins: dict[str, str] = {}
+    for e in estimates:
+        for part in (e.cell.scorer, e.cell.condition):
+            if part.stand_in:
+                stand_ins.setdefault(part.name, part.stand_in)
+    lines += [f"STAND-IN {name}: {text}" for name, text in stand_ins.items()]
     return "\n".join(lines)
 
 

@@ -146,19 +146,27 @@ def _read_jsonl(path: Path, report: BuildReport) -> list[dict[str, Any]]:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(dumps(data, indent=2, default=str) + "\n", "utf-8")  # strict: no bare NaN
-    os.replace(tmp, path)
+    from prbench.outputs import write_text
+
+    write_text(path, dumps(data, indent=2, default=str) + "\n")  # strict: no bare NaN
 
 
-def _append(handle: IO[str], row: dict[str, Any]) -> None:
-    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+def _append(handle: IO[bytes], row: dict[str, Any]) -> None:
+    """One line on an unbuffered handle: a failed write (full disk, `ulimit -f`) is one error."""
+    from prbench.outputs import append_line
+
+    append_line(handle, json.dumps(row, ensure_ascii=False) + "\n", handle.name)
 
 
-def _sync(*handles: IO[str]) -> None:
+def _sync(*handles: IO[bytes]) -> None:
+    """The lines of a batch on disk before its report says so."""
+    from prbench.outputs import append_failure
+
     for handle in handles:
-        handle.flush()
-        os.fsync(handle.fileno())
+        try:
+            os.fsync(handle.fileno())
+        except OSError as exc:
+            raise append_failure(handle.name, exc) from None
 
 
 def _diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
@@ -277,8 +285,8 @@ def build_pairs(
     )
     report_path = side / "report.json"
     try:
-        with output.open("a", encoding="utf-8") as kept_f, (side / "dropped.jsonl").open(
-            "a", encoding="utf-8"
+        with output.open("ab", buffering=0) as kept_f, (side / "dropped.jsonl").open(
+            "ab", buffering=0
         ) as dropped_f:
             for start in range(0, len(todo), max(1, batch_size)):
                 chunk = todo[start : start + max(1, batch_size)]
@@ -337,8 +345,8 @@ def _write_outcome(
     record: Record,
     outcome: PairOutcome,
     settings: dict[str, Any],
-    kept_f: IO[str],
-    dropped_f: IO[str],
+    kept_f: IO[bytes],
+    dropped_f: IO[bytes],
     report: BuildReport,
     reasons: Counter[str],
     first: Counter[str],

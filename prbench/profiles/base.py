@@ -116,13 +116,19 @@ def build_views(
             not a string, items not posts, a token count that is not a whole number, ...).
     """
     from prbench.errors import PrbenchUserError
+    from prbench.interrupts import plugin_escape
 
     try:
         views = builder.build(records)
-    except Exception as exc:
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         if isinstance(exc, PrbenchUserError):
             raise
+        if not isinstance(exc, Exception) and not plugin_escape(exc):
+            raise  # the user's Ctrl-C
         message = " ".join(str(exc).split()) or "(no message)"
+        if not isinstance(exc, Exception):
+            message = (f"{message} (a plugin must raise an error, never exit or interrupt the "
+                       "run)")
         raise ProfileBuilderFaultError(
             f"{what} failed on {len(records)} record(s): {type(exc).__name__}: {message}"
         ) from exc
@@ -165,9 +171,14 @@ def with_progress(items: Sequence[T], *, desc: str, unit: str = "record") -> Ite
         bar.close()
 
 
-def render_posts(items: Sequence[ProfileItem], fmt: str = POST_FORMAT) -> str:
-    """Render posts one per paragraph with ``fmt`` (fields: index from 1, category, text, id)."""
-    return "\n\n".join(
+def render_posts(
+    items: Sequence[ProfileItem], fmt: str = POST_FORMAT, separator: str = "\n\n"
+) -> str:
+    """Render posts with ``fmt`` (fields: index from 1, category, text, id).
+
+    Posts are joined by ``separator`` (one post per paragraph by default).
+    """
+    return separator.join(
         fmt.format(index=i, category=item.category, text=item.text, id=item.id)
         for i, item in enumerate(items, start=1)
     )

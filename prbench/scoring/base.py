@@ -191,7 +191,9 @@ def scorer_label(component: Any, fallback: str = "") -> str:
     return f"{component.kind} {component.qualified_id!r} (plugin {component.plugin!r})"
 
 
-def scorer_fault(exc: Exception, label: str, batch: Sequence[Any], kept: int = 0) -> Exception:
+def scorer_fault(
+    exc: BaseException, label: str, batch: Sequence[Any], kept: int = 0
+) -> Exception:
     """The error to raise for an exception a scorer raised on ``batch``.
 
     prbench's own user errors (bad options, a judge server that refuses the key, a damaged
@@ -213,13 +215,18 @@ def scorer_fault(exc: Exception, label: str, batch: Sequence[Any], kept: int = 0
     more = f" and {len(ids) - 3} more" if len(ids) > 3 else ""
     shown = ", ".join(repr(i) for i in ids[:3])
     message = " ".join(str(exc).split()) or "(no message)"
+    plain = type(exc).__name__ == "CallTimedOut"  # its message says it all
+    if isinstance(exc, SystemExit | KeyboardInterrupt):  # never the run's end: the plugin's fault
+        message = (f"{type(exc).__name__}({exc.args[0] if exc.args else ''!r}) raised inside the "
+                   "scorer; a plugin must raise an error, never exit or interrupt the run")
+        plain = True
     note = (
         f"; the {kept} scores computed before it are kept in the score cache (a rerun reuses "
         "them)" if kept > 0 else ""
     )
     return ScorerFaultError(
         f"{label} failed on {len(batch)} request(s) (records {shown}{more}): "
-        f"{type(exc).__name__}: {message}{note}"
+        f"{'' if plain else type(exc).__name__ + ': '}{message}{note}"
     )
 
 

@@ -59,10 +59,12 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from prbench.interrupts import plugin_escape
 from prbench.options import OptionsError, option_fields, options_to_dict, suggest
 from prbench.scoring.base import (
     PairRequest,
     ScoreRequest,
+    ScorerFaultError,
     check_scores,
     isolated,
     scorer_fault,
@@ -71,11 +73,15 @@ from prbench.scoring.base import (
 from prbench.scoring.extras import RequestExtras
 from prbench.scoring.oom import AdaptiveLimit, ScorerOutOfMemoryError, one_request_too_big
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
+from prbench.scoring.timeout import CallTimedOut, call_with_timeout
 
 logger = logging.getLogger(__name__)
 
 #: Requests per chunk sent to the scorer (and committed to the cache) by default.
 DEFAULT_CHUNK_SIZE = 256
+
+#: Seconds one scorer call (one chunk) may take by default: generous, yet never forever.
+DEFAULT_TIMEOUT = 1800.0
 
 #: Bump when :func:`request_key` changes what it hashes (old cache rows then simply miss).
 KEY_VERSION = 1
@@ -102,6 +108,12 @@ class RuntimeOptions:
         metadata={"help": "requests per scorer call; each chunk is cached before the next"},
     )
     progress: bool = dataclasses.field(default=True, metadata={"help": "show a progress bar"})
+    call_timeout: float = dataclasses.field(
+        default=DEFAULT_TIMEOUT,
+        metadata={"help": "seconds one scorer call (one chunk) may take before the run ends with "
+                  "an error (chunks scored before it stay cached); 0 = no limit. Not `timeout`: "
+                  "judges and served RMs use that name for one HTTP request"},
+    )
 
 
 #: The option names the runtime takes out of a scorer's options.
@@ -143,6 +155,11 @@ def split_options(
     if runtime.chunk_size < 1:
         raise OptionsError(
             f"{where}: option 'chunk_size' must be at least 1, got {runtime.chunk_size}"
+        )
+    if not runtime.call_timeout >= 0:  # NaN too
+        raise OptionsError(
+            f"{where}: option 'call_timeout' must be 0 (no limit) or a number of seconds, got "
+            f"{runtime.call_timeout}"
         )
     scorer_raw = {k: v for k, v in raw.items() if k not in RUNTIME_KEYS or k in scorer_fields}
     return runtime, scorer_raw
@@ -215,12 +232,17 @@ class ScorerRuntime:
         chunk_size: requests per scorer call (each chunk is cached before the next).
         progress: show a progress bar.
         options: the scorer's validated options (recorded by :meth:`describe`).
+        timeout: seconds one scorer call may take; a longer one ends the run with one
+            :class:`~prbench.scoring.base.ScorerFaultError` (chunks before it stay cached). 0: no
+            limit.
         pairwise: override the pairwise flag (default: the component's ``pairwise`` tag, else
             whether the scorer has ``compare()`` and no ``score()``).
 
     Raises:
         TypeError: the scorer lacks the method its kind needs, or has a ``fingerprint`` that is
-            not a method returning a non-empty string.
+            not a method.
+        ScorerFaultError: ``fingerprint()`` raised (``SystemExit`` included) or returned
+            something other than a non-empty string or ``None``; names the scorer's plugin.
     """
 
     def __init__(
@@ -234,9 +256,17 @@ class ScorerRuntime:
         progress: bool = True,
         options: Any = None,
         pairwise: bool | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        if not timeout >= 0:  # NaN too
+            from prbench.options import OptionsError
+
+            raise OptionsError(f"timeout must be 0 (no limit) or a number of seconds, got "
+                               f"{timeout!r}")
+        #: seconds one scorer call may take (0: no limit)
+        self.timeout = float(timeout)
         self.scorer = scorer
         self.component = component
         self.name = component.name if component is not None else type(scorer).__name__
@@ -293,12 +323,22 @@ class ScorerRuntime:
                 f"scorer {self.name!r}: fingerprint must be a method returning a string "
                 f"(got a {type(attr).__name__} attribute)"
             )
-        value = attr()
+        try:
+            value = attr()
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:
+            if not isinstance(exc, Exception) and not plugin_escape(exc):
+                raise
+            message = " ".join(str(exc).split()) or "(no message)"
+            raise ScorerFaultError(
+                f"{self.label}: fingerprint() failed: {type(exc).__name__}: {message}"
+            ) from exc
         if value is None:
             return None
         if not isinstance(value, str) or not value:
-            raise TypeError(
-                f"scorer {self.name!r}: fingerprint() must return a non-empty string, got {value!r}"
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:59] + "…"
+            raise ScorerFaultError(
+                f"{self.label}: fingerprint() must return a non-empty string (or None: no "
+                f"score cache), got {shown} ({type(value).__name__})"
             )
         return value
 
@@ -404,8 +444,10 @@ class ScorerRuntime:
                 given = isolated(batch)  # the plugin's own copies: its changes stay there
                 failed = False
                 try:
-                    raw = fn(given)
-                except Exception as exc:
+                    raw = call_with_timeout(fn, given, self.timeout)
+                except (Exception, SystemExit, KeyboardInterrupt, CallTimedOut) as exc:
+                    if isinstance(exc, KeyboardInterrupt) and not plugin_escape(exc):
+                        raise  # the user's Ctrl-C
                     if not oom.is_oom_error(exc):  # one error naming the plugin, chunks kept
                         stored = self._stats["computed"] - self._stats["nonfinite"]
                         kept = stored if self._cache is not None else 0
@@ -592,6 +634,7 @@ def build_runtime(
         chunk_size=int(settings["chunk_size"]),
         progress=bool(settings["progress"]),
         options=parsed,
+        timeout=float(settings["call_timeout"]),
     )
 
 

@@ -242,8 +242,10 @@ def load_references(path: str) -> dict[str, str]:
         ValueError: unreadable JSON, a row without a string ``id``/``reference``, or a duplicate
             id (naming the file and line or row).
     """
+    from prbench.api import read_option_file
+
     file = Path(path).expanduser()
-    text = file.read_text(encoding="utf-8")
+    text = read_option_file(path, "reference_file")  # regular, size-capped, UTF-8
     rows: list[tuple[str, Any]] = []
     stripped = text.lstrip()
     if stripped.startswith("["):

@@ -25,10 +25,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import string
-from pathlib import Path
 from typing import Any
 
-from prbench.api import Chat
+from prbench.api import Chat, read_option_file
 
 #: Bumped whenever a text below changes (recorded in results and in backend cache keys).
 PROMPT_VERSION = "rm-r1-1"
@@ -183,11 +182,7 @@ def load_templates(system_file: str = "", user_file: str = "") -> PromptTemplate
     for kind, file in (("system", system_file), ("user", user_file)):
         if not file:
             continue
-        path = Path(file).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{kind}_prompt_file {file}: cannot read it ({exc})") from None
+        text = read_option_file(file, f"{kind}_prompt_file")  # regular, size-capped, UTF-8
         if not text.strip():
             raise ValueError(f"{kind}_prompt_file {file}: the file is empty")
         used |= _fields(text, file)

@@ -167,6 +167,35 @@ def test_a_missing_template_file_is_named(tmp_path: Path) -> None:
             "model": "m", "user_prompt_file": str(tmp_path / "nope.txt")})
 
 
+@pytest.mark.parametrize(("kind", "message"), [
+    ("fifo", "is a FIFO (named pipe), not a regular file"),
+    ("dev-zero", "is a device, not a regular file"),
+    ("huge", "bytes, more than the 33,554,432 an option file may have"),
+    ("folder", "is a folder, not a regular file"),
+])
+def test_a_template_file_that_is_no_text_file_is_refused(
+    tmp_path: Path, kind: str, message: str
+) -> None:
+    """Never a hang on a FIFO, never an endless read of /dev/zero or of 200 MB."""
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "prompt.fifo"
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path = Path("/dev/zero")
+    elif kind == "huge":
+        path = tmp_path / "huge.txt"
+        with path.open("wb") as fh:
+            fh.truncate(200 * 1024 * 1024)  # sparse: 200 MB without writing them
+    else:
+        path = tmp_path
+    with pytest.raises(OptionsError) as err:
+        PluginRegistry().build("scorer", "rm-r1", {"model": "m", "user_prompt_file": str(path)})
+    text = str(err.value)
+    assert f"user_prompt_file {path}: " in text and message in text and "\n" not in text, text
+
+
 # -- truncation: a reply cut at the token budget is invalid, never a verdict ----------------------
 
 

@@ -1,0 +1,408 @@
+"""Where prbench writes: output locations checked first, atomic files, one folder rule, escapes.
+
+Every command's output location is checked before any work (a file where a folder is needed, a
+folder where a file is needed, a folder that cannot be written: one ``error:`` line, exit 1,
+nothing scored); every file is written under a temporary name and renamed, so a write that fails
+(a file size limit, run here with ``RLIMIT_FSIZE`` in a child process) is one ``error:`` naming the
+file and leaves nothing half-written or listed as written; every ``prbench`` run writes into
+``<output_path>/prbench-<scorer>/`` whatever ``pretrained=`` says; and a plugin that exits or
+raises ``KeyboardInterrupt`` is a plugin fault, while the user's Ctrl-C still ends the run with 130.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prbench.harness import tasks
+from prbench.outputs import (
+    OutputPathError,
+    OutputWriteError,
+    check_json_file,
+    check_jsonl_file,
+    check_output_dir,
+    check_output_file,
+    write_text,
+)
+from tests._faults_fixtures import (
+    BUILDER,
+    FAULTY,
+    GROUP,
+    SCORER,
+    drop_stale_log_handlers,
+    one_error_line,
+)
+from tests._harness_fixtures import PYTHON, run_eval, subprocess_env
+
+ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_log_handlers() -> None:
+    drop_stale_log_handlers()
+
+
+@pytest.fixture
+def plugin(tmp_path: Path) -> Path:
+    path = tmp_path / "faulty.py"
+    path.write_text(FAULTY, encoding="utf-8")
+    tasks.reset()
+    yield path
+    tasks.reset()
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    """A folder nobody may write in: read-only for a user, ``/proc`` for root."""
+    if ROOT:
+        if not Path("/proc/self").is_dir():
+            pytest.skip("root without /proc: no folder root cannot write")
+        return Path("/proc")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+# -- the shared checks ---------------------------------------------------------------------------
+
+
+def test_output_dir_checks_create_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b"
+    assert check_output_dir(target) == target
+    assert not (tmp_path / "a").exists()  # checked, not created
+    assert list(tmp_path.iterdir()) == []  # the probe file is gone
+
+
+def test_output_locations_that_cannot_be_used(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(OutputPathError, match=r"afile is a file, not a folder"):
+        check_output_dir(afile)
+    with pytest.raises(OutputPathError, match=r"is under .*afile, which is a file"):
+        check_output_dir(afile / "sub")
+    with pytest.raises(OutputPathError, match=r"is a folder; this option names a file"):
+        check_output_file(tmp_path, flag="-o")
+    with pytest.raises(OutputPathError, match=r"is a folder"):
+        check_output_file(f"{tmp_path}/new/", flag="-o")
+    with pytest.raises(OutputPathError, match=r"cannot write in"):
+        check_output_dir(_unwritable(tmp_path) / "out")
+
+
+def test_write_text_is_atomic(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "f.json"
+    write_text(target, "one\n")
+    write_text(target, "two\n")
+    assert target.read_text() == "two\n"
+    assert [p.name for p in target.parent.iterdir()] == ["f.json"]  # no temporary left
+
+
+def test_a_write_beyond_the_file_size_limit_is_one_error(tmp_path: Path) -> None:
+    """Python ignores SIGXFSZ: the write raises EFBIG, the old file stays, no temporary left."""
+    target = tmp_path / "big.json"
+    target.write_text("old\n")
+    code = (
+        "import resource, sys\n"
+        "from prbench.outputs import write_text, OutputWriteError\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        f"    write_text({str(target)!r}, 'x' * 100000)\n"
+        "except OutputWriteError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
+    proc = subprocess.run([PYTHON, "-c", code], env=subprocess_env(), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 3, proc.stderr
+    assert f"could not write {target}: File too large" in proc.stdout
+    assert "file size limit" in proc.stdout and "the file was not written" in proc.stdout
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["big.json"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_an_append_to_a_full_disk_is_one_error() -> None:
+    """``prbench rank`` and ``build`` append unbuffered: the failure is raised once, named."""
+    from prbench.outputs import append_line
+
+    with (
+        Path("/dev/full").open("ab", buffering=0) as handle,
+        pytest.raises(OutputWriteError) as info,
+    ):
+        append_line(handle, '{"id": "r1"}\n', "ranking.jsonl")
+    text = str(info.value)
+    assert text.startswith("could not append to ranking.jsonl: No space left on device")
+    assert "(the disk is full)" in text and "lines written before it are kept" in text
+
+
+def test_files_of_other_writers_are_read_back(tmp_path: Path) -> None:
+    good = tmp_path / "r.json"
+    good.write_text('{"a": 1}\n')
+    assert check_json_file(good) == good
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"a": [1, 2')
+    with pytest.raises(OutputWriteError, match=r"cut.json was not written in full \(invalid JSON"):
+        check_json_file(cut, what="the results file")
+    assert not cut.exists()  # a cut file never passes for a result
+    lines = tmp_path / "s.jsonl"
+    lines.write_text('{"a": 1}\n{"a": 2}\n')
+    assert check_jsonl_file(lines, 2) == lines
+    lines.write_text('{"a": 1}\n{"a": ')
+    with pytest.raises(OutputWriteError, match=r"line 2 is cut short"):
+        check_jsonl_file(lines, 2)
+    with pytest.raises(OutputWriteError, match=r"was not written"):
+        check_jsonl_file(tmp_path / "missing.jsonl")
+
+
+# -- every command checks its output before any work ---------------------------------------------
+
+
+def _commands(tmp_path: Path, afile: Path) -> dict[str, list[str]]:
+    sweep = Path(__file__).resolve().parents[1] / "sweeps" / "sample.yaml"
+    return {
+        "bon": ["bon", "--model_args", "scorer=length", "-o", str(afile)],
+        "report": ["report", str(tmp_path), "-o", str(afile / "sub")],
+        "correlate": ["correlate", str(tmp_path / "bon.json"), "-o", str(afile)],
+        "rank": ["rank", "sample", "-o", str(tmp_path) + "/"],
+        "prefs": ["prefs", "convert", "--source", "prism", "--input", str(tmp_path), "-o",
+                  str(tmp_path) + "/"],
+        "build": ["build", "sample", "-o", str(tmp_path)],
+        "rl": ["rl", "--policy", "x", "--model_args", "scorer=length", "-o", str(afile)],
+        "sweep": ["sweep", str(sweep), "-o", str(afile)],
+        "eval": ["eval", "--tasks", GROUP, "--model_args", "scorer=length", "--output_path",
+                 str(afile)],
+    }
+
+
+@pytest.mark.parametrize("command", ["bon", "report", "correlate", "rank", "prefs", "build",
+                                     "rl", "sweep", "eval"])
+def test_every_command_checks_its_output_first(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, _, err = run_eval(_commands(tmp_path, afile)[command], capsys)
+    assert code == 1
+    line = one_error_line(err)
+    assert "output_path" in line and ("is a file" in line or "is a folder" in line), line
+
+
+def test_eval_checks_a_read_only_output_before_scoring(
+    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "calls.jsonl"
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+         f"scorer=faulty,cache=false,log={log}", "--output_path",
+         str(_unwritable(tmp_path) / "results")], capsys)
+    assert code == 1
+    assert "cannot write in" in one_error_line(err)
+    assert not log.exists()  # the scorer was never called
+
+
+# -- a file size limit: nothing cut is listed as written ------------------------------------------
+
+
+def _limited(limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE semantics of Linux")
+def test_eval_under_a_file_size_limit_is_one_error(tmp_path: Path) -> None:
+    """lm-eval logs a failed write and goes on; prbench reads its files back and says which."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [PYTHON, "-m", "prbench.cli", "eval", "--tasks", GROUP, "--model_args",
+         "scorer=length,cache=false", "--log_samples", "--output_path", str(out)],
+        env=subprocess_env(PRBENCH_CACHE_DIR=str(tmp_path / "cache")), cwd=tmp_path,
+        capture_output=True, text=True, timeout=300, check=False,
+        preexec_fn=lambda: _limited(48 * 1024),
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    line = one_error_line(proc.stderr)
+    # which file the limit cuts first depends on their sizes; the error names it either way
+    assert re.search(r"error: lm-eval's (results|samples) file \S+ was not written in full", line)
+    assert "samples:" not in proc.stdout and "manifest:" not in proc.stdout
+    for path in out.rglob("*.json*"):  # whatever is left is whole
+        if path.suffix == ".json":
+            check_json_file(path)
+        else:
+            check_jsonl_file(path)
+
+
+# -- one folder rule ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pretrained", ["..", "/tmp/rmA", "../../elsewhere"])
+def test_pretrained_never_names_the_folder(
+    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], pretrained: str
+) -> None:
+    out = tmp_path / "deep" / "out"
+    code, stdout, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+         f"scorer=echo,pretrained={pretrained}", "--output_path", str(out)], capsys)
+    assert code == 0, err[-3000:]
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert written and all(p.parts[:3] == ("deep", "out", "prbench-echo") for p in written
+                           if p.name != "faulty.py"), written
+    assert f"results: {out / 'prbench-echo'}" in stdout
+
+
+def test_plain_lm_eval_folder_rule() -> None:
+    """The tracker lm-eval uses names a prbench run's folder the same way (plain ``lm_eval``)."""
+    from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
+
+    from prbench.harness.bridge import patch_model_name
+
+    patch_model_name()
+    tracker = GeneralConfigTracker()
+    tracker.log_experiment_args("prbench", "scorer=hf-classifier,pretrained=/tmp/rmA", None,
+                                None, False)
+    assert tracker.model_name_sanitized == "prbench-hf-classifier"
+    other = GeneralConfigTracker()
+    other.log_experiment_args("hf", "pretrained=/tmp/rmA", None, None, False)
+    assert other.model_name_sanitized == "__tmp__rmA"  # lm-eval's rule for its own models
+
+
+def test_a_task_name_with_path_separators_stays_in_the_folder(tmp_path: Path) -> None:
+    from lm_eval.loggers.evaluation_tracker import EvaluationTracker
+
+    from prbench.harness.manifest import safe_task_file_name, save_samples_strictly
+
+    assert safe_task_file_name("../../x") == ".._.._x"
+    tracker = EvaluationTracker(output_path=str(tmp_path / "out"))
+    tracker.general_config_tracker.model_name_sanitized = "prbench-length"
+    tracker.date_id = "D"
+    sample = {"doc_id": 0, "arguments": [["q", "a"]], "resps": [[[1.0, False]]],
+              "filtered_resps": [[1.0, False]], "target": 0}
+    save_samples_strictly(EvaluationTracker.save_results_samples, tracker, "../../x", [sample])
+    files = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()]
+    assert files == [Path("out/prbench-length/samples_.._.._x_D.jsonl")]
+
+
+# -- a plugin that exits or interrupts is a plugin fault -----------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("exit", "SystemExit(0) raised inside the scorer"),
+    ("interrupt", "KeyboardInterrupt('') raised inside the scorer"),
+])
+def test_a_scorer_that_exits_is_a_plugin_fault(
+    plugin: Path, capsys: pytest.CaptureFixture[str], mode: str, expected: str
+) -> None:
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+         f"scorer=faulty,mode={mode},fail_after=0,cache=false"], capsys)
+    assert code == 1
+    line = one_error_line(err)
+    assert line.startswith(f"error: {SCORER} failed on") and expected in line, line
+
+
+def test_the_users_ctrl_c_still_interrupts(
+    plugin: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+         "scorer=faulty,mode=sigint,fail_after=0,cache=false"], capsys)
+    assert code == 130 and "interrupted" in err and "error:" not in err
+
+
+def test_a_profile_builder_that_exits_is_a_plugin_fault(
+    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant", "--profile",
+         "faulty/garbage", "--profile-options", '{"mode": "exit"}', "-o", str(tmp_path / "bon")],
+        capsys,
+    )
+    assert code == 1
+    line = one_error_line(err)
+    assert line.startswith(f"error: {BUILDER} failed") and "SystemExit" in line, line
+
+
+@pytest.mark.parametrize(("how", "expected"), [
+    ("raise", "fingerprint() failed: RuntimeError: no fingerprint today"),
+    ("int", "fingerprint() must return a non-empty string (or None: no score cache), got 7"),
+    ("exit", "fingerprint() failed: SystemExit"),
+])
+def test_a_broken_fingerprint_is_one_line_naming_the_plugin(
+    plugin: Path, capsys: pytest.CaptureFixture[str], how: str, expected: str
+) -> None:
+    code, _, err = run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+         f"scorer=faulty,fingerprint={how}"], capsys)
+    assert code == 1
+    line = one_error_line(err)
+    assert line.startswith(f"error: {SCORER}: ") and expected in line, line
+
+
+
+# -- a bound on every scorer call -----------------------------------------------------------------
+
+
+def test_a_scorer_call_that_never_returns_ends_the_run_with_the_cache_kept(
+    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "scores.sqlite"
+    log = tmp_path / "calls.jsonl"
+    args = ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
+            f"scorer=faulty,mode=hang,fail_after=2,chunk_size=2,call_timeout=1.5,"
+            f"cache_path={db},log={log}"]
+    code, _, err = run_eval(args, capsys)
+    assert code == 1
+    line = one_error_line(err)
+    assert line.startswith(f"error: {SCORER} failed on 2 request(s)"), line
+    assert "no result within 1.5 s (runtime option call_timeout=SECONDS" in line, line
+    assert "the 4 scores computed before it are kept in the score cache" in line
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0] == 4
+    log.unlink()  # the rerun without the hang scores only what is missing
+    code, _, err = run_eval([a.replace("fail_after=2", "fail_after=-1") for a in args], capsys)
+    assert code == 0, err[-2000:]
+    assert sum(json.loads(n) for n in log.read_text().splitlines()) == 8
+
+
+def test_the_call_bound_works_outside_the_main_thread() -> None:
+    """A reward server's worker thread: the watchdog raises in that thread, then stays quiet."""
+    import threading
+    import time
+
+    from prbench.scoring.timeout import CallTimedOut, call_with_timeout
+
+    def spin(seconds: float) -> str:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+        return "done"
+
+    seen: dict[str, object] = {}
+
+    def worker() -> None:
+        try:
+            call_with_timeout(spin, 30.0, 0.3)
+        except CallTimedOut as exc:
+            seen["timeout"] = str(exc)
+        seen["after"] = call_with_timeout(spin, 0.5, 5.0)  # a later call is not hit
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(60)
+    assert "no result within 0.3 s" in str(seen.get("timeout")), seen
+    assert seen.get("after") == "done"
+    assert call_with_timeout(spin, 0.0, 0) == "done"  # 0: no limit
+
+
+def test_a_negative_call_timeout_is_an_option_error() -> None:
+    from prbench.options import OptionsError
+    from prbench.scoring.runtime import build_runtime
+
+    with pytest.raises(OptionsError, match=r"'call_timeout' must be 0 \(no limit\) or a number"):
+        build_runtime("length", {"call_timeout": "-1"})
