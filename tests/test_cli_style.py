@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from prbench.cli import COMMANDS, CommandParser, build_parser, main, scorer_specs
+from prbench.cli import COMMANDS, CommandParser, build_parser, main
+from prbench.commands import scorer_specs
 from prbench.options import OptionsError
 
 SWITCHES = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,

@@ -27,7 +27,7 @@ TABLE_NAME = "bon_table.md"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench bon``."""
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
-    from prbench.cli import add_scorer_argument
+    from prbench.commands import add_scorer_argument
 
     add_scorer_argument(parser, repeatable=True)
     parser.add_argument("-o", "--output_path", default="bon", help="output folder")
@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run Best-of-N and write the results."""
     from prbench.analysis.strict_json import write_json
-    from prbench.cli import scorer_specs
+    from prbench.commands import scorer_specs
     from prbench.downstream.bestofn import format_table
     from prbench.plugins import get_registry
 

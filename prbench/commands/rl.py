@@ -18,7 +18,7 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
-    from prbench.cli import add_scorer_argument
+    from prbench.commands import add_scorer_argument
     from prbench.downstream.rl import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, train, evaluate; print a before/after table."""
-    from prbench.cli import check_scorer, scorer_specs
+    from prbench.commands import check_scorer, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
     from prbench.options import parse_kv_string
     from prbench.plugins import get_registry
