@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from prbench.backends.base import BackendSpec, GenerationConfig, build_backend
+from prbench.backends.base import BackendSpec, GenerationConfig
+from prbench.backends.factory import build_backend
 from prbench.testing import LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
 
 CHAT = [{"role": "user", "content": "Which answer fits the person?"}]

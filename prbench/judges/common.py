@@ -32,10 +32,10 @@ from prbench.backends.base import (
     GenerationFailedError,
     GenerationFailure,
     Reply,
-    build_backend,
     is_truncated,
     truncation_failure,
 )
+from prbench.backends.factory import build_backend
 from prbench.judges import prompts
 from prbench.judges.order_metrics import order_outcome
 from prbench.judges.parsing import ParseFailure, generation_failed
