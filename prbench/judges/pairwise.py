@@ -27,8 +27,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from prbench.hashing import seeded_unit
 from prbench.judges import prompts
-from prbench.judges.common import BackendOptions, LLMJudgeBase, OrderTally, seeded_unit
+from prbench.judges.common import BackendOptions, LLMJudgeBase, OrderTally
 from prbench.judges.parsing import parse_pairwise
 from prbench.scoring.base import PairRequest
 
