@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from prbench.errors import PrbenchUserError
+
 ProfilePosition = Literal["none", "system", "user"]
 BosMode = Literal["auto", "always", "never"]
 
@@ -38,7 +40,7 @@ DEFAULT_SYSTEM_FORMAT = "Earlier posts written by the user you are answering:\n\
 _WS = re.compile(r"\s+")
 
 
-class InputTooLongError(ValueError):
+class InputTooLongError(PrbenchUserError, ValueError):
     """An answer does not fit in ``max_length`` even without profile and question."""
 
 

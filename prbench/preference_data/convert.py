@@ -38,6 +38,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.errors import PrbenchUserError
 from prbench.jsonio import Issue, Row
 
 #: source -> (hub dataset id, hub config or None, hub splits to read)
@@ -93,7 +94,7 @@ class ConvertReport:
         return out
 
 
-class ConvertError(ValueError):
+class ConvertError(PrbenchUserError, ValueError):
     """The input cannot be converted (every problem listed, one a line)."""
 
 

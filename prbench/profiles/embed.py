@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prbench.devices import resolve_device
+from prbench.errors import PrbenchUserError
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.progress import progress_bar
 
@@ -64,7 +65,7 @@ _SMALL_FILE = 1 << 20
 _CACHE_FORMAT = "1"
 
 
-class ModelUnavailableError(RuntimeError):
+class ModelUnavailableError(PrbenchUserError, RuntimeError):
     """The embedding model cannot be found (not local, not cached, hub offline or unknown)."""
 
 
