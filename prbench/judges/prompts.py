@@ -271,19 +271,25 @@ against them). Do not say that you are leaving anything out. Use at most {max_wo
 with the answer only."""
 
 
-def chosen_chat(
-    question: str, profile_text: str, aspects: Sequence[tuple[str, str]], max_words: int
-) -> Chat:
-    """The generator's chat for the answer that covers the user's aspects."""
-    listing = "\n".join(f"- {_aspect_line(a, r)}" for a, r in aspects)
+def _generator_chat(user: str, question: str, profile_text: str, listing: str,
+                    max_words: int) -> Chat:
+    """The pair generator's chat: ``user`` filled with the person, question and aspect list."""
     return _chat(
         GENERATOR_SYSTEM,
-        CHOSEN_USER,
+        user,
         profile=_profile_block(profile_text),
         question=question.strip(),
         aspects=listing,
         max_words=max_words,
     )
+
+
+def chosen_chat(
+    question: str, profile_text: str, aspects: Sequence[tuple[str, str]], max_words: int
+) -> Chat:
+    """The generator's chat for the answer that covers the user's aspects."""
+    listing = "\n".join(f"- {_aspect_line(a, r)}" for a, r in aspects)
+    return _generator_chat(CHOSEN_USER, question, profile_text, listing, max_words)
 
 
 def rejected_chat(
@@ -291,11 +297,4 @@ def rejected_chat(
 ) -> Chat:
     """The generator's chat for the equally good answer that avoids the user's aspects."""
     listing = "\n".join(f"- {a.strip()}" for a, _ in aspects)
-    return _chat(
-        GENERATOR_SYSTEM,
-        REJECTED_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        aspects=listing,
-        max_words=max_words,
-    )
+    return _generator_chat(REJECTED_USER, question, profile_text, listing, max_words)
