@@ -33,6 +33,15 @@ def _chat(system: str, user: str, **fields: object) -> Chat:
     ]
 
 
+def _person_chat(system: str, user: str, question: str, profile_text: str,
+                 **fields: object) -> Chat:
+    """A chat about one person's question: ``user`` filled with their profile, the question and
+    ``fields``.
+    """  # noqa: D205
+    return _chat(system, user, profile=_profile_block(profile_text), question=question.strip(),
+                 **fields)
+
+
 # -- the pieces several prompts share (the texts are joined, so each prompt reads as before) -----
 
 _PROFILE_TAG = "<profile>\n{profile}\n</profile>"
@@ -81,14 +90,8 @@ naming the single answer that suits this person better. Do not write anything af
 
 def pairwise_chat(question: str, profile_text: str, answer_a: str, answer_b: str) -> Chat:
     """The pairwise judge's chat for one order of two answers."""
-    return _chat(
-        PAIRWISE_SYSTEM,
-        PAIRWISE_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        answer_a=answer_a.strip(),
-        answer_b=answer_b.strip(),
-    )
+    return _person_chat(PAIRWISE_SYSTEM, PAIRWISE_USER, question, profile_text,
+                        answer_a=answer_a.strip(), answer_b=answer_b.strip())
 
 
 # -- pointwise rating ----------------------------------------------------------------------------
@@ -116,15 +119,8 @@ def rating_chat(
     question: str, profile_text: str, answer: str, low: int = 0, high: int = 10
 ) -> Chat:
     """The pointwise rating judge's chat for one answer."""
-    return _chat(
-        RATING_SYSTEM,
-        RATING_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        answer=answer.strip(),
-        low=low,
-        high=high,
-    )
+    return _person_chat(RATING_SYSTEM, RATING_USER, question, profile_text,
+                        answer=answer.strip(), low=low, high=high)
 
 
 # -- rubric-aspect judge (downstream quality) ----------------------------------------------------
@@ -234,13 +230,8 @@ items, one per line, each line starting with "- ". Write nothing else."""
 
 def planner_chat(question: str, profile_text: str, max_items: int) -> Chat:
     """The planner's chat: infer the aspects a user will expect."""
-    return _chat(
-        PLANNER_SYSTEM,
-        PLANNER_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        max_items=max_items,
-    )
+    return _person_chat(PLANNER_SYSTEM, PLANNER_USER, question, profile_text,
+                        max_items=max_items)
 
 
 PLAN_HEADER = "What this user is likely to expect from an answer (inferred from their posts):"
@@ -271,25 +262,13 @@ against them). Do not say that you are leaving anything out. Use at most {max_wo
 with the answer only."""
 
 
-def _generator_chat(user: str, question: str, profile_text: str, listing: str,
-                    max_words: int) -> Chat:
-    """The pair generator's chat: ``user`` filled with the person, question and aspect list."""
-    return _chat(
-        GENERATOR_SYSTEM,
-        user,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        aspects=listing,
-        max_words=max_words,
-    )
-
-
 def chosen_chat(
     question: str, profile_text: str, aspects: Sequence[tuple[str, str]], max_words: int
 ) -> Chat:
     """The generator's chat for the answer that covers the user's aspects."""
     listing = "\n".join(f"- {_aspect_line(a, r)}" for a, r in aspects)
-    return _generator_chat(CHOSEN_USER, question, profile_text, listing, max_words)
+    return _person_chat(GENERATOR_SYSTEM, CHOSEN_USER, question, profile_text, aspects=listing,
+                        max_words=max_words)
 
 
 def rejected_chat(
@@ -297,4 +276,5 @@ def rejected_chat(
 ) -> Chat:
     """The generator's chat for the equally good answer that avoids the user's aspects."""
     listing = "\n".join(f"- {a.strip()}" for a, _ in aspects)
-    return _generator_chat(REJECTED_USER, question, profile_text, listing, max_words)
+    return _person_chat(GENERATOR_SYSTEM, REJECTED_USER, question, profile_text, aspects=listing,
+                        max_words=max_words)
