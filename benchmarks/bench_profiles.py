@@ -6,26 +6,37 @@ from a few topics per user, so retrieval has something to find) and, for each en
 
 - ``before``: the order of work before the encoder sorted a call's texts — record order, in steps
   of 256 (each step sorted by the model itself);
-- ``torch``: the encoder as it runs now (texts sorted longest first over the whole call);
+- ``torch``: the encoder as it runs now in fp32 (``embed_dtype=float32``; texts sorted longest
+  first over the whole call) -- the reference ranking of the overlap columns;
+- ``bf16``: the same encoder under bf16 autocast (``embed_dtype=bfloat16``; what ``auto`` picks
+  on a CPU with ``avx512_bf16``/AMX or a CUDA device with bf16): weights stay fp32, the matrix
+  products run in bf16;
+- ``compile``: an experiment that prbench does not ship: ``torch.compile`` of a private copy of
+  the transformer, run under the same bf16 autocast (the compile time is printed apart and left
+  out of the rate);
 - ``int8``: an experiment that prbench does not ship: the same model with PyTorch's dynamic int8
   quantisation of every linear layer (CPU only), to show whether it keeps the ranking;
 - ``onnx``: an experiment that prbench does not ship either: the encoder's transformer exported
   to ONNX (``torch.onnx.export``, into a temporary folder) and run by onnxruntime on the CPU, with
   the model's own pooling after it (when onnxruntime is not importable the row says so).
 
+Two data sets, each with its own table (``--data``): ``synthetic`` (above) and ``sample``, the
+real posts of the bundled sample benchmark (its questions against their own users' posts), where
+the overlap of the bf16 ranking with the fp32 one is the acceptance figure.
+
 Each row prints posts/s, the speed-up over ``before``, the top-k overlap of each record's ranking
-(question vs posts, dot product) with the ``torch`` ranking, the achieved GFLOP/s and MFU, the
-fitted cost per post (time = fixed + per-post x posts, from two sizes; ``torch`` only) and the
+(question vs posts, dot product) with the ``torch`` (fp32) ranking, the achieved GFLOP/s and MFU,
+the fitted cost per post (time = fixed + per-post x posts, from two sizes; ``torch`` and ``bf16``)
+and the
 projected time to embed the full test set (2,830 records x ~125 posts = ~354k posts). The cache
 is off for every timing.
 
 The compute ceiling, per encoder: the FLOPs of a post are ``2 N T + 4 L d_attn T^2`` (``N``
 non-embedding parameters without the pooler, ``T`` the post's real token count after truncation
 at the encoder's maximum length; see ``_common``), the peak is an fp32 square matmul timed in the
-same run (before and after each encoder's rows; the faster counts), MFU = achieved FLOP/s /
-peak, and the ceiling is the posts/s at 100% of that peak. The line after each encoder's rows
-says whether 3x the ``before`` rate lies above that ceiling (3x is within reach of a faster fp32
-path only where ``before`` runs below 33% MFU).
+same run in fp32 and in bf16 (before and after each encoder's rows; the faster counts), MFU =
+achieved FLOP/s / the peak of the row's precision, and a ceiling line per precision gives the
+posts/s at 100% of that peak and whether 3x the ``before`` rate lies above it.
 Wall-clock timing with CUDA synchronisation; a warm-up pass loads each model first. Compare the
 ratios of one run: absolute times vary between runs on a shared machine. Example::
 
@@ -50,7 +61,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import FlopModel, flop_model, measure_peak_flops, timed
 
 FULL_SET_POSTS = 2830 * 125
-BACKENDS = ("torch", "int8", "onnx")
+BACKENDS = ("torch", "bf16", "compile", "int8", "onnx")
+#: the precision each path runs its matrix products in (for the MFU column)
+PRECISION = {"before": "float32", "torch": "float32", "bf16": "bfloat16",
+             "compile": "bfloat16", "int8": "float32", "onnx": "float32"}
 FUNCTION = [
     "the", "a", "of", "to", "in", "and", "with", "for", "on", "my", "i", "it", "is", "was", "have",
     "do", "can", "should", "but", "so", "this", "that", "when", "about", "because", "really",
@@ -118,6 +132,28 @@ def _int8_copy(model):
             clone.model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
         )
     return clone
+
+
+def _compiled_copy(model):
+    """A deep copy of a loaded encoder model whose transformer is ``torch.compile``'d."""
+    import copy
+
+    import torch
+
+    clone = copy.deepcopy(model)
+    st = getattr(clone, "model", None)
+    if hasattr(st, "tokenizer") and hasattr(st, "max_seq_length"):  # a SentenceTransformer
+        st[0].auto_model = torch.compile(st[0].auto_model, dynamic=True)
+    else:
+        clone.model = torch.compile(clone.model, dynamic=True)
+    return clone
+
+
+def sample_records() -> list:
+    """The bundled sample benchmark's records (real questions and posts)."""
+    from prbench.records import load_records
+
+    return [r for r in load_records("sample") if r.profile]
 
 
 def _parts(model: Any) -> tuple[Any, Any, int, Any]:
@@ -237,7 +273,7 @@ def _before(encoder, texts: list[str]):
 
     model = encoder._get_model()
     step = max(encoder.batch_size * 8, 256)
-    return np.concatenate([model.embed(texts[i : i + step], encoder.batch_size)
+    return np.concatenate([model.embed(texts[i : i + step], encoder.batch_size, encoder.dtype)
                            for i in range(0, len(texts), step)])
 
 
@@ -260,102 +296,155 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="minilm",
                         help="comma list: minilm, contriever, a hub id or a folder")
-    parser.add_argument("--backends", default="torch,int8,onnx",
-                        help="comma list: torch, int8, onnx (the experiments, not shipped)")
-    parser.add_argument("--records", type=int, default=4)
-    parser.add_argument("--max-posts", type=int, default=60)
+    parser.add_argument("--backends", default="torch,bf16,compile,int8,onnx",
+                        help="comma list: torch (fp32), bf16 (autocast), compile, int8, onnx "
+                             "(compile, int8 and onnx are experiments, not shipped)")
+    parser.add_argument("--data", default="sample,synthetic",
+                        help="comma list: sample (the bundled sample's real posts), synthetic")
+    parser.add_argument("--records", type=int, default=4, help="synthetic records")
+    parser.add_argument("--max-posts", type=int, default=60, help="posts per synthetic record")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--k", default="5,10")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed rounds per path, taken in turns (the fastest counts)")
     args = parser.parse_args()
     backends = args.backends.split(",")
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         parser.error(f"unknown backend {unknown[0]!r}; choose from {', '.join(BACKENDS)}")
+    datasets = args.data.split(",")
+    if bad := [d for d in datasets if d not in ("sample", "synthetic")]:
+        parser.error(f"unknown data {bad[0]!r}; choose from sample, synthetic")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["PRBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="prbench-bench-")
 
-    from prbench.devices import torch_device
-    from prbench.profiles.embed import Encoder, EncoderSpec, ModelUnavailableError
+    from prbench.devices import native_bf16, torch_device
 
-    records = make_records(args.records, args.max_posts)
+    device = torch_device(args.device)
+    native, why = native_bf16(str(device))
+    peaks = {d: measure_peak_flops(device, d, exact=True) for d in ("float32", "bfloat16")}
+    print(f"device {args.device}, batch {args.batch_size}; cache off; bf16 native: "
+          f"{'yes' if native else 'no'} ({why}); matmul peak fp32 "
+          f"{peaks['float32'] / 1e9:.1f}, bf16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s; "
+          f"load {os.getloadavg()[0]:.1f}")
+    for data in datasets:
+        records = sample_records() if data == "sample" else make_records(args.records,
+                                                                          args.max_posts)
+        for model in args.models.split(","):
+            _table(model, data, records, backends, args, device, peaks)
+    print("overlap: share of each record's top-k posts (vs the fp32 torch ranking) kept; "
+          "MFU: real-token FLOPs (no padding) / wall time / the matmul peak of the row's "
+          "precision; full set: 2,830 records x ~125 posts")
+
+
+def _encoder(model: str, path: str, args: argparse.Namespace):
+    """The encoder of one row, warmed up (``None`` with the reason printed when it cannot run)."""
+    from prbench.profiles.embed import Encoder, EncoderSpec
+
+    dtype = PRECISION[path]
+    enc = Encoder(EncoderSpec(model=model, embed_dtype=dtype), device=args.device,
+                  batch_size=args.batch_size, cache=False)
+    if path == "int8":  # a private copy of the model, quantised in place
+        enc._model = _int8_copy(enc._get_model())
+    elif path == "onnx":  # exported into a temporary folder, then loaded
+        enc._model = _OnnxModel(enc._get_model())
+    elif path == "compile":  # a private copy, compiled (the first calls compile)
+        enc._model = _compiled_copy(enc._get_model())
+    return enc
+
+
+def _table(model: str, data: str, records: list, backends: list[str],
+           args: argparse.Namespace, device: Any, peaks: dict[str, float]) -> None:
+    """Time every path of one encoder on one data set and print its rows and ceilings.
+
+    The paths are timed in turns, ``--repeats`` rounds, and each keeps its fastest round: on a
+    shared machine a burst of other work then slows one round of one path, not a whole row.
+    """
+    from prbench.profiles.embed import ModelUnavailableError
+
     texts = [p.text for r in records for p in r.profile]
     questions = [r.question for r in records]
     half = texts[: len(texts) // 2]
     ks = [int(k) for k in args.k.split(",")]
     words = sum(len(t.split()) for t in texts) / len(texts)
-    device = torch_device(args.device)
-    peak = measure_peak_flops(device, "float32")
-    print(f"{len(records)} records, {len(texts)} posts (mean {words:.0f} words), "
-          f"device {args.device}, batch {args.batch_size}; cache off; "
-          f"fp32 matmul peak {peak / 1e9:.1f} GFLOP/s")
-    head = f"{'model':<12} {'path':<7} {'posts/s':>8} {'vs before':>9} " + " ".join(
-        f"{'top' + str(k):>6}" for k in ks) + (f" {'GFLOP/s':>8} {'MFU':>6} {'s/post':>8} "
-                                               f"{'fixed s':>8} {'full set':>9}")
-    print(head)
-    for model in args.models.split(","):
-        rows: dict[str, tuple[float, object, object, str]] = {}
-        per_post = 0.0
-        for path in ["before", *backends]:
-            backend = "torch" if path == "before" else path
-            if backend in ("int8", "onnx") and device.type != "cpu":
-                print(f"{model:<12} {path:<7} skipped: the {backend} experiment runs on a CPU only")
-                continue
-            if backend == "onnx" and (why := _onnx_missing()):
-                print(f"{model:<12} {path:<7} {why}")
-                continue
-            try:
-                enc = Encoder(EncoderSpec(model=model), device=args.device,
-                              batch_size=args.batch_size, cache=False)
-                if backend == "int8":  # a private copy of the model, quantised in place
-                    enc._model = _int8_copy(enc._get_model())
-                elif backend == "onnx":  # exported into a temporary folder, then loaded
-                    enc._model = _OnnxModel(enc._get_model())
-                enc.encode(texts[:8])  # warm-up: load the model, first kernels
-            except ModelUnavailableError as exc:
-                print(f"{model:<12} skipped: {exc}")
-                break
-            if path == "before":
-                transformer, tokenizer, max_length, _ = _parts(enc._get_model())
-                lengths = [len(ids) for ids in tokenizer(
-                    texts, truncation=True, max_length=max_length, verbose=False)["input_ids"]]
-                per_post = post_flops(encoder_flop_model(transformer), lengths) / len(texts)
-                tokens = sum(lengths) / len(lengths)
-                secs, posts = timed(lambda enc=enc: _before(enc, texts), args.device)
-            else:
-                secs, posts = timed(lambda enc=enc: enc.encode(texts), args.device)
-            rate = len(texts) / secs
-            if path == "torch":  # time = fixed + per_post x posts, from two sizes
-                t_half, _ = timed(lambda enc=enc: enc.encode(half), args.device)
-                cost = (secs - t_half) / (len(texts) - len(half))
-                fixed = max(0.0, secs - cost * len(texts))
-                fit = (f" {cost:>8.4f} {fixed:>8.2f} "
-                       f"{(fixed + cost * FULL_SET_POSTS) / 3600:>8.2f}h")
-            else:
-                fit = f" {'':>8} {'':>8} {FULL_SET_POSTS / rate / 3600:>8.2f}h"
-            rows[path] = (rate, enc.encode(questions), posts, fit)
-        if "torch" not in rows or "before" not in rows:
+    print(f"\n== {model} on {data}: {len(records)} records, {len(texts)} posts "
+          f"(mean {words:.0f} words); each path timed {args.repeats}x in turns, fastest kept")
+    encoders: dict[str, Any] = {}
+    for path in ["before", *backends]:
+        if path in ("int8", "onnx") and device.type != "cpu":
+            print(f"{model:<12} {path:<7} skipped: the {path} experiment runs on a CPU only")
             continue
-        _, ref_q, ref_p, _ = rows["torch"]
-        base = rows["before"][0]
-        # timed again after the rows: on a shared machine the best of the two is the fairer peak
-        peak = max(peak, measure_peak_flops(device, "float32"))
-        for path, (rate, q, posts, fit) in rows.items():
-            overlaps = [_overlap(records, q, posts, ref_q, ref_p, k) for k in ks]
-            achieved = rate * per_post
-            print(f"{model:<12} {path:<7} {rate:>8.1f} {rate / base:>8.2f}x "
-                  + " ".join(f"{o:>6.3f}" for o in overlaps)
-                  + f" {achieved / 1e9:>8.1f} {achieved / peak:>6.1%}" + fit)
+        if path == "onnx" and (why := _onnx_missing()):
+            print(f"{model:<12} {path:<7} {why}")
+            continue
+        try:
+            enc = _encoder(model, path, args)
+            warm, _ = timed(lambda enc=enc: enc.encode(texts[:8]), args.device)
+            if path == "compile":  # every new shape may compile again: one full pass first
+                warm += timed(lambda enc=enc: enc.encode(texts), args.device)[0]
+                print(f"{model:<12} {path:<7} compiled and warmed up in {warm:.1f} s "
+                      "(not in the rate)")
+        except ModelUnavailableError as exc:
+            print(f"{model:<12} skipped: {exc}")
+            return
+        except Exception as exc:  # an experiment that does not run here says why
+            if path in ("compile", "int8", "onnx"):
+                print(f"{model:<12} {path:<7} skipped: {type(exc).__name__}: "
+                      f"{' '.join(str(exc).split())[:120]}")
+                continue
+            raise
+        encoders[path] = enc
+    if "torch" not in encoders or "before" not in encoders:
+        return
+    transformer, tokenizer, max_length, _ = _parts(encoders["before"]._get_model())
+    lengths = [len(ids) for ids in tokenizer(
+        texts, truncation=True, max_length=max_length, verbose=False)["input_ids"]]
+    per_post = post_flops(encoder_flop_model(transformer), lengths) / len(texts)
+    tokens = sum(lengths) / len(lengths)
+    best: dict[str, float] = {}
+    best_half: dict[str, float] = {}
+    vectors: dict[str, Any] = {}
+    for _ in range(args.repeats):
+        for path, enc in encoders.items():
+            run = (lambda enc=enc: _before(enc, texts)) if path == "before" else (
+                lambda enc=enc: enc.encode(texts))
+            secs, vectors[path] = timed(run, args.device)
+            best[path] = min(best.get(path, float("inf")), secs)
+            if path in ("torch", "bf16"):  # time = fixed + per_post x posts, from two sizes
+                t_half, _ = timed(lambda enc=enc: enc.encode(half), args.device)
+                best_half[path] = min(best_half.get(path, float("inf")), t_half)
+    print(f"{'model':<12} {'path':<7} {'posts/s':>8} {'vs before':>9} {'vs fp32':>8} " + " ".join(
+        f"{'top' + str(k):>6}" for k in ks) + (f" {'GFLOP/s':>8} {'MFU':>6} {'s/post':>8} "
+                                               f"{'fixed s':>8} {'full set':>9}"))
+    ref_q, ref_p = encoders["torch"].encode(questions), vectors["torch"]
+    base, fp32 = len(texts) / best["before"], len(texts) / best["torch"]
+    # timed again after the rows: on a shared machine the best of the two is the fairer peak
+    for dtype in peaks:
+        peaks[dtype] = max(peaks[dtype], measure_peak_flops(device, dtype, exact=True))
+    for path, enc in encoders.items():
+        rate = len(texts) / best[path]
+        if path in best_half:
+            cost = max(1e-9, (best[path] - best_half[path]) / max(1, len(texts) - len(half)))
+            fixed = max(0.0, best[path] - cost * len(texts))
+            fit = (f" {cost:>8.4f} {fixed:>8.2f} "
+                   f"{(fixed + cost * FULL_SET_POSTS) / 3600:>8.2f}h")
+        else:
+            fit = f" {'':>8} {'':>8} {FULL_SET_POSTS / rate / 3600:>8.2f}h"
+        q = enc.encode(questions)
+        overlaps = [_overlap(records, q, vectors[path], ref_q, ref_p, k) for k in ks]
+        achieved = rate * per_post
+        print(f"{model:<12} {path:<7} {rate:>8.1f} {rate / base:>8.2f}x {rate / fp32:>7.2f}x "
+              + " ".join(f"{o:>6.3f}" for o in overlaps)
+              + f" {achieved / 1e9:>8.1f} {achieved / peaks[PRECISION[path]]:>6.1%}" + fit)
+    for dtype, peak in peaks.items():
         ceiling = peak / per_post
         verdict = "ABOVE the ceiling: out of reach" if 3 * base > ceiling else "below the ceiling"
-        print(f"{model:<12} ceiling: peak {peak / 1e9:.1f} GFLOP/s (best of the run), "
-              f"{per_post / 1e9:.3f} GFLOP/post (mean {tokens:.0f} tokens, "
-              f"truncated at {max_length}) -> {ceiling:.1f} posts/s at 100% of the peak; "
-              f"3x before = {3 * base:.1f} posts/s is {verdict} "
-              f"({3 * base / ceiling:.0%} of it)")
-    print("overlap: share of each record's top-k posts (vs the torch ranking) kept; "
-          "MFU: real-token FLOPs (no padding) / wall time / fp32 matmul peak; "
-          "full set: 2,830 records x ~125 posts")
+        print(f"{model:<12} {dtype} ceiling: peak {peak / 1e9:.1f} GFLOP/s (best of the run), "
+              f"{per_post / 1e9:.3f} GFLOP/post (mean {tokens:.0f} tokens, truncated at "
+              f"{max_length}) -> {ceiling:.1f} posts/s at 100% of the {dtype} peak; 3x before = "
+              f"{3 * base:.1f} posts/s is {verdict} ({3 * base / ceiling:.0%} of it)")
+
 
 if __name__ == "__main__":
     main()

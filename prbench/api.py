@@ -1,7 +1,7 @@
 """The plugin API: everything a prbench plugin may import, in one module.
 
-A plugin (a scorer, a judge, a profile builder, a task folder; see CONTRIBUTING's "Plugin API")
-imports prbench only from here::
+A plugin (a scorer, a judge, a profile builder, a task folder; see "Plugin API" in
+docs/plugin-api.md) imports prbench only from here::
 
     from prbench.api import ScoreRequest, fingerprint_of, hookimpl
 
@@ -23,6 +23,9 @@ Registering components (the hook module):
 Component contracts (typing protocols a component implements):
     ``Scorer`` (``score(requests)``), ``PairwiseJudge`` (``compare(pairs)``), ``ProfileBuilder``
     (``build(records)``), ``PairGenerator`` (``settings()`` and ``generate(records)``).
+Errors:
+    ``PrbenchUserError`` (the base of every bad-input error: the command line shows it as one
+    ``error:`` line, never a traceback; a plugin's own refusals derive from it).
 Options:
     ``OptionsError`` (a bad option, shown to the user as one ``error:`` line), ``parse_options``
     (a mapping of strings to an options dataclass), ``options_to_dict`` (the reverse, for
@@ -47,7 +50,9 @@ Caching, batching, devices, progress:
 Hugging Face sequence classifiers and chat inputs:
     ``HFClassifierOptions`` and ``HFClassifierScorer`` (the built-in ``hf-classifier`` scorer, to
     subclass), ``model_identity``, ``resolve_dtype``, ``ChatEncoder``, ``build_chat``,
-    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``.
+    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``,
+    ``ChatRenderOptions`` / ``ProfileRenderOptions`` (the shared chat-rendering options to
+    inherit) and ``profile_texts`` (each request's profile as an encoder shows it).
 Embeddings:
     ``Encoder``, ``EncoderSpec``, ``EmbeddingCache``, ``resolve_model``, ``text_hash``,
     ``ModelUnavailableError``, ``remote_code_error``.
@@ -87,14 +92,17 @@ from prbench.backends.chat_inputs import (
     DEFAULT_USER_FORMAT,
     ChatEncoder,
     build_chat,
+    profile_texts,
     template_sha256,
 )
+from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
 from prbench.backends.hf_classifier import (
     HFClassifierOptions,
     HFClassifierScorer,
     resolve_dtype,
 )
 from prbench.devices import resolve_device, torch_device
+from prbench.errors import PrbenchUserError
 from prbench.hashing import seeded_unit, stable_hash
 from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
 from prbench.judges.common import (
@@ -145,7 +153,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 
 __all__ = [
     "API_VERSION",
@@ -159,6 +167,7 @@ __all__ = [
     "BatchStats",
     "Chat",
     "ChatEncoder",
+    "ChatRenderOptions",
     "Completion",
     "ComponentRegister",
     "EmbeddingCache",
@@ -176,9 +185,11 @@ __all__ = [
     "PairRequest",
     "PairwiseJudge",
     "ParseFailure",
+    "PrbenchUserError",
     "Pref",
     "ProfileBuilder",
     "ProfileItem",
+    "ProfileRenderOptions",
     "ProfileView",
     "Record",
     "Reply",
@@ -209,6 +220,7 @@ __all__ = [
     "parse_options",
     "parse_pairwise",
     "parse_rating",
+    "profile_texts",
     "progress_bar",
     "ranked_view",
     "remote_code_error",

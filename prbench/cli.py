@@ -12,12 +12,18 @@ traceback.
 
 One command-line style, the same for every subcommand because every parser is a
 :class:`CommandParser` (subparsers inherit the class): each long flag is accepted with dashes or
-underscores (``--profile-k`` and ``--profile_k``) and ``--help`` shows the underscore spelling, as
+underscores (``--max-steps`` and ``--max_steps``) and ``--help`` shows the underscore spelling, as
 lm-eval does; ``--help`` shows every default (:class:`HelpFormatter`); a command's output folder or
 file is ``-o/--output_path``, and the older ``--output``/``--output_dir`` still work with a
-deprecation note. A scorer and its options are given as ``--model_args scorer=ID,K=V`` in every
-command (:func:`prbench.commands.add_scorer_argument`,
-:func:`prbench.commands.scorer_specs`).
+deprecation note. A component and its options are given as ``--<role>_args KEY=ID,K=V,...`` in
+every command, as lm-eval's ``--model_args``: a scorer as ``--model_args scorer=ID,K=V``
+(:func:`prbench.commands.add_scorer_argument`, :func:`prbench.commands.scorer_specs`), a judge,
+profile builder, pair generator or sampling policy as ``--judge_args judge=ID,...``,
+``--profile_args builder=ID,...``,
+``--generator_args generator=ID,...``, ``--policy_args K=V,...``
+(:data:`prbench.commands.ROLES`, :func:`prbench.commands.add_component_argument`,
+:func:`prbench.commands.component_args`); each older form still works and prints
+a note naming the new one.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import copy
 import functools
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -35,20 +42,49 @@ from prbench import __version__
 from prbench.commands import OLD_OUTPUT_FLAGS, spellings
 from prbench.errors import PrbenchUserError, one_line
 
+#: a reST role (``:mod:`x```, ``:class:`~a.B```), a reST literal (````x````), a markdown code span
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]*)`")
+_LITERAL = re.compile(r"``([^`]*)``")
+_CODE = re.compile(r"`([^`\n]*)`")
+
+
+def plain_text(text: str) -> str:
+    """Text for a terminal, without the markup docstrings and help strings are written in.
+
+    A reST role shows its target (``:mod:`prbench.progress``` -> ``prbench.progress``); a reST
+    literal or a code span shows its words in single quotes (```` ``prbench rank DATA -o OUT`` ````
+    -> ``'prbench rank DATA -o OUT'``).
+    """
+    text = _ROLE.sub(r"\1", text)
+    return _CODE.sub(r"'\1'", _LITERAL.sub(r"'\1'", text))
+
+
+def command_summary(doc: str | None, name: str) -> str:
+    """A command's line in ``prbench --help``: its docstring's first paragraph, in plain text.
+
+    The paragraph is taken whole (joined across its lines), so the line never stops mid-sentence.
+    """
+    first = (doc or "").strip().split("\n\n", 1)[0]
+    return plain_text(" ".join(first.split())).rstrip(".") or name
+
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Descriptions kept as written, every default shown, one spelling per flag.
+    """Descriptions kept as written, every default shown, one spelling per flag, no markup.
 
     A default is appended as ``(default: X)`` unless the help already states it, the default is
     empty (``None``, ``""``, ``[]``) or the flag is a switch. Only the underscore spelling of a
-    long flag is listed (the dash spelling works too, see :class:`CommandParser`).
+    long flag is listed (the dash spelling works too, see :class:`CommandParser`). Descriptions,
+    epilogs and help strings are shown by :func:`plain_text` (no reST roles or backticks).
     """
 
     _SWITCHES = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
                  argparse._VersionAction, argparse._CountAction, argparse._AppendConstAction)
 
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain_text(text))
+
     def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
+        text = plain_text(action.help or "")
         if "%(default)" in text or "(default" in text or "default:" in text:
             return text
         if isinstance(action, self._SWITCHES) or action.default in (None, "", [], ()):
@@ -186,8 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        doc = (module.__doc__ or "").strip().splitlines()
-        summary = doc[0].rstrip(".") if doc else name
+        summary = command_summary(module.__doc__, name)
         p = sub.add_parser(name, help=summary, description=(module.__doc__ or "").strip())
         p.add_argument(
             "--plugin",

@@ -103,3 +103,85 @@ __all__ = [
     "resolve_device",
     "torch_device",
 ]
+
+
+# -- precision of the profile encoders ---------------------------------------------------------
+
+#: The values of the encoders' ``embed_dtype`` option.
+EMBED_DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
+
+#: CPU flags (``/proc/cpuinfo``) that mean bf16 matrix products run natively: AVX-512 BF16 (AMD
+#: Zen 4 and later, Intel Cooper Lake) and AMX (Intel Sapphire Rapids and later).
+NATIVE_BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
+    """The CPU flags that mean native bf16, as this machine reports them (empty when none).
+
+    Args:
+        cpuinfo: the text of ``/proc/cpuinfo`` (read from the system when ``None``; a system
+            without that file, e.g. macOS, reports none).
+
+    Returns:
+        The flags of :data:`NATIVE_BF16_CPU_FLAGS` found, sorted.
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read(1 << 20)
+        except OSError:
+            return []
+    found: set[str] = set()
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() in ("flags", "Features"):
+            found.update(NATIVE_BF16_CPU_FLAGS.intersection(value.split()))
+    return sorted(found)
+
+
+def native_bf16(device: str) -> tuple[bool, str]:
+    """Whether ``device`` computes bf16 natively, and why (for manifests).
+
+    Args:
+        device: a resolved device string (``cpu``, ``cuda``, ``cuda:N``, ``mps``).
+
+    Returns:
+        ``(True, reason)`` where bf16 runs natively (a CPU with AVX-512 BF16 or AMX; a CUDA
+        device torch reports bf16 support for), else ``(False, reason)``.
+    """
+    kind = device.split(":", 1)[0]
+    if kind == "cpu":
+        flags = cpu_bf16_flags()
+        if flags:
+            return True, f"CPU flags {', '.join(flags)}"
+        return False, "the CPU has no native bf16 (no avx512_bf16 or amx_bf16 flag)"
+    if kind == "cuda":
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+            return True, f"{torch.cuda.get_device_name(device)} supports bf16"
+        return False, "this CUDA device has no bf16 support"
+    return False, f"bf16 autocast is not used on {kind}"
+
+
+def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
+    """The precision a profile encoder runs in: ``float32`` or ``bfloat16`` (autocast).
+
+    Args:
+        requested: ``auto`` (bf16 autocast where the device computes bf16 natively, else fp32),
+            ``float32`` or ``bfloat16`` (autocast even where it is emulated, and slow).
+        device: the resolved device the encoder runs on.
+
+    Returns:
+        ``(dtype, reason)``: the dtype used and why (recorded in manifests).
+
+    Raises:
+        ValueError: an unknown value (naming the option and the choices).
+    """
+    setting = (requested or "auto").strip().lower()
+    if setting not in EMBED_DTYPES:
+        raise ValueError(f"option 'embed_dtype' must be one of {EMBED_DTYPES}, got {requested!r}")
+    if setting != "auto":
+        return setting, "asked for"
+    native, why = native_bf16(device)
+    return ("bfloat16", f"auto: {why}") if native else ("float32", f"auto: {why}")

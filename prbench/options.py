@@ -141,10 +141,16 @@ def as_mapping(value: Any, where: str) -> dict[str, Any]:
 
 
 def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:
-    """The option fields of an options dataclass (empty for ``None``)."""
+    """The option fields of an options dataclass (empty for ``None``).
+
+    Keyword-only fields (those of a shared base such as
+    :class:`~prbench.backends.chat_options.ChatRenderOptions`) come after the others, as in the
+    dataclass's ``__init__``: a scorer's own options are listed first.
+    """
     if cls is None:
         return []
-    return [f for f in dataclasses.fields(cls) if f.init]
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    return sorted(fields, key=lambda f: f.kw_only is True)
 
 
 def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str) -> T | None:
@@ -220,14 +226,59 @@ def options_to_dict(options: object | None) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(options), default=str))  # type: ignore[call-overload]
 
 
+def _depth(text: str) -> int:
+    """Open ``{``/``[`` minus closed ones in ``text``, outside double-quoted JSON strings."""
+    depth, quoted, escaped = 0, False, False
+    for ch in text:
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            quoted = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+    return depth
+
+
+def _kv_items(text: str) -> list[str]:
+    """``text`` split at its commas, except those inside a JSON value (``k={"a": 1, "b": 2}``).
+
+    A value that starts with ``{`` or ``[`` runs to its closing bracket; one that never closes
+    is split at every comma, as any other value.
+    """
+    pieces = text.split(",")
+    items: list[str] = []
+    i = 0
+    while i < len(pieces):
+        item = pieces[i]
+        value = item.partition("=")[2].lstrip()
+        if value[:1] in ("{", "["):
+            j = i
+            while _depth(item.partition("=")[2]) > 0 and j + 1 < len(pieces):
+                j += 1
+                item += "," + pieces[j]
+            if _depth(item.partition("=")[2]) == 0:
+                items.append(item)
+                i = j + 1
+                continue
+            item = pieces[i]
+        items.append(item)
+        i += 1
+    return items
+
+
 def parse_kv_string(text: str) -> dict[str, str]:
     """Parse ``"a=1,b=x"`` (lm-eval's ``--model_args`` style) into a dict of strings.
+
+    The one parser of every ``--<role>_args K=V,...`` list. A value written as JSON keeps its
+    commas (``profile_builder_options={"k": 5, "model": "minilm"}``).
 
     Raises:
         OptionsError: an item without ``=``.
     """
     out: dict[str, str] = {}
-    for item in (p.strip() for p in text.split(",")):
+    for item in (p.strip() for p in _kv_items(text)):
         if not item:
             continue
         if "=" not in item:

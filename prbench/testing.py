@@ -27,7 +27,7 @@ folder's ``conftest.py`` -- offline, a fresh registry and a private cache for ev
     _isolated = isolated_tests(load_plugins="mine")  # only this plugin loads
 
 This module is public, like :mod:`prbench.api`, under the same compatibility promise (see
-CONTRIBUTING's "Plugin API"); plugin tests import prbench only from these two modules.
+"Plugin API" in docs/plugin-api.md); plugin tests import prbench only from these two modules.
 
 Nothing here imports torch or transformers at module import.
 """
@@ -87,7 +87,9 @@ class LoopbackOpenAI:
     Use it as a context manager; ``base_url`` is what a backend's ``base_url`` option takes, and
     ``calls`` counts the requests served. The reply's ``finish_reason`` is ``"stop"``, or the
     ``finish_reason`` of a :class:`prbench.backends.base.Completion` the script returns
-    (``Completion(text, "length")`` plays a reply cut at ``max_tokens``).
+    (``Completion(text, "length")`` plays a reply cut at ``max_tokens``). A ``Completion`` with
+    ``reasoning`` plays a server with a reasoning parser: the reasoning is sent as
+    ``reasoning_content``, and an empty text as ``content: null`` (thinking that never ended).
     """
 
     def __init__(self, script: Script) -> None:
@@ -104,11 +106,15 @@ class LoopbackOpenAI:
                 owner.calls += 1
                 content = owner.script(body["messages"])
                 finish = getattr(content, "finish_reason", "stop")  # a Completion says "length"
+                reasoning = getattr(content, "reasoning", "")
+                message: dict[str, Any] = {"role": "assistant", "content": str(content)}
+                if reasoning:
+                    message["reasoning_content"] = reasoning
+                    message["content"] = str(content) or None
                 reply = {
                     "id": f"loopback-{owner.calls}", "object": "chat.completion",
                     "model": body.get("model", ""),
-                    "choices": [{"index": 0, "finish_reason": finish, "message": {
-                        "role": "assistant", "content": str(content)}}],
+                    "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 }
                 data = json.dumps(reply).encode()
                 self.send_response(200)
@@ -256,6 +262,9 @@ def isolated_tests(load_plugins: str | None = None) -> Any:
         monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("prbench_cache")))
         if load_plugins is not None:
             monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", load_plugins)
+        # a progress switch left by an earlier in-process command (`--no_progress` sets
+        # TQDM_DISABLE) must not decide whether this test's bars are drawn
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
         reset_registry()
         yield
         reset_registry()

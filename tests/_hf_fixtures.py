@@ -73,6 +73,8 @@ def build_tokenizer(
     template_adds_bos: bool = False,
     vocab_size: int = 400,
     seed: int = 0,
+    pad_token: str = "<pad>",
+    template: str | None = None,
 ) -> Any:
     """Train a byte-level BPE tokenizer with a chat template and save it to ``path``.
 
@@ -82,6 +84,9 @@ def build_tokenizer(
         template_adds_bos: the chat template starts with ``{{ bos_token }}``.
         vocab_size: the BPE vocabulary size (including the 256 byte symbols and specials).
         seed: seed of the training corpus.
+        pad_token: the pad token (one of :data:`SPECIAL_TOKENS`; ``<|end|>`` makes every chat
+            end with its pad token, as SmolLM2-style templates do).
+        template: a chat template replacing the fixture's.
 
     Returns:
         The ``PreTrainedTokenizerFast`` (already saved).
@@ -117,11 +122,11 @@ def build_tokenizer(
         tokenizer_object=tok,
         bos_token="<s>",
         eos_token="</s>",
-        pad_token="<pad>",
+        pad_token=pad_token,
         unk_token="<unk>",
         additional_special_tokens=list(SPECIAL_TOKENS[4:]),
     )
-    fast.chat_template = chat_template(template_adds_bos=template_adds_bos)
+    fast.chat_template = template or chat_template(template_adds_bos=template_adds_bos)
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(path)
@@ -144,6 +149,8 @@ def build_tiny_model(
     vocab_size: int = 400,
     max_position_embeddings: int = 4096,
     seed: int = 0,
+    pad_token: str = "<pad>",
+    template: str | None = None,
 ) -> Path:
     """Build and save a tiny random model with its tokenizer in one folder.
 
@@ -162,6 +169,8 @@ def build_tiny_model(
         vocab_size: tokenizer vocabulary size (the model's embedding matches it).
         max_position_embeddings: longest supported input.
         seed: seed of the weights and of the tokenizer corpus.
+        pad_token: see :func:`build_tokenizer` (also the config's ``pad_token_id``).
+        template: see :func:`build_tokenizer`.
 
     Returns:
         ``path`` as a :class:`~pathlib.Path`.
@@ -181,6 +190,8 @@ def build_tiny_model(
         template_adds_bos=template_adds_bos,
         vocab_size=vocab_size,
         seed=seed,
+        pad_token=pad_token,
+        template=template,
     )
     config_cls = {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch]
     config = config_cls(

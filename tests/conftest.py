@@ -1,6 +1,20 @@
 """Shared test set-up: every test runs offline, with its own plugin registry and cache dirs."""
 
+import os
+import sys
+import types
+
 from prbench.testing import isolated_tests
+
+# ``from tests._x import ...`` must reach this folder. It is a namespace package, and a regular
+# package named ``tests`` anywhere on the path wins over it: some wheels ship one (verl and
+# OpenRLHF put their own test suites in site-packages as ``tests``; `make setup` removes them).
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+if _TESTS not in list(getattr(sys.modules.get("tests"), "__path__", [])):
+    _package = types.ModuleType("tests")
+    _package.__path__ = [_TESTS]
+    sys.modules["tests"] = _package
+
 
 #: offline; per test a fresh process-wide registry and a private prbench cache directory. Core
 #: tests see only prbench's built-in plugins (``PRBENCH_LOAD_PLUGINS`` empty), whatever

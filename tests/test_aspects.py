@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +83,29 @@ def test_every_value_falls_in_exactly_one_bin(max_bins: int) -> None:
     assert len(bins) <= max_bins
     for v in values:
         assert sum(b.holds(v) for b in bins) == 1
+
+
+def test_the_figure_has_a_readable_title_and_one_panel_per_condition(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from prbench.analysis import plots
+    from tests.test_sensitivity import _runs
+
+    figures: list[Any] = []
+    real = plots._save
+
+    def keep(fig: Any, path: Any) -> Path:
+        figures.append(fig)
+        return real(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    blocks = report_blocks(_runs(tmp_path), resamples=50, seed=0)
+    (draw,) = [b[1] for b in blocks if b[0] == "figure"]  # only length_diff: no records
+    draw(tmp_path / "by_length.png")
+    texts = plots.figure_texts(figures[0])
+    assert any(t.startswith("Accuracy by answer-length difference") for t in texts)
+    panels = [ax.get_title() for ax in figures[0].axes if ax.get_visible()]
+    assert panels == ["own profile", "another user's profile (swapped)", "no profile"]
+    tables = [b for b in blocks if b[0] == "table"]
+    assert [r[0] for r in tables[0][2]] == ["alpha / own profile",
+                                            "alpha / another user's profile (swapped)",
+                                            "alpha / no profile"]

@@ -517,3 +517,38 @@ def test_a_judge_run_stopped_by_a_refused_connection_resumes_from_the_replies_re
         out = runtime.compare(pairs)
     assert len(again.received) == 5  # only what the stopped run had not received
     assert len(out) == 4 and not any(math.isnan(p) for p in out)
+
+
+# -- reasoning parsers and the served context --------------------------------------------------
+
+
+def test_reasoning_content_is_kept_beside_the_reply() -> None:
+    from prbench.backends.base import Completion
+    from prbench.testing import LoopbackOpenAI
+
+    def script(messages):
+        if messages[-1]["content"] == "cut":  # thinking that never ended: content null
+            return Completion("", "length", "still weighing A against B")
+        return Completion("B is better.", "stop", "A is short; B answers it.")
+
+    with LoopbackOpenAI(script) as server:
+        backend = OpenAIBackend(BackendSpec(backend="openai", model="m", base_url=server.base_url,
+                                            cache_dir="", max_retries=0))
+        done, cut = backend.generate([chat("done"), chat("cut")], GREEDY)
+        assert server.calls == 2  # a null content beside reasoning is a reply, not retried
+    assert (str(done), done.reasoning, done.finish_reason) == (
+        "B is better.", "A is short; B answers it.", "stop")
+    assert (str(cut), cut.reasoning, cut.truncated) == ("", "still weighing A against B", True)
+
+
+def test_fit_budgets_without_a_card_keeps_the_asked_budget() -> None:
+    from prbench.testing import LoopbackOpenAI
+
+    with LoopbackOpenAI(lambda messages: "ok") as server:  # no /v1/models, no /tokenize
+        backend = OpenAIBackend(BackendSpec(backend="openai", model="m", base_url=server.base_url,
+                                            cache_dir=""))
+        budgets, info = backend.fit_budgets([chat("a"), chat("b")], 300)
+        assert backend.model_card() is None
+        with pytest.raises(ValueError, match="at least 1 token"):
+            backend.generate([chat("a")], GREEDY, budgets=[0])
+    assert budgets == [300, 300] and "no max_model_len" in info["source"]

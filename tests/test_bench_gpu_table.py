@@ -1,7 +1,8 @@
 """The GPU-table benchmark: its FLOP count, its simulated device, and one tiny run of the table.
 
-No timing is asserted: the run checks the table's shape (sections, rows, columns) and that every
-measured MFU is a finite fraction of the peak measured in the same run.
+No timing, and no figure computed from one, is bounded: the run checks the table's shape (sections,
+rows, columns) and invariants that hold under any load (every MFU positive and finite, and MFU x
+wall equal to the FLOP floor's time at the measured peak within a section).
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ def test_token_slot_limit_refuses_calls_past_the_limit_and_restores_the_forward(
     base(input_ids=ids)  # the real forward again
 
 
+@pytest.mark.slow  # the whole table on a tiny model: `make test-fast` leaves it out
 def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
     import logging
 
@@ -105,10 +107,20 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
     assert len(names["drift (float32)"]) == 4
     assert names["best-of-3"] == ["no sharing", "prefix sharing",
                                   "FLOP floor (at the measured peak)"]
+    # MFU is the floor's FLOPs over (wall x the peak timed in this run): positive and finite under
+    # any load, but not at most 1 (the peak is timed while other work may slow it down, issue 28)
+    peak = result["meta"]["peak_flops"]
+    assert math.isfinite(peak) and peak > 0
     for r in rows:
         if r["wall"] is not None:
-            assert math.isfinite(r["mfu"]) and 0 < r["mfu"] <= 1, r
+            assert math.isfinite(r["mfu"]) and r["mfu"] > 0, r
             assert r["rate"] == pytest.approx(r["items"] / r["wall"])
+    for s in ("question-only", "top-10 profile"):  # one floor per section: MFU x wall is fixed
+        released, ours, floor = (r for r in rows if r["section"] == s)
+        assert floor["mfu"] == 1.0 and floor["wall"] == pytest.approx(
+            floor["figures"]["flops"] / peak)
+        for r in (released, ours):
+            assert r["mfu"] * r["wall"] == pytest.approx(floor["wall"]), r
     drift = [r for r in rows if r["section"].startswith("drift")][1:]
     assert all(r["figures"]["flips"] == 0 and r["figures"]["max_diff"] < 1e-4 for r in drift)
     oom = [r for r in rows if r["section"] == "oom back-off"][1]["figures"]

@@ -294,17 +294,18 @@ def test_cli_build_and_resume(source, tmp_path, capsys):
     plugin = tmp_path / "scripted_plugin.py"
     plugin.write_text(PLUGIN, "utf-8")
     out = tmp_path / "cli.jsonl"
-    args = ["build", str(source), "-o", str(out), "--plugin", str(plugin),
-            "--generator", "scripted-contrast", "-O", "profile_builder=all", "--no-progress"]
+    base = ["build", str(source), "-o", str(out), "--plugin", str(plugin), "--no-progress"]
+    generator = "generator=scripted-contrast,profile_builder=all"
+    args = [*base, "--generator_args", generator]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "6 source records: 2 kept, 4 dropped" in printed
     assert main(["validate", str(out)]) == 0
     assert main(args) == 0
     assert "(6 done before this run, 0 generated now)" in capsys.readouterr().out
-    assert main([*args, "-O", "min_length_ratio=0.1"]) == 1
+    assert main([*base, "--generator_args", f"{generator},min_length_ratio=0.1"]) == 1
     assert "other settings" in capsys.readouterr().err
-    assert main([*args, "-O", "min_lenght_ratio=0.1"]) == 1
+    assert main([*base, "--generator_args", f"{generator},min_lenght_ratio=0.1"]) == 1
     assert "did you mean 'min_length_ratio'" in capsys.readouterr().err
     assert main(["build", str(source), "-o", str(out), "--list-options"]) == 0
     assert "leak_check" in capsys.readouterr().out
@@ -368,9 +369,9 @@ def test_smollm2_builds_a_pair_end_to_end(tmp_path):
     code = main([
         "build", str(path), "-o", str(out), "--model", str(gguf.parent),
         "--gguf-file", gguf.name, "--device", "cpu", "--seed", "0", "--no-progress",
-        "-O", "profile_builder=all", "-O", "max_new_tokens=48",
         # a 135M model is weak: loosen the quality filters so the structure is what is tested
-        "-O", "min_length_ratio=0", "-O", "leak_check=none", "-O", "drop_unfinished=false",
+        "--generator_args", "generator=rubric-contrast,profile_builder=all,max_new_tokens=48,"
+        "min_length_ratio=0,leak_check=none,drop_unfinished=false",
     ])
     assert code == 0
     report = json.loads((side_dir(out) / "report.json").read_text())

@@ -14,6 +14,9 @@ import pytest
 
 from tests._harness_fixtures import PYTHON, REPO, subprocess_env
 
+#: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 STARTUP = REPO / "prbench" / "harness" / "_startup.py"
 SAMPLE = "personalized_rewardbench_sample_noprofile"
 
@@ -53,7 +56,8 @@ def _one_error(argv: list[str], tmp_path: Path, *, lm_eval: bool = False) -> str
 
 def test_rl_judge_without_a_model(tmp_path: Path) -> None:
     line = _one_error(["rl", "--policy", str(tmp_path / "policy"), "--model_args",
-                       "scorer=length", "-o", str(tmp_path / "rl"), "--judge", "rubric-judge"],
+                       "scorer=length", "-o", str(tmp_path / "rl"), "--judge_args",
+                       "judge=rubric-judge"],
                       tmp_path)
     pytest.importorskip("trl")
     assert line == (

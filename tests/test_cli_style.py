@@ -8,12 +8,13 @@ one shown and the dash spelling parses too, and a command that writes files take
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 import pytest
 
 from prbench.cli import COMMANDS, CommandParser, build_parser, main
-from prbench.commands import scorer_specs
+from prbench.commands import ROLES, scorer_specs
 from prbench.options import OptionsError
 
 SWITCHES = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
@@ -121,7 +122,7 @@ def _required_args(parser: argparse.ArgumentParser, skip: argparse.Action) -> li
 
 
 @pytest.mark.parametrize(
-    "name", ["bon", "build", "correlate", "prefs convert", "rank", "report", "rl"]
+    "name", ["bon", "build", "correlate", "prefs convert", "rank", "report", "rl", "sweep"]
 )
 def test_output_path_everywhere_and_old_flags_noted(
     name: str, capsys: pytest.CaptureFixture[str]
@@ -130,8 +131,7 @@ def test_output_path_everywhere_and_old_flags_noted(
     parser.format_help()
     action = parser._option_string_actions["--output_path"]
     assert action.option_strings[:2] == ["-o", "--output_path"]
-    assert "-o OUTPUT_PATH, --output_path OUTPUT_PATH" in parser.format_help() or \
-        "-o OUT, --output_path OUT" in parser.format_help()
+    assert "-o OUTPUT_PATH, --output_path OUTPUT_PATH" in parser.format_help()
     for old in ("--output", "--output_dir", "--output-dir"):
         args, _ = parser.parse_known_args([*_required_args(parser, skip=action), old, "there"])
         assert args.output_path == "there"
@@ -204,3 +204,243 @@ def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFi
     assert capsys.readouterr().err == ""
     assert lm_eval_spellings(["--output_dir", "x"]) == ["--output_path", "x"]
     assert "--output_dir is deprecated; use -o/--output_path" in capsys.readouterr().err
+
+
+def _all_help() -> dict[str, str]:
+    """Every help text a user can print: ``prbench --help`` and each (sub)command's."""
+    return {"": build_parser().format_help(),
+            **{name: parser.format_help() for name, parser in SUBPARSERS.items()}}
+
+
+@pytest.mark.parametrize("name", ["", *sorted(SUBPARSERS)])
+def test_help_shows_no_docs_markup(name: str) -> None:
+    """Docstrings and help strings are written with reST and backticks; --help shows plain text."""
+    text = _all_help()[name]
+    assert "`" not in text, f"prbench {name} --help: " + next(
+        line for line in text.splitlines() if "`" in line)
+    assert not re.search(r":[a-z]+:'", text)
+
+
+def test_plain_text_drops_roles_and_quotes_code() -> None:
+    from prbench.cli import plain_text
+
+    assert plain_text("see :mod:`prbench.progress` and :class:`~prbench.cli.CommandParser`") == (
+        "see prbench.progress and prbench.cli.CommandParser")
+    assert plain_text("``prbench rank DATA -o OUT`` or `prbench scorers --options`") == (
+        "'prbench rank DATA -o OUT' or 'prbench scorers --options'")
+
+
+def test_each_command_line_of_top_level_help_is_its_whole_first_paragraph() -> None:
+    import importlib
+
+    from prbench.cli import plain_text
+
+    shown = " ".join(build_parser().format_help().split())
+    for name, module in COMMANDS.items():
+        doc = importlib.import_module(module).__doc__ or ""
+        first = " ".join(doc.strip().split("\n\n")[0].split())
+        assert f"{name} {plain_text(first).rstrip('.')}" in shown, name
+    assert "'prbench prefs convert' turns PRISM or personalised Chatbot Arena data into records" \
+        in shown  # the line that used to stop mid-sentence
+
+
+def test_eval_help_lists_tasks_and_model_args_and_hands_them_to_lm_eval() -> None:
+    from prbench.commands.eval import lm_eval_argv
+    from prbench.harness.lm import DEFAULT_SCORER
+
+    parser = SUBPARSERS["eval"]
+    options = parser.format_help().split("options:")[1]
+    assert "--tasks TASK,..." in options and "--model_args scorer=ID,K=V,..." in options
+    assert f"(default: scorer={DEFAULT_SCORER}," in " ".join(options.split())
+    args, extra = parser.parse_known_args(
+        ["--limit", "2", "--model-args", "scorer=length", "--tasks", "t", "--log-samples"])
+    args.extra_args = extra
+    assert lm_eval_argv(args) == ["--tasks", "t", "--model_args", "scorer=length", "--limit", "2",
+                                  "--log_samples"]
+    args, extra = parser.parse_known_args(["--limit", "2"])
+    args.extra_args = extra
+    assert lm_eval_argv(args) == ["--limit", "2"]  # nothing given: nothing added
+
+
+def test_build_shows_the_defaults_its_shortcut_flags_leave_to_the_generator() -> None:
+    """--backend, --device, --seed, ... default to None (the generator's option then applies):
+    the help names the value that applies for the default generator, and it is the real one."""
+    import dataclasses
+
+    from prbench.commands.build import SHORTCUTS
+    from prbench.pairs.generator import RubricContrastOptions
+
+    parser = SUBPARSERS["build"]
+    assert parser.get_default("prbench_default_generator") == "rubric-contrast"
+    defaults = {f.name: f.default for f in dataclasses.fields(RubricContrastOptions)}
+    for dest, option in SHORTCUTS.items():
+        action = parser._option_string_actions[f"--{dest}"]
+        entry = _entry(parser, action)
+        assert "default" in entry or "required" in entry, entry
+        if defaults[option] not in ("", None):
+            assert f"(default: the generator's, {defaults[option]})" in entry, entry
+    limit = _entry(parser, parser._option_string_actions["--limit"])
+    assert "(default: all of them)" in limit
+
+
+# -- one form for every component option: --<role>_args KEY=ID,K=V,... -------------------------
+
+#: flags named after a component role or its id key: the old forms, never shown in --help
+_COMPONENT_WORDS = {*ROLES, *(key for key in ROLES.values() if key)} - {"model"}
+#: rl's --policy is the model it trains (a folder or hub id), not a component with options
+_NOT_COMPONENTS = {("rl", "--policy")}
+
+
+@pytest.mark.parametrize("name", sorted(SUBPARSERS))
+def test_every_component_option_is_in_the_role_args_form(name: str) -> None:
+    parser = SUBPARSERS[name]
+    for action in _flags(parser):
+        shown = next(o for o in action.option_strings if o.startswith("--"))
+        metavar = str(action.metavar or "")
+        takes_options = not isinstance(action, SWITCHES) and (
+            "=" in metavar or metavar.upper() == "JSON" or shown.endswith(("_args", "_options")))
+        if takes_options:
+            role = shown[2:].removesuffix("_args")
+            assert shown.endswith("_args") and role in ROLES, (
+                f"prbench {name} {shown} {metavar}: component options are given as "
+                f"--<role>_args with a role of {sorted(ROLES)}")
+            key = ROLES[role]
+            assert metavar == (f"{key}=ID,K=V,..." if key else "K=V,..."), (name, shown, metavar)
+        body = shown[2:]
+        word, _, rest = body.partition("_")
+        if (name, shown) not in _NOT_COMPONENTS:
+            assert body not in _COMPONENT_WORDS and not (
+                word in _COMPONENT_WORDS and rest in ("k", "options", "option", "args")
+                and _not_role_args(body)), (
+                f"prbench {name} {shown}: a component is given as --<role>_args KEY=ID,...")
+
+
+def _not_role_args(body: str) -> bool:
+    """True for a flag body that is not itself a ``<role>_args`` of :data:`ROLES`."""
+    return body.removesuffix("_args") not in ROLES or not body.endswith("_args")
+
+
+def test_every_output_path_shows_one_metavar() -> None:
+    for parser in SUBPARSERS.values():
+        parser.add_spellings()
+    with_output = [n for n, p in SUBPARSERS.items() if "--output_path" in p._option_string_actions]
+    assert set(with_output) == {"bon", "build", "correlate", "prefs convert", "rank", "report",
+                                "rl", "sweep"}
+    for name in with_output:
+        assert "-o OUTPUT_PATH, --output_path OUTPUT_PATH" in SUBPARSERS[name].format_help(), name
+
+
+def _components(command: str, argv: list[str], role: str) -> tuple[tuple[str, dict], str]:
+    """(id, options) of ``role`` for ``prbench COMMAND ARGV``, and what it printed."""
+    import contextlib
+    import io
+
+    from prbench.commands import component_args
+
+    parser = SUBPARSERS[command]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        args, extra = parser.parse_known_args([*_required_args(parser, skip=None), *argv])
+        assert extra == [], extra
+        found = component_args(args, role)
+    return found, err.getvalue()
+
+
+#: (command, role, the old form, the new form it is the same as)
+OLD_FORMS = [
+    ("rl", "judge", "--judge rubric-judge:backend=hf,model=P",
+     "--judge_args judge=rubric-judge,backend=hf,model=P"),
+    ("rl", "judge", "--judge none", "--judge_args judge=none"),
+    ("rl", "profile", "--profile dense --profile_args k=2,model=minilm",
+     "--profile_args builder=dense,k=2,model=minilm"),
+    ("bon", "judge", "--judge backend=openai,model=M,base_url=http://h:8/v1",
+     "--judge_args judge=rubric-judge,backend=openai,model=M,base_url=http://h:8/v1"),
+    ("bon", "profile", "--profile none", "--profile_args builder=none"),
+    ("bon", "profile", "--profile_k 3", "--profile_args builder=dense,k=3"),
+    ("bon", "profile", '--profile bm25 --profile-k 2 --profile_options {"tokenizer":"word"}',
+     "--profile_args builder=bm25,k=2,tokenizer=word"),
+    ("bon", "policy", "--policy backend=hf,model=P,seed=1",
+     "--policy_args backend=hf,model=P,seed=1"),
+    ("rank", "profile", "--builder_args model=contriever",
+     "--profile_args builder=dense,model=contriever"),
+    ("rank", "profile", "--builder dense --builder-args model=minilm,batch_size=8",
+     "--profile_args builder=dense,model=minilm,batch_size=8"),
+    ("build", "generator", "--generator scripted -O leak_check=both --option max_new_tokens=9",
+     "--generator_args generator=scripted,leak_check=both,max_new_tokens=9"),
+    ("build", "generator", '-O profile_builder_options={"k": 5, "model": "minilm"}',
+     '--generator_args generator=rubric-contrast,profile_builder_options={"k": 5, "model": '
+     '"minilm"}'),
+]
+
+
+@pytest.mark.parametrize(("command", "role", "old", "new"), OLD_FORMS)
+def test_old_component_forms_work_with_a_note_naming_the_same_new_form(
+    command: str, role: str, old: str, new: str
+) -> None:
+
+    old_found, note = _components(command, _split(old), role)
+    assert note.strip() == f"prbench: note: {old!r} is the old form; write {new!r}"
+    new_found, quiet = _components(command, _split(new), role)
+    assert quiet == ""
+    assert {k: str(v) for k, v in old_found[1].items()} == new_found[1]
+    assert old_found[0] == new_found[0]
+    old_flag = _split(old)[0]
+    help_text = SUBPARSERS[command].format_help()
+    assert f"{old_flag} " not in help_text.replace("[", " ")  # the old flags are not shown
+    assert f"--{role}_args " in help_text
+
+
+def _split(text: str) -> list[str]:
+    """``text`` split at spaces outside JSON braces (the way a shell would with quotes)."""
+    words: list[str] = []
+    for word in text.split(" "):
+        if words and words[-1].count("{") > words[-1].count("}"):
+            words[-1] += " " + word
+        else:
+            words.append(word)
+    return words
+
+
+def test_the_default_component_needs_no_flag_and_a_list_must_name_one() -> None:
+    assert _components("bon", [], "profile") == (("dense", {}), "")
+    assert _components("bon", [], "judge") == (("rubric-judge", {}), "")
+    assert _components("bon", [], "policy") == (("", {}), "")
+    assert _components("rl", [], "judge") == (("oracle-rubric", {}), "")
+    assert _components("rl", [], "profile") == (("none", {}), "")
+    assert _components("build", [], "generator") == (("rubric-contrast", {}), "")
+    with pytest.raises(OptionsError, match="--profile_args 'k=2' names no builder: write "
+                       "--profile_args builder=ID,k=2"):
+        _components("bon", ["--profile_args", "k=2"], "profile")
+    with pytest.raises(OptionsError, match="name two components"):
+        _components("rl", ["--judge_args", "judge=a", "--judge", "b"], "judge")
+    with pytest.raises(OptionsError, match="option 'k' is given both in --profile_args and as "
+                       "--profile_k"):
+        _components("bon", ["--profile_args", "builder=dense,k=2", "--profile_k", "3"], "profile")
+    with pytest.raises(OptionsError, match="-O expects KEY=VALUE, got 'leak_check'"):
+        _components("build", ["-O", "leak_check"], "generator")
+
+
+def test_one_parser_reads_every_options_list_and_keeps_json_values_whole() -> None:
+    from prbench.commands import kv_text
+    from prbench.options import parse_kv_string
+
+    text = 'builder=dense,model_kwargs={"a": [1, 2], "b": "x,}y"},stop=[",", "."],k=5'
+    parsed = parse_kv_string(text)
+    assert parsed == {"builder": "dense", "model_kwargs": '{"a": [1, 2], "b": "x,}y"}',
+                      "stop": '[",", "."]', "k": "5"}
+    assert kv_text({k: v for k, v in parsed.items() if k != "builder"},
+                   builder="dense") == text
+    # a value that only starts like JSON and never closes is split as any other
+    assert parse_kv_string("template=[INST,k=2") == {"template": "[INST", "k": "2"}
+    with pytest.raises(OptionsError, match="expected key=value, got 'x'"):
+        parse_kv_string("a=1,x")
+
+
+def test_among_old_flags_the_last_wins_and_a_clash_names_the_flags() -> None:
+    found, note = _components("bon", ["--profile_k", "3", "--profile_options", '{"k": 4}'],
+                              "profile")
+    assert found == ("dense", {"k": 4}) and "write '--profile_args builder=dense,k=4'" in note
+    assert _components("build", ["--generator", "a", "--generator", "b"], "generator")[0] == (
+        "b", {})
+    with pytest.raises(OptionsError, match="--judge 'b' and --judge_args judge=a name two"):
+        _components("rl", ["--judge_args", "judge=a", "--judge", "b"], "judge")

@@ -1,6 +1,7 @@
 """CONTRIBUTING's plugin, copied as a reader would, builds into a wheel that prbench finds and runs.
 
-The files are the fenced blocks of CONTRIBUTING.md whose first line is a ``# <path>`` comment
+The files are the fenced blocks of CONTRIBUTING.md and then docs/plugin-api.md (which continues the
+plugin with its task folder) whose first line is a ``# <path>`` comment
 (``# pyproject.toml``, ``# prbench_plugin_mymodel/plugin.py``, ...; a ``# <path>, continued`` block
 is appended to the file). They are built with pip, offline, without build isolation (hatchling
 comes from the dev extra), and installed with ``--target`` into a temporary folder: nothing is
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: where the plugin's task folder (a ``# <path>, continued`` block) is shown
+PLUGIN_API = "docs/plugin-api.md"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 HEADER = re.compile(r"# ((?:pyproject\.toml|prbench_plugin_mymodel/[\w/.]+))(, continued.*)?$")
 
@@ -60,7 +63,8 @@ def _env(site: Path, tmp_path: Path) -> dict[str, str]:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The snippet plugin, built into a wheel and installed into a folder of its own."""
     tmp = tmp_path_factory.mktemp("snippet")
-    files = snippet_files((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8"))
+    files = snippet_files("\n".join(
+        (ROOT / name).read_text(encoding="utf-8") for name in ("CONTRIBUTING.md", PLUGIN_API)))
     assert set(files) == {
         "pyproject.toml", "prbench_plugin_mymodel/plugin.py", "prbench_plugin_mymodel/scorer.py",
         "prbench_plugin_mymodel/tasks/mymodel_sample.yaml",

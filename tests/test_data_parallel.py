@@ -215,7 +215,7 @@ def test_lm_eval_two_processes_write_the_one_process_files(tmp_path: Path, tiny_
     # hf-classifier reads the profiles (bm25, built per shard); 5 pairs per task leave the ranks
     # uneven (3 and 2), so lm-eval pads rank 1; both ranks write one fresh score cache. Prefix
     # sharing is off: which requests share a prompt depends on the shard, and the shared and the
-    # plain forward agree only to ~1e-6, not bit for bit (see README, "Several GPUs")
+    # plain forward agree only to ~1e-6, not bit for bit (see docs/scale.md, "Several GPUs")
     args = [
         "lm_eval", "--model", "prbench", "--model_args",
         f"scorer=hf-classifier,pretrained={tiny_rm},batch_size=4,prefix_sharing=off",

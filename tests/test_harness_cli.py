@@ -19,6 +19,9 @@ from tests._harness_fixtures import (
 )
 from tests._records_fixtures import record, write_jsonl
 
+#: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 GROUP = "personalized_rewardbench_sample_noprofile"
 DOMAIN_TASKS = [
     f"personalized_rewardbench_sample_{d}_noprofile"

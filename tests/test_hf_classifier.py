@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import subprocess
 import sys
 
 import pytest
 
-from prbench.backends.chat_inputs import InputTooLongError
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
 from tests._hf_fixtures import build_tiny_model, sample_text
@@ -107,7 +107,7 @@ def test_batch_one_matches_the_models_own_forward(models):
             for ids in scorer.encode(requests)
         ]
     assert max_diff(ours, theirs) <= TOL
-    assert scorer.describe()["resolved"]["pooling"] == "last real token (prbench)"
+    assert scorer.describe()["resolved"]["pooling"].startswith("last token that is not the pad")
 
 
 @pytest.mark.parametrize("name", ["llama-tokbos", "qwen2-tplbos"])
@@ -273,7 +273,7 @@ def test_released_format_reproduces_the_released_script(models, name):
           f"max|d|={delta:.2e}, accuracy {accuracy(reference):.4f} / {accuracy(released):.4f}")
     assert delta <= TOL
     assert accuracy(released) == accuracy(reference)
-    assert scorer.describe()["resolved"]["pooling"] == "the model's own forward"
+    assert scorer.describe()["resolved"]["pooling"] == "the model's own forward, right padding"
     assert scorer.describe()["resolved"]["prefix_sharing"] == "off (input_format=released)"
     default = build(models[name]).score(requests)
     print(f"{name}: input_format=prbench max|d|={max_diff(default, reference):.2e}, "
@@ -299,8 +299,10 @@ def test_released_pooling_skips_a_trailing_pad_token(models):
     assert all(seq[-1] == released.tokenizer.pad_token_id for seq in ids)
     plain = build(path, input_format="released")  # the same text without the final <pad> ...
     assert max_diff(plain.score(requests), reference) <= TOL  # ... is read at the same token
-    ours = build(path, chat_template=ends_in_pad).score(requests)  # prbench reads the last token
-    assert max_diff(ours, reference) > 1e-3
+    ours = build(path, chat_template=ends_in_pad).score(requests)  # pooling=model: same token
+    assert max_diff(ours, reference) <= TOL
+    at_pad = build(path, chat_template=ends_in_pad, pooling="last_token").score(requests)
+    assert max_diff(at_pad, reference) > 1e-3  # the pad position is another token
 
 
 def test_released_truncation_keeps_the_first_tokens(models):
@@ -387,8 +389,9 @@ def test_truncation_then_cuts_the_question_and_never_the_answer(models):
     assert scorer.stats["truncated_question"] == 1
     assert _assistant_tail(scorer, ids) == _assistant_tail(scorer, full)
     tiny = build(models["qwen2-nobos"], max_length=10)
-    with pytest.raises(InputTooLongError, match="long-q"):
-        tiny.encode([req])
+    assert tiny.encode([req]) == [[]]  # the answer alone does not fit: an invalid input
+    assert math.isnan(tiny.score([req])[0])
+    assert "record 'long-q'" in tiny.failures()[0]["detail"]
 
 
 # -- options, loading, provenance -----------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_both_orders_are_judged_and_averaged():
     assert shown[0] == ("use the STOVE", "bake it") and shown[1] == ("bake it", "use the STOVE")
     stats = j.stats()
     assert stats["n_pairs"] == 2 and stats["n_replies"] == 4 and stats["n_parse_failures"] == 0
-    assert stats["position_bias"] == 0.5
+    assert stats["first_shown_win_rate"] == 0.5
     assert stats["order_agreement"] == 1.0
     assert stats["n_pairs_unjudged"] == 0
 
@@ -72,7 +72,7 @@ def test_a_judge_that_always_says_a_is_pure_position_bias():
     out = j.compare([pair(f"r{i}", f"first {i}", f"second {i}") for i in range(3)])
     assert out == [0.5, 0.5, 0.5]
     stats = j.stats()
-    assert stats["position_bias"] == 1.0
+    assert stats["first_shown_win_rate"] == 1.0
     assert stats["order_agreement"] == 0.0
 
 
@@ -100,14 +100,14 @@ def test_a_pair_whose_every_order_failed_is_nan_never_a():
     stats = j.stats()
     assert stats["n_pairs_unjudged"] == 2
     assert stats["n_parse_failures"] == 4 and stats["parse_failure_reasons"] == {"both": 4}
-    assert stats["n_verdicts"] == 0 and stats["position_bias"] is None
+    assert stats["n_verdicts"] == 0 and stats["first_shown_win_rate"] is None
 
 
 def test_conflicting_orders_give_one_half():
     # position-consistent judge (always the answer shown second) -> orders disagree
     j, _ = judge(lambda chat: "Verdict: B")
     assert j.compare([pair("r1", "a", "b")]) == [0.5]
-    assert j.stats()["position_bias"] == 0.0
+    assert j.stats()["first_shown_win_rate"] == 0.0
 
 
 def test_single_order_is_seeded_and_batch_independent():
@@ -542,7 +542,7 @@ def _patterned(chat):
     return "I cannot tell." if verdict == "?" else f"Verdict: {verdict}"
 
 
-def test_both_order_metrics_on_a_hand_computed_example():
+def test_judge_metrics_on_a_hand_computed_example():
     from prbench.judges.order_metrics import aggregate, pair_metrics
 
     j, _ = judge(_patterned)
@@ -555,20 +555,25 @@ def test_both_order_metrics_on_a_hand_computed_example():
     # a sixth pair judged in one order only (orders=one): chosen shown first, and it won
     outcomes.append({"orders": [["first", "first"]]})
     # a pair the judge could not ask at all (e.g. its persona failed): it earns nothing
-    assert pair_metrics({"orders": []})["acc_split_half"] == 0.0
-    assert pair_metrics({"orders": []})["position_bias"] == [0, 0]
+    assert pair_metrics({"orders": []})["acc"] == 0.0
+    assert pair_metrics({"orders": []})["acc_single_order"] == 0.0
     assert pair_metrics(outcomes[5])["acc_chosen_second"] != pair_metrics(outcomes[5])[
         "acc_chosen_second"]  # nan: not judged with the chosen answer second
+    # p5 has one right order and one unreadable order: never a strict win
+    assert pair_metrics(outcomes[4])["acc"] == 0.0
     got = aggregate(outcomes)
-    # strict acc (ties wrong): p2, p5, p6 -> 3/6; split half: .5+1+0+.5+1+1 = 4/6
-    assert got["acc_split_half"] == pytest.approx(4 / 6)
+    # strict: p2 and p6 only -> 2/6 (p5's unreadable order is not a win)
+    assert got["acc"] == pytest.approx(2 / 6)
+    # single order: p1 .5, p2 1, p3 0, p4 .5, p5 .5 (unreadable = 0), p6 1 -> 3.5/6
+    assert got["acc_single_order"] == pytest.approx(3.5 / 6)
     # chosen shown first: p1 1, p2 1, p3 0, p4 0, p5 1, p6 1 -> 4/6
     assert got["acc_chosen_first"] == pytest.approx(4 / 6)
     # chosen shown second: p1 0, p2 1, p3 0, p4 1, p5 0 (unreadable counts wrong) -> 2/5
     assert got["acc_chosen_second"] == pytest.approx(2 / 5)
+    assert got["position_bias"] == pytest.approx(abs(4 / 6 - 2 / 5))
     # verdicts won by the answer shown first: 2+1+1+0+1+1 = 6 of 2+2+2+2+1+1 = 10 verdicts
-    assert got["position_bias"] == pytest.approx(0.6)
-    assert got["n_order_flips"] == 2
+    assert got["first_shown_win_rate"] == pytest.approx(0.6)
+    assert got["n_unreadable"] == 1 and got["n_order_flips"] == 2
 
 
 def _task_utils():
@@ -591,7 +596,8 @@ def test_the_task_metrics_of_the_hand_computed_example(monkeypatch):
     monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})
     j, _ = judge(_patterned)
     docs = [{"id": rid, "question": "What should I cook?", "profile_text": "Post 1: no oven.",
-             "chosen": f"{rid} chosen answer", "rejected": f"{rid} rejected answer"}
+             "chosen": f"{rid} chosen answer", "rejected": f"{rid} rejected answer",
+             "domain": "Cooking"}
             for rid in PATTERNS]
     pairs = [pair(d["id"], d["chosen"], d["rejected"]) for d in docs]
     probs = j.compare(pairs)
@@ -603,13 +609,19 @@ def test_the_task_metrics_of_the_hand_computed_example(monkeypatch):
     def column(name):
         return [r[name] for r in rows]
 
-    assert sum(column("acc")) / 5 == pytest.approx(2 / 5)  # p2, p5; the split pairs are ties
+    # p2 only: p5 (probability 1.0 from its one readable order) is no longer a win
+    assert column("acc") == [0.0, 1.0, 0.0, 0.0, 0.0] == column("acc_macro")
     assert sum(column("tie")) == 2
-    assert sum(column("acc_split_half")) / 5 == pytest.approx(3 / 5)  # .5 + 1 + 0 + .5 + 1
+    assert sum(column("acc_single_order")) / 5 == pytest.approx(2.5 / 5)  # .5+1+0+.5+.5
     assert utils.finite_mean(column("acc_chosen_first")) == pytest.approx(3 / 5)
     assert utils.finite_mean(column("acc_chosen_second")) == pytest.approx(2 / 5)
-    assert utils.ratio_of_sums(column("position_bias")) == pytest.approx(5 / 9)
+    assert utils.position_bias(column("position_bias")) == pytest.approx(1 / 5)
+    assert utils.ratio_of_sums(column("first_shown_win_rate")) == pytest.approx(5 / 9)
+    assert utils.total(column("n_unreadable")) == 1
     assert utils.total(column("n_order_flips")) == 2
+    (counts,) = utils.judge_counts(column("judge_counts")).values()
+    assert counts["n_pairs"] == 5 and counts["n_strict"] == 1 and counts["n_orders"] == 10
+    assert "released_acc" not in rows[0]
 
 
 def test_order_outcomes_must_be_well_formed():
@@ -732,14 +744,16 @@ def test_both_order_metrics_reach_lm_eval_results_summary_and_manifest(tmp_path,
         results, manifest, printed = _eval_sample(tmp_path, capsys, args, "out")
     art = "personalized_rewardbench_sample_art_and_entertainment_noprofile"
     got = results["results"][art]
-    # "A" always: every pair split -> strict acc 0 (ties), a split pair earns 0.5
+    # "A" always: every pair split -> strict acc 0 (ties), half the single orders right
     assert got["acc,none"] == 0.0 and got["tie,none"] == 1.0
-    assert got["acc_split_half,none"] == 0.5
+    assert got["acc_single_order,none"] == 0.5
     assert got["acc_chosen_first,none"] == 1.0 and got["acc_chosen_second,none"] == 0.0
-    assert got["position_bias,none"] == 1.0 and got["n_order_flips,none"] == 2
-    assert "both orders (pairwise judge; see below)" in printed and "split½" in printed
+    assert got["position_bias,none"] == 1.0 and got["first_shown_win_rate,none"] == 1.0
+    assert got["n_order_flips,none"] == 2 and got["n_unreadable,none"] == 0
+    assert "pairwise judge (headline: strict acc and single-order acc" in printed
     section = manifest["summary"]["sections"][0]
-    assert section["order_metrics"] == {"acc_split_half": 0.5, "n_order_flips": 6}
+    assert section["order_metrics"]["acc_single_order"] == 0.5
+    assert section["order_metrics"]["n_order_flips"] == 6
     row = next(t for t in section["tasks"] if t["task"] == art)
     assert row["order_metrics"]["position_bias"] == 1.0
 

@@ -25,7 +25,8 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def _legend(fig: Any) -> list[str]:
-    return [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+    return [t.get_text() for legend in legends for t in legend.get_texts()]
 
 
 def _curve(values: list[float]) -> dict[str, Any]:
@@ -140,17 +141,47 @@ def test_correlation_figure_of_an_older_file_without_points(tmp_path: Path,
     assert "Spearman ρ" in figures[0].axes[0].get_title()
 
 
-def test_binned_and_condition_lines_carry_the_flags(tmp_path: Path, figures: list[Any]) -> None:
-    pt = {"value": 0.5, "low": 0.4, "high": 0.6}
-    plots.binned_lines(["3", "4"], [{"label": "a / profile", "points": [pt, None]},
-                                    {"label": "o / profile", "points": [pt, pt]}],
-                       tmp_path / "b.png", xlabel="aspects", title="by aspects", level=90,
-                       sample=True, diagnostic=["o / profile"])
+def test_binned_panels_and_condition_lines_carry_the_flags(tmp_path: Path,
+                                                           figures: list[Any]) -> None:
+    pt = {"value": 0.5, "low": 0.4, "high": 0.6, "n": 7}
+    plots.binned_panels(["3", "4"], [{"title": "own profile", "series": [
+        {"label": "a", "points": [pt, None]}, {"label": "o", "points": [pt, pt]}]}],
+        tmp_path / "b.png", xlabel="aspects", title="by aspects", level=90, sample=True,
+        diagnostic=["o"])
     plots.condition_lines([{"label": "o", "points": [{"x": "own", **pt}]}], tmp_path / "c.png",
                           level=95, sample=True, diagnostic=["o"])
-    for fig, level, diag in ((figures[0], 90, "o / profile (DIAGNOSTIC)"),
+    for fig, level, diag in ((figures[0], 90, "o (DIAGNOSTIC)"),
                              (figures[1], 95, "o (DIAGNOSTIC)")):
         texts = plots.figure_texts(fig)
         assert any(plots.SAMPLE_NOTE in t for t in texts)
         assert any(f"{level}% bootstrap CI" in t for t in texts)
         assert diag in _legend(fig) and plots.CHANCE_LABEL in _legend(fig)
+
+
+def test_binned_panels_show_n_and_do_not_join_categories(tmp_path: Path,
+                                                         figures: list[Any]) -> None:
+    def pt(n: int) -> dict[str, Any]:
+        return {"value": 0.5, "low": 0.4, "high": 0.6, "n": n}
+
+    # panel 1: both series have the same n per bin (under the tick); panel 2: they differ
+    same = [{"label": "a", "points": [pt(3), pt(5)]}, {"label": "b", "points": [pt(3), pt(5)]}]
+    differ = [{"label": "a", "points": [pt(3), pt(5)]}, {"label": "b", "points": [pt(2), None]}]
+    many = [{"label": f"s{i}", "points": [pt(1), pt(1)]} for i in range(plots.MAX_SERIES + 2)]
+    plots.binned_panels(["x", "y"], [{"title": "own profile", "series": same},
+                                     {"title": "no profile", "series": differ},
+                                     {"title": "swapped", "series": many}],
+                        tmp_path / "p.png", xlabel="bins", title="Accuracy by bins")
+    fig = figures[0]
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    # the third panel's 8 series are split in two panels of at most MAX_SERIES
+    assert [ax.get_title() for ax in axes] == ["own profile", "no profile", "swapped (1/2)",
+                                               "swapped (2/2)"]
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["x\nn=3", "y\nn=5"]
+    assert sorted(t.get_text() for t in axes[1].texts) == ["n=2", "n=3", "n=5"]
+    for ax in axes:  # markers only: categorical bins are not joined by lines
+        assert all(line.get_linestyle() == "None" for line in ax.lines
+                   if len(line.get_xdata()) > 1 and line.get_marker() not in ("None", ""))
+    # a series keeps its colour from panel to panel
+    colour = {ax.get_title(): [c.get_color() for c in ax.lines if c.get_marker() == "o"]
+              for ax in axes[:2]}
+    assert colour["own profile"][0] == colour["no profile"][0]

@@ -229,8 +229,8 @@ def test_bon_with_a_garbage_profile_builder(
     plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant", "--profile",
-         "faulty/garbage", "--profile-options", '{"mode": "dict"}', "-o", str(tmp_path / "bon")],
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant",
+         "--profile_args", "builder=faulty/garbage,mode=dict", "-o", str(tmp_path / "bon")],
         capsys,
     )
     assert code == 1
@@ -316,7 +316,7 @@ def test_corrupt_score_cache_is_one_line(
     assert str(db) in line and "cache=false" in line, line
     code, _, err = run_eval(
         ["--plugin", str(plugin), "bon", "--model_args", f"scorer=faulty,cache_path={db}",
-         "--profile", "none", "-o", str(tmp_path / "bon")],
+         "--profile_args", "builder=none", "-o", str(tmp_path / "bon")],
         capsys,
     )
     assert code == 1 and str(db) in one_error_line(err)

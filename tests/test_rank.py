@@ -57,10 +57,10 @@ def _fresh() -> Any:
 
 
 def _rank(capsys: Any, data: Path, out: Path, cache: Path, *more: str) -> tuple[int, str, str]:
-    args = f"model=minilm,cache_dir={cache}"
+    args = f"builder=dense,model=minilm,cache_dir={cache}"
     if more and more[0].startswith("model="):
-        args, more = f"{more[0]},cache_dir={cache}", more[1:]
-    return run_eval(["rank", str(data), "-o", str(out), "--builder_args", args,
+        args, more = f"builder=dense,{more[0]},cache_dir={cache}", more[1:]
+    return run_eval(["rank", str(data), "-o", str(out), "--profile_args", args,
                      "--no-progress", *more], capsys)
 
 
@@ -71,7 +71,7 @@ def test_ranked_gives_the_same_views_as_dense_in_place(
     out = tmp_path / "ranks.jsonl"
     code, stdout, err = _rank(capsys, data, out, cache)
     assert code == 0, err
-    assert "ranked 4 records (16 posts)" in stdout and "posts/s" in stdout
+    assert "ranked 4 records (16 posts)" in stdout and "texts/s embedded" in stdout
     ranking = read_ranking(out)
     assert ranking.header["identity"]["model"] == "minilm"
     assert ranking.header["identity"]["weights"].startswith("sentence-transformers/all-MiniLM")
@@ -204,9 +204,9 @@ def test_rank_argument_errors_are_one_line(
 ) -> None:
     out = tmp_path / "r.jsonl"
     for more, needle in (
-        (["--builder", "bm25"], "ranks with the 'dense' builder"),
+        (["--profile_args", "builder=bm25"], "ranks with the 'dense' builder"),
         (["--batch_size", "lots"], "--batch_size must be a positive integer or auto"),
-        (["--builder_args", "modle=minilm"], "did you mean 'model'"),
+        (["--profile_args", "builder=dense,modle=minilm"], "did you mean 'model'"),
     ):
         code, _, err = run_eval(["rank", "sample", "-o", str(out), *more], capsys)
         assert code == 1 and err.startswith("error: ") and needle in err, err

@@ -104,9 +104,17 @@ def test_report_from_runs_and_bon(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                     "## Best-of-N"):
         assert heading in md
     assert "oracle (DIAGNOSTIC)" in md and "bundled SAMPLE" in md
-    # the gap of alpha: 18/20 with the profile, 10/20 without, 8 pairs only right with it
-    gap_line = next(line for line in md.splitlines() if line.startswith("| alpha | 20 |"))
-    assert "| 0.900 | 0.500 | 0.400 [" in gap_line and "| 8/0 |" in gap_line
+    # the gap of alpha: 18/20 with the profile, 10/20 without, 8 pairs only right with it,
+    # once, in the one personalization section
+    assert md.count("## Personalization") == 1
+    gap_line = next(line for line in md.splitlines()
+                    if line.startswith("| alpha | all domains | 20 |"))
+    assert "| 0.900 | 0.500 | +0.400 [" in gap_line and "| 8/0 |" in gap_line
+    # alpha vs the diagnostic oracle: in a table apart, outside the Holm family
+    paired = md.split("## Paired tests between scorers", 1)[1].split("\n## ", 1)[0]
+    assert "### Against the DIAGNOSTIC oracle" in paired and "Holm p" not in paired
+    # a pair explorer page per run, and one side by side
+    assert "(explorer/compare.html)" in md and (out / "explorer" / "alpha.html").exists()
     assert "![leaderboard](leaderboard.png)" in md and (out / "leaderboard.png").exists()
     assert (out / "best_of_n_0.png").stat().st_size > 1000
     page = (out / "report.html").read_text(encoding="utf-8")
@@ -132,3 +140,37 @@ def test_report_refuses_a_file_that_is_not_results(tmp_path: Path,
     bad.write_text(json.dumps({"hello": 1}))
     assert main(["report", str(bad), "-o", str(tmp_path / "r")]) == 1
     assert "not an lm-eval results file" in capsys.readouterr().err
+
+
+def _dated(folder: Path, scorer: str, conditions: tuple[str, ...], date: str,
+           options: dict | None = None) -> Path:
+    """A results file of ``scorer`` on ``conditions``, dated ``date`` (no samples)."""
+    path = write_run(folder, scorer, {c: [1, 0] for c in conditions})
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["config"]["prbench"]["scorer"]["options"] = options or {}
+    target = path.with_name(f"results_{date}.json")
+    target.write_text(json.dumps(data), encoding="utf-8")
+    path.unlink()
+    return target
+
+
+def test_a_newer_run_of_the_same_scorer_and_tasks_replaces_the_older(tmp_path: Path) -> None:
+    from prbench.analysis.runs import latest_runs, load_run
+
+    both = ("profile", "noprofile")
+    d1, d2, d3 = (f"2026-02-0{i}T00-00-00.000000" for i in (1, 2, 3))
+    files = {
+        "old": _dated(tmp_path / "a", "alpha", both, d1),
+        "new": _dated(tmp_path / "a", "alpha", both, d2),
+        "part": _dated(tmp_path / "b", "alpha", ("profile",), d1),  # a subset, older: replaced
+        "later_part": _dated(tmp_path / "c", "alpha", ("noprofile",), d3),  # newer subset: kept
+        "other_opts": _dated(tmp_path / "d", "alpha", both, d1, {"k": 2}),  # another scorer
+        "beta": _dated(tmp_path / "e", "beta", both, d1),
+    }
+    runs = [load_run(f, resamples=20) for f in files.values()]
+    kept, notes = latest_runs(runs)
+    assert [r.path for r in kept] == [files[k] for k in ("new", "later_part", "other_opts",
+                                                         "beta")]
+    assert len(notes) == 2
+    assert all("replaced by the newer run" in n and str(files["new"]) in n for n in notes)
+    assert str(files["old"]) in notes[0] and str(files["part"]) in notes[1]

@@ -23,6 +23,16 @@ class RecordingRuntime:
         return [float(len(r.response.split())) for r in requests]
 
 
+def test_summary_says_which_training_rewards_it_compares() -> None:
+    part = {"mean_reward": 0.1, "mean_quality": None, "judge_failures": 0}
+    results = {"before": part, "after": {**part, "mean_reward": 0.3},
+               "train": {"steps": 10, "records": 4, "reward_first": 0.324, "reward_last": 0.214,
+                         "curve": []}}
+    summary = format_summary(results)
+    assert "training reward, first step -> last step: 0.3240 -> 0.2140" in summary
+    assert "| before | 0.1000 |" in summary and "| after | 0.3000 |" in summary
+
+
 def test_reward_function_sends_record_context_in_one_batched_call() -> None:
     records = load_records("sample")[:2]
     views = {r.id: ProfileView(text=f"posts of {r.id}") for r in records}
@@ -223,7 +233,8 @@ def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         "rl", "--policy", str(policy), "--model_args", "scorer=random,seed=1",
         "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
         "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
-        "--eval_max_new_tokens", "6", "--judge", "none", "--no-progress", "--train_layers", "1",
+        "--eval_max_new_tokens", "6", "--judge_args", "judge=none", "--no-progress",
+        "--train_layers", "1",
     ])
     captured = capsys.readouterr()
     out = captured.out

@@ -158,8 +158,8 @@ def test_bon_with_a_qualified_id_when_two_plugins_register_it(
 ) -> None:
     out = tmp_path / "bon"
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=prbench/length", "--profile",
-         "none", "--resamples", "50", "-o", str(out)],
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=prbench/length",
+         "--profile_args", "builder=none", "--resamples", "50", "-o", str(out)],
         capsys,
     )
     assert code == 0, err[-2000:]
@@ -167,8 +167,8 @@ def test_bon_with_a_qualified_id_when_two_plugins_register_it(
     assert result["scorers"]["prbench/length"]["qualified_id"] == "prbench/length"
     assert "length" in result["baselines"]  # prbench's own baseline, asked for qualified
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=length", "--profile", "none",
-         "-o", str(out)],
+        ["--plugin", str(plugin), "bon", "--model_args", "scorer=length",
+         "--profile_args", "builder=none", "-o", str(out)],
         capsys,
     )
     assert code == 1 and "'length' is ambiguous" in one_error_line(err)
@@ -184,8 +184,8 @@ def test_use_cache_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path
     line = one_error_line(err)
     assert "--use_cache is refused" in line and "pickles" in line and "cache_path=" in line
     assert not list(tmp_path.glob("cache*"))
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert "`--use_cache`, refused" in readme
+    usage = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
+    assert "`--use_cache`, refused" in usage
 
 
 def test_plain_lm_eval_use_cache_is_refused_before_the_cache_opens() -> None:

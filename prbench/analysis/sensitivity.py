@@ -232,12 +232,19 @@ def plot_series(rows: Sequence[SensitivityRow]) -> list[dict[str, Any]]:
 def blocks(runs: Sequence[Any], resamples: int, seed: int) -> tuple[list[tuple[Any, ...]], str]:
     """The report's section and the text ``prbench report`` prints.
 
+    One section holds the personalization gap (own profile minus no profile) and the
+    sensitivity to the profile's source; its heading names only the sources that were run.
+
     Returns:
         Blocks as :mod:`prbench.analysis.report` renders them, and the printed table ("" when no
         scorer has its own profile and another source).
     """
     scorers, notes = gather(runs)
-    head = ("h2", "Personalization sensitivity (own vs swapped / shuffled / no profile)")
+    ran = [s for s in SOURCES if s != "own" and any(s in sc.outcomes for sc in scorers)]
+    names = {"none": "no profile", "swapped": "another user's (swapped)",
+             "shuffled": "random own posts (shuffled)"}
+    head = ("h2", "Personalization gap and sensitivity" + (
+        f": own profile vs {' / '.join(names[s] for s in ran)}" if ran else ""))
     out: list[tuple[Any, ...]] = [head, *(("p", n) for n in notes)]
     if not scorers:
         out.append(("p", "No scorer has per-pair results with its own profile and another "

@@ -53,9 +53,15 @@ class TaskRow:
         length_acc: accuracy of the length baseline on the same pairs (``None`` if unknown).
         source: whose posts the profile was built from: ``own``, ``swapped``, ``shuffled`` or
             ``none`` (always ``none`` for ``noprofile``; :mod:`prbench.profiles.sources`).
-        order_metrics: a pairwise judge's both-order metrics (``acc_split_half``,
-            ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``, ``n_order_flips``;
-            :mod:`prbench.judges.order_metrics`); ``None`` for scorers without orders.
+        order_metrics: a pairwise judge's metrics (``acc`` strict, ``acc_single_order``,
+            ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``,
+            ``first_shown_win_rate``, ``n_unreadable``, ``n_order_flips`` and, under
+            ``protocol=released``, the released script's outputs), computed from
+            :attr:`judge_counts` (:func:`prbench.judges.order_metrics.metrics_from_counts`);
+            ``None`` for scorers without orders.
+        judge_counts: the judge's summed per-pair counts of this row
+            (:data:`prbench.judges.order_metrics.COUNT_KEYS`); ``None`` for scorers without
+            orders.
     """
 
     task: str
@@ -69,6 +75,7 @@ class TaskRow:
     length_acc: float | None = None
     order_metrics: dict[str, float | None] | None = None
     source: str = "own"
+    judge_counts: dict[str, float] | None = None
 
     @property
     def cell(self) -> str:
@@ -109,35 +116,37 @@ def _metric(values: Mapping[str, Any], name: str) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
-def _order_metrics(values: Mapping[str, Any]) -> dict[str, float | None] | None:
-    """A task's both-order metrics from lm-eval's values (``None``: the scorer has no orders)."""
-    from prbench.judges.order_metrics import ORDER_METRICS
+def _judge_counts(values: Mapping[str, Any]) -> dict[str, dict[str, float]] | None:
+    """A task's per-domain judge counts from lm-eval's values (``None``: no orders)."""
+    counts = values.get("judge_counts,none")
+    if not isinstance(counts, Mapping) or not counts:
+        return None
+    return {str(d): dict(c) for d, c in counts.items() if isinstance(c, Mapping)}
 
-    if "acc_split_half,none" not in values:
+
+def judge_metrics(counts: Mapping[str, float] | None) -> dict[str, float | None] | None:
+    """The judge metrics of summed counts, ``nan`` shown as ``None`` (JSON-ready)."""
+    from prbench.judges.order_metrics import metrics_from_counts
+
+    if counts is None:
         return None
     out: dict[str, float | None] = {}
-    for name in ORDER_METRICS:
-        value = values.get(f"{name},none")
-        ok = isinstance(value, int | float) and not math.isnan(value)
-        out[name] = float(value) if ok else None
+    for name, value in metrics_from_counts(counts).items():
+        out[name] = None if isinstance(value, float) and math.isnan(value) else value
     return out
 
 
 def order_totals(rows: list[TaskRow]) -> dict[str, float | None] | None:
-    """``acc_split_half`` over all pairs and the total ``n_order_flips`` of judged rows."""
-    judged = [r for r in rows if r.order_metrics is not None and r.n > 0]
-    if not judged or len(judged) != len(rows):
+    """A section's judge metrics over all its pairs, from the summed counts of its rows.
+
+    ``None`` unless every row with pairs has judge counts (pointwise scorers, old files).
+    """
+    from prbench.judges.order_metrics import add_counts
+
+    judged = [r for r in rows if r.judge_counts is not None and r.n > 0]
+    if not judged or len(judged) != len([r for r in rows if r.n > 0]):
         return None
-    half = [r.order_metrics.get("acc_split_half") for r in judged]  # type: ignore[union-attr]
-    flips = [r.order_metrics.get("n_order_flips") for r in judged]  # type: ignore[union-attr]
-    n = sum(r.n for r in judged)
-    return {
-        "acc_split_half": (
-            sum(h * r.n for h, r in zip(half, judged, strict=True)) / n  # type: ignore[operator]
-            if None not in half else None
-        ),
-        "n_order_flips": sum(flips) if None not in flips else None,  # type: ignore[arg-type]
-    }
+    return judge_metrics(add_counts(r.judge_counts for r in judged))  # type: ignore[misc]
 
 
 def task_rows(
@@ -166,8 +175,13 @@ def task_rows(
             correct=round(_metric(values, "acc") * n), ties=round(_metric(values, "tie") * n),
             invalid=round(_metric(values, "invalid") * n),
             length_acc=length_of(data, domain, condition, n) if length_of else None,
-            order_metrics=_order_metrics(values),
         )
+        per_domain = _judge_counts(values)
+        if per_domain is not None:
+            from prbench.judges.order_metrics import add_counts
+
+            rows[task].judge_counts = add_counts(per_domain.values())
+            rows[task].order_metrics = judge_metrics(rows[task].judge_counts)
     return rows
 
 
@@ -213,6 +227,10 @@ def domain_rows(
                 length_acc=float(length) / n if length_baseline and n and length is not None
                 else None,
             ))
+            judged = _judge_counts(values)
+            if judged is not None and str(domain) in judged:
+                parts[-1].judge_counts = judged[str(domain)]
+                parts[-1].order_metrics = judge_metrics(parts[-1].judge_counts)
         if sum(r.n for r in parts) == row.n:  # counts that do not add up are not used
             out[task] = parts
     return out
@@ -371,6 +389,7 @@ __all__ = [
     "Section",
     "TaskRow",
     "domain_rows",
+    "judge_metrics",
     "order_totals",
     "profile_label",
     "recorded_profile",

@@ -5,7 +5,10 @@ Reads a sweep's output folder (``sweep.json`` and the cell records of
 (micro), the strict accuracy with a percentile-bootstrap interval stratified by domain
 (:func:`prbench.analysis.metrics.domain_summary`, from the pair counts of lm-eval's results). The
 last row is the length baseline ("the longer answer wins") on the pairs of each condition, from
-the logged samples. A cell that failed or has not run shows ``failed`` / ``-``.
+the logged samples. A cell that failed or has not run shows ``failed`` / ``-``. Under each
+pairwise judge's row, a second row gives its single-order accuracy (``acc_single_order``: every
+single-order verdict, unreadable = 0, the number RM-R1, SynthesizeMe and the released pairwise
+script report) per domain and over all pairs, from the judge's summed per-pair counts.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 
 LENGTH_ROW = "length baseline (longer answer wins)"
+SINGLE_ORDER = "single-order acc"  # the label suffix of a judge's second row
 OVERALL = "all (micro)"
 SWEEP_FILE = "sweep.json"  # the sweep's own record in its output folder
 
@@ -51,6 +55,8 @@ class SweepTable:
         diagnostic: row labels whose scorer reads the hidden rubric.
         sample: whether any cell ran on the bundled sample.
         limited: whether any cell ran with ``--limit``.
+        single_order: pairwise judges only: row label -> condition -> column -> single-order
+            accuracy (no interval).
     """
 
     conditions: list[str]
@@ -59,11 +65,35 @@ class SweepTable:
     diagnostic: set[str]
     sample: bool
     limited: bool
+    single_order: dict[str, dict[str, dict[str, float]]] = dataclasses.field(
+        default_factory=dict)
+    stand_ins: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _single_order(parts: list[Any]) -> dict[str, float] | None:
+    """A judge cell's single-order accuracy per domain and over all pairs (``None``: no judge)."""
+    from prbench.analysis.summary import judge_metrics
+    from prbench.judges.order_metrics import add_counts
+
+    if not parts or any(p.judge_counts is None for p in parts):
+        return None
+    by_domain: dict[str, list[Any]] = {}
+    for part in parts:
+        by_domain.setdefault(part.domain, []).append(part.judge_counts)
+    out: dict[str, float] = {}
+    for key, counts in [*by_domain.items(), (OVERALL, [p.judge_counts for p in parts])]:
+        value = (judge_metrics(add_counts(counts)) or {}).get("acc_single_order")
+        if value is not None:
+            out[key] = float(value)
+    return out
 
 
 def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: int
-                    ) -> tuple[dict[str, Estimate], dict[str, list[float]], bool, bool]:
-    """Per-domain + micro estimates of one cell, the length outcomes per domain, flags."""
+                    ) -> tuple[dict[str, Estimate], dict[str, list[float]], bool, bool,
+                               dict[str, float] | None]:
+    """Per-domain + micro estimates of one cell, the length outcomes per domain, flags, and a
+    judge's single-order accuracy per domain and overall (``None`` for other scorers).
+    """  # noqa: D205
     from prbench.analysis.metrics import domain_summary, outcomes_from_counts, pair_outcome
     from prbench.analysis.runs import read_json, read_sample_lines, samples_file
     from prbench.analysis.summary import domain_rows, task_rows
@@ -73,11 +103,13 @@ def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: 
     split = domain_rows(results, length_baseline=False)
     counts: dict[str, list[float]] = {}
     length: dict[str, list[float]] = {}
+    parts: list[Any] = []
     sample = False
     for task in leaf_tasks(results, tasks):
         row = rows[task]
         sample |= row.data == "sample"
         for part in split.get(task, [row]):
+            parts.append(part)
             counts.setdefault(part.domain, []).extend(outcomes_from_counts(part.correct, part.n))
         file = samples_file(results_file, task)
         for line in read_sample_lines(file) if file else []:
@@ -88,7 +120,7 @@ def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: 
     summary = domain_summary(counts, resamples=resamples, seed=seed)
     estimates = {**summary.domains, OVERALL: summary.micro}
     limited = bool((results.get("config") or {}).get("limit"))
-    return estimates, length, sample, limited
+    return estimates, length, sample, limited, _single_order(parts)
 
 
 def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
@@ -111,6 +143,7 @@ def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
     length: dict[str, dict[str, list[float]]] = {}
     domains: dict[str, list[str]] = {c: [] for c in conditions}
     diagnostic: set[str] = set()
+    single: dict[str, dict[str, dict[str, float]]] = {}
     sample = limited = False
     for cell in sweep["cells"]:
         scorer, cond = cell["scorer"], cell["condition"]
@@ -122,8 +155,10 @@ def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
             rows[scorer][cond] = "failed" if record.get("status") == "failed" else "not run"
             continue
         file = Path(record["results"])
-        estimates, lengths, is_sample, is_limited = _cell_estimates(
+        estimates, lengths, is_sample, is_limited, single_order = _cell_estimates(
             file, tasks[cond], resamples, seed)
+        if single_order is not None:
+            single.setdefault(scorer, {})[cond] = single_order
         sample |= is_sample
         limited |= is_limited
         rows[scorer][cond] = estimates
@@ -143,7 +178,8 @@ def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
         counted = {d: outcomes_from_counts(int(sum(v)), len(v)) for d, v in outcomes.items()}
         summary = domain_summary(counted, resamples=resamples, seed=seed)
         rows[LENGTH_ROW][cond] = {**summary.domains, OVERALL: summary.micro}
-    return SweepTable(conditions, domains, rows, diagnostic, sample, limited)
+    return SweepTable(conditions, domains, rows, diagnostic, sample, limited, single,
+                      dict(sweep.get("stand_ins") or {}))
 
 
 def _columns(table: SweepTable) -> list[tuple[str, str]]:
@@ -151,7 +187,12 @@ def _columns(table: SweepTable) -> list[tuple[str, str]]:
 
 
 def _label(table: SweepTable, row: str) -> str:
-    return f"{row} (DIAGNOSTIC)" if row in table.diagnostic else row
+    label = f"{row} (DIAGNOSTIC)" if row in table.diagnostic else row
+    return f"{label} (STAND-IN)" if row in table.stand_ins else label
+
+
+def _condition_label(table: SweepTable, condition: str) -> str:
+    return f"{condition} (STAND-IN)" if condition in table.stand_ins else condition
 
 
 def _cell_text(value: dict[str, Estimate] | str | None, domain: str) -> str:
@@ -168,6 +209,11 @@ def notes(table: SweepTable) -> list[str]:
     lines = ["Strict pairwise accuracy (a tie is wrong) with 95% percentile-bootstrap intervals "
              "(stratified by domain); 'all (micro)' pools the pairs of the condition; the length "
              "row is 'the longer answer wins' on the same pairs."]
+    if table.single_order:
+        lines.append(f"'{SINGLE_ORDER}' rows (pairwise judges): the mean over all single-order "
+                     "verdicts, an unreadable one counting 0 -- the number RM-R1, SynthesizeMe "
+                     "and the released pairwise script report; strict acc (the judge's own row) "
+                     "counts a pair only if every order picked the chosen answer. No interval.")
     if table.sample:
         lines.append("Data: the bundled SAMPLE (hand-written), not the benchmark.")
     if table.limited:
@@ -175,18 +221,31 @@ def notes(table: SweepTable) -> list[str]:
                      "results.")
     if table.diagnostic:
         lines.append("DIAGNOSTIC rows read the hidden rubric: upper bounds, not reward models.")
+    lines += [f"STAND-IN {name}: {text}" for name, text in table.stand_ins.items()]
     return lines
 
 
 def header(table: SweepTable) -> list[str]:
     """Column titles: ``scorer`` then ``<condition>: <domain>``."""
-    return ["scorer", *(f"{c}: {d}" for c, d in _columns(table))]
+    return ["scorer", *(f"{_condition_label(table, c)}: {d}" for c, d in _columns(table))]
+
+
+def _single_rows(table: SweepTable, row: str) -> list[tuple[str, dict[str, dict[str, float]]]]:
+    """A judge's single-order row under its own (none for other rows)."""
+    cells = table.single_order.get(row)
+    return [(f"{_label(table, row)}: {SINGLE_ORDER}", cells)] if cells else []
 
 
 def body(table: SweepTable) -> list[list[str]]:
-    """One list of cell texts per row."""
-    return [[_label(table, row), *(_cell_text(cells.get(c), d) for c, d in _columns(table))]
-            for row, cells in table.rows.items()]
+    """One list of cell texts per row (a judge's single-order row under its own)."""
+    out = []
+    for row, cells in table.rows.items():
+        out.append([_label(table, row),
+                    *(_cell_text(cells.get(c), d) for c, d in _columns(table))])
+        for label, single in _single_rows(table, row):
+            out.append([label, *(f"{single[c][d]:.3f}" if d in single.get(c, {}) else "-"
+                                 for c, d in _columns(table))])
+    return out
 
 
 def to_markdown(table: SweepTable) -> str:
@@ -216,6 +275,12 @@ def to_csv(table: SweepTable) -> str:
             else:
                 line += [f"{est.value:.6f}", f"{est.low:.6f}", f"{est.high:.6f}", est.n]
         writer.writerow(line)
+        for label, single in _single_rows(table, row):
+            line = [label, row in table.diagnostic]
+            for c, d in _columns(table):
+                value = single.get(c, {}).get(d)
+                line += ["" if value is None else f"{value:.6f}", "", "", ""]
+            writer.writerow(line)
     return buf.getvalue()
 
 

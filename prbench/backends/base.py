@@ -56,26 +56,32 @@ class GenerationFailure:
 class Completion(str):
     """Generated text that also says why generation stopped.
 
-    It is a ``str`` (every caller that treats replies as text keeps working) with one more
-    attribute, :attr:`finish_reason`: ``"stop"`` (an end-of-sequence token or a stop string),
+    It is a ``str`` (every caller that treats replies as text keeps working) with two more
+    attributes: :attr:`finish_reason`: ``"stop"`` (an end-of-sequence token or a stop string),
     ``"length"`` (the ``max_new_tokens`` budget was used up before the reply ended) or whatever
-    else a server reports. Backends return it for every reply they generate; a plain ``str``
-    (a scripted test backend) counts as finished.
+    else a server reports; and :attr:`reasoning`: the reasoning a server's reasoning parser moved
+    out of the reply (vLLM's and SGLang's ``reasoning_content``; ``""`` when there is none, or when
+    the reasoning stayed in the text). Backends return it for every reply they generate; a plain
+    ``str`` (a scripted test backend) counts as finished.
 
     Args:
         text: the reply.
         finish_reason: why generation stopped.
+        reasoning: the reasoning sent beside the reply, if any.
     """
 
     finish_reason: str
+    reasoning: str
 
-    def __new__(cls, text: str, finish_reason: str = "stop") -> Completion:  # noqa: D102
+    def __new__(cls, text: str, finish_reason: str = "stop",  # noqa: D102
+                reasoning: str = "") -> Completion:
         obj = super().__new__(cls, text)
         obj.finish_reason = finish_reason
+        obj.reasoning = reasoning
         return obj
 
-    def __reduce__(self) -> tuple[type[Completion], tuple[str, str]]:
-        return (Completion, (str(self), self.finish_reason))
+    def __reduce__(self) -> tuple[type[Completion], tuple[str, str, str]]:
+        return (Completion, (str(self), self.finish_reason, self.reasoning))
 
     @property
     def truncated(self) -> bool:

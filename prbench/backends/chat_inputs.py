@@ -13,35 +13,45 @@ results:
   tokenizer adds one by itself, or the template writes one). Templates that write a BOS *and*
   tokenizers that add one (the Llama-3.1 double-BOS trap, which Skywork-Reward-V2 warns about)
   therefore give one BOS, and BOS-less models (Qwen) get none. The result is checked.
-- **truncation**: a too-long input loses the end of the profile first (cut at a word boundary),
-  then, with no profile left, the end of the question; the answer is never cut — an answer that
-  does not fit even alone is an error naming the record.
+- **truncation** (``truncation``): by default (``profile_first``) a too-long input loses the end
+  of the profile first (cut at a word boundary), then, with no profile left, the end of the
+  question; the answer is never cut — an answer that does not fit even alone makes that input
+  *invalid* (:attr:`EncodedInput.invalid` says why; the scorer gives it no score and the pair is
+  counted invalid), the rest of the run goes on. ``left`` is reward-bench's rule: the input keeps
+  its last ``max_length`` tokens (after the BOS, which is kept), whatever they belong to.
+
+The profile is the view's text, or, with ``released_profile``, the view's posts rendered as the
+released Best-of-N / PPO reward code renders them (:func:`released_profile_text`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from prbench.errors import PrbenchUserError
-
 ProfilePosition = Literal["none", "system", "user"]
 BosMode = Literal["auto", "always", "never"]
+Truncation = Literal["profile_first", "left"]
 
 #: The user turn when the profile goes there (``{profile}`` and ``{question}`` are filled in).
 DEFAULT_USER_FORMAT = "Some of my earlier posts:\n\n{profile}\n\nMy question: {question}"
 #: The system turn when the profile goes there (``{profile}`` is filled in).
 DEFAULT_SYSTEM_FORMAT = "Earlier posts written by the user you are answering:\n\n{profile}"
 
+#: The user turn of the released Best-of-N / PPO reward code: the question, then the profile.
+RELEASED_PROFILE_USER_FORMAT = "{question}{profile}"
+#: One post as the released Best-of-N / PPO reward code renders it (posts joined with ``\n``).
+RELEASED_POST_FORMAT = "Post {index} (Category: {category}):\n{text}"
+RELEASED_POST_SEPARATOR = "\n"
+
 _WS = re.compile(r"\s+")
 
-
-class InputTooLongError(PrbenchUserError, ValueError):
-    """An answer does not fit in ``max_length`` even without profile and question."""
+logger = logging.getLogger(__name__)
 
 
 def load_chat_template(value: str) -> str:
@@ -176,15 +186,20 @@ class EncodedInput:
     """One request's model input.
 
     Attributes:
-        ids: the token ids (exactly the model input).
-        truncated: ``""``, ``"profile"``, ``"question"`` or ``"end"`` (the released format's cut
-            of the last tokens) — what was cut to fit.
-        removed_chars: characters cut from the profile (or question); 0 for ``"end"``.
+        ids: the token ids (exactly the model input; empty for an invalid input).
+        truncated: ``""``, ``"profile"``, ``"question"``, ``"left"`` (``truncation=left``: the
+            first tokens after the BOS cut) or ``"end"`` (the released format's cut of the last
+            tokens) — what was cut to fit.
+        removed_chars: characters cut from the profile (or question); for ``"left"``, tokens cut;
+            0 for ``"end"``.
+        invalid: why the input cannot be scored (``""``: it can): the answer alone does not fit
+            in ``max_length`` under ``truncation=profile_first``.
     """
 
     ids: list[int]
     truncated: str = ""
     removed_chars: int = 0
+    invalid: str = ""
 
 
 class ChatEncoder:
@@ -198,6 +213,9 @@ class ChatEncoder:
         system_format: the system turn with the profile (``{profile}``).
         bos: ``auto``, ``always`` or ``never``.
         chat_template: a template overriding the tokenizer's (text).
+        truncation: ``profile_first`` or ``left`` (see the module docstring).
+        released_profile: profiles are shown as the released Best-of-N/PPO code shows them
+            (:func:`released_profile_text`; used by :func:`encode_requests`).
     """
 
     def __init__(
@@ -210,6 +228,8 @@ class ChatEncoder:
         system_format: str = DEFAULT_SYSTEM_FORMAT,
         bos: BosMode = "auto",
         chat_template: str | None = None,
+        truncation: Truncation = "profile_first",
+        released_profile: bool = False,
     ) -> None:
         if max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {max_length}")
@@ -219,6 +239,8 @@ class ChatEncoder:
         self.position = position
         self.user_format = user_format
         self.system_format = system_format
+        self.truncation = truncation
+        self.released_profile = released_profile
         self.template = chat_template or getattr(tokenizer, "chat_template", None)
         if not self.template or not isinstance(self.template, str):
             raise ValueError(
@@ -255,14 +277,14 @@ class ChatEncoder:
     ) -> list[EncodedInput]:
         """Encode requests (one tokenizer call for all; a search only for over-long ones).
 
+        An answer that does not fit even alone (``truncation=profile_first``) gives an input with
+        no ids and :attr:`EncodedInput.invalid` set; the other inputs are encoded as usual.
+
         Args:
             questions: the questions.
             responses: the answers to score.
             profiles: the profile texts (``""`` for none).
-            names: labels for error messages (e.g. record ids).
-
-        Raises:
-            InputTooLongError: an answer that does not fit even alone.
+            names: labels for the reasons (e.g. record ids).
         """
         profiles = [p if self.position != "none" else "" for p in profiles]
         texts = [
@@ -272,13 +294,22 @@ class ChatEncoder:
         out = []
         for i, ids in enumerate(all_ids):
             where = f"request {i}" + (f" (record {names[i]!r})" if names else "")
-            if len(ids) > self.max_length:
-                enc = self._fit(questions[i], responses[i], profiles[i], where)
-            else:
+            if len(ids) <= self.max_length:
                 enc = EncodedInput(ids)
-            self.bos.check(enc.ids, where)
+            elif self.truncation == "left":
+                enc = self._cut_left(ids)
+            else:
+                enc = self._fit(questions[i], responses[i], profiles[i], where)
+            if not enc.invalid:
+                self.bos.check(enc.ids, where)
             out.append(enc)
         return out
+
+    def _cut_left(self, ids: list[int]) -> EncodedInput:
+        """The last tokens that fit, after the BOS (kept, as a tokenizer's own truncation does)."""
+        head = 1 if self.bos.add else 0
+        keep = self.max_length - head
+        return EncodedInput(ids[:head] + ids[len(ids) - keep :], "left", len(ids) - head - keep)
 
     def encode_released(
         self, questions: Sequence[str], responses: Sequence[str]
@@ -331,10 +362,11 @@ class ChatEncoder:
             kept, ids = found
             return EncodedInput(ids, "question", len(question) - kept + len(profile))
         alone = len(self._length("", response, ""))
-        raise InputTooLongError(
+        return EncodedInput([], invalid=(
             f"{where}: the answer needs {alone} tokens with the chat template, more than "
-            f"max_length={self.max_length}; raise max_length (answers are never truncated)"
-        )
+            f"max_length={self.max_length} (answers are never cut; raise max_length, or "
+            "truncation=left)"
+        ))
 
 
 def load_tokenizer(
@@ -354,21 +386,23 @@ def load_tokenizer(
 def encoder_from_options(
     tokenizer: Any, options: Any, *, max_length: int | None = None
 ) -> ChatEncoder:
-    """The :class:`ChatEncoder` for scorer options that carry the chat-rendering fields.
+    """The :class:`ChatEncoder` for a scorer's chat-rendering options.
 
-    ``options`` needs ``max_length``, ``profile_position``, ``user_format``, ``system_format``,
-    ``bos`` and ``chat_template`` (Jinja text or a file; ``""`` keeps the tokenizer's); the
-    options of ``hf-classifier`` and ``served-rm`` both do. ``max_length`` overrides the option.
+    ``options`` are :class:`~prbench.backends.chat_options.ChatRenderOptions` with a
+    ``max_length``, as ``hf-classifier`` and ``served-rm`` have them; ``max_length`` overrides the
+    option.
     """
     template = load_chat_template(options.chat_template) if options.chat_template else None
     return ChatEncoder(
         tokenizer,
         max_length=options.max_length if max_length is None else max_length,
         position=options.profile_position,
-        user_format=options.user_format,
+        user_format=options.effective_user_format,
         system_format=options.system_format,
         bos=options.bos,
         chat_template=template,
+        truncation=options.truncation,
+        released_profile=options.released_profile,
     )
 
 
@@ -381,6 +415,8 @@ def rendering_description(encoder: ChatEncoder) -> dict[str, Any]:
         "system_format": encoder.system_format,
         "chat_template": template_sha256(encoder.template),
         "bos": {"add": encoder.bos.add, "id": encoder.bos.bos_id},
+        "truncation": encoder.truncation,
+        "profile_posts": "released" if encoder.released_profile else "view",
     }
 
 
@@ -400,17 +436,57 @@ def check_request_texts(requests: Sequence[Any]) -> None:
                 )
 
 
+def released_profile_text(view: Any) -> tuple[str, bool]:
+    r"""A profile view as the released Best-of-N / PPO reward code shows it.
+
+    A view that is its posts (its text is prbench's rendering of its ``items``, as the ``all``,
+    ``dense`` and ``bm25`` builders give) is re-rendered the released way: ``Post i (Category:
+    c):\n{text}``, joined with ``\n``. Any other view (a planner's plan with the posts, a custom
+    text) has no released rendering and is shown as its own text.
+
+    Returns:
+        ``(text, as_posts)``: the profile text, and whether it was rendered from the posts.
+    """
+    from prbench.profiles.base import render_posts
+
+    if view.items and view.text == render_posts(view.items):
+        return render_posts(view.items, RELEASED_POST_FORMAT, RELEASED_POST_SEPARATOR), True
+    return view.text, not view.text
+
+
+def profile_texts(encoder: ChatEncoder, requests: Sequence[Any]) -> list[str]:
+    """Each request's profile as ``encoder`` shows it: the view's text, or the released posts.
+
+    Under ``released_profile``, views that are not plain posts keep their own text; a warning
+    says how many.
+    """
+    if not encoder.released_profile:
+        return [r.profile.text for r in requests]
+    texts, own = [], 0
+    for r in requests:
+        text, as_posts = released_profile_text(r.profile)
+        texts.append(text)
+        own += not as_posts
+    if own:
+        logger.warning(
+            "input_format=released_profile: %d profile view(s) are not plain posts (e.g. a "
+            "planner's plan): shown as their own text right after the question", own
+        )
+    return texts
+
+
 def encode_requests(encoder: ChatEncoder, requests: Sequence[Any]) -> list[EncodedInput]:
-    """The encoded chat of each score request (question, response, ``profile.text``).
+    """The encoded chat of each score request (question, response, profile).
+
+    An input whose answer alone is too long comes back invalid (:attr:`EncodedInput.invalid`).
 
     Raises:
         TypeError: a question or response that is not a string.
-        InputTooLongError: an answer that does not fit in ``max_length`` on its own.
     """
     check_request_texts(requests)
     return encoder.encode(
         [r.question for r in requests],
         [r.response for r in requests],
-        [r.profile.text for r in requests],
+        profile_texts(encoder, requests),
         names=[r.record_id for r in requests],
     )

@@ -1,6 +1,7 @@
 """``hf-classifier``: any Hugging Face ``AutoModelForSequenceClassification`` reward model.
 
-The reward is ``logits[label_index]`` at the input's last token, for the chat
+The reward is ``logits[label_index]`` at the token the model's own forward reads (``pooling=model``:
+the last token that is not the pad token; ``pooling=last_token``: the last token), for the chat
 ``[user: question, assistant: answer]`` (plus the profile where ``profile_position`` puts it)
 rendered by the tokenizer's chat template (see :mod:`prbench.backends.chat_inputs` for the BOS and
 truncation rules). Scoring goes through the shared batching engine
@@ -14,14 +15,16 @@ Decoder reward models with a ``score`` head (Llama, Qwen2/3, Mistral, Gemma, ...
 ``*ForSequenceClassification`` classes built on transformers' generic head) run through prbench's
 own forward: real-token position ids and pooling at the last real token by attention mask, which
 makes scores independent of batch size and padding, and immune to a pad token that also
-appears in the text (pad = eos is common). Other models (BERT-style encoders, custom heads) run
-their own ``forward`` with right padding.
+appears in the text (pad = eos is common). With ``pooling=model`` the pad tokens that end an
+input are not run (the token read is the one before them, as in the model's own forward; in a
+causal decoder later tokens do not change it), so prefix sharing groups the sequences as scored.
+Other models (BERT-style encoders, custom heads) run their own ``forward`` with right padding.
 
 ``input_format=released`` instead reproduces the paper's released pointwise script exactly: the
 chat ``[user: question, assistant: answer]`` rendered to text, tokenised with the tokenizer's
 default special tokens (a tokenizer that adds a BOS on top of the template's gives two), cut to
-``max_length`` tokens from the end, right-padded, pooled by the model's own forward (which reads the
-last token that is not the pad token, so a text ending in the pad token is read one token early),
+``max_length`` tokens from the end, padded on the tokenizer's ``padding_side``, pooled by the
+model's own forward (the last token that is not the pad token),
 and the reward is the logit for one label or ``softmax(logits)[-1]`` for more. That script shows no
 profile, so a request with one is an error unless ``profile_position=none``.
 """
@@ -35,8 +38,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal
 
 from prbench.backends.chat_inputs import (
-    DEFAULT_SYSTEM_FORMAT,
-    DEFAULT_USER_FORMAT,
+    EncodedInput,
     check_request_texts,
     encode_requests,
     encoder_from_options,
@@ -44,6 +46,7 @@ from prbench.backends.chat_inputs import (
     rendering_description,
     template_sha256,
 )
+from prbench.backends.chat_options import ChatRenderOptions
 from prbench.devices import torch_device
 from prbench.scoring.base import ScoreRequest, check_scores
 from prbench.scoring.cache import fingerprint_of, model_identity
@@ -75,8 +78,12 @@ def _opt(default: Any, help_text: str) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class HFClassifierOptions:
-    """Options of the ``hf-classifier`` scorer (also the base of plugins built on it)."""
+class HFClassifierOptions(ChatRenderOptions):
+    """Options of the ``hf-classifier`` scorer (also the base of plugins built on it).
+
+    The chat-rendering options (profile placement, template, BOS, truncation, ``input_format``)
+    are :class:`~prbench.backends.chat_options.ChatRenderOptions`, shared with ``served-rm``.
+    """
 
     pretrained: str = dataclasses.field(
         metadata={"help": "hub id or local folder of an AutoModelForSequenceClassification RM"}
@@ -92,18 +99,16 @@ class HFClassifierOptions:
     max_length: int = _opt(
         8192, "most tokens per input; the profile is cut first, never the answer"
     )
-    profile_position: Literal["none", "system", "user"] = _opt(
-        "user", "where the profile goes: nowhere, a system turn, or before the question"
+    input_format: Literal["prbench", "released", "released_profile"] = dataclasses.field(
+        default="prbench", kw_only=True, metadata={"help": (
+            "prbench (one BOS, profile placement, profile-first truncation), released (the "
+            "paper's pointwise script exactly; no profile) or released_profile (the released "
+            "Best-of-N/PPO reward input: question then 'Post i (Category: c):' posts)"
+        )},
     )
-    user_format: str = _opt(DEFAULT_USER_FORMAT, "user turn with a profile: {profile}, {question}")
-    system_format: str = _opt(DEFAULT_SYSTEM_FORMAT, "system turn with a profile: {profile}")
-    chat_template: str = _opt("", "Jinja text or file overriding the tokenizer's chat template")
-    bos: Literal["auto", "always", "never"] = _opt(
-        "auto", "exactly one BOS when the tokenizer or template uses one (auto), always, or never"
-    )
-    input_format: Literal["prbench", "released"] = _opt(
-        "prbench", "prbench (one BOS, profile placement, profile-first truncation) or released "
-        "(the paper's pointwise script exactly; no profile; see README)"
+    pooling: Literal["model", "last_token"] = _opt(
+        "model", "which token's state is the reward: model (the model's own rule: the last "
+        "token that is not the pad token) or last_token (the last token, even a pad token)"
     )
     label_index: int = _opt(0, "which logit is the reward")
     batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
@@ -130,9 +135,14 @@ def check_released_options(options: HFClassifierOptions) -> None:
     """Refuse options that ``input_format=released`` cannot honour (it fixes BOS, label, pooling).
 
     Raises:
-        ValueError: ``bos``, ``label_index`` or ``prefix_sharing=on`` set with the released format.
+        ValueError: ``bos``, ``label_index``, ``truncation``, ``pooling`` or ``prefix_sharing=on``
+            set with the released format.
     """
     clashes = []
+    if options.truncation != "profile_first":
+        clashes.append(f"truncation={options.truncation} (released: the first max_length tokens)")
+    if options.pooling != "model":
+        clashes.append(f"pooling={options.pooling} (released: the model's own forward)")
     if options.bos != "auto":
         clashes.append(f"bos={options.bos} (released: the template's and tokenizer's BOS as is)")
     if options.label_index != 0:
@@ -202,14 +212,19 @@ class HFClassifierScorer:
             **rendering_description(self.encoder),
             "label_index": options.label_index,
             "input_format": options.input_format,
+            "pooling": options.pooling,
             "trust_remote_code": options.trust_remote_code,
         }
         self.stats = RunStats(
             ("requests", "computed", "batches", "forward_passes", "shared_groups",
-             "shared_tokens_saved", "truncated_profile", "truncated_question", "truncated_end",
-             "padded_tokens", "real_tokens", "oom_retries", "wasted_tokens"),
+             "shared_tokens_saved", "truncated_profile", "truncated_question", "truncated_left",
+             "truncated_end", "invalid_too_long", "padded_tokens", "real_tokens", "oom_retries",
+             "wasted_tokens"),
             self._stats_summary,
         )
+        self._failures: list[dict[str, Any]] = []
+        self._last_invalid: dict[int, str] = {}  # id(request) -> reason, for request_extras
+        self._pool_pad: int | None = None  # the pad id the model's own pooling skips
         self.model: Any = None
         self._parts: tuple[Any, Any] | None = None
         self._pooling = "not loaded"
@@ -258,11 +273,18 @@ class HFClassifierScorer:
             raise ValueError(
                 f"label_index={opts.label_index} but the model has {num_labels} logits"
             )
-        if getattr(model.config, "pad_token_id", None) is None:
+        own_pad = getattr(model.config, "pad_token_id", None)
+        if own_pad is None:
             model.config.pad_token_id = self.pad_id
         self.model = model
         self._parts = None if self.released else self._decoder_parts(model)
-        self._pooling = "last real token (prbench)" if self._parts else "the model's own forward"
+        if opts.pooling == "last_token" and not self._parts:
+            raise ValueError(
+                f"pooling=last_token needs a decoder with a linear score head; "
+                f"{type(model).__name__} pools in its own forward (use pooling=model)"
+            )
+        self._pool_pad = own_pad if isinstance(own_pad, int) else None
+        self._pooling = self._pooling_note()
         if self.released:
             self._sharing, self._sharing_note = False, "off (input_format=released)"
         elif opts.prefix_sharing == "off":
@@ -279,6 +301,36 @@ class HFClassifierScorer:
             model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
         ))
         return model
+
+    def _pooling_note(self) -> str:
+        """Which token is read, in words (the manifest's ``resolved.pooling``)."""
+        if not self._parts:
+            side = f", {self.tokenizer.padding_side} padding" if self.released else ""
+            return f"the model's own forward{side}"
+        if self.options.pooling == "last_token":
+            return "last token, pad tokens included (pooling=last_token)"
+        if self._pool_pad is None:
+            return "last token (the model's config has no pad token; pooling=model)"
+        return (
+            f"last token that is not the pad token {self._pool_pad} "
+            "(the model's rule; pooling=model)"
+        )
+
+    def _pooled(self, ids: list[int]) -> list[int]:
+        """``ids`` up to the token the reward is read at.
+
+        With ``pooling=model`` on a decoder, the pad tokens that end an input are dropped: the
+        model's own forward reads the last token that is not the pad token, and in a causal
+        decoder the tokens after it do not change its state. Prefix sharing then groups the
+        sequences as scored, so both paths read the same token.
+        """
+        pad = self._pool_pad
+        if not self._parts or self.options.pooling != "model" or pad is None:
+            return ids
+        end = len(ids)
+        while end > 1 and ids[end - 1] == pad:
+            end -= 1
+        return ids[:end]
 
     def _decoder_parts(self, model: Any) -> tuple[Any, Any] | None:
         """The (decoder, head) pair when prbench can pool the model itself, else ``None``.
@@ -315,7 +367,8 @@ class HFClassifierScorer:
 
         from prbench.scoring.engine import last_token_index, pad_batch
 
-        ids, mask, pos = pad_batch(seqs, pad_id=self.pad_id, side="right", device=self.device)
+        side = self.tokenizer.padding_side if self.released else "right"
+        ids, mask, pos = pad_batch(seqs, pad_id=self.pad_id, side=side, device=self.device)
         with torch.inference_mode():
             if self._parts:
                 base, head = self._parts
@@ -474,13 +527,18 @@ class HFClassifierScorer:
     # -- public API ------------------------------------------------------------------------------
 
     def encode(self, requests: Sequence[ScoreRequest]) -> list[list[int]]:
-        """The exact token ids the model sees for each request.
+        """The token ids rendered for each request (``[]`` for an input too long to score).
+
+        These are the model's input; with ``pooling=model`` a decoder reads them up to their
+        last token that is not the pad token.
 
         Raises:
             TypeError: a request whose question or response is not a string (named by index and
                 record id).
-            InputTooLongError: an answer that does not fit in ``max_length`` on its own.
         """
+        return [e.ids for e in self._encode_inputs(requests)]
+
+    def _encode_inputs(self, requests: Sequence[ScoreRequest]) -> list[EncodedInput]:
         if self.released:
             check_request_texts(requests)
             return self._encode_released(requests)
@@ -488,9 +546,9 @@ class HFClassifierScorer:
         for e in encoded:
             if e.truncated:
                 self.stats[f"truncated_{e.truncated}"] += 1
-        return [e.ids for e in encoded]
+        return encoded
 
-    def _encode_released(self, requests: Sequence[ScoreRequest]) -> list[list[int]]:
+    def _encode_released(self, requests: Sequence[ScoreRequest]) -> list[EncodedInput]:
         """The released script's inputs (its chat has no profile: one is an error)."""
         if self.options.profile_position != "none":
             for i, r in enumerate(requests):
@@ -505,15 +563,15 @@ class HFClassifierScorer:
             [r.question for r in requests], [r.response for r in requests]
         )
         self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated)
-        return [e.ids for e in encoded]
+        return encoded
 
     def fingerprint(self) -> str:
         """A hex id of everything that changes the scores (the score-cache key prefix).
 
         It covers the model files or hub commit, dtype, template, profile placement, lengths,
-        BOS policy, label index and input format; not batch size, device or prefix sharing
-        (scores do not depend on them). The scorer runtime keys the persistent score cache
-        with it.
+        truncation rule, BOS policy, pooling rule, label index and input format; not batch size,
+        device or prefix sharing (scores do not depend on them). The scorer runtime keys the
+        persistent score cache with it.
         """
         return fingerprint_of(self.description)
 
@@ -524,11 +582,48 @@ class HFClassifierScorer:
         requests = list(requests)
         if not requests:
             return []
+        scores = [math.nan] * len(requests)
         with uncounted_if_out_of_memory(self.stats):  # the runtime redoes a chunk out of memory
             self.stats["requests"] += len(requests)
-            seqs = self.encode(requests)
-            scores = self._compute(seqs, [(r.question, r.profile.text) for r in requests])
+            encoded = self._encode_inputs(requests)
+            valid = [i for i, e in enumerate(encoded) if not e.invalid]
+            if valid:
+                self._load()
+                seqs = [self._pooled(encoded[i].ids) for i in valid]
+                keys = [(requests[i].question, requests[i].profile.text) for i in valid]
+                for i, score in zip(valid, self._compute(seqs, keys), strict=True):
+                    scores[i] = score
+            self.stats["invalid_too_long"] += len(requests) - len(valid)
+        self._record_invalid(requests, encoded)
         return check_scores(scores, len(requests), self.component)
+
+    def _record_invalid(
+        self, requests: Sequence[ScoreRequest], encoded: Sequence[EncodedInput]
+    ) -> None:
+        """Keep the reason of every input left unscored, and say so once per call."""
+        bad = [(r, e.invalid) for r, e in zip(requests, encoded, strict=True) if e.invalid]
+        self._last_invalid = {id(r): why for r, why in bad}
+        if not bad:
+            return
+        for r, why in bad:
+            self._failures.append(
+                {"item": r.record_id, "stage": "encode", "reason": "too-long", "detail": why}
+            )
+        logger.warning(
+            "%s: %d input(s) not scored (their pairs count as invalid): %s", self.component,
+            len(bad), bad[0][1] + (f"; and {len(bad) - 1} more" if len(bad) > 1 else ""),
+        )
+
+    def request_extras(self, requests: Sequence[ScoreRequest]) -> list[dict[str, str] | None]:
+        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was not scored."""
+        return [
+            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
+            for r in requests
+        ]
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Every input not scored so far: record id, stage, reason code and detail."""
+        return [dict(f) for f in self._failures]
 
     def _sharing_state(self) -> str:
         return self._sharing_note or ("pending" if self._sharing is None else "")

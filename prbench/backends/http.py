@@ -30,7 +30,15 @@ Standard library only (``http.client`` and threads). What it does:
 * ``timeout`` is a deadline for the whole exchange (connect, send, the full response), not only
   for each socket read;
 * every reply is a :class:`~prbench.backends.base.Completion` carrying the server's
-  ``finish_reason`` (``"length"``: cut at ``max_tokens``, which judges count as ``truncated``);
+  ``finish_reason`` (``"length"``: cut at ``max_tokens``, which judges count as ``truncated``)
+  and, where a reasoning parser moved the model's thinking out of ``content``, that text as
+  ``reasoning`` (``reasoning_content``, or ``reasoning`` in newer vLLM); a reply whose
+  ``content`` is ``null`` beside a reasoning text (thinking that never ended) is the empty text
+  with its reasoning, not a malformed reply;
+* :meth:`OpenAIBackend.fit_budgets` fits each chat's ``max_tokens`` into the served context:
+  ``min(wanted, max_model_len - prompt tokens)``, with ``max_model_len`` from the model's
+  ``/v1/models`` card and the prompt counted by the server's ``/tokenize`` (vLLM), so no request
+  is refused for its length;
 * an on-disk response cache keyed by the endpoint URL plus the whole request body (see
   :mod:`prbench.backends.cache`), **on by default**: ``cache_dir="auto"`` keeps it under
   ``prbench.paths.cache_dir("responses")``, a path puts it there, ``""`` turns it off. A cached
@@ -173,6 +181,7 @@ class OpenAIBackend:
         self._host = parts.hostname
         self._port = parts.port
         prefix = parts.path.rstrip("/")
+        self._prefix = prefix
         self._path = f"{prefix}/{self.route}"
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         if ":" in parts.hostname:  # IPv6 literal
@@ -196,25 +205,98 @@ class OpenAIBackend:
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def generate(self, chats: Sequence[Chat], config: GenerationConfig) -> list[Reply]:
+    def generate(self, chats: Sequence[Chat], config: GenerationConfig,
+                 budgets: Sequence[int] | None = None) -> list[Reply]:
         """One completion per chat, in order (cached responses are not requested again).
 
         A chat whose request failed for good gets a
         :class:`~prbench.backends.base.GenerationFailure` in its place (see the module docstring).
 
+        Args:
+            chats: the chats.
+            config: the decoding settings.
+            budgets: each chat's ``max_tokens`` in place of ``config.max_new_tokens`` (from
+                :meth:`fit_budgets`), sent in one concurrent call.
+
         Raises:
             BackendRequestError: a failure no request can get past (the key, the URL or model,
                 TLS, or no server answering); one line naming the server and the fix.
+            ValueError: ``budgets`` of another length than ``chats``, or a budget below 1.
         """
         check_chats(chats)
         check_config(config)
         bodies = [self.request_body(chat, config) for chat in chats]
+        if budgets is not None:
+            if len(budgets) != len(chats) or any(b < 1 for b in budgets):
+                raise ValueError(f"budgets must give each of the {len(chats)} chats at least 1 "
+                                 f"token, got {list(budgets)[:10]}")
+            for body, budget in zip(bodies, budgets, strict=True):
+                body["max_tokens"] = int(budget)
         responses = self._fetch_all(bodies)
         return [
             r if isinstance(r, GenerationFailure)
-            else Completion(cut_at_stop(_message_text(r), config.stop), _finish_reason(r))
+            else Completion(cut_at_stop(_message_text(r), config.stop), _finish_reason(r),
+                            _reasoning_text(r))
             for r in responses
         ]
+
+    # -- the served context ---------------------------------------------------------------------
+
+    def model_card(self) -> dict[str, Any] | None:
+        """The served model's entry of ``GET {base_url}/models`` (``None``: no such entry).
+
+        Raises:
+            BackendRequestError: the server cannot be reached or refuses the API key.
+        """
+        status, data = self.get_json(f"{self._prefix}/models")
+        entries = data.get("data") if isinstance(data, dict) and status == 200 else None
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and entry.get("id") == self.spec.model:
+                return entry
+        return None
+
+    def prompt_tokens(self, chat: Chat) -> int | None:
+        """The tokens of a chat's prompt as the server counts them (vLLM's ``POST /tokenize``
+        with the chat template and the generation prompt); ``None`` where the server has no
+        such route or gives no count.
+        """  # noqa: D205
+        body = {"model": self.spec.model, "add_generation_prompt": True,
+                "messages": [{"role": m["role"], "content": m["content"]} for m in chat]}
+        status, data = self.post_json("/tokenize", body)
+        count = data.get("count") if isinstance(data, dict) and status == 200 else None
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+    def fit_budgets(self, chats: Sequence[Chat], wanted: int) -> tuple[list[int], dict[str, Any]]:
+        """Each chat's ``max_tokens``: ``min(wanted, max_model_len - prompt tokens)``.
+
+        ``max_model_len`` is read from the model's card; the prompt is counted by the server.
+        A budget below 1 means the prompt alone fills the context (the caller records the item as
+        invalid instead of sending it). Where the card has no ``max_model_len`` or the server
+        cannot count tokens, every budget is ``wanted`` and the returned description says why.
+
+        Returns:
+            The budgets, and a description: ``max_model_len``, ``source`` (``"served context"``
+            or why the budgets were not fitted), ``n_fitted`` (budgets below ``wanted``) and
+            ``n_no_room``.
+        """
+        card = self.model_card()
+        limit = card.get("max_model_len") if card else None
+        info: dict[str, Any] = {"wanted": wanted, "max_model_len": limit, "n_fitted": 0,
+                                "n_no_room": 0}
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            info["source"] = "option (the model's /v1/models card has no max_model_len)"
+            return [wanted] * len(chats), info
+        budgets: list[int] = []
+        for chat in chats:
+            n = self.prompt_tokens(chat)
+            if n is None:
+                info["source"] = ("option (the server has no /tokenize to count prompt tokens: "
+                                  "requests longer than its context will be refused)")
+                return [wanted] * len(chats), info
+            budgets.append(min(wanted, limit - n))
+        info.update(source="served context", n_fitted=sum(b < wanted for b in budgets),
+                    n_no_room=sum(b < 1 for b in budgets))
+        return budgets, info
 
     def logprobs(self, chats: Sequence[Chat], continuations: Sequence[str]) -> list[float]:
         """Not available: chat completions only give log-probabilities of generated tokens.
@@ -417,9 +499,19 @@ class OpenAIBackend:
             BackendRequestError: no connection could be opened, TLS failed, no complete reply
                 came within ``timeout``, or the server refused the API key (401/403).
         """
+        return self._once("GET", path, b"")
+
+    def post_json(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """``POST path`` with a JSON body once, without retries: ``(status, decoded JSON or
+        None)``; the same failures as :meth:`get_json`.
+        """  # noqa: D205
+        return self._once("POST", path, json.dumps(body, ensure_ascii=False).encode("utf-8"))
+
+    def _once(self, method: str, path: str, payload: bytes) -> tuple[int, Any]:
+        """One request without retries (:meth:`get_json`, :meth:`post_json`)."""
         try:
             with self._slots:
-                status, _, data = self._exchange(b"", method="GET", path=path)
+                status, _, data = self._exchange(payload, method=method, path=path)
         except _NotConnected as exc:
             raise BackendRequestError(
                 f"cannot reach the server at {self.base_url}: connection failed "
@@ -429,7 +521,7 @@ class OpenAIBackend:
         except (_Timeout, ssl.SSLError, OSError, http.client.HTTPException) as exc:
             what = "no reply" if isinstance(exc, _Timeout) else f"{type(exc).__name__}: {exc}"
             raise BackendRequestError(
-                f"GET {self.base_url}{path} failed ({_one_line(self._redact(what))}); check "
+                f"{method} {self.base_url}{path} failed ({_one_line(self._redact(what))}); check "
                 "`base_url` and that the server is up"
             ) from None
         if status in (401, 403):
@@ -538,6 +630,8 @@ def _problem(response: Any) -> str:
     if not isinstance(message, dict) or "content" not in message:
         return "no choices[0].message.content in the response"
     content = message["content"]
+    if content is None and _reasoning_of(message):
+        return ""  # thinking that never ended: no reply text, the reasoning is kept
     if not isinstance(content, str):
         return (
             f"the message content is {type(content).__name__}, not text (finish_reason="
@@ -546,9 +640,24 @@ def _problem(response: Any) -> str:
     return ""
 
 
+def _reasoning_of(message: dict[str, Any]) -> str:
+    """The reasoning text a server's reasoning parser put beside ``content`` (``""``: none)."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
 def _message_text(response: dict[str, Any]) -> str:
-    """The assistant message of a response :func:`_problem` passed."""
-    return str(response["choices"][0]["message"]["content"])
+    """The assistant message of a response :func:`_problem` passed (``""`` for ``null``)."""
+    content = response["choices"][0]["message"]["content"]
+    return "" if content is None else str(content)
+
+
+def _reasoning_text(response: dict[str, Any]) -> str:
+    """The reasoning beside the assistant message of a response (``""``: none)."""
+    return _reasoning_of(response["choices"][0]["message"])
 
 
 def _finish_reason(response: dict[str, Any]) -> str:

@@ -53,13 +53,12 @@ from typing import Any, Literal
 
 from prbench.backends.base import BackendSpec, GenerationFailure
 from prbench.backends.chat_inputs import (
-    DEFAULT_SYSTEM_FORMAT,
-    DEFAULT_USER_FORMAT,
     encode_requests,
     encoder_from_options,
     load_tokenizer,
     rendering_description,
 )
+from prbench.backends.chat_options import ChatRenderOptions
 from prbench.backends.http import OpenAIBackend
 from prbench.options import OptionsError
 from prbench.scoring.base import ScoreRequest, check_scores
@@ -84,8 +83,12 @@ def _opt(default: Any, help_text: str) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class ServedRMOptions:
-    """Options of the ``served-rm`` scorer."""
+class ServedRMOptions(ChatRenderOptions):
+    """Options of the ``served-rm`` scorer.
+
+    The chat-rendering options are ``hf-classifier``'s
+    (:class:`~prbench.backends.chat_options.ChatRenderOptions`).
+    """
 
     base_url: str = _opt("", "the server's root URL, e.g. http://127.0.0.1:8000 (a /v1 is dropped)")
     engine: Literal["vllm", "sglang"] = _opt("vllm", "the serving engine: vllm or sglang")
@@ -107,15 +110,6 @@ class ServedRMOptions:
     max_length: int = _opt(
         8192, "most tokens per input (at most the server's max_model_len); profile cut first"
     )
-    profile_position: Literal["none", "system", "user"] = _opt(
-        "user", "where the profile goes: nowhere, a system turn, or before the question"
-    )
-    user_format: str = _opt(DEFAULT_USER_FORMAT, "user turn with a profile: {profile}, {question}")
-    system_format: str = _opt(DEFAULT_SYSTEM_FORMAT, "system turn with a profile: {profile}")
-    chat_template: str = _opt("", "Jinja text or file overriding the tokenizer's chat template")
-    bos: Literal["auto", "always", "never"] = _opt(
-        "auto", "exactly one BOS when the tokenizer or template uses one (auto), always, or never"
-    )
     batch_size: int = _opt(32, "inputs per HTTP request")
     max_concurrency: int = _opt(4, "HTTP requests in flight at once")
     timeout: float = _opt(120.0, "seconds for one whole HTTP exchange")
@@ -123,6 +117,7 @@ class ServedRMOptions:
     api_key_env: str = _opt("", "environment variable holding the server's API key")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.base_url:
             raise ValueError(
                 "served-rm needs base_url, the server's root URL, e.g. base_url=http://127.0.0.1:8000"
@@ -300,8 +295,9 @@ class ServedRMScorer:
         }
         self.counts = dict.fromkeys(
             ("requests", "inputs_sent", "prompt_tokens", "failed", "truncated_profile",
-             "truncated_question"), 0)
+             "truncated_question", "truncated_left"), 0)
         self._failures: list[dict[str, Any]] = []
+        self._last_invalid: dict[int, str] = {}  # id(request) -> reason, for request_extras
 
     # -- the server's model list -----------------------------------------------------------------
 
@@ -377,27 +373,35 @@ class ServedRMScorer:
         for e in encoded:
             if e.truncated:
                 self.counts[f"truncated_{e.truncated}"] += 1
+        self._last_invalid = {}
+        valid = [i for i, e in enumerate(encoded) if not e.invalid]
+        for r, e in zip(requests, encoded, strict=True):
+            if e.invalid:  # the answer alone is longer than max_length: not sent
+                self._last_invalid[id(r)] = e.invalid
+                self._fail([r], "too-long", e.invalid, stage="encode")
+        scores = [math.nan] * len(requests)
+        sent = [requests[i] for i in valid]
         size = self.options.batch_size
-        starts = list(range(0, len(encoded), size))
-        bodies = [self.request_body([e.ids for e in encoded[s : s + size]]) for s in starts]
-        self.counts["inputs_sent"] += len(encoded)
-        self.counts["prompt_tokens"] += sum(len(e.ids) for e in encoded)
+        starts = list(range(0, len(sent), size))
+        bodies = [
+            self.request_body([encoded[i].ids for i in valid[s : s + size]]) for s in starts
+        ]
+        self.counts["inputs_sent"] += len(sent)
+        self.counts["prompt_tokens"] += sum(len(encoded[i].ids) for i in valid)
         replies = self.client.post_all(bodies)
-        scores: list[float] = []
         for start, reply in zip(starts, replies, strict=True):
-            batch = requests[start : start + size]
+            batch = sent[start : start + size]
             if isinstance(reply, GenerationFailure):
                 self._fail(batch, reply.reason, reply.detail)
-                scores += [math.nan] * len(batch)
                 continue
             values = reply_values(self.engine, self.endpoint, reply)
             if len(values) != len(batch):
                 self._fail(batch, "bad-response",
                            f"{len(values)} results for {len(batch)} inputs from "
                            f"{self.client.endpoint}")
-                scores += [math.nan] * len(batch)
                 continue
-            scores += [self._pick(v) for v in values]
+            for i, v in zip(valid[start : start + size], values, strict=True):
+                scores[i] = self._pick(v)
         return check_scores(scores, len(requests), self.component)
 
     def _pick(self, values: list[float]) -> float:
@@ -409,12 +413,22 @@ class ServedRMScorer:
             )
         return values[i]
 
-    def _fail(self, batch: Sequence[ScoreRequest], reason: str, detail: str) -> None:
+    def _fail(
+        self, batch: Sequence[ScoreRequest], reason: str, detail: str, stage: str = "request"
+    ) -> None:
         self.counts["failed"] += len(batch)
         for r in batch:
             self._failures.append(
-                {"item": r.record_id, "stage": "request", "reason": reason, "detail": detail}
+                {"item": r.record_id, "stage": stage, "reason": reason, "detail": detail}
             )
+
+    def request_extras(self, requests: Sequence[ScoreRequest]) -> list[dict[str, str] | None]:
+        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was too long to
+        send (the server's own failures are in :meth:`stats`)."""  # noqa: D205, D209
+        return [
+            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
+            for r in requests
+        ]
 
     # -- reporting -------------------------------------------------------------------------------
 

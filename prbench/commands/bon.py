@@ -1,20 +1,23 @@
 """Best-of-N with each scorer: best-of-k quality for k = 1, 2, 4, ..., N with CIs and baselines.
 
 Candidates come from a pool file (the bundled sample's pools work offline) or are sampled from a
-policy (``--policy backend=hf,model=...``; saved to a pool file so a rerun resumes). Every
+policy (``--policy_args backend=hf,model=...``; saved to a pool file so a rerun resumes). Every
 candidate is scored once per scorer through the scorer runtime (cached, resumable). Best-of-k
 earns the exact expected quality over random k-subsets with tie credit; quality comes from the
-pools' gold coverage labels or from the rubric-judge (``--quality rubric-judge --judge ...``).
+pools' gold coverage labels or from the rubric-judge (``--quality rubric-judge --judge_args
+judge=rubric-judge,...``).
 Writes ``OUT/bon_results.json`` and ``OUT/bon_table.md`` and prints the table.
 
 Example: ``prbench bon --model_args scorer=length --model_args scorer=embedding-similarity
 --model_args scorer=oracle-rubric -o bon`` (one ``--model_args scorer=ID,K=V`` per scorer; the old
-``--scorer ID:K=V`` still works, with a note)
+``--scorer ID:K=V`` still works, with a note, as do the old ``--judge``, ``--profile``,
+``--profile_k``, ``--profile_options`` and ``--policy``)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -27,7 +30,7 @@ TABLE_NAME = "bon_table.md"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench bon``."""
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
-    from prbench.commands import add_scorer_argument
+    from prbench.commands import add_component_argument, add_scorer_argument
 
     add_scorer_argument(parser, repeatable=True)
     parser.add_argument("-o", "--output_path", default="bon", help="output folder")
@@ -35,27 +38,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="records: a file, a folder, 'sample' or a hub dataset id")
     parser.add_argument(
         "--pools", default=None,
-        help="candidate pool file (default: the bundled pools for --data sample; with --policy: "
-        "OUT/pools.jsonl, written and resumed)",
+        help="candidate pool file (default: the bundled pools for --data sample; with "
+        "--policy_args: OUT/pools.jsonl, written and resumed)",
     )
-    parser.add_argument(
-        "--policy", default="", metavar="K=V,...",
-        help="sample candidates from a policy: 'backend=hf,model=PATH[,gguf_file=F],seed=0' or "
-        "'backend=openai,model=NAME,base_url=URL' (temperature 1.0, top_p 0.9 by default)",
+    add_component_argument(
+        parser, "policy", default="", old={"--policy": "options"},
+        help="sample candidates from a policy: backend=hf,model=PATH[,gguf_file=F],seed=0 or "
+        "backend=openai,model=NAME,base_url=URL (temperature 1.0, top_p 0.9 by default)",
     )
     parser.add_argument("--n", type=int, default=DEFAULT_N, help="candidates per record")
     parser.add_argument(
         "--quality", choices=("auto", "gold", "rubric-judge"), default="auto",
         help="candidate quality: gold coverage labels or the rubric-judge (auto: gold if labelled)",
     )
-    parser.add_argument(
-        "--judge", default="", metavar="K=V,...",
-        help="rubric-judge options, e.g. 'backend=openai,model=NAME,base_url=URL'",
+    add_component_argument(
+        parser, "judge", default="rubric-judge", old={"--judge": "id"},
+        help="the quality judge of --quality rubric-judge and its options, e.g. "
+        "judge=rubric-judge,backend=openai,model=NAME,base_url=URL",
     )
-    parser.add_argument("--profile", default="dense", help="profile builder")
-    parser.add_argument("--profile_k", type=int, default=5, help="posts kept")
-    parser.add_argument(
-        "--profile_options", default="", metavar="JSON", help="further builder options (JSON)"
+    add_component_argument(
+        parser, "profile", default="dense",
+        old={"--profile": "id", "--profile_k": "option:k", "--profile_options": "json"},
+        help="profile builder and its options, e.g. builder=dense,k=5,model=minilm (k is 5 "
+        "where the builder has it and none is given)",
     )
     parser.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                         help="bootstrap resamples")
@@ -66,19 +71,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run Best-of-N and write the results."""
     from prbench.analysis.strict_json import write_json
-    from prbench.commands import scorer_specs
+    from prbench.commands import component_args, kv_text, scorer_specs
     from prbench.downstream.bestofn import format_table
+    from prbench.downstream.evaluator import RUBRIC_JUDGE
+    from prbench.options import OptionsError
     from prbench.plugins import get_registry
 
     specs = scorer_specs(args)
+    judge, profile, policy = (component_args(args, r) for r in ("judge", "profile", "policy"))
+    if judge[0] not in ("rubric-judge", RUBRIC_JUDGE):
+        raise OptionsError(f"--judge_args judge={judge[0]}: the quality judge of Best-of-N is "
+                           "the rubric-judge (judge=rubric-judge,K=V,...)")
     out_dir = Path(args.output_path)
     pools = args.pools
-    if pools is None and args.policy:
+    if pools is None and policy[1]:
         pools = str(out_dir / "pools.jsonl")
     options = {
-        "data": args.data, "pools": pools or "", "policy": args.policy, "n": args.n,
-        "quality": args.quality, "judge": args.judge, "profile": args.profile,
-        "profile_k": args.profile_k, "profile_options": args.profile_options,
+        "data": args.data, "pools": pools or "", "policy": kv_text(policy[1]), "n": args.n,
+        "quality": args.quality, "judge": kv_text(judge[1]), "profile": profile[0],
+        "profile_options": json.dumps(profile[1]) if profile[1] else "",
         "resamples": args.resamples, "confidence": args.confidence, "seed": args.seed,
     }
     evaluator = get_registry(args.plugin).build("downstream-evaluator", "best-of-n", options)

@@ -7,7 +7,8 @@ settings and a report go to OUTPUT.build/. Run the same command again to resume 
 Examples:
   prbench build lamp_qa.jsonl -o pairs.jsonl --model HuggingFaceTB/SmolLM2-135M-Instruct
   prbench build in.jsonl -o pairs.jsonl --backend openai --model MODEL --base_url URL/v1
-  prbench build in.jsonl -o pairs.jsonl --model MODEL -O leak_check=both -O judge_check=true
+  prbench build in.jsonl -o pairs.jsonl --model MODEL \
+      --generator_args generator=rubric-contrast,leak_check=both,judge_check=true
 """
 
 from __future__ import annotations
@@ -28,29 +29,36 @@ SHORTCUTS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench build``."""
+    from prbench.commands import add_component_argument
+
     parser.add_argument("input", help="source records: a .jsonl/.json/.parquet file or a folder")
     parser.add_argument("-o", "--output_path", required=True,
                         help="output .jsonl file (appended to)")
-    parser.add_argument(
-        "--generator", default="rubric-contrast",
-        help="pair-generator id (default: rubric-contrast)",
+    add_component_argument(
+        parser, "generator", default="rubric-contrast",
+        old={"--generator": "id", "-O/--option": "item"},
+        help="the pair generator and its options, e.g. generator=rubric-contrast,"
+        "min_length_ratio=0.8,profile_builder_options={\"k\": 5} (`prbench build "
+        "--list_options` lists them)",
     )
-    parser.add_argument(
-        "-O", "--option", action="append", default=[], metavar="KEY=VALUE",
-        help="a generator option (repeatable), e.g. -O min_length_ratio=0.8 "
-        "-O profile_builder_options='{\"k\": 5}'; `prbench build --list_options` lists them",
-    )
-    parser.add_argument("--backend", choices=("hf", "openai"), help="generation backend")
-    parser.add_argument("--model", help="generator model: hub id, local folder or served name")
-    parser.add_argument("--gguf_file", help="GGUF file inside --model (hf)")
-    parser.add_argument("--base_url", help="server URL (openai backend)")
-    parser.add_argument("--device", help="cpu, cuda, cuda:0, auto (hf)")
-    parser.add_argument("--seed", type=int, help="sampling seed")
+    # each shortcut sets the generator option of its name; left out, the option keeps the
+    # generator's default (rubric-contrast's are named in the help; the test checks them)
+    parser.add_argument("--backend", choices=("hf", "openai"),
+                        help="generation backend (default: the generator's, hf)")
+    parser.add_argument("--model", help="generator model: hub id, local folder or served name "
+                        "(required, here or in --generator_args)")
+    parser.add_argument("--gguf_file", help="GGUF file inside --model (hf) (default: none)")
+    parser.add_argument("--base_url",
+                        help="server URL (openai backend) (default: none, required for openai)")
+    parser.add_argument("--device",
+                        help="cpu, cuda, cuda:0, auto (hf) (default: the generator's, auto)")
+    parser.add_argument("--seed", type=int, help="sampling seed (default: the generator's, 0)")
     parser.add_argument(
         "--batch_size", type=int, default=8,
         help="records per generation call and per write",
     )
-    parser.add_argument("--limit", type=int, help="only the first N source records")
+    parser.add_argument("--limit", type=int,
+                        help="only the first N source records (default: all of them)")
     parser.add_argument(
         "--overwrite", action="store_true",
         help="start again: delete OUTPUT and its side files instead of resuming",
@@ -60,22 +68,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _options(args: argparse.Namespace) -> dict[str, str]:
+def _options(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """The generator's id and options: ``--generator_args`` with the shortcut flags."""
+    from prbench.commands import component_args
     from prbench.options import OptionsError
 
-    out: dict[str, str] = {}
-    for item in args.option:
-        if "=" not in item:
-            raise OptionsError(f"-O expects KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
+    generator, given = component_args(args, "generator")
+    out = {k: str(v) for k, v in given.items()}
     for dest, name in SHORTCUTS.items():
         value = getattr(args, dest, None)
         if value is not None:
             if name in out and out[name] != str(value):
-                raise OptionsError(f"option {name!r} is given both as -O and as --{dest}")
+                raise OptionsError(
+                    f"option {name!r} is given both in --generator_args and as --{dest}")
             out[name] = str(value)
-    return out
+    return generator, out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
     registry = get_registry(getattr(args, "plugin", []) or [])
     try:
-        component = registry.get("pair-generator", args.generator)
-    except UnknownComponentError as exc:
+        generator_id, options = _options(args)
+        component = registry.get("pair-generator", generator_id)
+    except (OptionsError, UnknownComponentError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.list_options:
@@ -99,7 +107,6 @@ def run(args: argparse.Namespace) -> int:
     from prbench.pairs.source import load_sources
 
     try:
-        options = _options(args)
         component.parse_options(options)
         records = load_sources(args.input)  # bad input fails before a model is loaded
     except (OptionsError, RecordValidationError, DataSourceError) as exc:
@@ -108,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         generator = component.build(options)
     except (OptionsError, ValueError, OSError, ImportError, RuntimeError) as exc:
-        print(f"error: cannot build the generator {args.generator!r}: {exc}", file=sys.stderr)
+        print(f"error: cannot build the generator {generator_id!r}: {exc}", file=sys.stderr)
         return 1
     try:
         report = build_pairs(

@@ -52,9 +52,25 @@ DEFAULT_MAX_INVALID = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged)."""
+    """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged).
+
+    ``--tasks`` and ``--model_args`` are lm-eval's flags; they are declared here too so that
+    ``--help`` lists them, and :func:`lm_eval_argv` hands them on to lm-eval as given.
+    """
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
 
+    parser.add_argument(
+        "--tasks", metavar="TASK,...",
+        help="the tasks or groups to run, comma-separated, e.g. personalized_rewardbench_sample "
+        "(required; lm-eval's flag)",
+    )
+    parser.add_argument(
+        "--model_args", metavar="scorer=ID,K=V,...",
+        help="the scorer and its options, e.g. scorer=hf-classifier,pretrained=PATH (`prbench "
+        "scorers --options` lists them; runtime options cache=, cache_path=, chunk_size= work "
+        "too; lm-eval's flag) (default: scorer=embedding-similarity, the prbench model's "
+        "DEFAULT_SCORER)",
+    )
     parser.add_argument(
         "--lm_eval_help", action="store_true", help="show the lm-eval flags this command accepts"
     )
@@ -87,6 +103,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "own score cache does its job); see --lm_eval_help. lm-eval's log lines below WARNING "
         "are shown with --verbosity INFO.", width=79,
     )
+
+
+def lm_eval_argv(args: argparse.Namespace) -> list[str]:
+    """The ``lm_eval run`` arguments of a parsed ``prbench eval`` command line.
+
+    ``--tasks`` and ``--model_args`` (declared by prbench for ``--help``) come first, then every
+    flag prbench does not know, in lm-eval's spelling (:func:`lm_eval_spellings`).
+    """
+    given = [
+        item for flag in ("tasks", "model_args") if getattr(args, flag, None) is not None
+        for item in (f"--{flag}", getattr(args, flag))
+    ]
+    return lm_eval_spellings([*given, *(getattr(args, "extra_args", None) or [])])
 
 
 def requested_tasks(tasks: Sequence[str] | None) -> list[str]:
@@ -319,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
 
     from lm_eval.utils import setup_logging
 
-    extra = lm_eval_spellings(getattr(args, "extra_args", None) or [])
+    extra = lm_eval_argv(args)
     args.extra_args = extra
     verbose = _verbose(extra)
     setup_logging(logging.DEBUG if verbose == "DEBUG" else logging.INFO if verbose

@@ -1,7 +1,7 @@
 """Rank every record's posts once with an embedding model, for the `ranked` profile builder.
 
 ``prbench rank DATA -o OUT`` embeds each record's question and posts with the ``dense`` builder
-(options in ``--builder_args``, e.g. ``model=contriever``) and writes each record's posts in
+(``--profile_args builder=dense,model=contriever``) and writes each record's posts in
 retrieval order with their scores, the encoder's identity and a hash of each record's question and
 posts (see :mod:`prbench.profiles.ranked`). Evaluations then read their top-k from OUT on any
 machine (``--metadata '{"prbench_ranked": "OUT"}'``) instead of embedding: run this once on a GPU,
@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prbench.profiles.embed import EncodeStats
 
 #: posts embedded per step; each step's records are written before the next starts
 DEFAULT_STEP_POSTS = 4096
@@ -30,18 +34,21 @@ GPU_AUTO_BATCH = 128
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rank``."""
+    from prbench.commands import add_component_argument
+
     parser.add_argument(
         "data",
         help="a .jsonl/.json/.parquet file, a folder of per-domain files, 'sample' or a hub "
         "dataset id",
     )
-    parser.add_argument("-o", "--output_path", required=True, metavar="OUT",
+    parser.add_argument("-o", "--output_path", required=True,
                         help="the ranking file to write (.jsonl); an existing one is resumed")
-    parser.add_argument("--builder", default="dense",
-                        help="the profile builder that ranks (dense, the only one that embeds)")
-    parser.add_argument("--builder_args", default="", metavar="K=V,...",
-                        help="its options, e.g. model=contriever (listed by `prbench scorers "
-                        "--kind profile-builder --options dense`)")
+    add_component_argument(
+        parser, "profile", default="dense", old={"--builder": "id", "--builder_args": "options"},
+        help="the profile builder that ranks (dense, the only one that embeds) and its options, "
+        "e.g. builder=dense,model=contriever (listed by `prbench scorers --kind profile-builder "
+        "--options dense`)",
+    )
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     parser.add_argument(
         "--batch_size", default="auto",
@@ -64,11 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="test", help="hub split (hub ids only)")
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
+def _options(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The ranking builder's id and options (``--profile_args`` with the device and batch size)."""
+    from prbench.commands import component_args
     from prbench.devices import resolve_device
-    from prbench.options import OptionsError, parse_kv_string
+    from prbench.options import OptionsError
 
-    raw: dict[str, Any] = dict(parse_kv_string(args.builder_args or ""))
+    builder, raw = component_args(args, "profile")
     if args.device:
         raw["device"] = args.device
     size = str(args.batch_size).strip().lower()
@@ -83,7 +92,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
                                f"got {args.batch_size!r}") from None
     if args.step_posts < 1:
         raise OptionsError(f"--step_posts must be >= 1, got {args.step_posts}")
-    return raw
+    return builder, raw
 
 
 def _steps(records: Sequence[Any], posts: int) -> Iterator[list[Any]]:
@@ -163,13 +172,13 @@ def run(args: argparse.Namespace) -> int:
     from prbench.progress import progress_bar
     from prbench.records import load_records
 
-    if args.builder != "dense":
+    builder_id, raw = _options(args)
+    if builder_id != "dense":
         raise OptionsError(
-            f"--builder {args.builder!r}: prbench rank ranks with the 'dense' builder (it "
-            "embeds every post; the others are cheap enough to run in place)"
+            f"--profile_args builder={builder_id}: prbench rank ranks with the 'dense' builder "
+            "(it embeds every post; the others are cheap enough to run in place)"
         )
-    component = get_registry().get("profile-builder", args.builder)
-    raw = _options(args)
+    component = get_registry().get("profile-builder", builder_id)
     component.parse_options(raw)  # option errors before the data is read
     records = load_records(args.data, revision=args.revision, split=args.split)
     source: dict[str, Any] = {}
@@ -186,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     done = _resume(out, identity, records) if out.exists() else set()
     if not out.exists():
         header = {
-            "format": FORMAT, "version": VERSION, "builder": args.builder,
+            "format": FORMAT, "version": VERSION, "builder": builder_id,
             "identity": identity, "encoder": builder.encoder.describe(),
             "data": str(args.data), "prbench": __version__, **source,
         }
@@ -203,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         f"{builder.options.batch_size}",
         file=sys.stderr,
     )
+    before = dataclasses.replace(builder.encoder.stats)
     start = time.perf_counter()
     bar = progress_bar(n_posts, desc="rank: dense", unit="post")
     try:
@@ -216,6 +226,30 @@ def run(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     seconds = time.perf_counter() - start
-    rate = f", {n_posts / seconds:.1f} posts/s" if seconds > 0 and n_posts else ""
-    print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s{rate}: {out}")
+    print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s"
+          f"{embedding_rate(before, builder.encoder.stats, seconds)}: {out}")
     return 0
+
+
+def embedding_rate(before: EncodeStats, after: EncodeStats, seconds: float) -> str:
+    """What the encoder did between two snapshots of its counters, for the closing line.
+
+    The rate counts only the texts the model embedded in this run: texts found in the
+    embedding cache (a resumed run's, embedded before it stopped) are named apart, so a resumed
+    run does not report a rate it did not reach.
+
+    Args:
+        before: the encoder's counters when ranking started.
+        after: its counters when ranking ended.
+        seconds: the wall time between them.
+
+    Returns:
+        ``", N texts embedded (M from the embedding cache), R texts/s"`` or ``""`` when nothing
+        was asked of the encoder.
+    """
+    computed = after.computed - before.computed
+    cached = after.cached - before.cached
+    if computed + cached == 0:
+        return ""
+    rate = f", {computed / seconds:.1f} texts/s embedded" if computed and seconds > 0 else ""
+    return f", {computed} texts embedded now ({cached} from the embedding cache){rate}"

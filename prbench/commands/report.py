@@ -3,10 +3,11 @@
 RESULTS are files or folders: lm-eval results of ``prbench eval`` (run it with ``--log_samples``
 so the paired statistics can use every pair), ``bon_results.json`` of ``prbench bon`` and
 ``correlation.json`` of ``prbench correlate``. The page has the leaderboard (accuracy per domain
-with CIs, micro/macro, ties, invalid, length baseline), the personalization gap per scorer
-(profile minus no profile, paired CI, McNemar), the personalization sensitivity (own profile vs
-another user's, random posts and none, per scorer and domain, also printed here), paired tests
-between scorers on the same pairs, Best-of-N curves and correlation plots.
+with CIs, micro/macro, ties, invalid, length baseline), the personalization gap and sensitivity
+(own profile vs no profile and the other profile sources that were run, per scorer and domain,
+paired CI, McNemar, also printed here), paired tests between scorers on the same pairs, a pair
+explorer page per run (explorer/*.html), Best-of-N curves and correlation plots. Results files
+of the same scorer, tasks and profile settings (a rerun into one folder): the newest is used.
 
 Example: ``prbench report results/ bon/bon_results.json correlation/correlation.json -o report``
 """
@@ -28,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bootstrap resamples of the paired statistics",
     )
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument(
+        "--keep_reruns", action="store_true",
+        help="keep every results file of the same scorer, tasks and profile settings (default: "
+             "the newest replaces older ones, and the report says which)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     md, page = build_report(
         args.results, args.output_path, resamples=args.resamples, seed=args.seed,
-        title=args.title, on_text=print,
+        title=args.title, on_text=print, keep_reruns=args.keep_reruns,
     )
     print(f"report: {md}\n        {page}")
     return 0

@@ -4,8 +4,8 @@ The policy answers the benchmark's questions with the user's profile view in the
 of sampled answers is scored in one batched call of the scorer runtime. The policy is evaluated
 greedily before and after training with the reward and a judge (any pointwise scorer). The
 default judge, oracle-rubric, works offline and is DIAGNOSTIC (it reads the
-hidden rubric); pass --judge rubric-judge:backend=hf,model=PATH for a real judge. Needs the 'rl'
-extra (trl).
+hidden rubric); pass --judge_args judge=rubric-judge,backend=hf,model=PATH for a real judge. Needs
+the 'rl' extra (trl).
 
 Example: prbench rl --policy PATH --model_args scorer=length -o rl_out --max_steps 2 --limit 4
 """
@@ -18,7 +18,7 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
-    from prbench.commands import add_scorer_argument
+    from prbench.commands import add_component_argument, add_scorer_argument
     from prbench.downstream.rl import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
@@ -39,10 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use only the first N records (0: all)")
     parser.add_argument("--eval_limit", type=int, default=0,
                         help="evaluate on only the first N evaluation records (0: all)")
-    parser.add_argument("--profile", default="none",
-                        help="profile builder for the policy prompt and the reward (e.g. dense)")
-    parser.add_argument("--profile_args", default="", metavar="K=V,...",
-                        help="profile builder options (e.g. k=10,model=minilm)")
+    add_component_argument(parser, "profile", default="none", old={"--profile": "id"},
+                           help="profile builder for the policy prompt and the reward, and its "
+                           "options, e.g. builder=dense,k=10,model=minilm")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default=d.algorithm,
                         help="TRL trainer")
     parser.add_argument("--num_generations", type=int, default=d.num_generations,
@@ -65,10 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed, help="training seed")
     parser.add_argument("--save_steps", type=int, default=d.save_steps,
                         help="checkpoint every N steps")
-    parser.add_argument("--judge", default=d.judge, metavar="ID[:K=V,...]",
-                        help="judge for the before/after evaluation; the default oracle-rubric "
-                        "works offline but is DIAGNOSTIC (it reads the hidden rubric); a real "
-                        "judge: 'rubric-judge:backend=hf,model=PATH'; 'none' to skip")
+    add_component_argument(parser, "judge", default=d.judge, old={"--judge": "id"},
+                           help="judge (any pointwise scorer) for the before/after evaluation; "
+                           "the default oracle-rubric works offline but is DIAGNOSTIC (it reads "
+                           "the hidden rubric); a real judge: "
+                           "judge=rubric-judge,backend=hf,model=PATH; judge=none to skip")
     parser.add_argument("--eval_max_new_tokens", type=int, default=d.eval_max_new_tokens,
                         help="tokens per greedy evaluation answer")
     parser.add_argument("--train_layers", type=int, default=d.train_layers, metavar="N",
@@ -83,9 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, train, evaluate; print a before/after table."""
-    from prbench.commands import check_scorer, scorer_specs
+    from prbench.commands import check_scorer, component_args, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
-    from prbench.options import parse_kv_string
     from prbench.plugins import get_registry
     from prbench.progress import progress_enabled
     from prbench.records import load_records
@@ -99,14 +98,17 @@ def run(args: argparse.Namespace) -> int:
     from prbench.downstream.rl import format_summary
 
     scorer, scorer_options = parse_scorer_spec(scorer_specs(args)[0])
-    judge, judge_options = ("", {}) if args.judge in ("", "none") else parse_scorer_spec(args.judge)
+    judge, judge_options = component_args(args, "judge")
+    if judge in ("", "none"):
+        judge, judge_options = "", {}
+    profile, profile_options = component_args(args, "profile")
     registry = get_registry(args.plugin)
     for kind, name, raw in (("reward", scorer, scorer_options), ("judge", judge, judge_options)):
         if name:  # unknown ids and bad options end here, before any model is loaded
             check_scorer(registry, name, raw, what=kind)
     if judge and registry.get("scorer", judge).diagnostic:
         print(f"note: judge {judge!r} is DIAGNOSTIC (it reads the hidden rubric); for a real "
-              "judge pass --judge rubric-judge:backend=hf,model=PATH", file=sys.stderr)
+              "judge pass --judge_args judge=rubric-judge,backend=hf,model=PATH", file=sys.stderr)
     options = {
         "policy": args.policy, "output_dir": args.output_path, "scorer": scorer,
         "scorer_options": scorer_options, "gguf_file": args.gguf_file,
@@ -128,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
             evals = train
     if args.eval_limit > 0:
         evals = evals[: args.eval_limit]
-    results = evaluator.run(train, evals, profile=args.profile,
-                            profile_options=parse_kv_string(args.profile_args), resume=args.resume)
+    results = evaluator.run(train, evals, profile=profile, profile_options=profile_options,
+                            resume=args.resume)
     print(format_summary(results))
     print(f"results: {args.output_path}/rl_results.json; policy: {results['final_policy']}")
     return 0

@@ -5,7 +5,7 @@ the finished cells, runs again the failed, killed or changed ones, and exits 1 i
 (each failed cell's error is in OUT/cells/<scorer>/<condition>.json; the sweep goes on past it).
 At the end: OUT/sweep_table.md and .csv (rows = scorers plus the length baseline, columns =
 conditions x domains, each with a 95% CI) and OUT/report/ (`prbench report` of every cell, with
-the same table). The sweep file format is in prbench/harness/sweep.py and the README.
+the same table). The sweep file format is in prbench/harness/sweep.py and docs/reproducing.md.
 
 Examples:
   prbench sweep sweeps/sample.yaml -o results/sweep-sample
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("sweep_file", metavar="SWEEP.yaml", help="the sweep file")
     parser.add_argument(
-        "-o", "--output_path", default=None, metavar="DIR",
+        "-o", "--output_path", default=None,
         help="output folder (default: the sweep file's output_path, else results/sweep-<name>)",
     )
     parser.add_argument(

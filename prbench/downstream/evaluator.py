@@ -179,7 +179,9 @@ class BestOfNEvaluator:
         builder = component.build(raw)
         what = f"profile builder {component.qualified_id!r} (plugin {component.plugin!r})"
         views = build_views(builder, records, what)
-        return views, {"id": o.profile, "options": raw}
+        parsed = getattr(builder, "options", None)  # the typed values (k=5, not "5")
+        return views, {"id": o.profile,
+                       "options": {k: getattr(parsed, k, v) for k, v in raw.items()}}
 
     def _pools(self, records: Sequence[Any], views: Sequence[Any]) -> list[Any]:
         from prbench.downstream.pools import load_pools

@@ -567,8 +567,9 @@ def format_summary(results: Mapping[str, Any]) -> str:
                     f"| {part.get('judge_failures', 'n/a')} |")
     train = results["train"]
     rows.append("")
-    rows.append(f"trained {train['steps']} steps on {train['records']} records; training reward "
-                f"{cell(train['reward_first'])} -> {cell(train['reward_last'])}")
+    rows.append(f"trained {train['steps']} steps on {train['records']} records; training reward, "
+                f"first step -> last step: {cell(train['reward_first'])} -> "
+                f"{cell(train['reward_last'])} (one step's prompts each, not a before/after)")
     curve = train.get("curve") or []
     if curve:
         rows.append("reward by step: " + " ".join(f"{p['reward']:.3f}" for p in curve))

@@ -20,7 +20,8 @@ Endpoints that score (request shapes in :mod:`prbench.downstream.serve_schema`):
 ``POST /score`` (native structured records, answer ``{"scores": [...]}``). Rewards come back in
 request order; a non-finite score is sent as ``null``. ``/get_reward`` always answers
 ``{"rewards", "scores", "extra_logs"}`` (also for an empty query list), which OpenRLHF and verl
-clients read.
+clients read; ``extra_logs["prompt_cut_left"]`` is 1.0 for each query that carried only the end of
+its prompt (OpenRLHF cuts long prompts from the left), 0.0 otherwise, and ``/metrics`` counts them.
 
 The runtime is built, used and closed in one dedicated thread, so scorers and caches that are
 bound to a thread (SQLite connections, CUDA streams) work unchanged.
@@ -108,6 +109,7 @@ class _Metrics:
         self.unauthorized = 0
         self.too_large = 0
         self.non_finite = 0
+        self.prompt_cut_left = 0
         self.latencies: collections.deque[float] = collections.deque(maxlen=window)
 
     def percentiles(self) -> dict[str, float | None]:
@@ -300,6 +302,7 @@ class RewardBatcher:
             "unauthorized": m.unauthorized,
             "too_large": m.too_large,
             "non_finite": m.non_finite,
+            "prompt_cut_left": m.prompt_cut_left,
             "latency_ms": m.percentiles(),
             "config": dataclasses.asdict(self.config),
             "runtime": stats,
@@ -344,7 +347,7 @@ def create_app(
         PayloadError,
         decode_body,
         native_requests,
-        openrlhf_requests,
+        openrlhf_batch,
     )
 
     cfg = config or ServerConfig()
@@ -377,14 +380,16 @@ def create_app(
     def error(status: int, message: str, **headers: str) -> Any:
         return JSONResponse({"error": message}, status_code=status, headers=headers or None)
 
-    def answer(key: str, values: list[float | None]) -> Any:
+    def answer(key: str, values: list[float | None], logs: dict[str, list[float]]) -> Any:
         if key == "rewards":  # OpenRLHF reads "rewards"; newer versions also "scores"/"extra_logs"
-            return JSONResponse({"rewards": values, "scores": values, "extra_logs": {}})
+            return JSONResponse({"rewards": values, "scores": values, "extra_logs": logs})
         return JSONResponse({key: values})
 
-    async def handle(request: Request, parse: Callable[[Any], list[ScoreRequest]], key: str) -> Any:
+    Parsed = tuple[list[ScoreRequest], dict[str, list[float]]]
+
+    async def handle(request: Request, parse: Callable[[Any], Parsed], key: str) -> Any:
         try:  # the guard has already refused bodies over max_body_bytes
-            requests = parse(decode_body(await request.body()))
+            requests, logs = parse(decode_body(await request.body()))
         except PayloadError as exc:
             batcher.metrics.bad_requests += 1
             return error(400, str(exc))
@@ -393,7 +398,7 @@ def create_app(
             return error(413, f"{len(requests)} items in one request; the limit is "
                               f"{cfg.max_items_per_request} (split the request)")
         if not requests:
-            return answer(key, [])
+            return answer(key, [], logs)
         try:
             scores = await batcher.submit(requests)
         except QueueFullError as exc:
@@ -401,17 +406,20 @@ def create_app(
                 "Retry-After": str(cfg.retry_after_s)})
         except Exception as exc:
             return error(500, f"scoring failed: {type(exc).__name__}: {exc}")
-        return answer(key, _json_scores(scores, batcher.metrics))
+        # counted once scored, so a request retried after a 503 is not counted twice
+        batcher.metrics.prompt_cut_left += int(sum(logs.get("prompt_cut_left", ())))
+        return answer(key, _json_scores(scores, batcher.metrics), logs)
+
+    def parse_openrlhf(body: Any) -> Parsed:
+        batch = openrlhf_batch(body, strip=cfg.strip, diagnostic=diagnostic)
+        return batch.requests, batch.extra_logs()
 
     async def get_reward(request: Request) -> Any:
-        return await handle(
-            request,
-            lambda b: openrlhf_requests(b, strip=cfg.strip, diagnostic=diagnostic),
-            "rewards",
-        )
+        return await handle(request, parse_openrlhf, "rewards")
 
     async def score(request: Request) -> Any:
-        return await handle(request, lambda b: native_requests(b, diagnostic=diagnostic), "scores")
+        return await handle(request, lambda b: (native_requests(b, diagnostic=diagnostic), {}),
+                            "scores")
 
     async def health() -> Any:
         return {"status": "ok", "scorer": scorer, "diagnostic": diagnostic,

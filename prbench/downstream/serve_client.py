@@ -88,6 +88,31 @@ class RewardClient:
         scores: list[float | None] = self._post("/score", {"items": list(items)})["scores"]
         return scores
 
+    def reward_answer(
+        self,
+        queries: Sequence[str],
+        prompts: Sequence[str] | None = None,
+        labels: Sequence[Any] | None = None,
+        **context: Sequence[Any],
+    ) -> dict[str, Any]:
+        """The whole ``/get_reward`` answer: ``rewards``, ``scores`` and ``extra_logs``.
+
+        This is what an OpenRLHF ``reward_func`` returns (see ``examples/openrlhf_reward_func.py``).
+
+        Args:
+            queries: prompt + response texts.
+            prompts: the prompt of each query.
+            labels: OpenRLHF's labels (a JSON object string carries the user's context).
+            **context: per-query lists ``questions=``, ``profiles=``, ``record_ids=``, ...
+        """
+        payload: dict[str, Any] = {"query": list(queries)}
+        if prompts is not None:
+            payload["prompts"] = list(prompts)
+        if labels is not None:
+            payload["labels"] = list(labels)
+        payload.update({k: list(v) for k, v in context.items()})
+        return self._post("/get_reward", payload)
+
     def get_reward(
         self,
         queries: Sequence[str],
@@ -95,14 +120,9 @@ class RewardClient:
         labels: Sequence[Any] | None = None,
         **context: Sequence[Any],
     ) -> list[float | None]:
-        """Rewards from the OpenRLHF-schema endpoint (``context``: questions=, profiles=, ...)."""
-        payload: dict[str, Any] = {"query": list(queries)}
-        if prompts is not None:
-            payload["prompts"] = list(prompts)
-        if labels is not None:
-            payload["labels"] = list(labels)
-        payload.update({k: list(v) for k, v in context.items()})
-        rewards: list[float | None] = self._post("/get_reward", payload)["rewards"]
+        """Rewards from the OpenRLHF-schema endpoint (arguments as :meth:`reward_answer`)."""
+        rewards: list[float | None] = self.reward_answer(queries, prompts, labels,
+                                                         **context)["rewards"]
         return rewards
 
     def _get(self, path: str) -> dict[str, Any]:

@@ -14,7 +14,9 @@ Two request shapes become :class:`~prbench.scoring.base.ScoreRequest` lists:
   a score of the whole chat). Per-item user context comes from optional extra lists of the same
   length (``questions``, ``profiles``, ``record_ids``, ``categories``, ``domains``) or from a label
   that is a JSON object with those keys in the singular (``{"question": ..., "profile": ...}``);
-  without a question the prompt itself is the question.
+  without a question the prompt itself is the question. OpenRLHF cuts a prompt that leaves no room
+  for the answer from the left (it keeps the last tokens) but still sends the whole prompt: a query
+  that starts with the end of its prompt is accepted, and :class:`OpenRLHFBatch` says which were.
 
 Every problem is reported as a :class:`PayloadError` naming the field and item index; a body that
 is not UTF-8 JSON, or that nests deeper than :data:`MAX_DEPTH`, is one too (:func:`decode_body`).
@@ -22,6 +24,7 @@ is not UTF-8 JSON, or that nests deeper than :data:`MAX_DEPTH`, is one too (:fun
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -198,17 +201,72 @@ def _label_context(label: Any, where: str) -> dict[str, Any]:
     return {}
 
 
-def split_query(query: str, prompt: str, strip: Sequence[str], where: str) -> str:
+#: The fewest characters of a prompt cut from the left that a query must start with (fewer could
+#: match by chance, and a prompt cut that short left the policy almost nothing to answer).
+MIN_KEPT_PROMPT_CHARS = 16
+
+#: What a byte-level tokenizer decodes a multi-byte character cut in half to.
+_REPLACEMENT = "\ufffd"
+
+
+def _kept_suffix(query: str, prompt: str) -> int:
+    """Where the response starts in a query that begins with the end of ``prompt``, else ``-1``.
+
+    The longest suffix of ``prompt`` (at least :data:`MIN_KEPT_PROMPT_CHARS` characters) that the
+    query starts with, after any replacement characters left by a cut inside a multi-byte
+    character. Candidates are the places where the query's first characters occur in the prompt,
+    tried from the left, so the first that fits is the longest.
+    """
+    lead = len(query) - len(query.lstrip(_REPLACEMENT))
+    probe = query[lead : lead + MIN_KEPT_PROMPT_CHARS]
+    if len(probe) < MIN_KEPT_PROMPT_CHARS:
+        return -1
+    start = prompt.find(probe, 1)
+    while start >= 0:
+        if query.startswith(prompt[start:], lead):
+            return lead + len(prompt) - start
+        start = prompt.find(probe, start + 1)
+    return -1
+
+
+@dataclasses.dataclass(frozen=True)
+class QuerySplit:
+    """The response part of a query, and whether the query carried only the end of its prompt.
+
+    Attributes:
+        response: the text after the prompt, trailing ``strip`` strings removed.
+        prompt_cut_left: the query starts with a suffix of the prompt (the client cut the prompt
+            from the left to fit its context window) instead of containing all of it.
+    """
+
+    response: str
+    prompt_cut_left: bool = False
+
+
+def split_query(query: str, prompt: str, strip: Sequence[str], where: str) -> QuerySplit:
     """The response part of ``prompt + response`` text, with trailing ``strip`` strings removed.
 
+    The prompt is found anywhere in the query (a client may put a BOS or padding first); a query
+    that does not contain it but starts with its last :data:`MIN_KEPT_PROMPT_CHARS` or more
+    characters is a prompt cut from the left, and the response is what follows that suffix.
+
     Raises:
-        PayloadError: the prompt does not occur in the query.
+        PayloadError: the query neither contains the prompt nor starts with the end of it.
     """
+    cut = False
     at = query.find(prompt) if prompt else 0
-    if at < 0:
-        raise PayloadError(f"{where}: the query does not contain its prompt; send the prompt "
-                           "exactly as it appears in the query")
-    response = query[at + len(prompt):]
+    if at >= 0:
+        end = at + len(prompt)
+    else:
+        end = _kept_suffix(query, prompt)
+        if end < 0:
+            raise PayloadError(
+                f"{where}: the query does not contain its prompt, nor start with the end of it "
+                f"(at least {MIN_KEPT_PROMPT_CHARS} characters, as when a client cuts a long "
+                "prompt from the left); send the prompt exactly as it appears in the query"
+            )
+        cut = True
+    response = query[end:]
     changed = True
     while changed and strip:
         changed = False
@@ -216,13 +274,34 @@ def split_query(query: str, prompt: str, strip: Sequence[str], where: str) -> st
             if s and response.endswith(s):
                 response = response[: -len(s)]
                 changed = True
-    return response
+    return QuerySplit(response, cut)
 
 
-def openrlhf_requests(
+@dataclasses.dataclass(frozen=True)
+class OpenRLHFBatch:
+    """The score requests of one ``/get_reward`` body and what was noticed while reading it.
+
+    Attributes:
+        requests: one per query, in order.
+        prompt_cut_left: per query, whether its prompt arrived cut from the left.
+    """
+
+    requests: list[ScoreRequest]
+    prompt_cut_left: list[bool]
+
+    def extra_logs(self) -> dict[str, list[float]]:
+        """OpenRLHF's per-sample ``extra_logs``: ``prompt_cut_left`` is 1.0 for a cut prompt.
+
+        OpenRLHF logs the mean of each key over a step's samples, so the logged value is the
+        share of queries whose prompt was cut.
+        """
+        return {"prompt_cut_left": [float(c) for c in self.prompt_cut_left]}
+
+
+def openrlhf_batch(
     body: Any, *, strip: Sequence[str] = (), diagnostic: bool = False
-) -> list[ScoreRequest]:
-    """Score requests from OpenRLHF's remote reward-model payload.
+) -> OpenRLHFBatch:
+    """Score requests from OpenRLHF's remote reward-model payload, with the cut prompts marked.
 
     Args:
         body: the decoded JSON body (``query`` and ``prompts`` required unless ``query`` is
@@ -251,6 +330,7 @@ def openrlhf_requests(
     labels = _list_field(body, "labels", n)
     extra = {key: _list_field(body, plural, n) for key, plural in CONTEXT_LISTS.items()}
     out = []
+    cuts = []
     for i, query in enumerate(queries):
         q = _string(query, f"query[{i}]")
         prompt = _string(prompts[i], f"prompts[{i}]", default="") if prompts else ""
@@ -259,19 +339,28 @@ def openrlhf_requests(
             if values is not None and values[i] is not None:
                 ctx[key] = values[i]
         where = f"item {i}"
+        split = split_query(q, prompt, strip, f"query[{i}]")
+        cuts.append(split.prompt_cut_left)
         out.append(
             ScoreRequest(
                 record_id=_string(ctx.get("record_id", ctx.get("id")), f"{where}: record_id",
                                   default=""),
                 question=_string(ctx.get("question"), f"{where}: question", default=prompt),
-                response=split_query(q, prompt, strip, f"query[{i}]"),
+                response=split.response,
                 profile=parse_profile(ctx.get("profile"), f"{where}: profile"),
                 category=_string(ctx.get("category"), f"{where}: category", default=""),
                 domain=_string(ctx.get("domain"), f"{where}: domain", default=""),
                 hidden=_hidden(ctx, where, diagnostic),
             )
         )
-    return out
+    return OpenRLHFBatch(out, cuts)
+
+
+def openrlhf_requests(
+    body: Any, *, strip: Sequence[str] = (), diagnostic: bool = False
+) -> list[ScoreRequest]:
+    """The score requests of :func:`openrlhf_batch` alone (same arguments, same errors)."""
+    return openrlhf_batch(body, strip=strip, diagnostic=diagnostic).requests
 
 
 def approx_tokens(request: ScoreRequest) -> int:

@@ -1,15 +1,19 @@
 """A verl custom reward function that asks a running ``prbench serve`` for rewards.
 
-verl loads a reward function from a file (``custom_reward_function.path``) by name
-(``custom_reward_function.name``) and passes ``custom_reward_function.reward_kwargs`` as keyword
-arguments. Two functions are offered:
+verl loads a reward function from a file or module (``reward.custom_reward_function.path``, e.g.
+``pkg://prbench.downstream.verl_reward``) by name (``reward.custom_reward_function.name``) and
+passes ``reward.custom_reward_function.reward_kwargs`` as keyword arguments. verl 0.9.1's
+``main_ppo`` reads these keys under ``reward.`` only (the top-level ``custom_reward_function.*``
+is moved there by its ``fully_async_main`` alone). Two functions are offered:
 
 - :func:`compute_score` — the per-response signature
   ``compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs)`` used by
-  verl's default (naive) reward manager; concurrent calls are coalesced into batches by the server;
+  verl's default ``naive`` reward manager; concurrent calls are coalesced into batches by the
+  server;
 - :func:`compute_score_batch` — the batch signature
-  ``(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)`` of verl's ``batch``
-  reward manager (one HTTP request per training batch).
+  ``(data_sources, solution_strs, ground_truths, extra_infos, **kwargs)`` of the ``batch`` reward
+  manager of verl releases that have one (one HTTP request per training batch); verl 0.9.1 has
+  none.
 
 The user context (who is asking) travels in each row's ``extra_info`` — put ``question`` and
 ``profile`` (rendered text or a list of posts ``{id, category, text}``), and optionally
@@ -17,10 +21,10 @@ The user context (who is asking) travels in each row's ``extra_info`` — put ``
 sub-dict with the same keys works too. Without a question the row cannot be scored (an error).
 ``ground_truth`` is not used by the reward model.
 
-Keyword arguments (``+custom_reward_function.reward_kwargs.NAME=VALUE``): ``server_url``
+Keyword arguments (``+reward.custom_reward_function.reward_kwargs.NAME=VALUE``): ``server_url``
 (default ``$PRBENCH_REWARD_URL`` or ``http://127.0.0.1:8000``), ``timeout`` (seconds),
 ``on_nan`` (``raise`` or a number that replaces a non-finite reward, e.g. ``0``).
-See README "Reward server and online RL" for the full command lines.
+See docs/downstream.md, "Reward server", for the full command line (tested in tests/test_peers.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ run in three ways, which this module undoes for the ``prbench`` model
   processes built, so the manifest describes the whole run.
 
 The scorer (and its model) is replicated: each process loads it on its own device. A model too
-big for one device is served instead (see "Served reward models" in the README).
+big for one device is served instead (see "Served reward models" in docs/scale.md).
 """
 
 from __future__ import annotations

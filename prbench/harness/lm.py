@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import sys
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,12 @@ from prbench.options import OptionsError, options_to_dict
 log = logging.getLogger(__name__)
 
 DEFAULT_SCORER = "embedding-similarity"
+#: said once per run under ``--apply_chat_template`` (see :meth:`PRBenchLM.apply_chat_template`)
+CHAT_TEMPLATE_NOTE = (
+    "prbench: note: --apply_chat_template changes nothing for the prbench model: a scorer gets "
+    "the structured request, and a chat reward model always applies its own chat template to "
+    "[user: question (+ profile), assistant: answer]"
+)
 REQUIRED_DOC_FIELDS = ("id", "question", "chosen", "rejected", "profile_text", "record_json")
 
 
@@ -169,9 +176,12 @@ class PRBenchLM(LM):
         #: what every process did (rank 0, after lm-eval gathered the metrics)
         self._shards: list[dict[str, Any]] | None = None
         _OPEN.add(self)
+        from prbench.harness import writeout
         from prbench.profiles.lazy import defer_to
 
         defer_to(self)  # rows' profiles are built here, for the rows scored (not in doc_to_text)
+        writeout.install(self)  # --write_out shows what this scorer gets, not doc_to_text's text
+        self._chat_note_given = False
 
     @classmethod
     def create_from_arg_obj(
@@ -373,6 +383,16 @@ class PRBenchLM(LM):
             "hidden": hidden,
         }
 
+    @staticmethod
+    def _forget_outcomes(doc: dict[str, Any]) -> None:
+        """Drop a judge's order outcome recorded for this row by an earlier scorer of this
+        process (a sweep reusing the process): only this scorer's verdicts may reach the
+        task's metrics.
+        """  # noqa: D205
+        from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
+
+        PAIR_OUTCOMES.pop(doc_key(doc), None)
+
     def _score_pointwise(self, requests: Sequence[Any]) -> list[float]:
         from prbench.scoring.base import ScoreRequest
 
@@ -381,6 +401,7 @@ class PRBenchLM(LM):
         unique: dict[tuple[Any, ...], ScoreRequest] = {}
         for inst in requests:
             doc = self._doc(inst)
+            self._forget_outcomes(doc)
             which = self._which(doc, inst)
             key = (inst.task_name, doc["id"], which)
             keys.append(key)
@@ -389,6 +410,10 @@ class PRBenchLM(LM):
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
         scores = self.runtime.score(batch)  # checked by the runtime: one real number each
+        from prbench.harness import unscored
+
+        for key, extras in zip(unique, self.runtime.extras(batch), strict=True):
+            unscored.record(key[0], key[1], key[2], extras)  # why an answer has no score
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, scores, strict=True))
@@ -407,6 +432,7 @@ class PRBenchLM(LM):
             key = (inst.task_name, doc["id"])
             sides.append((key, self._which(doc, inst)))
             if key not in unique:
+                self._forget_outcomes(doc)
                 docs[key] = doc
                 unique[key] = PairRequest(
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc)
@@ -437,6 +463,32 @@ class PRBenchLM(LM):
             self._score_pairwise(requests) if self.pairwise else self._score_pointwise(requests)
         )
         return [(float(s), False) for s in scores]
+
+    # -- lm-eval's --apply_chat_template -------------------------------------------------------
+
+    @property
+    def tokenizer_name(self) -> str:
+        """What lm-eval keys its request cache on under ``--apply_chat_template``: the scorer."""
+        return "prbench-" + self.component.qualified_id.replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str:
+        """No lm-eval chat template: each scorer builds its own input (recorded as ``""``)."""
+        return ""
+
+    def apply_chat_template(
+        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
+    ) -> str:
+        """The prompt text unchanged: ``--apply_chat_template`` does not change what is scored.
+
+        A prbench scorer never reads lm-eval's prompt: it gets the structured request, and a chat
+        reward model always renders ``[user: question (+ profile), assistant: answer]`` with its
+        own chat template (``hf-classifier``'s ``chat_template`` option overrides it). The flag
+        is accepted and said so once on standard error; the logged prompt stays the plain text.
+        """
+        if not self._chat_note_given:
+            self._chat_note_given = True
+            print(CHAT_TEMPLATE_NOTE, file=sys.stderr)
+        return "".join(str(m.get("content", "")) for m in chat_history)
 
     def loglikelihood_rolling(self, requests: list[Any], disable_tqdm: bool = False) -> list[Any]:
         """Not available: a reward model gives no perplexity."""
@@ -507,4 +559,11 @@ class PRBenchLM(LM):
         return {"prbench": self.describe()}
 
 
-__all__ = ["DEFAULT_SCORER", "PRBenchLM", "close_open_models", "lm_device", "parse_batch_size"]
+__all__ = [
+    "CHAT_TEMPLATE_NOTE",
+    "DEFAULT_SCORER",
+    "PRBenchLM",
+    "close_open_models",
+    "lm_device",
+    "parse_batch_size",
+]

@@ -148,10 +148,16 @@ def save_results_strictly(
 def save_samples_strictly(
     save: Callable[..., None], tracker: Any, task_name: str, samples: Sequence[Any]
 ) -> None:
-    """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above)."""
-    from prbench.analysis.strict_json import strict
+    """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above).
 
-    save(tracker, task_name=task_name, samples=[strict(sample) for sample in samples])
+    A pair with an answer the scorer could not score gets its reason
+    (:mod:`prbench.harness.unscored`).
+    """
+    from prbench.analysis.strict_json import strict
+    from prbench.harness.unscored import annotate
+
+    save(tracker, task_name=task_name,
+         samples=[strict(sample) for sample in annotate(task_name, samples)])
 
 
 

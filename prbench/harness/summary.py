@@ -4,8 +4,8 @@ The statistics (per-domain accuracy with seeded percentile-bootstrap 95% interva
 macro accuracy, ties, pairs without a verdict) are :mod:`prbench.analysis.summary`'s; this module
 adds what only the running harness knows (the length baseline, "the longer answer wins", on the
 rows it loaded, and the profile builder each task asks for) and prints the result. For a pairwise
-judge that swaps the answers it also shows the both-order metrics per domain
-(:mod:`prbench.judges.order_metrics`).
+judge it also shows the judge metrics per domain and over all pairs, each row from the summed
+per-pair counts (:mod:`prbench.judges.order_metrics`), and says which number is the headline.
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
     ``acc_macro`` is the group's mean over domains; every domain task must compute it (lm-eval
     aggregates a group metric from its tasks' values), where it only repeats ``acc``: the table
     shows it once, on the group's row. ``domains`` (per-domain counts of a task over every
-    domain) is a table of its own, shown by the summary. The results file keeps every value.
+    domain) and ``judge_counts`` (a pairwise judge's per-domain counts) are tables of their own,
+    shown by the summary. The results file keeps every value.
     """
     configs = result_dict.get("configs") or {}
     rows = {}
@@ -83,7 +84,8 @@ def table_view(result_dict: dict[str, Any]) -> dict[str, Any]:
         kwargs = (configs.get(task) or {}).get("dataset_kwargs") or {}
         if isinstance(values, dict) and "prbench_condition" in kwargs:
             values = {
-                k: v for k, v in values.items() if not k.startswith(("acc_macro", "domains"))
+                k: v for k, v in values.items()
+                if not k.startswith(("acc_macro", "domains", "judge_counts"))
             }
         rows[task] = values
     return {**result_dict, "results": rows}
@@ -99,29 +101,44 @@ def _interval(est: Any) -> str:
     return f"[{est.low:.3f}, {est.high:.3f}]{mark}"
 
 
+def _count(x: float | None) -> str:
+    return "-" if x is None else str(int(x))
+
+
 def _order_lines(sec: Section, width: int) -> list[str]:
-    """The both-order block of a section whose scorer is a pairwise judge (else nothing)."""
+    """The judge block of a section whose scorer is a pairwise judge (else nothing).
+
+    One line per domain and one over all the section's pairs, each computed from the summed
+    per-pair counts of its pairs (:mod:`prbench.judges.order_metrics`), then the released
+    script's outputs when the judge ran with ``protocol=released``.
+    """
     totals = order_totals(sec.rows)
     if totals is None:
         return []
     lines = [
-        "  both orders (pairwise judge; see below):",
-        f"  {'domain'.ljust(width)}  {'split½':>6}  {'chosen 1st':>10}  {'chosen 2nd':>10}  "
-        f"{'pos.bias':>8}  {'flips':>5}",
+        "  pairwise judge (headline: strict acc and single-order acc side by side; see below):",
+        f"  {'domain'.ljust(width)}  {'strict':>6}  {'single':>6}  {'chosen A':>8}  "
+        f"{'chosen B':>8}  {'pos.bias':>8}  {'A won':>6}  {'unread.':>7}  {'flips':>5}",
     ]
-    for key, row in zip(row_keys(sec.rows), sec.rows, strict=True):
-        m = row.order_metrics or {}
-        flips = m.get("n_order_flips")
+    rows = [(key, row.order_metrics or {}) for key, row in
+            zip(row_keys(sec.rows), sec.rows, strict=True)]
+    for key, m in [*rows, ("all pairs", totals)]:
         lines.append(
-            f"  {key.ljust(width)}  {_fmt(m.get('acc_split_half'))}  "
-            f"{_fmt(m.get('acc_chosen_first')):>10}  {_fmt(m.get('acc_chosen_second')):>10}  "
-            f"{_fmt(m.get('position_bias')):>8}  {'-' if flips is None else int(flips):>5}"
+            f"  {key.ljust(width)}  {_fmt(m.get('acc'))}  {_fmt(m.get('acc_single_order'))}  "
+            f"{_fmt(m.get('acc_chosen_first')):>8}  {_fmt(m.get('acc_chosen_second')):>8}  "
+            f"{_fmt(m.get('position_bias')):>8}  {_fmt(m.get('first_shown_win_rate'))}  "
+            f"{_count(m.get('n_unreadable')):>7}  {_count(m.get('n_order_flips')):>5}"
         )
-    flips = totals["n_order_flips"]
-    lines.append(
-        f"  {'micro (pairs)'.ljust(width)}  {_fmt(totals['acc_split_half'])}  {'':>10}  "
-        f"{'':>10}  {'':>8}  {'-' if flips is None else int(flips):>5}"
-    )
+    if "released_acc" in totals:
+        lines.append(
+            "  released protocol (as the released pairwise.py; an unreadable reply counts as "
+            f"'A'): accuracy {_fmt(totals['released_acc']).strip()}, chosen in A "
+            f"{_fmt(totals['released_acc_chosen_a']).strip()}, chosen in B "
+            f"{_fmt(totals['released_acc_chosen_b']).strip()}, position bias "
+            f"{_fmt(totals['released_position_bias']).strip()}, predicted A "
+            f"{_count(totals['released_n_pred_a'])} / B {_count(totals['released_n_pred_b'])}, "
+            f"failed parses {_count(totals['n_unreadable'])}"
+        )
     return lines
 
 
@@ -218,13 +235,22 @@ def format_sections(
             f"{first.resamples} resamples, seed {first.seed}; length = the longer answer wins, "
             "on the same pairs"
         )
-        if any(order_totals(sec.rows) is not None for sec in sections):
+        judged = any(order_totals(sec.rows) is not None for sec in sections)
+        lines.append(
+            "headline: strict acc"
+            + (" and, beside it, single-order acc (pairwise judge)" if judged else
+               " (pointwise scorer; a pairwise judge shows its single-order acc beside it)")
+        )
+        if judged:
             lines.append(
-                "both orders: split½ = acc where a pair whose two orders disagree earns 0.5 (acc "
-                "counts it as a wrong tie); chosen 1st / 2nd = accuracy of the single verdicts "
-                "with the chosen answer shown first / second (an unreadable one is wrong); "
-                "pos.bias = share of readable verdicts won by the answer shown first (0.5 = "
-                "none); flips = pairs whose two orders preferred different answers"
+                "pairwise judge: strict = a pair counts only if every order judged picked the "
+                "chosen answer (an unreadable order is never a win); single = mean over all "
+                "single-order verdicts, unreadable or tie = 0 (what RM-R1, SynthesizeMe and the "
+                "released pairwise.py report); chosen A / B = accuracy of the orders with the "
+                "chosen answer shown first / second (unreadable = 0); pos.bias = |chosen A - "
+                "chosen B|; A won = share of readable verdicts won by the answer shown first; "
+                "unread. = orders without a verdict; flips = pairs whose two orders preferred "
+                "different answers"
             )
         if zero_width:
             lines.append(

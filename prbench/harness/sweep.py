@@ -13,10 +13,12 @@ it takes as ``--tasks`` and ``--metadata``::
       - name: length                  # row label (default: the scorer id)
         model_args: {scorer: length}  # or the string "scorer=length,unit=words"
         estimate: {params_b: 8.0, tokens_per_s: 20000, generated_tokens: 0}   # --dry_run only
+        stand_in: "what stands in for what"   # optional: labels the row STAND-IN in every table
     conditions:
       - name: own
         tasks: personalized_rewardbench_sample          # a name or a list of names
         metadata: {prbench_profile_k: 5}                # optional
+        stand_in: "..."                                 # optional, as for a scorer
 
 Layout under the output folder: ``cells/<scorer>/<condition>.json`` (one record per cell: status,
 the eval command, the results file, the error), ``runs/<scorer>/<condition>/`` (what
@@ -46,8 +48,8 @@ from prbench.records import DataSourceError
 
 SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "conditions",
               "description")
-SCORER_KEYS = ("name", "model_args", "estimate")
-CONDITION_KEYS = ("name", "tasks", "metadata", "description")
+SCORER_KEYS = ("name", "model_args", "estimate", "stand_in")
+CONDITION_KEYS = ("name", "tasks", "metadata", "description", "stand_in")
 ESTIMATE_KEYS = ("params_b", "tokens_per_s", "generated_tokens")
 #: the grid, as resolved, is written here at the start of every sweep (``prbench report`` reads it)
 #: flags the sweep sets itself; given in ``eval_args`` they are an error
@@ -66,6 +68,7 @@ class Scorer:
     name: str
     model_args: str
     estimate: dict[str, float]
+    stand_in: str = ""  # what stands in for what the paper used ("": nothing)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Condition:
     name: str
     tasks: tuple[str, ...]
     metadata: dict[str, Any]
+    stand_in: str = ""  # what stands in for what the paper used ("": nothing)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +124,17 @@ class Sweep:
         """Every cell, scorer by scorer (``limit`` overrides the file's)."""
         use = self.limit if limit is None else limit
         return [Cell(s, c, use, self.eval_args) for s in self.scorers for c in self.conditions]
+
+    def stand_ins(self) -> dict[str, str]:
+        """Row or column name -> what stands in there for what the paper used."""
+        return {x.name: x.stand_in for x in (*self.scorers, *self.conditions) if x.stand_in}
+
+
+def _stand_in(entry: dict[str, Any], path: Path, where: str) -> str:
+    value = entry.get("stand_in") or ""
+    if not isinstance(value, str):
+        raise SweepFileError(_where(path, f"{where}.stand_in must be text"))
+    return value.strip()
 
 
 def slug(name: str) -> str:
@@ -225,7 +240,8 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         for key, val in estimate.items():
             if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
                 raise SweepFileError(_where(file, f"{where}.estimate.{key} must be a number"))
-        scorers.append(Scorer(name, args, {k: float(v) for k, v in estimate.items()}))
+        scorers.append(Scorer(name, args, {k: float(v) for k, v in estimate.items()},
+                              _stand_in(entry, file, where)))
     conditions = []
     raw_conditions = data.get("conditions")
     if not isinstance(raw_conditions, list) or not raw_conditions:
@@ -241,7 +257,8 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         if not isinstance(meta, dict):
             raise SweepFileError(_where(file, f"{where}.metadata must be a mapping"))
         name = str(entry.get("name") or "+".join(tasks))
-        conditions.append(Condition(name, tuple(tasks), {**shared_meta, **meta}))
+        conditions.append(Condition(name, tuple(tasks), {**shared_meta, **meta},
+                                    _stand_in(entry, file, where)))
     _names(scorers, file, "scorers")
     _names(conditions, file, "conditions")
     out = data.get("output_path")
@@ -429,6 +446,7 @@ def run_sweep(
         "conditions": [{"name": c.name, "tasks": list(c.tasks)} for c in sweep.conditions],
         "cells": [{"scorer": c.scorer.name, "condition": c.condition.name,
                    "record": str(record_path(out, c).relative_to(out))} for c in cells],
+        "stand_ins": sweep.stand_ins(),
     })
     outcome = SweepOutcome()
     pending = []

@@ -16,6 +16,13 @@ The profile view is k posts of ``post_words`` words for builders with a ``k`` (`
 condition, cached and shared by every scorer, and not counted), else the whole profile; none
 for a scorer registered with ``reads_profile=False`` (its profiles are never built).
 
+Profile embedding (builders that embed posts: ``dense``, and ``planner`` with a ``dense``
+retriever): every post of every evaluated record's profile and each question, through the
+encoder named by the builder's ``model`` option; FLOPs per text from the encoder's config
+(:func:`prbench.flops.embedding_flop_model`, ``2 N T + 4 L d T^2`` at the mean post length in
+tokens). Cells that share an encoder and data share these embeddings through the embedding
+cache, so the total counts each (encoder, data, domain) once.
+
 GPU-hours = tokens / throughput. The throughput is ``--tokens_per_s`` if given, else the
 scorer's ``estimate.tokens_per_s`` in the sweep file, else a compute-bound estimate from the
 scorer's ``estimate.params_b``: ``H100_BF16_TFLOPS`` x ``ASSUMED_MFU`` / (2 x parameters) —
@@ -71,6 +78,9 @@ class CellEstimate:
     throughput_source: str
     notes: list[str]
     data_sources: list[str]
+    embed_texts: float = 0.0
+    embed_flops: float | None = 0.0
+    embed_keys: tuple[tuple[str, str, str, float], ...] = ()
 
     @property
     def gpu_hours(self) -> float | None:
@@ -188,6 +198,32 @@ def _profile_words(builder: str, options: Mapping[str, Any], stats: DomainStats,
     return posts * words, f"{builder}: the whole profile counted (an upper bound)"
 
 
+def _embedding_model(builder: str, options: Mapping[str, Any]) -> str | None:
+    """The encoder model a profile builder embeds posts with, or ``None`` when it embeds none."""
+    name = builder.rpartition("/")[2]
+    if name == "planner":
+        inner = str(options.get("retriever", "dense"))
+        return _embedding_model(inner, options.get("retriever_options") or {})
+    if name != "dense":
+        return None
+    from prbench.profiles.encoder_options import ENCODER_OPTIONS
+
+    return str(options.get("model") or ENCODER_OPTIONS["model"][0])
+
+
+def _embedding_work(model: str, options: Mapping[str, Any], texts: float, words: float,
+                    tokens_per_word: float) -> float | None:
+    """FLOPs to embed ``texts`` texts of ``words`` words with ``model`` (``None``: unknown)."""
+    from prbench.flops import embedding_flop_model
+
+    fm = embedding_flop_model(model, options.get("revision"))
+    if fm is None:
+        return None
+    tokens = words * tokens_per_word + 2  # the encoder's start and end tokens
+    cap = options.get("max_length") or fm.max_tokens or 512
+    return texts * fm.bidirectional(max(1, round(min(tokens, float(cap)))))
+
+
 def _scorer_info(model_args: str) -> tuple[str, tuple[str, ...] | None, bool]:
     """The scorer id, its tags (``None``: not installed here) and whether it reads profiles."""
     from prbench.plugins import UnknownComponentError, get_registry
@@ -227,6 +263,9 @@ def estimate_cell(
                      "scorer")
     pairs = 0
     words = 0.0
+    embed_texts = 0.0
+    embed_flops: float | None = 0.0
+    embed_keys: list[tuple[str, str, str, float]] = []
     sources: list[str] = []
     leaves = _leaf_entries(cell.condition.tasks, index)
     for entry in leaves:
@@ -254,6 +293,22 @@ def estimate_cell(
             per_pair = 2 * (stats.question_words + profile + stats.answer_words)
         pairs += n
         words += n * per_pair
+        model = _embedding_model(req.builder, req.builder_options) if reads_profile else None
+        if model is not None:
+            texts = n * (stats.profile_posts + 1)  # every post and the question
+            inner = (req.builder_options.get("retriever_options") or {}
+                     if req.builder.rpartition("/")[2] == "planner" else req.builder_options)
+            work = _embedding_work(model, inner, texts, stats.post_words or post_words,
+                                   tokens_per_word)
+            embed_texts += texts
+            if work is None or embed_flops is None:
+                embed_flops = None
+                text = f"encoder {model!r}: its config is not here, embedding FLOPs not counted"
+                if text not in notes:
+                    notes.append(text)
+            else:
+                embed_flops += work
+                embed_keys.append((model, req.source, req.domain, work))
     tokens = words * tokens_per_word
     if pairwise:
         tokens += pairs * 2 * generated
@@ -271,7 +326,7 @@ def estimate_cell(
     else:
         rate, source = None, "none (give --tokens_per_s)"
     return CellEstimate(cell, [e.name for e in leaves], pairs, tokens, rate, source, notes,
-                        sources)
+                        sources, embed_texts, embed_flops, tuple(embed_keys))
 
 
 def estimate_sweep(
@@ -298,21 +353,29 @@ def estimate_sweep(
 
 def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: float) -> str:
     """The dry-run table, totals and the notes."""
-    head = ["cell", "tasks", "pairs", "tokens", "tokens/s", "GPU-h", "throughput from"]
+    head = ["cell", "tasks", "pairs", "tokens", "tokens/s", "GPU-h", "throughput from",
+            "embed texts", "embed TFLOP"]
     rows = []
     for e in estimates:
         hours = e.gpu_hours
+        marked = e.cell.scorer.stand_in or e.cell.condition.stand_in
         rows.append([
-            e.cell.key, str(len(e.tasks)), str(e.pairs), f"{e.tokens / 1e6:.2f}M",
+            e.cell.key + (" (STAND-IN)" if marked else ""), str(len(e.tasks)), str(e.pairs),
+            f"{e.tokens / 1e6:.2f}M",
             "-" if not e.tokens_per_s else f"{e.tokens_per_s:,.0f}",
             "-" if hours is None else f"{hours:.3f}", e.throughput_source,
+            f"{e.embed_texts:,.0f}" if e.embed_texts else "-",
+            _tflop(e.embed_flops) if e.embed_texts else "-",
         ])
     known = [e.gpu_hours for e in estimates if e.gpu_hours is not None]
+    shared = {key[:3]: key[3] for e in estimates for key in e.embed_keys}
+    unknown = any(e.embed_flops is None for e in estimates)
     rows.append(["total", "", str(sum(e.pairs for e in estimates)),
                  f"{sum(e.tokens for e in estimates) / 1e6:.2f}M", "",
                  "-" if not known else f"{sum(known):.3f}"
                  + ("" if len(known) == len(estimates) else " (partial)"),
-                 ""])
+                 "", "", (_tflop(sum(shared.values())) if shared else "-")
+                 + (" (partial)" if unknown and shared else "")])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
              "  ".join("-" * w for w in widths)]
@@ -325,8 +388,23 @@ def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: floa
         lines.append(f"compute-bound throughput: {H100_BF16_TFLOPS:g} TFLOP/s (H100 SXM dense "
                      f"bf16, NVIDIA datasheet) x {ASSUMED_MFU:g} assumed utilisation / "
                      "(2 FLOPs x parameters) per token; measure yours and pass --tokens_per_s")
+    if any(e.embed_texts for e in estimates):
+        lines.append("embed: profile posts and questions the condition's builder embeds; FLOPs "
+                     "from the encoder's config at the mean post length; the total counts each "
+                     "encoder x data x domain once (cells share them through the embedding "
+                     "cache); not in tokens or GPU-h")
     lines += [f"note: {n}" for n in notes]
+    stand_ins: dict[str, str] = {}
+    for e in estimates:
+        for part in (e.cell.scorer, e.cell.condition):
+            if part.stand_in:
+                stand_ins.setdefault(part.name, part.stand_in)
+    lines += [f"STAND-IN {name}: {text}" for name, text in stand_ins.items()]
     return "\n".join(lines)
+
+
+def _tflop(flops: float | None) -> str:
+    return "?" if flops is None else f"{flops / 1e12:.2f}"
 
 
 __all__ = [

@@ -456,8 +456,14 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
     it reports ``domains`` instead, ``[domain, correct, tie, invalid, longer_chosen]`` per pair,
     which :func:`domain_counts` sums per domain, so the summary shows one row per domain and a
     true macro average, as for the published groups.
+
+    For a pairwise judge that reported the pair's per-order verdicts, ``acc`` is the strict
+    order-based win (every order judged picked the chosen answer; an unreadable order is never
+    a win) and the judge metrics of :func:`prbench.judges.order_metrics.pair_metrics` are
+    added; the judge's probability still gives ``tie``, ``margin`` and ``invalid``.
     """
     from prbench.analysis.metrics import pair_outcome
+    from prbench.judges.order_metrics import doc_metrics as judge_metrics
 
     if len(results) != 2:
         raise ValueError(
@@ -472,11 +478,15 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         "margin": out.margin,
         "invalid": out.invalid,
     }
+    judged = judge_metrics(doc)
+    if judged:  # a pairwise judge's strict acc comes from its orders (unreadable: never a win)
+        metrics["acc"] = metrics["acc_macro"] = judged["acc"]
+        metrics.update(judged)
     if doc.get("task_domain") == ALL_DOMAINS:
         del metrics["acc_macro"]
         longer = pair_outcome(len(str(doc["chosen"]).split()), len(str(doc["rejected"]).split()))
         metrics["domains"] = [
-            str(doc.get("domain", "")), out.correct, out.tie, out.invalid, longer.correct
+            str(doc.get("domain", "")), metrics["acc"], out.tie, out.invalid, longer.correct
         ]
     return metrics
 
@@ -508,10 +518,13 @@ def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
 
 def reset() -> None:
     """Forget loaded records, built profiles and provenance (tests)."""
+    from prbench.harness import unscored
+
     PROVENANCE.clear()
     LENGTHS.clear()
     _RECORDS.clear()
     profile_rows.reset()
+    unscored.reset()
 
 
 __all__ = [

@@ -274,15 +274,23 @@ class OrderTally:
 
     Every pairwise judge (``llm-judge`` and the judges plugins ship) counts the same things the
     same way: :meth:`order` reads one order's verdict, :meth:`pair` turns a pair's orders into
-    P(first ≻ second) (``nan`` when no order gave a readable verdict; split orders give 0.5, which
-    the strict ``acc`` counts as a tie, i.e. wrong) and :meth:`stats` reports position bias and
-    order flips under one set of keys. Each pair's order outcome (:attr:`outcomes`,
-    :meth:`recent_outcomes`) reaches the harness through :meth:`LLMJudgeBase.request_extras`,
-    and the task's metrics (``acc_split_half``, per-order accuracy, ``position_bias``,
-    ``n_order_flips``; :mod:`prbench.judges.order_metrics`) are computed from it per pair.
+    P(first ≻ second) (``nan`` when no order gave a readable verdict; split orders give 0.5) and
+    :meth:`stats` reports position bias and order flips under one set of keys. Each pair's order
+    outcome (:attr:`outcomes`, :meth:`recent_outcomes`) reaches the harness through
+    :meth:`LLMJudgeBase.request_extras`, and the task's metrics (strict ``acc`` over the orders,
+    ``acc_single_order``, per-order accuracy, ``position_bias``, ``n_unreadable``, ...;
+    :mod:`prbench.judges.order_metrics`) are computed from it per pair.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, fallback: str | None = None) -> None:
+        """Start empty.
+
+        Args:
+            fallback: ``"A"`` when the released protocol's fallback applies to unreadable
+                orders (recorded in each outcome for the ``released_*`` metrics; the order
+                stays unreadable for every other metric).
+        """
+        self.fallback = fallback
         self.pairs = self.orders = self.verdicts = self.first_shown_won = 0
         self.unjudged = self.both_read = self.flips = 0
         self.details: list[dict[str, Any]] = []
@@ -318,7 +326,7 @@ class OrderTally:
         self.details.append(
             {"record_id": record_id, "p_first": p_first, **extra, "orders": list(orders)}
         )
-        self.outcomes.append(order_outcome(orders))
+        self.outcomes.append(order_outcome(orders, self.fallback))
         return p_first
 
     def recent_outcomes(self, n: int) -> list[dict[str, Any]]:
@@ -334,8 +342,11 @@ class OrderTally:
 
     def stats(self) -> dict[str, Any]:
         """``n_pairs``, ``n_orders``, ``n_verdicts``, ``n_invalid_orders``, ``n_pairs_unjudged``,
-        ``position_bias`` (share of verdicts won by the answer shown first; 0.5 = unbiased),
-        ``n_pairs_both_orders_read``, ``n_order_flips`` and ``order_agreement``.
+        ``first_shown_win_rate`` (share of verdicts won by the answer shown first; 0.5 = no
+        preference), ``n_pairs_both_orders_read``, ``n_order_flips`` and ``order_agreement``.
+        The position bias of the released script (``|acc_chosen_first - acc_chosen_second|``)
+        needs to know which answer is right, so it is a task metric
+        (:mod:`prbench.judges.order_metrics`), not a judge statistic.
         """  # noqa: D205
         return {
             "n_pairs": self.pairs,
@@ -343,7 +354,9 @@ class OrderTally:
             "n_verdicts": self.verdicts,
             "n_invalid_orders": self.orders - self.verdicts,
             "n_pairs_unjudged": self.unjudged,
-            "position_bias": self.first_shown_won / self.verdicts if self.verdicts else None,
+            "first_shown_win_rate": (
+                self.first_shown_won / self.verdicts if self.verdicts else None
+            ),
             "n_pairs_both_orders_read": self.both_read,
             "n_order_flips": self.flips,
             "order_agreement": 1 - self.flips / self.both_read if self.both_read else None,

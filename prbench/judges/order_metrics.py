@@ -1,25 +1,41 @@
-"""Both-order metrics of a pairwise judge: one rule for every judge that swaps the answers.
+"""The metrics of a pairwise judge, defined once: per pair, per task, per domain and per group.
 
 A pairwise judge (``llm-judge``, ``rm-r1``, the SynthesizeMe judge, ...) shows each pair in one or
 both orders and keeps, per pair, an **order outcome** (:func:`order_outcome`): for every order
 judged, which answer was shown first (``"first"`` or ``"second"`` of the pair) and which answer
-won (``None`` when that order gave no verdict). The harness asks the pair with the chosen answer
-first, so ``"first"`` is the chosen answer. From one outcome, :func:`pair_metrics` gives the
-pair's share of each metric, and lm-eval aggregates them over the pairs of a task:
+won (``None`` when that order gave no verdict: an *unreadable* order). The harness asks the pair
+with the chosen answer first, so ``"first"`` is the chosen answer.
 
-- ``acc_split_half`` (aggregation ``mean``): the pair earns the share of its readable orders
-  that preferred the chosen answer -- 1, 0 or, for split orders, 0.5 (SynthesizeMe's own
-  evaluation counts a split pair this way); a pair with no readable order earns 0. The headline
-  ``acc`` stays strict: a split pair is a tie, and a tie is wrong.
-- ``acc_chosen_first`` / ``acc_chosen_second`` (aggregation: the mean of the defined values):
-  the accuracy of the single orders in which the chosen answer was shown first / second; an
-  order without a verdict counts as wrong (as in ``acc``), a pair not judged in that order is
-  left out (``nan``; with ``orders=one`` each pair has one of the two).
-- ``position_bias`` (aggregation :func:`ratio_of_sums`): the share of readable verdicts won by
-  the answer shown first, pooled over the task's verdicts (0.5 = no position preference); a pair
-  contributes ``(verdicts won by the first-shown answer, readable verdicts)``.
-- ``n_order_flips`` (aggregation :func:`total`): pairs whose two orders were both read and
-  preferred different answers -- the judge followed the position, not the answer.
+Every metric is a ratio or a sum of integer **counts** (:data:`COUNT_KEYS`, :func:`pair_counts`),
+so a domain row and a group row are computed from the counts of their pairs
+(:func:`metrics_from_counts` of :func:`add_counts`), never as a mean of domain means. The
+metrics (see also the table in the docs):
+
+- ``acc`` (strict; the pair's share, :func:`strict_win`): a pair is a win only when it was judged
+  in at least one order and *every* order judged picked the chosen answer. An unreadable order is
+  never a win, so a pair with one unreadable order and one right order is not a win.
+- ``acc_single_order``: the mean over all single-order verdicts, an unreadable order or a tie
+  counting 0 -- the number RM-R1, SynthesizeMe and the released ``pairwise.py`` report. Per pair
+  it is the share of its orders that picked the chosen answer (0 for a pair the judge could not
+  ask at all); with every pair judged in the same number of orders this mean over pairs *is* the
+  mean over verdicts.
+- ``acc_chosen_first`` / ``acc_chosen_second``: the accuracy of the orders with the chosen answer
+  shown first (as "A") / second (as "B"), unreadable = 0; ``nan`` when no order of that kind.
+- ``position_bias``: ``|acc_chosen_first - acc_chosen_second|``, the released script's "position
+  bias" (0 = none).
+- ``first_shown_win_rate``: the share of readable verdicts won by the answer shown first (0.5 =
+  no preference for a position).
+- ``n_unreadable``: orders without a verdict (failed generation, a reply that did not parse, a
+  cut reply); always reported for a judge.
+- ``n_order_flips``: pairs whose two orders were both read and preferred different answers.
+
+Under ``protocol=released`` (:mod:`prbench.judges.released`) the outcome also says that the
+released script's fallback applies: an unreadable order counts as the verdict "A". The
+script's own outputs are then reported beside the metrics above (:data:`RELEASED_METRICS`):
+``released_acc`` (accuracy with the fallback), ``released_acc_chosen_a`` /
+``released_acc_chosen_b`` (the chosen answer shown as A / B), ``released_position_bias``
+(their absolute difference) and ``released_n_pred_a`` / ``released_n_pred_b`` (predictions);
+``n_unreadable`` is the script's "failed parses".
 
 Pointwise scorers have no orders: the harness emits none of these metrics for them, so they are
 absent from the results rather than zero.
@@ -27,37 +43,76 @@ absent from the results rather than zero.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from prbench.analysis.metrics import finite_mean
-
-#: The metric names, in the order the summary shows them.
+#: The judge metrics, in the order the summary shows them (``acc`` itself is the task's own).
 ORDER_METRICS = (
-    "acc_split_half",
+    "acc_single_order",
     "acc_chosen_first",
     "acc_chosen_second",
     "position_bias",
+    "first_shown_win_rate",
+    "n_unreadable",
     "n_order_flips",
 )
+
+#: The released script's own outputs, reported only under ``protocol=released``.
+RELEASED_METRICS = (
+    "released_acc",
+    "released_acc_chosen_a",
+    "released_acc_chosen_b",
+    "released_position_bias",
+    "released_n_pred_a",
+    "released_n_pred_b",
+)
+
+#: The per-pair counts every judge metric is computed from (summed over pairs for any row).
+COUNT_KEYS = (
+    "n_pairs",
+    "n_strict",  # pairs won under strict acc
+    "single_order_credit",  # the pair's share of orders that picked the chosen answer
+    "n_orders",
+    "n_unreadable",
+    "n_chosen_first",  # orders with the chosen answer shown first
+    "n_chosen_first_won",
+    "n_chosen_first_unreadable",
+    "n_chosen_second",
+    "n_chosen_second_won",
+    "n_verdicts",  # readable orders
+    "n_first_shown_won",
+    "n_order_flips",
+    "n_released",  # pairs judged under the released protocol (unreadable = "A")
+)
+
+#: The one fallback verdict an outcome may carry (the released script's).
+FALLBACK_VERDICTS = ("A",)
 
 _SIDES = ("first", "second")
 
 
-def order_outcome(orders: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def order_outcome(
+    orders: Iterable[Mapping[str, Any]], fallback: str | None = None
+) -> dict[str, Any]:
     """The compact, JSON-ready outcome of one pair from its order rows.
 
     Args:
         orders: rows with ``shown_first`` (``"first"``/``"second"``) and ``winner``
             (``"first"``/``"second"``, or ``None`` when the order gave no verdict), as
             :meth:`prbench.judges.common.OrderTally.order` returns them.
+        fallback: ``"A"`` when the released protocol's fallback applies to unreadable orders
+            (:mod:`prbench.judges.released`); ``None`` otherwise.
 
     Returns:
         ``{"orders": [[shown_first, winner], ...]}`` (no orders when the judge could not ask
-        at all, e.g. a persona that failed: the pair then earns nothing and has no per-order
-        accuracy).
+        at all, e.g. a persona that failed: the pair then earns nothing), plus
+        ``"fallback": "A"`` under the released protocol.
     """
-    return {"orders": [[str(o["shown_first"]), o.get("winner")] for o in orders]}
+    out: dict[str, Any] = {"orders": [[str(o["shown_first"]), o.get("winner")] for o in orders]}
+    if fallback is not None:
+        out["fallback"] = fallback
+    return out
 
 
 def check_outcome(outcome: Any) -> list[tuple[str, str | None]]:
@@ -69,6 +124,9 @@ def check_outcome(outcome: Any) -> list[tuple[str, str | None]]:
     rows = outcome.get("orders") if isinstance(outcome, Mapping) else None
     if not isinstance(rows, list) or len(rows) > 2:
         raise ValueError(f"an order outcome holds at most 2 orders, got {outcome!r}")
+    fallback = outcome.get("fallback")
+    if fallback is not None and fallback not in FALLBACK_VERDICTS:
+        raise ValueError(f"an order outcome's fallback is 'A' or absent, got {outcome!r}")
     out: list[tuple[str, str | None]] = []
     for row in rows:
         if not isinstance(row, list | tuple) or len(row) != 2:
@@ -82,63 +140,191 @@ def check_outcome(outcome: Any) -> list[tuple[str, str | None]]:
     return out
 
 
-def pair_metrics(outcome: Any) -> dict[str, Any]:
-    """One pair's share of each both-order metric (the pair's first answer is the chosen one).
+def strict_win(outcome: Any) -> float:
+    """Strict ``acc`` of one pair: 1.0 only when every order judged picked the chosen answer.
 
-    Returns:
-        ``acc_split_half`` (float), ``acc_chosen_first`` / ``acc_chosen_second`` (1.0, 0.0 or
-        ``nan`` when not judged in that order), ``position_bias`` (``[won by the first-shown
-        answer, readable verdicts]``) and ``n_order_flips`` (0 or 1).
+    A pair judged in no order, or with any unreadable order, is not a win.
+
+    Raises:
+        ValueError: ``outcome`` is malformed.
+    """
+    rows = check_outcome(outcome)
+    return float(bool(rows) and all(w == "first" for _, w in rows))
+
+
+def pair_counts(outcome: Any) -> dict[str, float]:
+    """The counts of one pair (:data:`COUNT_KEYS`), from which every judge metric follows.
 
     Raises:
         ValueError: ``outcome`` is malformed.
     """
     rows = check_outcome(outcome)
     winners = [w for _, w in rows if w is not None]
-    by_shown = dict(rows)
-    nan = float("nan")
+    chosen_won = sum(w == "first" for _, w in rows)
     return {
-        "acc_split_half": sum(w == "first" for w in winners) / len(winners) if winners else 0.0,
-        "acc_chosen_first": float(by_shown["first"] == "first") if "first" in by_shown else nan,
-        "acc_chosen_second": (
-            float(by_shown["second"] == "first") if "second" in by_shown else nan
-        ),
-        "position_bias": [sum(w == shown for shown, w in rows if w is not None), len(winners)],
+        "n_pairs": 1,
+        "n_strict": strict_win(outcome),
+        "single_order_credit": chosen_won / len(rows) if rows else 0.0,
+        "n_orders": len(rows),
+        "n_unreadable": len(rows) - len(winners),
+        "n_chosen_first": sum(s == "first" for s, _ in rows),
+        "n_chosen_first_won": sum(s == "first" and w == "first" for s, w in rows),
+        "n_chosen_first_unreadable": sum(s == "first" and w is None for s, w in rows),
+        "n_chosen_second": sum(s == "second" for s, _ in rows),
+        "n_chosen_second_won": sum(s == "second" and w == "first" for s, w in rows),
+        "n_verdicts": len(winners),
+        "n_first_shown_won": sum(w == s for s, w in rows if w is not None),
         "n_order_flips": int(len(winners) == 2 and winners[0] != winners[1]),
+        "n_released": int(outcome.get("fallback") == "A"),
     }
+
+
+def add_counts(counts: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """The sum of count dicts (a domain's, a task's, a group's)."""
+    total = dict.fromkeys(COUNT_KEYS, 0.0)
+    for c in counts:
+        for key in COUNT_KEYS:
+            total[key] += float(c.get(key, 0.0))
+    return total
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else math.nan
+
+
+def metrics_from_counts(counts: Mapping[str, float]) -> dict[str, float]:
+    """Every judge metric of a set of pairs from their summed counts.
+
+    Returns:
+        ``acc`` (strict), the :data:`ORDER_METRICS` and, when every pair was judged under the
+        released protocol, the :data:`RELEASED_METRICS`; ratios are ``nan`` where their
+        denominator is 0, counts are ints.
+    """
+    c = {key: float(counts.get(key, 0.0)) for key in COUNT_KEYS}
+    first = _ratio(c["n_chosen_first_won"], c["n_chosen_first"])
+    second = _ratio(c["n_chosen_second_won"], c["n_chosen_second"])
+    out: dict[str, float] = {
+        "acc": _ratio(c["n_strict"], c["n_pairs"]),
+        "acc_single_order": _ratio(c["single_order_credit"], c["n_pairs"]),
+        "acc_chosen_first": first,
+        "acc_chosen_second": second,
+        "position_bias": abs(first - second),
+        "first_shown_win_rate": _ratio(c["n_first_shown_won"], c["n_verdicts"]),
+        "n_unreadable": int(c["n_unreadable"]),
+        "n_order_flips": int(c["n_order_flips"]),
+    }
+    if c["n_pairs"] and c["n_released"] == c["n_pairs"]:
+        in_a = _ratio(c["n_chosen_first_won"] + c["n_chosen_first_unreadable"], c["n_chosen_first"])
+        out.update({
+            "released_acc": _ratio(
+                c["n_chosen_first_won"] + c["n_chosen_first_unreadable"] + c["n_chosen_second_won"],
+                c["n_orders"],
+            ),
+            "released_acc_chosen_a": in_a,
+            "released_acc_chosen_b": second,
+            "released_position_bias": abs(in_a - second),
+            "released_n_pred_a": int(c["n_first_shown_won"] + c["n_unreadable"]),
+            "released_n_pred_b": int(c["n_verdicts"] - c["n_first_shown_won"]),
+        })
+    return out
+
+
+def pair_metrics(outcome: Any, domain: str = "") -> dict[str, Any]:
+    """One pair's items for the task's metrics (lm-eval aggregates them over the task's pairs).
+
+    Args:
+        outcome: the pair's order outcome (the pair's first answer is the chosen one).
+        domain: the pair's domain (keys the ``judge_counts`` item).
+
+    Returns:
+        ``acc`` (strict, replaces the score-based value), ``acc_single_order`` (float),
+        ``acc_chosen_first`` / ``acc_chosen_second`` (1.0, 0.0 or ``nan`` when not judged in
+        that order), ``position_bias`` (``[first-orders, won, second-orders, won]``,
+        aggregated by :func:`position_bias`), ``first_shown_win_rate`` (``[won by the
+        first-shown answer, readable verdicts]``, :func:`ratio_of_sums`), ``n_unreadable`` and
+        ``n_order_flips`` (counts, :func:`total`), ``judge_counts`` (``[domain, counts]``,
+        :func:`judge_counts`) and, under the released protocol, the released script's outputs.
+
+    Raises:
+        ValueError: ``outcome`` is malformed.
+    """
+    c = pair_counts(outcome)
+    nan = float("nan")
+    out: dict[str, Any] = {
+        "acc": c["n_strict"],
+        "acc_single_order": c["single_order_credit"],
+        "acc_chosen_first": (
+            c["n_chosen_first_won"] / c["n_chosen_first"] if c["n_chosen_first"] else nan
+        ),
+        "acc_chosen_second": (
+            c["n_chosen_second_won"] / c["n_chosen_second"] if c["n_chosen_second"] else nan
+        ),
+        "position_bias": [c["n_chosen_first"], c["n_chosen_first_won"],
+                          c["n_chosen_second"], c["n_chosen_second_won"]],
+        "first_shown_win_rate": [c["n_first_shown_won"], c["n_verdicts"]],
+        "n_unreadable": c["n_unreadable"],
+        "n_order_flips": c["n_order_flips"],
+        "judge_counts": [domain, c],
+    }
+    if c["n_released"]:
+        in_a_won = c["n_chosen_first_won"] + c["n_chosen_first_unreadable"]
+        out.update({
+            "released_acc": [in_a_won + c["n_chosen_second_won"], c["n_orders"]],
+            "released_acc_chosen_a": [in_a_won, c["n_chosen_first"]],
+            "released_acc_chosen_b": [c["n_chosen_second_won"], c["n_chosen_second"]],
+            "released_position_bias": [c["n_chosen_first"], in_a_won,
+                                       c["n_chosen_second"], c["n_chosen_second_won"]],
+            "released_n_pred_a": c["n_first_shown_won"] + c["n_unreadable"],
+            "released_n_pred_b": c["n_verdicts"] - c["n_first_shown_won"],
+        })
+    return out
 
 
 def ratio_of_sums(items: Sequence[Sequence[float]]) -> float:
     """``sum(numerators) / sum(denominators)`` of ``[numerator, denominator]`` items.
 
-    The pooled ``position_bias`` of a task; ``nan`` when no pair had a readable verdict.
+    ``first_shown_win_rate`` and the released accuracies of a task; ``nan`` when the
+    denominators sum to 0.
     """
     num = sum(float(i[0]) for i in items)
     den = sum(float(i[1]) for i in items)
     return num / den if den else float("nan")
 
 
+def position_bias(items: Sequence[Sequence[float]]) -> float:
+    """``|acc_chosen_first - acc_chosen_second|`` of a task from per-pair
+    ``[first-orders, won, second-orders, won]`` items (``nan`` when one kind is missing).
+    """  # noqa: D205
+    first = ratio_of_sums([(i[1], i[0]) for i in items])
+    second = ratio_of_sums([(i[3], i[2]) for i in items])
+    return abs(first - second)
+
+
 def total(items: Sequence[float]) -> int:
-    """The sum of per-pair counts (``n_order_flips``)."""
+    """The sum of per-pair counts (``n_unreadable``, ``n_order_flips``, predictions)."""
     return int(sum(items))
 
 
-def aggregate(outcomes: Iterable[Any]) -> dict[str, float | int]:
-    """The both-order metrics of a list of pair outcomes, aggregated as lm-eval does.
+def judge_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, float]]:
+    """Aggregation of ``judge_counts``: the summed counts per domain (domains sorted).
+
+    The summary builds every judge row -- per domain, per task, per group -- from these counts
+    (:func:`metrics_from_counts`), so no row is a mean of means.
+    """
+    by_domain: dict[str, list[Mapping[str, float]]] = {}
+    for domain, counts in items:
+        by_domain.setdefault(str(domain), []).append(counts)
+    return {d: add_counts(by_domain[d]) for d in sorted(by_domain)}
+
+
+def aggregate(outcomes: Iterable[Any]) -> dict[str, float]:
+    """Every judge metric of a list of pair outcomes (the same numbers as the task's).
 
     Raises:
         ValueError: an outcome is malformed.
     """
-    per_pair = [pair_metrics(o) for o in outcomes]
-    if not per_pair:
-        return {}
-    return {
-        "acc_split_half": sum(p["acc_split_half"] for p in per_pair) / len(per_pair),
-        "acc_chosen_first": finite_mean([p["acc_chosen_first"] for p in per_pair]),
-        "acc_chosen_second": finite_mean([p["acc_chosen_second"] for p in per_pair]),
-        "position_bias": ratio_of_sums([p["position_bias"] for p in per_pair]),
-        "n_order_flips": total([p["n_order_flips"] for p in per_pair]),
-    }
+    counts = [pair_counts(o) for o in outcomes]
+    return metrics_from_counts(add_counts(counts)) if counts else {}
 
 
 # -- the side channel from the lm-eval model to the task's process_results ------------------------
@@ -159,22 +345,30 @@ def doc_key(doc: Mapping[str, Any]) -> str:
 
 
 def doc_metrics(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The both-order metrics of a task row, ``{}`` when no order outcome was recorded for it
+    """The judge metrics of a task row, ``{}`` when no order outcome was recorded for it
     (a pointwise scorer, or a judge that keeps none): then the metrics are absent, never zero.
     """  # noqa: D205
     outcome = PAIR_OUTCOMES.get(doc_key(doc))
-    return pair_metrics(outcome) if outcome is not None else {}
+    return pair_metrics(outcome, str(doc.get("domain", ""))) if outcome is not None else {}
 
 
 __all__ = [
+    "COUNT_KEYS",
     "ORDER_METRICS",
     "PAIR_OUTCOMES",
+    "RELEASED_METRICS",
+    "add_counts",
     "aggregate",
     "check_outcome",
     "doc_key",
     "doc_metrics",
+    "judge_counts",
+    "metrics_from_counts",
     "order_outcome",
+    "pair_counts",
     "pair_metrics",
+    "position_bias",
     "ratio_of_sums",
+    "strict_win",
     "total",
 ]

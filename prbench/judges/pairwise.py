@@ -5,20 +5,31 @@ For each pair the judge is shown the user's profile view, the question and the t
 P(first ≻ second) is the mean over the orders whose reply could be read: 1.0 or 0.0 when the two
 readable orders agree (or only one was readable), 0.5 when they disagree. A pair whose every order
 failed (the backend gave no reply, or the reply did not parse) gets ``nan``, an ``invalid`` item:
-an unreadable or missing reply is never turned into a verdict.
+an unreadable or missing reply is never turned into a verdict. The task's strict ``acc`` is read
+from the orders, not from this probability: a pair counts only when every order judged picked the
+chosen answer (:mod:`prbench.judges.order_metrics`).
 
 ``orders="one"`` judges a single order per pair; which answer is shown first is a seeded choice
 that depends only on the seed and the pair (not on the batch), as in the released evaluation,
 which shuffles positions with a fixed seed.
 
+``protocol="released"`` is the released evaluation as one switch (:mod:`prbench.judges.released`):
+the authors' prompt files (``system_prompt_file``, ``user_prompt_file``; prbench ships no copy),
+one order per pair from a coin seeded with 42, greedy decoding, 512 new tokens, the released
+parse with its fallback to "A" counted in ``n_unreadable`` and reported through the
+``released_*`` metrics only, and no profile unless the user prompt file asks for one
+(``{profile}``) and the task gives one. It fixes ``orders``, ``seed``, ``temperature``,
+``top_p`` and ``max_new_tokens``; giving another value for one of them is an error.
+
 :meth:`LLMPairwiseJudge.stats` reports the generation and parse failures (by reason, and listed
-per item), the position bias (how often the answer shown first won, among readable verdicts; 0.5
-is unbiased) and the agreement between the two orders of a pair;
-:meth:`LLMPairwiseJudge.details` keeps every reply's verdict. Each pair's per-order verdicts reach
-the harness through ``request_extras`` (see :class:`~prbench.judges.common.LLMJudgeBase`), from
-which the tasks report ``acc_split_half``, the per-order accuracies, ``position_bias`` and
-``n_order_flips`` (:mod:`prbench.judges.order_metrics`). A reply cut at ``max_new_tokens`` is an
-invalid order (``truncated``).
+per item), how often the answer shown first won among readable verdicts
+(``first_shown_win_rate``; 0.5 is no preference) and the agreement between the two orders of a
+pair; :meth:`LLMPairwiseJudge.details` keeps every reply's verdict. Each pair's per-order
+verdicts reach the harness through ``request_extras`` (see
+:class:`~prbench.judges.common.LLMJudgeBase`), from which the tasks report the judge metrics
+(:mod:`prbench.judges.order_metrics`). A reply cut at ``max_new_tokens`` is an invalid order
+(``truncated``), except under ``protocol=released``, which reads a cut reply as the released
+script does.
 """
 
 from __future__ import annotations
@@ -27,11 +38,26 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from prbench.backends.base import Chat
 from prbench.hashing import seeded_unit
-from prbench.judges import prompts
-from prbench.judges.common import BackendOptions, LLMJudgeBase, OrderTally
+from prbench.judges import prompts, released
+from prbench.judges.common import (
+    BackendOptions,
+    LLMJudgeBase,
+    OrderTally,
+    generate_in_batches,
+)
 from prbench.judges.parsing import parse_pairwise
 from prbench.scoring.base import PairRequest
+
+#: What ``protocol=released`` fixes: option -> (prbench's default, the released value).
+RELEASED_SETTINGS: dict[str, tuple[Any, Any]] = {
+    "orders": ("both", "one"),
+    "seed": (0, released.SEED),
+    "temperature": (0.0, 0.0),
+    "top_p": (1.0, 1.0),
+    "max_new_tokens": (512, released.MAX_NEW_TOKENS),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +68,39 @@ class LLMJudgeOptions(BackendOptions):
         default="both",
         metadata={"help": "'both' judges each pair in both orders; 'one' a seeded single order"},
     )
+    protocol: Literal["prbench", "released"] = dataclasses.field(
+        default="prbench",
+        metadata={"help": "'prbench' (both orders, strict parse, prbench's prompt) or "
+                          "'released' (the released pairwise.py: your prompt files, one "
+                          "order from seed 42, greedy, 512 tokens, fallback 'A' counted)"},
+    )
+    system_prompt_file: str = dataclasses.field(
+        default="",
+        metadata={"help": "protocol=released: the system prompt file (the released "
+                          "prompts/pairwise_system.txt)"},
+    )
+    user_prompt_file: str = dataclasses.field(
+        default="",
+        metadata={"help": "protocol=released: the user prompt file with {question}, "
+                          "{Response_A}, {Response_B} (optional {profile}); the released "
+                          "prompts/pairwise_user.txt"},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.protocol != "released":
+            for name in ("system_prompt_file", "user_prompt_file"):
+                if getattr(self, name):
+                    raise ValueError(f"{name} is read only with protocol=released")
+            return
+        for name, (default, value) in RELEASED_SETTINGS.items():
+            given = getattr(self, name)
+            if given not in (default, value):
+                raise ValueError(
+                    f"protocol=released sets {name}={value}; drop {name}={given} (or use "
+                    "protocol=prbench)"
+                )
+            object.__setattr__(self, name, value)
 
 
 class LLMPairwiseJudge(LLMJudgeBase):
@@ -55,10 +114,24 @@ class LLMPairwiseJudge(LLMJudgeBase):
     name = "llm-judge"
     options: LLMJudgeOptions
 
+    def __init__(self, options: LLMJudgeOptions, backend: Any = None) -> None:
+        """Read the prompt files of ``protocol=released`` first (a bad file stops here)."""
+        self._released = (
+            released.load_prompts(options.system_prompt_file, options.user_prompt_file)
+            if options.protocol == "released" else None
+        )
+        super().__init__(options, backend)
+
     def reset_stats(self) -> None:
         """Forget the counts and details gathered so far."""
         super().reset_stats()
-        self._tally = OrderTally()
+        self._tally = OrderTally(released.FALLBACK if self._released is not None else None)
+
+    def _chat(self, pair: PairRequest, answer_a: str, answer_b: str) -> Chat:
+        if self._released is None:
+            return prompts.pairwise_chat(pair.question, pair.profile.text, answer_a, answer_b)
+        profile = pair.profile.text if self._released.reads_profile else ""
+        return self._released.chat(pair.question, profile, answer_a, answer_b)
 
     def _orders(self, pair: PairRequest) -> list[str]:
         if self.options.orders == "both":
@@ -75,29 +148,75 @@ class LLMPairwiseJudge(LLMJudgeBase):
                 a, b = (pair.first, pair.second) if shown_first == "first" else (
                     pair.second, pair.first
                 )
-                chats.append(prompts.pairwise_chat(pair.question, pair.profile.text, a, b))
+                chats.append(self._chat(pair, a, b))
                 plan.append((i, shown_first))
-        replies = self._generate(chats, unit="verdict")
+        if self._released is None:
+            replies = self._generate(chats, unit="verdict")
+            parse = parse_pairwise
+        else:  # the released script reads whatever came back, a cut reply too
+            o = self.options
+            replies = generate_in_batches(
+                self.backend, chats, o.generation_config(), o.batch_size, desc=self.name,
+                unit="verdict", keep_failures=True, truncated_is_failure=False,
+            )
+            parse = released.parse_released
         per_pair: list[list[dict[str, Any]]] = [[] for _ in pairs]
         for (i, shown_first), reply in zip(plan, replies, strict=True):
-            parsed = self._read(
-                reply, parse_pairwise, pairs[i].record_id, shown_first=shown_first
-            )
+            parsed = self._read(reply, parse, pairs[i].record_id, shown_first=shown_first)
             per_pair[i].append(self._tally.order(shown_first, parsed))
         return [
             self._tally.pair(pair.record_id, orders)
             for pair, orders in zip(pairs, per_pair, strict=True)
         ]
 
+    def _stats_head(self) -> dict[str, Any]:
+        head = super()._stats_head()
+        if self._released is not None:
+            head["prompt_version"] = self._released.version()
+        return head
+
     def stats(self) -> dict[str, Any]:
         """Counts since the last :meth:`reset_stats`, JSON-ready (for results files)."""
-        return {
+        out = {
             **self._stats_head(),
+            "protocol": self.options.protocol,
             "orders": self.options.orders,
             "seed": self.options.seed,
             **self._tally.stats(),
             **self._stats_tail(),
         }
+        if self._released is not None:
+            out["prompt_files"] = self._released.describe()
+            out["diagnostics"] = self._released_lines()
+        return out
+
+    def _released_lines(self) -> list[str]:
+        """What ``protocol=released`` did, for the summary's header."""
+        assert self._released is not None
+        files = ", ".join(
+            f"{f.option}={f.path} (sha256 {f.sha256[:12]})"
+            for f in (self._released.system, self._released.user)
+        )
+        profile = (
+            "the user prompt shows the task's profile ({profile})" if self._released.reads_profile
+            else "no profile shown (the user prompt has no {profile})"
+        )
+        unreadable = self._tally.orders - self._tally.verdicts
+        return [
+            f"protocol=released: {files}; one order per pair from a coin seeded with "
+            f"{released.SEED}, greedy, max_new_tokens {released.MAX_NEW_TOKENS}; {profile}",
+            "protocol=released: an unreadable reply is the fallback 'A' only in the released_* "
+            f"metrics; every other metric counts it unreadable ({unreadable} so far, "
+            "n_unreadable)",
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        """Settings and counts for the results manifest, with the prompt files' sha256."""
+        out = super().describe()
+        if self._released is not None:
+            out["prompt_version"] = self._released.version()
+            out["prompt_files"] = self._released.describe()
+        return out
 
     def details(self) -> list[dict[str, Any]]:
         """One entry per judged pair: the verdict of every order, or why it failed."""

@@ -165,9 +165,14 @@ def with_progress(items: Sequence[T], *, desc: str, unit: str = "record") -> Ite
         bar.close()
 
 
-def render_posts(items: Sequence[ProfileItem], fmt: str = POST_FORMAT) -> str:
-    """Render posts one per paragraph with ``fmt`` (fields: index from 1, category, text, id)."""
-    return "\n\n".join(
+def render_posts(
+    items: Sequence[ProfileItem], fmt: str = POST_FORMAT, separator: str = "\n\n"
+) -> str:
+    """Render posts with ``fmt`` (fields: index from 1, category, text, id).
+
+    Posts are joined by ``separator`` (one post per paragraph by default).
+    """
+    return separator.join(
         fmt.format(index=i, category=item.category, text=item.text, id=item.id)
         for i, item in enumerate(items, start=1)
     )

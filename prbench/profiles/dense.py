@@ -69,6 +69,7 @@ class DenseOptions(EncoderOptions):
     embed_cache: bool = encoder_option("embed_cache")
     cache_dir: str | None = encoder_option("cache_dir")
     trust_remote_code: bool = encoder_option("trust_remote_code")
+    embed_dtype: str = encoder_option("embed_dtype")
 
     def __post_init__(self) -> None:
         self.check_encoder_options()

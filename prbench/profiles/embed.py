@@ -16,10 +16,17 @@ the local Hugging Face cache when the hub is offline (``HF_HUB_OFFLINE=1``); oth
 says how to get it.
 
 Every embedding is cached on disk (:class:`prbench.profiles.embed_cache.EmbeddingCache`), keyed by
-the model's fingerprint (hub commit, or the files of a local folder), the encoder kind and the
-truncation length, and by the sha256 of each text. A second run over the same texts loads no model
-and computes nothing. Loaded models are kept per process, so a builder and a scorer that use the
-same model share one copy.
+the model's fingerprint (hub commit, or the files of a local folder), the encoder kind, the
+truncation length and the precision, and by the sha256 of each text.
+
+Precision (``embed_dtype``): ``auto`` runs the model under bf16 autocast where the device computes
+bf16 natively (a CPU with AVX-512 BF16 or AMX, a CUDA device with bf16) and in fp32 elsewhere
+(:func:`prbench.devices.resolve_embed_dtype`). Autocast keeps the weights in fp32 and runs the
+matrix products in bf16: on the bundled sample's posts it keeps the top-10 ranking of fp32 (see
+``benchmarks/bench_profiles.py``). bf16 vectors are cached apart from fp32 ones.
+
+A second run over the same texts loads no model and computes nothing. Loaded models are kept per
+process, so a builder and a scorer that use the same model share one copy.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prbench.devices import resolve_device
+from prbench.devices import resolve_device, resolve_embed_dtype
 from prbench.errors import PrbenchUserError
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.progress import progress_bar
@@ -247,7 +254,8 @@ class _Model:
 
     dim: int
 
-    def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int, dtype: str = "float32") -> np.ndarray:
+        """Embed ``texts`` in ``dtype`` (``float32``, or ``bfloat16`` autocast); float32 rows."""
         raise NotImplementedError
 
 
@@ -273,13 +281,15 @@ class _SentenceTransformerModel(_Model):
             dim_fn = self.model.get_sentence_embedding_dimension
         self.dim = int(dim_fn())
 
-    def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int, dtype: str = "float32") -> np.ndarray:
         import numpy as np
 
-        out = self.model.encode(
-            list(texts), batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
-        )
-        return np.asarray(out, dtype=np.float32)
+        with _autocast(self.model.device.type, dtype):
+            out = self.model.encode(
+                list(texts), batch_size=batch_size, show_progress_bar=False,
+                convert_to_tensor=True,
+            )
+        return np.asarray(out.float().cpu().numpy(), dtype=np.float32)
 
 
 class _MeanPooledModel(_Model):
@@ -315,7 +325,7 @@ class _MeanPooledModel(_Model):
         self.max_length = max_length or (min(known) if known else 512)
         self.dim = int(self.model.config.hidden_size)
 
-    def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    def embed(self, texts: Sequence[str], batch_size: int, dtype: str = "float32") -> np.ndarray:
         import numpy as np
         import torch
 
@@ -330,12 +340,23 @@ class _MeanPooledModel(_Model):
                 [texts[i] for i in idx], padding=True, truncation=True,
                 max_length=self.max_length, return_tensors="pt",
             ).to(self.device)
-            with torch.inference_mode():
+            with torch.inference_mode(), _autocast(self.model.device.type, dtype):
                 hidden = self.model(**batch).last_hidden_state.float()
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
             out[idx] = pooled.cpu().numpy()
         return out
+
+
+def _autocast(device_type: str, dtype: str) -> Any:
+    """bf16 autocast on ``device_type`` when ``dtype`` is ``bfloat16``, else a no-op context."""
+    import contextlib
+
+    if dtype != "bfloat16":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
 
 _LOADED: dict[tuple[str, str | None, str, str, int | None, bool], _Model] = {}
@@ -368,6 +389,8 @@ class EncoderSpec:
         revision: hub branch/tag/commit.
         max_length: truncation in tokens; ``None`` uses the model's own limit.
         trust_remote_code: run code shipped with the model (never implied; only if trusted).
+        embed_dtype: ``auto`` (bf16 autocast where the device has native bf16, else fp32),
+            ``float32`` or ``bfloat16`` (see :func:`prbench.devices.resolve_embed_dtype`).
     """
 
     model: str = "minilm"
@@ -375,6 +398,7 @@ class EncoderSpec:
     revision: str | None = None
     max_length: int | None = None
     trust_remote_code: bool = False
+    embed_dtype: str = "auto"
 
 
 @dataclasses.dataclass
@@ -431,6 +455,8 @@ class Encoder:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if spec.max_length is not None and spec.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {spec.max_length}")
+        if spec.embed_dtype not in ("auto", "float32", "bfloat16"):
+            resolve_embed_dtype(spec.embed_dtype, "cpu")  # raises, naming the choices
         self.spec = spec
         self.device_option = device
         self.batch_size = batch_size
@@ -442,6 +468,8 @@ class Encoder:
         self._model: _Model | None = None
         self._cache: EmbeddingCache | None = None
         self._key: str | None = None
+        self._device: str | None = None
+        self._dtype: tuple[str, str] | None = None
 
     def _resolve_kind(self) -> str:
         if self.spec.encoder != "auto":
@@ -466,8 +494,26 @@ class Encoder:
         """Whether this encoder has loaded its model."""
         return self._model is not None
 
+    @property
+    def device(self) -> str:
+        """The device the model runs on (``device`` resolved on this machine)."""
+        if self._device is None:
+            self._device = resolve_device(self.device_option)
+        return self._device
+
+    @property
+    def dtype(self) -> str:
+        """The precision the model runs in: ``float32`` or ``bfloat16`` (autocast)."""
+        return self._precision()[0]
+
+    def _precision(self) -> tuple[str, str]:
+        if self._dtype is None:
+            self._dtype = resolve_embed_dtype(self.spec.embed_dtype, self.device)
+        return self._dtype
+
     def describe(self) -> dict[str, Any]:
         """What produced the vectors (for manifests and the cache's metadata)."""
+        dtype, why = self._precision()
         return {
             "model": self.spec.model,
             "resolved": self.ref.label,
@@ -477,6 +523,9 @@ class Encoder:
             "max_length": self.spec.max_length,
             "trust_remote_code": self.spec.trust_remote_code,
             "fingerprint": self.ref.fingerprint,
+            "embed_dtype": dtype,
+            "embed_dtype_option": self.spec.embed_dtype,
+            "embed_dtype_reason": why,
         }
 
     @property
@@ -496,14 +545,16 @@ class Encoder:
             ]
             if self.spec.trust_remote_code:  # the model's own code may compute other vectors
                 parts.append("trust_remote_code")
+            if self.dtype != "float32":  # bf16 vectors never share an entry with fp32 ones
+                parts.append(f"dtype={self.dtype}")
             self._key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         return self._key
 
     def _get_model(self) -> _Model:
         if self._model is None:
-            device = resolve_device(self.device_option)
             self._model = _load_model(
-                self.ref, self.kind, device, self.spec.max_length, self.spec.trust_remote_code
+                self.ref, self.kind, self.device, self.spec.max_length,
+                self.spec.trust_remote_code,
             )
         return self._model
 
@@ -553,7 +604,8 @@ class Encoder:
             try:
                 for start in range(0, len(missing), step):
                     chunk = missing[start : start + step]
-                    vectors = model.embed([unique[h] for h in chunk], self.batch_size)
+                    vectors = model.embed([unique[h] for h in chunk], self.batch_size,
+                                          self.dtype)
                     self.stats.model_calls += 1
                     self.stats.computed += len(chunk)
                     new = {h: vectors[j] for j, h in enumerate(chunk)}

@@ -1,7 +1,8 @@
 """The encoder options shared by the ``dense`` builder and the ``embedding-similarity`` scorer.
 
 Both components take the same encoder options (``model``, ``encoder``, ``revision``,
-``max_length``, ``batch_size``, ``device``, ``embed_cache``, ``cache_dir``, ``trust_remote_code``).
+``max_length``, ``batch_size``, ``device``, ``embed_cache``, ``cache_dir``, ``trust_remote_code``,
+``embed_dtype``).
 The embedding cache switch is ``embed_cache``, not ``cache``: a scorer's ``cache`` is the scorer
 runtime's score cache (:mod:`prbench.scoring.runtime`), so ``cache=false`` turns off exactly one
 cache, and ``embed_cache=false`` the other.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prbench.devices import EMBED_DTYPES
 from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
 from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
 
@@ -36,6 +38,8 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
                     "is the runtime option cache)"),
     "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
     "trust_remote_code": RANKED_OPTIONS["trust_remote_code"],
+    "embed_dtype": ("auto", "auto | float32 | bfloat16: auto = bf16 autocast where the device "
+                    "computes bf16 natively (CPU avx512_bf16/AMX, CUDA), else float32"),
 }
 
 
@@ -60,15 +64,19 @@ class EncoderOptions:
     embed_cache: bool
     cache_dir: str | None
     trust_remote_code: bool
+    embed_dtype: str
 
     def check_encoder_options(self) -> None:
-        """Check ``encoder``, ``batch_size`` and ``max_length``.
+        """Check ``encoder``, ``embed_dtype``, ``batch_size`` and ``max_length``.
 
         Raises:
-            ValueError: an unknown encoder kind, or a size below 1 (naming the option).
+            ValueError: an unknown encoder kind or precision, or a size below 1 (naming the
+                option).
         """
         if self.encoder not in ENCODER_KINDS:
             raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
+        if self.embed_dtype not in EMBED_DTYPES:
+            raise ValueError(f"option 'embed_dtype' must be one of {EMBED_DTYPES}")
         check_positive(self.batch_size, "batch_size", allow_none=False)
         check_positive(self.max_length, "max_length")
 
@@ -88,6 +96,7 @@ class EncoderOptions:
                 revision=self.revision,
                 max_length=self.max_length,
                 trust_remote_code=self.trust_remote_code,
+                embed_dtype=self.embed_dtype,
             ),
             device=self.device,
             batch_size=self.batch_size,

@@ -110,7 +110,7 @@ def dense_identity(options: Any, *, encoder: Any = None) -> dict[str, Any]:
     if ref is not None:
         # the MiniLM folder's fingerprint includes file times; its package version names it
         weights = ref.label if model == "minilm" else ref.fingerprint
-    return {
+    identity = {
         "model": model,
         "revision": options.revision,
         "weights": weights,
@@ -120,6 +120,9 @@ def dense_identity(options: Any, *, encoder: Any = None) -> dict[str, Any]:
         "query_format": options.query_format,
         "doc_format": options.doc_format,
     }
+    if encoder is not None:  # resuming a ranking in another precision would mix bf16 and fp32
+        identity["embed_dtype"] = encoder.dtype
+    return identity
 
 
 def identity_problems(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
@@ -128,7 +131,8 @@ def identity_problems(recorded: Mapping[str, Any], expected: Mapping[str, Any]) 
     for key, want in expected.items():
         if want is None and key != "max_length":
             continue
-        have = recorded.get(key)
+        # rankings written before embed_dtype existed were all computed in float32
+        have = recorded.get(key, "float32" if key == "embed_dtype" else None)
         if key == "revision":
             weights = str(recorded.get("weights") or "")
             if have == want or weights.rsplit("@", 1)[-1].startswith(str(want)):
@@ -348,7 +352,7 @@ class RankedBuilder:
                     f"{o.path} was ranked with another encoder than this task asks for: "
                     + "; ".join(problems)
                     + ". Rank the data with the task's encoder options (`prbench rank ... "
-                    "--builder_args model=...`), or drop prbench_ranked"
+                    "--profile_args builder=dense,model=...`), or drop prbench_ranked"
                 )
         self.counter = TokenCounter(o.tokenizer, trust_remote_code=o.trust_remote_code)
         self.id = builder_id(

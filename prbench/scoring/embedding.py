@@ -47,6 +47,14 @@ class EmbeddingSimilarityOptions(EncoderOptions):
     embed_cache: bool = encoder_option("embed_cache")
     cache_dir: str | None = encoder_option("cache_dir")
     trust_remote_code: bool = encoder_option("trust_remote_code")
+    # a score must not depend on the batch it was computed in: bf16 moves a score by ~1e-3 with
+    # the batch's padding, so the scorer stays in fp32 unless asked (profiles rank in auto)
+    embed_dtype: str = dataclasses.field(
+        default="float32",
+        metadata={"help": "float32 | bfloat16 | auto (auto = bf16 autocast where the device "
+                          "computes bf16 natively); float32 by default: bf16 scores move by "
+                          "~1e-3 with the batch's padding"},
+    )
 
     def __post_init__(self) -> None:
         if self.pretrained is not None and self.model != "minilm" and self.pretrained != self.model:

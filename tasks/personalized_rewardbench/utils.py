@@ -37,14 +37,14 @@ def doc_to_choice(doc: Mapping[str, Any]) -> list[str]:
 def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
     """Strict accuracy (a tie is wrong), tie, margin and invalid (no verdict) for one pair.
 
-    For a pairwise judge that reported its per-order verdicts, also the both-order metrics
-    (``acc_split_half``, ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``,
-    ``n_order_flips``; see :mod:`prbench.judges.order_metrics`); for other scorers they are
-    absent.
+    For a pairwise judge that reported its per-order verdicts, ``acc`` is strict over the
+    orders (an unreadable order is never a win) and the judge metrics are added
+    (``acc_single_order``, ``acc_chosen_first``, ``acc_chosen_second``, ``position_bias``,
+    ``first_shown_win_rate``, ``n_unreadable``, ``n_order_flips``, ``judge_counts``, and the
+    released script's outputs under ``protocol=released``; see
+    :mod:`prbench.judges.order_metrics`); for other scorers they are absent.
     """
-    out: dict[str, Any] = dict(_tasks.process_results(doc, results))
-    out.update(_order.doc_metrics(doc))
-    return out
+    return dict(_tasks.process_results(doc, results))
 
 
 def finite_mean(values: Sequence[float]) -> float:
@@ -53,13 +53,23 @@ def finite_mean(values: Sequence[float]) -> float:
 
 
 def ratio_of_sums(items: Sequence[Sequence[float]]) -> float:
-    """``position_bias``: verdicts won by the answer shown first over all readable verdicts."""
+    """``first_shown_win_rate`` and the released accuracies: pooled numerators over denominators."""
     return _order.ratio_of_sums(items)
 
 
+def position_bias(items: Sequence[Sequence[float]]) -> float:
+    """``position_bias``: ``|acc_chosen_first - acc_chosen_second|`` over the task's orders."""
+    return _order.position_bias(items)
+
+
 def total(items: Sequence[float]) -> int:
-    """``n_order_flips``: the number of pairs whose two orders preferred different answers."""
+    """``n_unreadable``, ``n_order_flips`` and the prediction counts: sums over the pairs."""
     return _order.total(items)
+
+
+def judge_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, float]]:
+    """``judge_counts``: a judge's per-domain counts, from which the summary builds every row."""
+    return _order.judge_counts(items)
 
 
 def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:

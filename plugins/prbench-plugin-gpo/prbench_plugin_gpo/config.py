@@ -1,12 +1,19 @@
 """Training settings of GPO: the ``small`` default and the published ``paper`` configuration.
 
-``config=small`` (the default) is prbench's own small network: d_model 64, 2 layers, 4 heads,
-targets that attend to the context and to themselves, AdamW at a constant 1e-3.
+``config=small`` (the default) is prbench's own small network (``arch=small``): d_model 64, 2
+layers, 4 heads, feed-forward 128, a learned label embedding added to each option's projection,
+targets that attend to the context and to themselves, one logit per target, AdamW at a constant
+1e-3, texts embedded up to 256 tokens.
 
-``config=paper`` is the configuration of the GPO paper: d_model 128, 6 layers, 4 heads, targets
-that attend to the context only, Adam at 3e-4 with a cosine decay over the training steps. It fixes
-those settings: asking for another value of one of them with ``config=paper`` is an error, so a
-checkpoint that says ``paper`` is the paper's network and optimiser.
+``config=paper`` is the network of the authors' ``configs/gpo.yaml`` (``arch=tnp``): d_model 128,
+6 layers, 4 heads, feed-forward 128, dropout 0, an input MLP of 4 linear layers (ReLU between)
+over ``[x; y]``, targets that attend to the context only, an MLP head with a mean and a standard
+deviation per target, trained with GPO's objective (the Gaussian log-likelihood of each pair's
+softmax-normalised means against its preference values); Adam at 3e-4 with a cosine decay over
+the training steps; options embedded without a token limit of prbench's (``max_length=None``: the
+embedding model's own position limit). It fixes those settings: asking for another value of one
+of them with ``config=paper`` is an error, so a checkpoint that says ``paper`` is that network and
+optimiser.
 
 The embedder is chosen beside the config: ``embedder=sentence`` (prbench's text encoder, MiniLM by
 default) or ``embedder=causal-lm-mean`` (the mean of a causal LM's last hidden state over its
@@ -20,10 +27,12 @@ from typing import Any, Literal
 
 #: The settings each named configuration fixes.
 PRESETS: dict[str, dict[str, Any]] = {
-    "small": {"d_model": 64, "layers": 2, "heads": 4, "mask": "target-self",
-              "optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01, "schedule": "constant"},
-    "paper": {"d_model": 128, "layers": 6, "heads": 4, "mask": "context-only",
-              "optimizer": "adam", "lr": 3e-4, "weight_decay": 0.0, "schedule": "cosine"},
+    "small": {"arch": "small", "d_model": 64, "layers": 2, "heads": 4, "dim_feedforward": 128,
+              "mask": "target-self", "optimizer": "adamw", "lr": 1e-3, "weight_decay": 0.01,
+              "schedule": "constant", "max_length": 256},
+    "paper": {"arch": "tnp", "d_model": 128, "layers": 6, "heads": 4, "dim_feedforward": 128,
+              "mask": "context-only", "optimizer": "adam", "lr": 3e-4, "weight_decay": 0.0,
+              "schedule": "cosine", "max_length": None},
 }
 #: The fields a configuration fixes (``--d-model`` ... on the command line).
 PRESET_FIELDS: tuple[str, ...] = tuple(PRESETS["small"])
@@ -47,7 +56,9 @@ class TrainConfig:
         context_posts: most preferred posts in a context (``--data`` mode).
         negatives: dispreferred posts of other users in a context (``--data`` mode).
         context_pairs: most labelled pairs in a context (``--train`` mode).
-        d_model, layers, heads: network shape.
+        arch: ``small`` (prbench's network) or ``tnp`` (GPO's, see
+            :mod:`prbench_plugin_gpo.network`).
+        d_model, layers, heads, dim_feedforward: network shape.
         mask: ``target-self`` or ``context-only`` (how targets attend).
         optimizer: ``adamw`` or ``adam``.
         lr, weight_decay: optimiser settings.
@@ -70,9 +81,11 @@ class TrainConfig:
     context_posts: int = 10
     negatives: int = 10
     context_pairs: int = 10
+    arch: Literal["small", "tnp"] = "small"
     d_model: int = 64
     layers: int = 2
     heads: int = 4
+    dim_feedforward: int = 128
     mask: Literal["target-self", "context-only"] = "target-self"
     optimizer: Literal["adamw", "adam"] = "adamw"
     lr: float = 1e-3
@@ -96,14 +109,15 @@ class TrainConfig:
             if wrong:
                 raise ValueError("config=paper fixes the published settings; drop "
                                  + ", ".join(wrong) + " or use config=small")
-        for name in ("steps", "batch_users", "d_model", "layers", "heads"):
+        for name in ("steps", "batch_users", "d_model", "layers", "heads", "dim_feedforward"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.context_posts < 0 or self.negatives < 0 or self.context_pairs < 1:
             raise ValueError("context_posts and negatives must be >= 0, context_pairs >= 1")
         if self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
-        choices = {"mask": ("target-self", "context-only"), "optimizer": ("adamw", "adam"),
+        choices = {"arch": ("small", "tnp"), "mask": ("target-self", "context-only"),
+                   "optimizer": ("adamw", "adam"),
                    "schedule": ("constant", "cosine"), "embedder": EMBEDDERS,
                    "embed_dtype": EMBED_DTYPES}
         for name, allowed in choices.items():
@@ -116,7 +130,8 @@ class TrainConfig:
 def make_config(config: str = "small", **given: Any) -> TrainConfig:
     """A :class:`TrainConfig` with the named configuration's settings and the ``given`` ones.
 
-    ``given`` values of ``None`` are ignored (flags left unset). With ``config=paper`` a given
+    ``given`` values of ``None`` are ignored (flags left unset), so ``max_length`` keeps the
+    config's value unless a number is given. With ``config=paper`` a given
     value that differs from the paper's is refused (``ValueError``).
     """
     if config not in PRESETS:

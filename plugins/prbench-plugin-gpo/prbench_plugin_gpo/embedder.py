@@ -16,17 +16,20 @@ once.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import numpy as np
 
 _LOADED: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 _LOCK = threading.Lock()
-_CACHE_FORMAT = "gpo-causal-lm-mean/1"
+_CACHE_FORMAT = "gpo-causal-lm-mean/2"
 
 
 def _load(src: str, revision: str | None, dtype: str, device: str,
@@ -72,7 +75,9 @@ class CausalLMMeanEncoder:
     Args:
         model: hub id or local folder of an ``AutoModelForCausalLM``.
         revision: hub branch, tag or commit.
-        max_length: truncation in tokens (``None``: the model's position limit, at most 8192).
+        max_length: truncation in tokens (``None``: none of prbench's; only the model's own
+            position limit, ``max_position_embeddings``, bounds a text). Texts cut at the limit
+            are counted (``n_truncated``) and logged as a warning.
         trust_remote_code: run code shipped with the model (only if you trust it).
         dtype: ``float32``, ``bfloat16`` or ``float16`` weights (vectors are returned as float32).
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:N``.
@@ -102,6 +107,8 @@ class CausalLMMeanEncoder:
         self._cache_root = Path(cache_dir) if cache_dir else None
         self.ref = resolve_model(model, revision)
         self._cache: Any = None
+        #: texts cut at the token limit so far (embedded, not read from the cache)
+        self.n_truncated = 0
 
     @property
     def _src(self) -> str:
@@ -139,12 +146,18 @@ class CausalLMMeanEncoder:
         import torch
 
         tok, model = self._model()
-        limit = self.max_length or min(
-            int(getattr(model.config, "max_position_embeddings", 0) or 8192), 8192)
+        limit = self.max_length or int(
+            getattr(model.config, "max_position_embeddings", 0) or 10**9)
         dim = int(model.config.hidden_size)
         out = np.zeros((len(texts), dim), dtype=np.float32)
-        lengths = [len(ids) for ids in tok(list(texts), truncation=True, max_length=limit,
-                                           verbose=False)["input_ids"]]
+        full = [len(ids) for ids in tok(list(texts), verbose=False)["input_ids"]]
+        cut = sum(1 for n in full if n > limit)
+        if cut:
+            self.n_truncated += cut
+            logger.warning("gpo: %d of %d texts are longer than %d tokens (%s) and were cut to "
+                           "it before embedding", cut, len(texts), limit,
+                           "max_length" if self.max_length else "the model's position limit")
+        lengths = [min(n, limit) for n in full]
         order = sorted(range(len(texts)), key=lambda i: (-lengths[i], i))
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]

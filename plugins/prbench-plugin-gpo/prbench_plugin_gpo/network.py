@@ -11,7 +11,17 @@ the batch (scores are batch-independent, as in GPO). Two masks for the targets:
   softmax is defined;
 - ``target-self`` (prbench's small default): a target attends to the context and to itself.
 
-A linear head reads one logit per target: the user's predicted preference for that option.
+Two architectures (``NetConfig.arch``):
+
+- ``small`` (prbench's default): each token is a projection of its embedding (linear, GELU,
+  linear) plus a learned label embedding (preferred / dispreferred / target); a linear head reads
+  one logit per target: the user's predicted preference for that option.
+- ``tnp`` (``config=paper``, the network of GPO's ``configs/gpo.yaml`` and its transformer neural
+  process): each token is an MLP of ``emb_depth`` (4) linear layers with ReLU between them over
+  the concatenation ``[x; y]`` of the embedding and the preference value (1 preferred, 0
+  dispreferred; 0 for a target, as GPO feeds targets), a transformer encoder with feed-forward
+  width ``dim_feedforward`` (128), and an MLP head (linear, ReLU, linear) that outputs a mean and
+  a standard deviation per target (``std = exp``). The score of a target is its mean.
 """
 
 from __future__ import annotations
@@ -35,6 +45,9 @@ class NetConfig:
         layers: transformer encoder layers.
         heads: attention heads.
         mask: ``target-self`` or ``context-only`` (see the module docstring).
+        arch: ``small`` or ``tnp`` (see the module docstring).
+        dim_feedforward: the transformer's feed-forward width.
+        emb_depth: linear layers of the ``tnp`` input MLP.
     """
 
     dim_in: int
@@ -42,10 +55,15 @@ class NetConfig:
     layers: int = 2
     heads: int = 4
     mask: Literal["target-self", "context-only"] = "target-self"
+    arch: Literal["small", "tnp"] = "small"
+    dim_feedforward: int = 128
+    emb_depth: int = 4
 
 
 #: The target masks the network knows.
 MASKS = ("target-self", "context-only")
+#: The architectures the network knows.
+ARCHS = ("small", "tnp")
 
 
 def attention_allowed(ctx_valid: torch.Tensor, targets: int, mask: str) -> torch.Tensor:
@@ -77,9 +95,35 @@ def parameter_count(net: torch.nn.Module) -> int:
 
 
 def build_network(config: NetConfig) -> torch.nn.Module:
-    """A fresh network of the given shape (parameters from the current torch seed)."""
+    """A fresh network of the given shape (parameters from the current torch seed).
+
+    ``forward(ctx_x, ctx_y, ctx_valid, tgt_x)`` returns one score per target; the ``tnp``
+    network also has ``mean_std(...)`` (the mean and the standard deviation per target).
+
+    Raises:
+        ValueError: an unknown mask or architecture.
+    """
     import torch
     from torch import nn
+
+    if config.mask not in MASKS:
+        raise ValueError(f"mask must be one of {MASKS}, got {config.mask!r}")
+    if config.arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, got {config.arch!r}")
+
+    def encoder() -> nn.Module:
+        layer = nn.TransformerEncoderLayer(
+            config.d_model, config.heads, config.dim_feedforward, dropout=0.0, batch_first=True
+        )
+        return nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
+
+    def attend(tokens: torch.Tensor, ctx_valid: torch.Tensor, t: int,
+               net: nn.Module) -> torch.Tensor:
+        b, n = tokens.shape[0], tokens.shape[1]
+        allowed = attention_allowed(ctx_valid, t, config.mask)
+        mask = torch.zeros(b, n, n, device=tokens.device).masked_fill(~allowed, float("-inf"))
+        mask = mask.repeat_interleave(config.heads, dim=0)
+        return net.encoder(tokens, mask=mask)[:, n - t:]
 
     class GPONetwork(nn.Module):
         def __init__(self) -> None:
@@ -89,34 +133,55 @@ def build_network(config: NetConfig) -> torch.nn.Module:
                 nn.Linear(config.d_model, config.d_model),
             )
             self.label = nn.Embedding(3, config.d_model)
-            layer = nn.TransformerEncoderLayer(
-                config.d_model, config.heads, 2 * config.d_model, dropout=0.0, batch_first=True
-            )
-            self.encoder = nn.TransformerEncoder(
-                layer, config.layers, enable_nested_tensor=False
-            )
+            self.encoder = encoder()
             self.head = nn.Linear(config.d_model, 1)
-            if config.mask not in MASKS:
-                raise ValueError(f"mask must be one of {MASKS}, got {config.mask!r}")
 
         def forward(
             self, ctx_x: torch.Tensor, ctx_y: torch.Tensor, ctx_valid: torch.Tensor,
             tgt_x: torch.Tensor,
         ) -> torch.Tensor:
-            b, c, _ = ctx_x.shape
-            t = tgt_x.shape[1]
+            b, t = tgt_x.shape[0], tgt_x.shape[1]
             tokens = torch.cat([
                 self.proj(ctx_x) + self.label(ctx_y),
                 self.proj(tgt_x) + self.label.weight[2].expand(b, t, -1),
             ], dim=1)
-            n = c + t
-            allowed = attention_allowed(ctx_valid, t, config.mask)
-            mask = torch.zeros(b, n, n, device=ctx_x.device).masked_fill(~allowed, float("-inf"))
-            mask = mask.repeat_interleave(config.heads, dim=0)
-            hidden = self.encoder(tokens, mask=mask)
-            return self.head(hidden[:, c:]).squeeze(-1)
+            return self.head(attend(tokens, ctx_valid, t, self)).squeeze(-1)
 
-    return GPONetwork()
+    class TNPNetwork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            width = config.d_model
+            layers: list[nn.Module] = [nn.Linear(config.dim_in + 1, width), nn.ReLU()]
+            for _ in range(max(0, config.emb_depth - 2)):
+                layers += [nn.Linear(width, width), nn.ReLU()]
+            layers.append(nn.Linear(width, width))
+            self.embedder = nn.Sequential(*layers)
+            self.encoder = encoder()
+            self.predictor = nn.Sequential(
+                nn.Linear(width, config.dim_feedforward), nn.ReLU(),
+                nn.Linear(config.dim_feedforward, 2),
+            )
+
+        def mean_std(
+            self, ctx_x: torch.Tensor, ctx_y: torch.Tensor, ctx_valid: torch.Tensor,
+            tgt_x: torch.Tensor,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            t = tgt_x.shape[1]
+            ctx_value = (ctx_y == 1).to(ctx_x.dtype)[..., None]  # preferred 1, dispreferred 0
+            tokens = self.embedder(torch.cat([
+                torch.cat([ctx_x, ctx_value], dim=-1),
+                torch.cat([tgt_x, torch.zeros_like(tgt_x[..., :1])], dim=-1),
+            ], dim=1))
+            out = self.predictor(attend(tokens, ctx_valid, t, self))
+            return out[..., 0], torch.exp(out[..., 1])
+
+        def forward(
+            self, ctx_x: torch.Tensor, ctx_y: torch.Tensor, ctx_valid: torch.Tensor,
+            tgt_x: torch.Tensor,
+        ) -> torch.Tensor:
+            return self.mean_std(ctx_x, ctx_y, ctx_valid, tgt_x)[0]
+
+    return TNPNetwork() if config.arch == "tnp" else GPONetwork()
 
 
 @dataclasses.dataclass

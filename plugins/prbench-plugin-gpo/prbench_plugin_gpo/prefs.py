@@ -18,7 +18,8 @@ user (``user_id``, else the record id) with the user's labelled pairs in its ``p
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from prbench.api import Pref
@@ -65,15 +66,51 @@ def require_preferences(records: Sequence[Record], source: str) -> None:
                          f"(a list of {{question, chosen, rejected}}): {shown}")
 
 
-def overlap_error(eval_users: Sequence[str], train_users: Sequence[str], where: str) -> str | None:
-    """The refusal message when evaluated users were training users (``None`` if disjoint)."""
-    both = sorted(set(eval_users) & set(train_users))
-    if not both:
+def normalise_id(user: str) -> str:
+    """A user id as the overlap check compares it: NFKC-normalised, case-folded, with runs of
+    whitespace folded to one space and the ends stripped (``" Alice "`` = ``"ALICE"``).
+    """  # noqa: D205
+    return " ".join(unicodedata.normalize("NFKC", str(user)).casefold().split())
+
+
+def _norm_text(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def pair_hash(pair: Pref) -> str:
+    """The content hash of a labelled pair (question, chosen, rejected), normalised the same way
+    for unicode and whitespace, so a copy of a training pair under another user is recognised.
+    """  # noqa: D205
+    parts = [_norm_text(pair.question), _norm_text(pair.chosen), _norm_text(pair.rejected)]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def pair_hashes(pairs: Iterable[Pref]) -> set[str]:
+    """The content hashes of ``pairs`` (:func:`pair_hash`)."""
+    return {pair_hash(p) for p in pairs}
+
+
+def overlap_error(eval_users: Sequence[str], train_users: Sequence[str], where: str,
+                  shared_pairs: int = 0) -> str | None:
+    """The refusal message when evaluated users or pairs were training ones (``None`` if not).
+
+    Users are compared by :func:`normalise_id`, so ``"T0"`` or ``" t0 "`` is training user
+    ``"t0"``; ``shared_pairs`` is how many evaluated pairs are training pairs by content.
+    """
+    train = {normalise_id(u) for u in train_users}
+    both = sorted(u for u in set(eval_users) if normalise_id(u) in train)
+    if not both and not shared_pairs:
         return None
-    shown = ", ".join(repr(u) for u in both[:20]) + (" ..." if len(both) > 20 else "")
-    return (f"gpo: {len(both)} user(s) of {where} are among the checkpoint's training users: "
-            f"{shown}; GPO must be evaluated on users it never trained on (pass "
-            "allow_user_overlap=true to score them anyway; results then say so)")
+    found = []
+    if both:
+        shown = ", ".join(repr(u) for u in both[:20]) + (" ..." if len(both) > 20 else "")
+        found.append(f"{len(both)} user(s) of {where} are among the checkpoint's training users "
+                     f"(ids compared case-, space- and unicode-insensitively): {shown}")
+    if shared_pairs:
+        found.append(f"{shared_pairs} pair(s) of {where} are training pairs (same question and "
+                     "answers)")
+    return (f"gpo: {'; '.join(found)}; GPO must be evaluated on users and pairs it never trained "
+            "on (pass allow_user_overlap=true to score them anyway; results then say so)")
 
 
 def content_sha256(hashes: dict[str, str]) -> str:

@@ -25,12 +25,12 @@ checkpoint was trained, as ``diagnostics`` lines that ``prbench eval`` prints un
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prbench.api import Pref, ScoreRequest, fingerprint_of
+from prbench_plugin_gpo.checkpoint import file_sha256, load_checkpoint, trained_on
 from prbench_plugin_gpo.config import TrainConfig, make_encoder
 from prbench_plugin_gpo.context import (
     DISPREFERRED,
@@ -41,41 +41,17 @@ from prbench_plugin_gpo.context import (
     target_text,
     user_key,
 )
+from prbench_plugin_gpo.errors import GPOError
 from prbench_plugin_gpo.network import Episode, NetConfig, build_network, collate
 from prbench_plugin_gpo.plugin import GPOOptions
-from prbench_plugin_gpo.prefs import digest, overlap_error, user_pairs
+from prbench_plugin_gpo.prefs import (
+    digest,
+    normalise_id,
+    overlap_error,
+    pair_hashes,
+    user_pairs,
+)
 from prbench_plugin_gpo.swap import ContextSwap, Unit
-from prbench_plugin_gpo.train import FORMAT, trained_on
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a ``prbench-gpo train`` checkpoint (tensors and plain data only).
-
-    Raises:
-        ValueError: the file is not a GPO checkpoint of this format.
-    """
-    import torch
-
-    try:
-        ckpt = torch.load(Path(path).expanduser(), map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"gpo: cannot read checkpoint {path}: {exc}") from exc
-    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
-        found = ckpt.get("format") if isinstance(ckpt, dict) else None
-        hint = " (an older layout: train it again)" if isinstance(found, str) else ""
-        raise ValueError(f"gpo: {path} is not a {FORMAT} checkpoint (from `prbench-gpo "
-                         f"train`){hint}")
-    if not ckpt.get("folds"):
-        raise ValueError(f"gpo: checkpoint {path} holds no trained fold")
-    return ckpt
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class GPOScorer:
@@ -92,17 +68,17 @@ class GPOScorer:
 
         self.options = options
         self.path = Path(options.checkpoint).expanduser().resolve()
-        self.sha256 = _sha256(self.path)
+        self.sha256 = file_sha256(self.path)
         ckpt = load_checkpoint(self.path)
         self.mode: str = ckpt.get("mode", "kfold")
         self.config = TrainConfig(**ckpt["config"])
         if options.config != "any" and options.config != self.config.config:
-            raise ValueError(f"gpo: config={options.config} asked for, but the checkpoint was "
-                             f"trained with config={self.config.config} (prbench-gpo train "
-                             f"--config {options.config})")
+            raise GPOError(f"gpo: config={options.config} asked for, but the checkpoint was "
+                           f"trained with config={self.config.config} (prbench-gpo train "
+                           f"--config {options.config})")
         if self.config.trust_remote_code and not options.trust_remote_code:
-            raise ValueError(f"gpo: the checkpoint's embedder {self.config.model!r} runs code "
-                             "shipped with the model; pass trust_remote_code=true if you trust it")
+            raise GPOError(f"gpo: the checkpoint's embedder {self.config.model!r} runs code "
+                           "shipped with the model; pass trust_remote_code=true if you trust it")
         self.device = resolve_device(options.device)
         self.encoder = make_encoder(
             self.config, device=options.device, batch_size=options.embed_batch_size,
@@ -111,7 +87,7 @@ class GPOScorer:
         trained_with = (ckpt.get("embedder") or {}).get("fingerprint")
         now = self.encoder.describe().get("fingerprint")
         if trained_with and now and trained_with != now:
-            raise ValueError(
+            raise GPOError(
                 f"gpo: the checkpoint was trained on embeddings of {trained_with!r}, but "
                 f"{self.config.model!r} resolves to {now!r} here; its scores would be "
                 "meaningless"
@@ -133,48 +109,62 @@ class GPOScorer:
             rid: (c, r) for rid, (c, r) in (ckpt.get("pair_digests") or {}).items()}
         self.trained_on = trained_on(ckpt)
         self.overlap: list[str] = []
+        self.shared_pairs = 0
         self.trained_records: list[str] = []
         self.contexts: dict[str, list[Pref]] = {}
         if self.mode == "train-file":
             self._load_preferences(sorted(ckpt.get("train_users") or []),
-                                   set(ckpt["folds"][0]["train_ids"]))
+                                   set(ckpt["folds"][0]["train_ids"]),
+                                   set(ckpt.get("train_pair_hashes") or []))
         elif options.preferences_data:
-            raise ValueError("gpo: preferences_data is for checkpoints trained on labelled "
-                             "preferences (prbench-gpo train --train); this one was trained "
-                             "k-fold on profile posts")
+            raise GPOError("gpo: preferences_data is for checkpoints trained on labelled "
+                           "preferences (prbench-gpo train --train); this one was trained "
+                           "k-fold on profile posts")
         self.summary = {
             "mode": self.mode, "trained_on": self.trained_on, "folds": len(self.nets),
             "n_records": len(self.users), "config": ckpt["config"],
             "embedder": ckpt.get("embedder"), "data": ckpt.get("data"),
             "user_overlap": self.overlap, "trained_records": self.trained_records,
+            "shared_training_pairs": self.shared_pairs,
         }
         self._counts = {"requests": 0, "by_fold_network": 0, "unseen_ensemble": 0,
                         "by_train_file_network": 0}
         self.swap = ContextSwap(seed=options.swap_seed, resamples=options.swap_resamples)
 
-    def _load_preferences(self, train_users: list[str], train_ids: set[str]) -> None:
-        """Each evaluated record's user and context from ``preferences_data``; refuse overlap."""
+    def _load_preferences(self, train_users: list[str], train_ids: set[str],
+                          train_pairs: set[str]) -> None:
+        """Each evaluated record's user and context from ``preferences_data``; refuse overlap.
+
+        Overlap is checked on normalised user ids (:func:`~prbench_plugin_gpo.prefs.normalise_id`)
+        and on the content of every evaluated pair (the users' ``preferences`` and the held-out
+        pairs) against the training pairs' hashes.
+        """
         from prbench.api import load_records
 
         source = self.options.preferences_data
         if not source:
-            raise ValueError(f"gpo: the checkpoint was {self.trained_on}; pass "
-                             "preferences_data=<the evaluated records with their users' "
-                             "`preferences`> to give each user's context")
+            raise GPOError(f"gpo: the checkpoint was {self.trained_on}; pass "
+                           "preferences_data=<the evaluated records with their users' "
+                           "`preferences`> to give each user's context")
         records = load_records(source)
         self.users = {r.id: user_key(r) for r in records}
         by_user = user_pairs(records, held_out=False)
         empty = sorted(u for u in set(self.users.values()) if not by_user.get(u))
         if empty:
-            raise ValueError(f"gpo: {source}: user(s) {', '.join(map(repr, empty[:10]))} have no "
-                             "labelled `preferences`, so GPO has no context for them")
+            raise GPOError(f"gpo: {source}: user(s) {', '.join(map(repr, empty[:10]))} have no "
+                           "labelled `preferences`, so GPO has no context for them")
         self.contexts = by_user
         self.labels = {r.id: (digest(r.chosen), digest(r.rejected)) for r in records}
-        message = overlap_error(sorted(set(self.users.values())), train_users, source)
+        evaluated = pair_hashes([p for ps in by_user.values() for p in ps]) | pair_hashes(
+            Pref(r.question, r.chosen, r.rejected) for r in records)
+        self.shared_pairs = len(evaluated & train_pairs)
+        message = overlap_error(sorted(set(self.users.values())), train_users, source,
+                                self.shared_pairs)
         if message:
             if not self.options.allow_user_overlap:
-                raise ValueError(message)
-            self.overlap = sorted(set(self.users.values()) & set(train_users))
+                raise GPOError(message)
+            train = {normalise_id(u) for u in train_users}
+            self.overlap = sorted(u for u in set(self.users.values()) if normalise_id(u) in train)
             # records of the train file itself: their held-out pairs were training targets
             self.trained_records = sorted(set(self.users) & train_ids)
 
@@ -185,13 +175,13 @@ class GPOScorer:
         if record_id in self.fold_of:
             fold = self.fold_of[record_id]
             if fold not in self.nets:
-                raise ValueError(f"gpo: record {record_id!r} belongs to fold {fold}, which this "
-                                 "checkpoint did not train")
+                raise GPOError(f"gpo: record {record_id!r} belongs to fold {fold}, which this "
+                               "checkpoint did not train")
             self._counts["by_fold_network"] += 1
             return [fold]
         if self.options.unseen == "error":
-            raise ValueError(f"gpo: record {record_id!r} is not in the checkpoint's training data "
-                             "(unseen=error)")
+            raise GPOError(f"gpo: record {record_id!r} is not in the checkpoint's training data "
+                           "(unseen=error)")
         self._counts["unseen_ensemble"] += 1
         return sorted(self.nets)
 
@@ -200,15 +190,15 @@ class GPOScorer:
         if self.mode == "train-file":
             user = self.users.get(request.record_id)
             if user is None:
-                raise ValueError(f"gpo: record {request.record_id!r} is not in preferences_data "
-                                 f"({self.options.preferences_data}), so its user has no context")
+                raise GPOError(f"gpo: record {request.record_id!r} is not in preferences_data "
+                               f"({self.options.preferences_data}), so its user has no context")
             pairs = self.contexts[user][: self.config.context_pairs]
             target = request.response.strip()
             for p in pairs:
                 if p.question.strip() == request.question.strip() and target in (
                         p.chosen.strip(), p.rejected.strip()):
-                    raise ValueError(f"gpo: the preferences of user {user!r} (record "
-                                     f"{request.record_id!r}) contain the pair being scored")
+                    raise GPOError(f"gpo: the preferences of user {user!r} (record "
+                                   f"{request.record_id!r}) contain the pair being scored")
             texts = [target_text(p.question, a) for p in pairs for a in (p.chosen, p.rejected)]
             return texts, [PREFERRED, DISPREFERRED] * len(pairs), "preferences"
         group = f"profile {request.profile.builder or 'none'}"
@@ -291,9 +281,10 @@ class GPOScorer:
         """
         swap = self.swap.compute(self.labels, self._run) if self.options.context_swap else []
         lines = [f"gpo: {self.trained_on}"]
-        if self.overlap:
+        if self.overlap or self.shared_pairs:
             lines.append(f"gpo: WARNING {len(self.overlap)} evaluated user(s) were training "
-                         "users (allow_user_overlap=true)" + (
+                         f"users, {self.shared_pairs} evaluated pair(s) were training pairs "
+                         "(allow_user_overlap=true)" + (
                              f"; {len(self.trained_records)} evaluated record(s) were training "
                              "records, their pairs trained on" if self.trained_records else ""))
         lines += [d["line"] for d in swap]

@@ -15,7 +15,8 @@ their chosen/rejected answers as targets, other *training* users' posts as dispr
 Each step samples ``batch_users`` training users, a random number of their posts (0 to
 ``context_posts``: the neural process learns from contexts of every size, including the empty
 one of the no-profile condition) and ``negatives`` posts of other training users; the loss is the
-Bradley-Terry loss ``-log sigmoid(s(chosen) - s(rejected))``.
+config's objective (:mod:`prbench_plugin_gpo.optimise`: Bradley-Terry for ``small``, GPO's
+Gaussian objective for ``paper``).
 
 The checkpoint (one ``torch.save`` file) holds the training settings, the embedder description,
 each fold's network with the record ids it was trained on and the ids it must score, and the
@@ -32,6 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prbench_plugin_gpo.checkpoint import FORMAT, load_checkpoint, summary
 from prbench_plugin_gpo.config import PRESET_FIELDS, TrainConfig, make_config, make_encoder
 from prbench_plugin_gpo.context import (
     DISPREFERRED,
@@ -43,41 +45,15 @@ from prbench_plugin_gpo.context import (
     target_text,
     user_key,
 )
-from prbench_plugin_gpo.network import Episode, NetConfig, build_network, collate
-from prbench_plugin_gpo.prefs import digest
+from prbench_plugin_gpo.errors import GPOError
+from prbench_plugin_gpo.network import Episode, collate
+from prbench_plugin_gpo.optimise import Embed, fit, net_config, new_network, pair_loss
+from prbench_plugin_gpo.prefs import content_sha256, digest
+from prbench_plugin_gpo.train_prefs import train_on_preferences
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from prbench.api import Record
-
-#: Checkpoint format tag (bumped when the layout changes).
-FORMAT = "prbench-gpo/2"
-
-Embed = Callable[[Sequence[str]], "np.ndarray"]
-
-
-def optimiser(net: Any, config: TrainConfig) -> tuple[Any, Any]:
-    """The config's optimiser and learning-rate schedule (``None`` for a constant rate)."""
-    import torch
-
-    if config.optimizer == "adam":
-        opt = torch.optim.Adam(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    else:
-        opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=config.steps)
-                if config.schedule == "cosine" else None)
-    return opt, schedule
-
-
-def new_network(config: TrainConfig, dim: int, fold: int, device: str) -> Any:
-    """A freshly initialised network for one fold (seeded by the config's seed and the fold)."""
-    import torch
-
-    torch.manual_seed(int(rng_for(config.seed, "init", fold).integers(2**31)))
-    net = build_network(NetConfig(dim, config.d_model, config.layers, config.heads, config.mask))
-    return net.to(device).train()
-
 
 @dataclasses.dataclass
 class _Pool:
@@ -137,46 +113,11 @@ def train_fold(
                 ctx=pos + neg, ctx_labels=[PREFERRED] * len(pos) + [DISPREFERRED] * len(neg),
                 targets=[n_pool + 2 * u, n_pool + 2 * u + 1],
             ))
-        logits = net(*collate(episodes, vectors, device))
-        return torch.nn.functional.softplus(logits[:, 1] - logits[:, 0]).mean()
+        batch = collate(episodes, vectors, device)
+        return pair_loss(net, batch, torch.ones(len(episodes), dtype=torch.long,
+                                                device=device), config)
 
     return fit(net, config, step_loss, desc=f"gpo fold {fold}", progress=progress)
-
-
-def fit(
-    net: Any, config: TrainConfig, step_loss: Callable[[], Any], *, desc: str, progress: bool
-) -> tuple[dict[str, Any], list[float]]:
-    """Run ``config.steps`` optimiser steps on the loss ``step_loss()`` draws each step.
-
-    Args:
-        net: the network being trained.
-        config: the training settings (optimiser, schedule, steps).
-        step_loss: samples one batch of episodes and returns its loss tensor.
-        desc: the progress bar's label.
-        progress: show the progress bar.
-
-    Returns:
-        The trained weights (on the CPU) and the loss of every step.
-    """
-    from prbench.api import progress_bar
-
-    opt, schedule = optimiser(net, config)
-    losses: list[float] = []
-    bar = progress_bar(config.steps, desc=desc, unit="step", enabled=progress)
-    try:
-        for _ in range(config.steps):
-            loss = step_loss()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            if schedule is not None:
-                schedule.step()
-            losses.append(float(loss.detach()))
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    finally:
-        bar.close()
-    return {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}, losses
 
 
 def train_gpo(
@@ -230,8 +171,7 @@ def train_gpo(
         "format": FORMAT,
         "mode": "kfold",
         "config": dataclasses.asdict(config),
-        "net": dataclasses.asdict(NetConfig(dim, config.d_model, config.layers, config.heads,
-                                            config.mask)),
+        "net": dataclasses.asdict(net_config(config, dim)),
         "users": keys,
         # which answer is the chosen one, by digest: read by the context-swap diagnostic only
         "pair_digests": {r.id: [digest(r.chosen), digest(r.rejected)] for r in records},
@@ -313,41 +253,13 @@ def _config_from(args: argparse.Namespace) -> TrainConfig:
     return make_config(args.config, **given)
 
 
-def trained_on(checkpoint: dict[str, Any]) -> str:
-    """How a checkpoint was trained, in words (results, manifests and the summary say it)."""
-    data = checkpoint.get("data") or {}
-    if checkpoint.get("mode") == "train-file":
-        users = len(checkpoint.get("train_users") or [])
-        sha = str(data.get("sha256") or "unknown")[:12]
-        return (f"trained on train file sha256:{sha} ({users} users, "
-                f"{checkpoint.get('n_train_pairs', '?')} labelled pairs)")
-    return (f"trained on benchmark pairs, k-fold ({checkpoint['config']['folds']} folds over "
-            "users; each record scored by the network that held its user out)")
-
-
-def summary(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint without weights (what ``prbench-gpo info`` prints)."""
-    return {
-        "format": checkpoint["format"], "mode": checkpoint.get("mode"),
-        "trained_on": trained_on(checkpoint), "config": checkpoint["config"],
-        "net": checkpoint["net"], "embedder": checkpoint.get("embedder"),
-        "data": checkpoint.get("data"),
-        "folds": [{k: v for k, v in f.items() if k != "state_dict"} | {
-            "n_train": len(f["train_ids"]), "n_eval": len(f["eval_ids"])}
-            for f in checkpoint["folds"]],
-        "n_pool_posts": len(checkpoint["pool_owners"]),
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``prbench-gpo`` command."""
     args = _parser().parse_args(argv)
     if args.command == "info":
-        from prbench_plugin_gpo.scorer import load_checkpoint
-
         try:
             info = summary(load_checkpoint(args.checkpoint))
-        except ValueError as exc:
+        except GPOError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         for f in info["folds"]:
@@ -364,8 +276,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_records,
         resolve_device,
     )
-    from prbench_plugin_gpo.prefs import content_sha256
-    from prbench_plugin_gpo.train_prefs import train_on_preferences
 
     if args.no_progress:
         disable_progress()

@@ -4,11 +4,13 @@ This is GPO's own setting: every training user has several labelled pairs. Each 
 ``batch_users`` users; for each, a seeded shuffle of the user's pairs is cut into a **context**
 (the first ``m`` pairs, ``m`` drawn from 1 to ``min(context_pairs, n - 1)``: each pair gives a
 preferred point, its chosen answer, and a dispreferred point, its rejected answer) and **targets**
-(the other pairs' answers). The loss is the Bradley-Terry loss over the target pairs,
-``-log sigmoid(s(chosen) - s(rejected))``, averaged over every target pair of the batch.
+(the other pairs' answers). The loss is the config's objective over the target pairs
+(:func:`prbench_plugin_gpo.optimise.pair_loss`: Bradley-Terry for ``small``, averaged over every
+target pair of the batch; GPO's Gaussian objective for ``paper``).
 
 One network is trained on all users of the file; none of the users it will be evaluated on may be
-among them (the scorer checks and refuses). At scoring time a user's context is that user's
+among them (the scorer checks user ids, normalised, and the pairs' content hashes stored in the
+checkpoint, and refuses). At scoring time a user's context is that user's
 ``preferences`` and the targets are the held-out answers (:mod:`prbench_plugin_gpo.prefs`).
 """
 
@@ -19,14 +21,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prbench.api import Pref
+from prbench_plugin_gpo.checkpoint import FORMAT
 from prbench_plugin_gpo.config import TrainConfig
 from prbench_plugin_gpo.context import DISPREFERRED, PREFERRED, rng_for, target_text
-from prbench_plugin_gpo.network import Episode, NetConfig, collate
-from prbench_plugin_gpo.prefs import require_preferences, user_pairs
+from prbench_plugin_gpo.network import Episode, collate
+from prbench_plugin_gpo.optimise import Embed, fit, net_config, new_network, pair_loss
+from prbench_plugin_gpo.prefs import pair_hashes, require_preferences, user_pairs
 
 if TYPE_CHECKING:
     from prbench.api import Record
-    from prbench_plugin_gpo.train import Embed
 
 
 def pair_episode(pairs: Sequence[Pref], rows: dict[str, int], context: Sequence[int],
@@ -63,8 +66,6 @@ def train_on_preferences(
     import numpy as np
     import torch
 
-    from prbench_plugin_gpo.train import FORMAT, fit, new_network
-
     require_preferences(records, source)
     by_user = user_pairs(records, held_out=True)
     few = sorted(u for u, ps in by_user.items() if len(ps) < 2)
@@ -89,11 +90,8 @@ def train_on_preferences(
             order = [int(i) for i in rng.permutation(len(pairs))]
             m = int(rng.integers(1, min(config.context_pairs, len(pairs) - 1) + 1))
             episodes.append(pair_episode(pairs, rows, order[:m], order[m:]))
-        logits = net(*collate(episodes, vectors, device))
         n_pairs = torch.tensor([len(e.targets) // 2 for e in episodes], device=device)
-        diff = logits[:, 1::2] - logits[:, 0::2]  # rejected - chosen, per target pair
-        valid = torch.arange(diff.shape[1], device=device)[None, :] < n_pairs[:, None]
-        return torch.nn.functional.softplus(diff)[valid].mean()
+        return pair_loss(net, collate(episodes, vectors, device), n_pairs, config)
 
     state, losses = fit(net, config, step_loss, desc="gpo (train file)", progress=progress)
     dim = int(vectors.shape[1])
@@ -101,11 +99,12 @@ def train_on_preferences(
         "format": FORMAT,
         "mode": "train-file",
         "config": dataclasses.asdict(config),
-        "net": dataclasses.asdict(NetConfig(dim, config.d_model, config.layers, config.heads,
-                                            config.mask)),
+        "net": dataclasses.asdict(net_config(config, dim)),
         "users": {},
         "pair_digests": {},
         "train_users": users,
+        # content hashes of every training pair: the scorer refuses evaluated pairs among them
+        "train_pair_hashes": sorted(pair_hashes(p for ps in by_user.values() for p in ps)),
         "n_train_pairs": sum(len(ps) for ps in by_user.values()),
         "folds": [{
             "fold": 0, "train_ids": [r.id for r in records], "eval_ids": [],

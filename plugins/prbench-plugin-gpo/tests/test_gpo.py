@@ -174,7 +174,7 @@ def test_prbench_eval_and_info(trained, tmp_path: Path, capsys) -> None:
     ckpt_path, emb = trained
     assert main(["info", str(ckpt_path)]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["format"] == "prbench-gpo/2" and len(info["folds"]) == 3
+    assert info["format"] == "prbench-gpo/3" and len(info["folds"]) == 3
     assert info["mode"] == "kfold" and info["trained_on"].startswith("trained on benchmark pairs")
     code = run_cli([
         "eval", "--tasks", "personalized_rewardbench_sample", "--device", "cpu", "--model_args",

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prbench_plugin_gpo.checkpoint import load_checkpoint
 from prbench_plugin_gpo.config import PRESETS, TrainConfig, make_config
+from prbench_plugin_gpo.errors import GPOError
 from prbench_plugin_gpo.network import (
     Episode,
     NetConfig,
@@ -18,11 +20,12 @@ from prbench_plugin_gpo.network import (
     collate,
     parameter_count,
 )
+from prbench_plugin_gpo.optimise import optimiser, pair_loss
 from prbench_plugin_gpo.swap import derangement
-from prbench_plugin_gpo.train import main, optimiser
+from prbench_plugin_gpo.train import main
 from prbench_plugin_gpo.train_prefs import train_on_preferences
 
-from prbench.api import ScoreRequest, load_records
+from prbench.api import PrbenchUserError, ScoreRequest, load_records
 from prbench.testing import PluginRegistry
 
 TOPICS = ["tea", "bikes", "chess", "bread", "maps", "birds", "clay", "jazz"]
@@ -76,21 +79,68 @@ def test_paper_config_fixes_the_published_settings() -> None:
     assert make_config("small", layers=3).layers == 3  # the small config may be tuned
 
 
-def test_paper_network_shape_and_parameter_count() -> None:
-    d, dim_in, ff = 128, 384, 256  # feed-forward width is 2 x d_model
-    net = build_network(NetConfig(dim_in, **{k: PRESETS["paper"][k]
-                                             for k in ("d_model", "layers", "heads", "mask")}))
+def _paper_net(dim_in: int):
+    keys = ("d_model", "layers", "heads", "mask", "arch", "dim_feedforward")
+    return build_network(NetConfig(dim_in, **{k: PRESETS["paper"][k] for k in keys}))
+
+
+def test_paper_network_is_the_one_of_gpo_yaml() -> None:
+    from torch import nn
+
+    d, dim_in, ff = 128, 384, 128  # gpo.yaml: d_model 128, dim_feedforward 128, emb_depth 4
+    net = _paper_net(dim_in)
+    # the input MLP over [x; y]: 4 linear layers, ReLU between them
+    linears = [m for m in net.embedder if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(dim_in + 1, d)] + [(d, d)] * 3
+    assert sum(isinstance(m, nn.ReLU) for m in net.embedder) == 3
+    # 6 encoder layers, 4 heads, feed-forward 128, ReLU, no dropout
+    layer = net.encoder.layers[0]
+    assert len(net.encoder.layers) == 6 and layer.self_attn.num_heads == 4
+    assert (layer.linear1.out_features, layer.dropout.p) == (ff, 0.0)
+    # the head: linear, ReLU, linear to a mean and a standard deviation
+    head = list(net.predictor)
+    assert isinstance(head[1], nn.ReLU) and (head[0].out_features, head[2].out_features) == (ff, 2)
     per_layer = (3 * d * d + 3 * d) + (d * d + d) + (d * ff + ff) + (ff * d + d) + 4 * d
-    expected = (dim_in * d + d) + (d * d + d) + 3 * d + 6 * per_layer + (d + 1)
-    assert parameter_count(net) == expected == 861185
-    assert len(net.encoder.layers) == 6 and net.encoder.layers[0].self_attn.num_heads == 4
+    expected = ((dim_in + 1) * d + d) + 3 * (d * d + d) + 6 * per_layer + (d * ff + ff) \
+        + (ff * 2 + 2)
+    assert parameter_count(net) == expected == 713218
+    assert make_config("paper").max_length is None  # options embedded without prbench's limit
+
+
+def test_paper_loss_is_gpos_gaussian_objective() -> None:
+    import torch
+
+    torch.manual_seed(0)
+    config = make_config("paper", steps=1)
+    net = build_network(NetConfig(6, 16, 1, 2, "context-only", arch="tnp",
+                                  dim_feedforward=8)).eval()
+    vectors = np.random.default_rng(1).standard_normal((9, 6)).astype(np.float32)
+    episodes = [Episode([0, 1], [1, 0], [2, 3, 4, 5]), Episode([6], [1], [7, 8])]
+    batch = collate(episodes, vectors, "cpu")
+    mean, std = (t.detach().numpy() for t in net.mean_std(*batch))
+    assert np.allclose(net(*batch).detach().numpy(), mean) and (std > 0).all()
+    expected = []
+    for e, n_pairs in enumerate([2, 1]):
+        total = 0.0
+        for k in range(n_pairs):
+            m = mean[e, 2 * k : 2 * k + 2]
+            value = np.exp(m) / np.exp(m).sum()  # softmax over the pair's two means
+            for label, v, s in zip((1.0, 0.0), value, std[e, 2 * k : 2 * k + 2], strict=True):
+                total += -0.5 * ((label - v) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi)
+        expected.append(total)
+    got = pair_loss(net, batch, torch.tensor([2, 1]), config)
+    assert math.isclose(float(got), -float(np.mean(expected)), rel_tol=1e-5)
+    small = pair_loss(net, batch, torch.tensor([2, 1]), make_config("small"))
+    bt = [np.logaddexp(0, mean[0, 1] - mean[0, 0]), np.logaddexp(0, mean[0, 3] - mean[0, 2]),
+          np.logaddexp(0, mean[1, 1] - mean[1, 0])]
+    assert math.isclose(float(small), float(np.mean(bt)), rel_tol=1e-5)  # Bradley-Terry
 
 
 def test_paper_optimiser_is_adam_with_cosine_decay() -> None:
     import torch
 
     config = make_config("paper", steps=10)
-    net = build_network(NetConfig(8, 128, 6, 4, "context-only"))
+    net = _paper_net(8)
     opt, schedule = optimiser(net, config)
     assert type(opt) is torch.optim.Adam and opt.defaults["lr"] == 3e-4
     rates = []
@@ -227,13 +277,14 @@ def test_train_file_checkpoint_scores_other_users_and_refuses_overlap(train_file
                         rel_tol=1e-5, abs_tol=1e-6)  # independent of the batch
     assert rm.describe()["mode"] == "train-file" and rm.describe()["user_overlap"] == []
     # the training users themselves are refused, named, unless asked for
-    with pytest.raises(ValueError, match=r"6 user\(s\) of .*train.jsonl are among the "
-                                         r"checkpoint's training users: 't0', 't1'"):
+    with pytest.raises(GPOError, match=r"6 user\(s\) of .*train.jsonl are among the "
+                                       r"checkpoint's training users .*: 't0', 't1'"):
         _scorer(ckpt, emb, train)
     overlap = _scorer(ckpt, emb, train, allow_user_overlap=True)
     assert overlap.describe()["user_overlap"] == [f"t{i}" for i in range(6)]
-    assert any("WARNING 6 evaluated user(s) were training users (allow_user_overlap=true); 12 "
-               "evaluated record(s) were training records, their pairs trained on" in line
+    assert any("WARNING 6 evaluated user(s) were training users, 72 evaluated pair(s) were "
+               "training pairs (allow_user_overlap=true); 12 evaluated record(s) were training "
+               "records, their pairs trained on" in line
                for line in overlap.stats()["diagnostics"])
     assert len(overlap.describe()["trained_records"]) == 12
     # a --train checkpoint needs the evaluated users' preferences; a record outside them fails
@@ -246,6 +297,53 @@ def test_train_file_checkpoint_scores_other_users_and_refuses_overlap(train_file
     pref = rec.extra["preferences"][0]
     with pytest.raises(ValueError, match="contain the pair being scored"):
         rm.score([ScoreRequest(rec.id, pref["question"], pref["chosen"])])
+
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    rows = [json.loads(line) for line in src.read_text().splitlines()]
+    dst.write_text("".join(json.dumps(edit(r)) + "\n" for r in rows))
+    return dst
+
+
+def test_overlap_check_normalises_ids_and_hashes_pairs(train_file_checkpoint, tmp_path) -> None:
+    ckpt, emb, train, _ = train_file_checkpoint
+    # the training users under upper-cased, padded ids: the same users
+    upper = _rewrite(train, tmp_path / "upper.jsonl",
+                     lambda r: {**r, "id": r["id"] + "-u", "user_id": f" {r['user_id'].upper()} "})
+    with pytest.raises(GPOError, match=r"6 user\(s\) .* are among the checkpoint's training "
+                                       r"users .*' T0 '") as err:
+        _scorer(ckpt, emb, upper)
+    assert isinstance(err.value, PrbenchUserError) and "\n" not in str(err.value)
+    # new user ids, but the training pairs themselves: refused by content
+    renamed = _rewrite(train, tmp_path / "renamed.jsonl",
+                       lambda r: {**r, "id": r["id"] + "-r", "user_id": "new-" + r["user_id"]})
+    with pytest.raises(GPOError, match=r"^gpo: \d+ pair\(s\) of .*renamed.jsonl are training "
+                                       r"pairs \(same question and answers\)"):
+        _scorer(ckpt, emb, renamed)
+    forced = _scorer(ckpt, emb, renamed, allow_user_overlap=True)
+    assert forced.describe()["shared_training_pairs"] == 72  # 6 users x (10 + 2 held out)
+    assert any("72 evaluated pair(s) were training pairs" in line
+               for line in forced.stats()["diagnostics"])
+
+
+class Unsafe:
+    """An object a checkpoint must not carry: unpickling it would import and build it."""
+
+
+def test_unsafe_or_foreign_checkpoints_are_one_error_line(tmp_path: Path) -> None:
+    import torch
+
+    unsafe = tmp_path / "unsafe.pt"
+    torch.save({"format": "prbench-gpo/3", "folds": [Unsafe()]}, unsafe)
+    with pytest.raises(GPOError, match="objects that would run code when loaded") as err:
+        load_checkpoint(unsafe)
+    assert isinstance(err.value, PrbenchUserError) and "\n" not in str(err.value)
+    old = tmp_path / "old.pt"
+    torch.save({"format": "prbench-gpo/2", "folds": [{}]}, old)
+    with pytest.raises(GPOError, match=r"not a prbench-gpo/3 checkpoint .*it is prbench-gpo/2"):
+        load_checkpoint(old)
+    with pytest.raises(PrbenchUserError, match="cannot read checkpoint"):
+        PluginRegistry().build("scorer", "gpo", {"checkpoint": str(unsafe), "device": "cpu"})
 
 
 def test_derangement_never_keeps_a_user() -> None:

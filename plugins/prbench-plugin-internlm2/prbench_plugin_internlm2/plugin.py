@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from prbench.api import DEFAULT_SYSTEM_FORMAT, DEFAULT_USER_FORMAT, ComponentRegister, hookimpl
+from prbench.api import ComponentRegister, ProfileRenderOptions, hookimpl
 
 #: The public checkpoints (README); any folder exposing the same remote API works too.
 CHECKPOINTS = (
@@ -27,8 +27,13 @@ def _opt(default: object, text: str) -> object:
 
 
 @dataclasses.dataclass(frozen=True)
-class InternLM2RewardOptions:
-    """Options of ``internlm2-reward``."""
+class InternLM2RewardOptions(ProfileRenderOptions):
+    """Options of ``internlm2-reward``.
+
+    The profile placement (``profile_position``, ``user_format``, ``system_format``,
+    ``input_format``) is shared with ``hf-classifier`` (``ProfileRenderOptions``); the template
+    and BOS are the checkpoint's own.
+    """
 
     pretrained: str = _opt(CHECKPOINTS[0], "hub id (" + ", ".join(CHECKPOINTS) + ") or folder")
     revision: str = _opt("main", "hub revision (branch, tag or commit); ignored for folders")
@@ -46,15 +51,11 @@ class InternLM2RewardOptions:
     max_length: int = _opt(
         8192, "most tokens per chat (reward token included); the profile is cut first"
     )
-    profile_position: Literal["none", "system", "user"] = _opt(
-        "user", "where the profile goes: nowhere, a system turn, or before the question"
-    )
-    user_format: str = _opt(DEFAULT_USER_FORMAT, "user turn with a profile: {profile}, {question}")
-    system_format: str = _opt(DEFAULT_SYSTEM_FORMAT, "system turn with a profile: {profile}")
     batch_size: int = _opt(16, "most chats per forward call (call=forward)")
     batch_tokens: int = _opt(32768, "most padded tokens per forward call (halved on OOM)")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.trust_remote_code:
             raise ValueError(REMOTE_CODE_REFUSAL)
         if self.batch_size < 1 or self.batch_tokens < 1:

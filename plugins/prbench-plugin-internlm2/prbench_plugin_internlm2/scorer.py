@@ -9,8 +9,9 @@ it (``call=``):
   token right after each chat's last token, right-pads a length-sorted, token-budgeted batch and
   calls the checkpoint's ``forward`` once per batch. Every row keeps the positions it has alone,
   so a score does not depend on the batch it lands in (equal to ``get_score`` up to float noise).
-- ``get_score``: the checkpoint's own method, one chat per call, as RewardBench runs the model —
-  the authors' exact path, slower.
+- ``get_score``: the checkpoint's own method, one chat per call, as the model card scores —
+  slower. (reward-bench encodes each chat on its own and batches the ``forward`` call, which is
+  what ``forward`` does.)
 
 The checkpoint's batched ``get_scores`` is not used: it calls ``tokenizer.batch_encode_plus``,
 which transformers 5 removed, and it appends the reward token after the padding, so a chat's
@@ -35,6 +36,7 @@ from prbench.api import (
     check_scores,
     fingerprint_of,
     model_identity,
+    profile_texts,
     template_sha256,
     torch_device,
 )
@@ -86,7 +88,8 @@ class InternLM2RewardScorer:
         # the reward token takes one position: chats are fitted into max_length - 1 tokens
         self.encoder = ChatEncoder(
             self.tokenizer, max_length=options.max_length - 1, position=options.profile_position,
-            user_format=options.user_format, system_format=options.system_format,
+            user_format=options.effective_user_format, system_format=options.system_format,
+            released_profile=options.released_profile,
         )
         self.description: dict[str, Any] = {
             "scorer": self.component,
@@ -98,11 +101,14 @@ class InternLM2RewardScorer:
             "profile_position": options.profile_position,
             "user_format": options.user_format,
             "system_format": options.system_format,
+            "input_format": options.input_format,
             "chat_template": template_sha256(self.encoder.template),
             "call": options.call,
         }
         self.model: Any = None
         self.counts: Counter[str] = Counter()
+        self._failures: list[dict[str, Any]] = []
+        self._last_invalid: dict[int, str] = {}  # id(request) -> reason, for request_extras
 
     def fingerprint(self) -> str:
         """Hash of everything that changes scores (weights/commit, remote code, dtype, inputs)."""
@@ -130,23 +136,40 @@ class InternLM2RewardScorer:
 
     def chats(
         self, requests: Sequence[ScoreRequest]
-    ) -> tuple[list[list[dict[str, str]]], list[int]]:
-        """The chat each request is scored on (fitted to ``max_length``) and its token count."""
+    ) -> tuple[list[list[dict[str, str]] | None], list[int]]:
+        """The chat each request is scored on (fitted to ``max_length``) and its token count.
+
+        A request whose answer alone does not fit gets ``None`` (and 0 tokens): it is not scored,
+        its reason is kept (:meth:`failures`).
+        """
         for i, r in enumerate(requests):
             for field in ("question", "response"):
                 if not isinstance(getattr(r, field), str):
                     raise TypeError(
                         f"request {i} (record {r.record_id!r}): {field} must be a string"
                     )
+        profiles = profile_texts(self.encoder, requests)
         encoded = self.encoder.encode(
             [r.question for r in requests], [r.response for r in requests],
-            [r.profile.text for r in requests], names=[r.record_id for r in requests],
+            profiles, names=[r.record_id for r in requests],
         )
-        chats, lengths = [], []
+        chats: list[list[dict[str, str]] | None] = []
+        lengths = []
         position = self.options.profile_position
-        for r, e in zip(requests, encoded, strict=True):
+        self._last_invalid = {}
+        for r, e, shown in zip(requests, encoded, profiles, strict=True):
+            if e.invalid:
+                self._last_invalid[id(r)] = e.invalid
+                self.counts["invalid_too_long"] += 1
+                self._failures.append(
+                    {"item": r.record_id, "stage": "encode", "reason": "too-long",
+                     "detail": e.invalid}
+                )
+                chats.append(None)
+                lengths.append(0)
+                continue
             question = r.question
-            profile = r.profile.text if position != "none" else ""
+            profile = shown if position != "none" else ""
             if e.truncated == "profile":
                 profile = profile[: len(profile) - e.removed_chars].rstrip()
             elif e.truncated == "question":
@@ -157,7 +180,7 @@ class InternLM2RewardScorer:
             chats.append(
                 build_chat(
                     question, r.response, profile, position=position,
-                    user_format=self.options.user_format,
+                    user_format=self.options.effective_user_format,
                     system_format=self.options.system_format,
                 )
             )
@@ -181,15 +204,29 @@ class InternLM2RewardScorer:
         return [*ids, reward_token_id]
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
-        """One reward per request, in request order."""
+        """One reward per request, in request order (``nan`` for an answer too long to score)."""
+        requests = list(requests)
+        if not requests:
+            return []
+        all_chats, all_lengths = self.chats(requests)
+        keep = [i for i, chat in enumerate(all_chats) if chat is not None]
+        scores = [math.nan] * len(requests)
+        if keep:
+            kept = self._score_chats(
+                [all_chats[i] for i in keep],  # type: ignore[misc]
+                [all_lengths[i] for i in keep],
+            )
+            for i, value in zip(keep, kept, strict=True):
+                scores[i] = value
+        self.counts["requests"] += len(requests)
+        return check_scores(scores, len(requests), self.component)
+
+    def _score_chats(self, chats: list[list[dict[str, str]]], lengths: list[int]) -> list[float]:
+        """The rewards of fitted chats (``lengths``: their token counts, reward token included)."""
         import torch
 
         from prbench.api import BatchStats, run_batches
 
-        requests = list(requests)
-        if not requests:
-            return []
-        chats, lengths = self.chats(requests)
         model = self._load()
         if self.options.call == "get_score":
 
@@ -231,12 +268,22 @@ class InternLM2RewardScorer:
         scores = run_batches(
             lengths, forward, token_budget=budget, max_batch_size=most, stats=stats,
         )
-        self.counts["requests"] += len(requests)
         self.counts["oom_retries"] += stats.oom_retries
         bad = [i for i, s in enumerate(scores) if not math.isfinite(s)]
         if bad:
             raise RuntimeError(f"{self.component}: non-finite reward for request {bad[0]}")
-        return check_scores(scores, len(requests), self.component)
+        return scores
+
+    def request_extras(self, requests: Sequence[ScoreRequest]) -> list[dict[str, str] | None]:
+        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was not scored."""
+        return [
+            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
+            for r in requests
+        ]
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Every input not scored so far: record id, stage, reason code and detail."""
+        return [dict(f) for f in self._failures]
 
     def stats(self) -> dict[str, int]:
         """Counts so far: requests, forward / get_score calls, truncations, OOM retries."""

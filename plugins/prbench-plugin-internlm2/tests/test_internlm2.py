@@ -127,6 +127,29 @@ def test_profile_positions_and_truncation(folder: Path) -> None:
     assert len(chats[0][0]["content"]) < len(REQUESTS[0].profile.text)
 
 
+def test_released_profile_and_an_answer_too_long_to_score(folder: Path) -> None:
+    import math
+
+    from prbench.api import ProfileItem, render_posts
+
+    posts = (ProfileItem("p1", "Art", "I paint at night."), ProfileItem("p2", "Travel", "Trains."))
+    view = ProfileView(text=render_posts(posts), items=posts)
+    req = ScoreRequest("r9", "Which lamp?", "A warm one.", view)
+    released = _build(folder, input_format="released_profile")
+    chats, _ = released.chats([req])
+    assert chats[0][0] == {"role": "user", "content": (
+        "Which lamp?Post 1 (Category: Art):\nI paint at night.\nPost 2 (Category: Travel):\nTrains."
+    )}
+    assert released.fingerprint() != _build(folder).fingerprint()
+    too_long = ScoreRequest("long", "Q?", "many words here " * 40)
+    short = _build(folder, max_length="40")
+    scores = short.score([REQUESTS[3], too_long])
+    assert math.isfinite(scores[0]) and math.isnan(scores[1])
+    assert short.failures()[0]["item"] == "long"
+    assert short.request_extras([REQUESTS[3], too_long])[1]["invalid"].startswith("request 1")
+    assert short.stats()["invalid_too_long"] == 1
+
+
 def test_describe_and_fingerprint(folder: Path) -> None:
     scorer = _build(folder)
     described = scorer.describe()

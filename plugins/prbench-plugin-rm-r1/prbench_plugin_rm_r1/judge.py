@@ -7,13 +7,22 @@ verdict. P(first ≻ second) is the share of readable orders that preferred the 
 0.5 or 0); a pair with no readable order is ``nan`` — counted as ``invalid`` by the metrics, never
 guessed.
 
-``stats()`` reports the position bias: ``position_bias`` (how often the answer shown as
-A won, among readable verdicts; 0.5 is unbiased), ``n_order_flips`` (pairs, both orders read, whose
-preferred answer changed when the two were swapped — the judge followed the position),
-``order_agreement``, and the invalid counts by reason; ``details()`` keeps every order's verdict.
-A reply cut at ``max_new_tokens`` is invalid (``truncated``). ``stats()`` and ``describe()`` also
-record what ran: the style and where it was read, the token budget, the parse rule and the prompt
-(``"builtin"``, or the template files with their SHA-256).
+``stats()`` reports ``first_shown_win_rate`` (how often the answer shown as A won, among
+readable verdicts; 0.5 is no preference; the task metric ``position_bias`` is the released
+script's ``|acc_chosen_first - acc_chosen_second|``), ``n_order_flips`` (pairs, both orders
+read, whose preferred answer changed when the two were swapped — the judge followed the
+position), ``order_agreement``, and the invalid counts by reason; ``details()`` keeps every
+order's verdict.
+A reply cut at ``max_new_tokens`` is invalid (``truncated``) under ``parse=strict``; under
+``parse=original`` it is read as the authors read it, and counted (``n_cut_replies_read``).
+
+The token budget of a served model (``backend=openai``) is fitted per request:
+``min(max_new_tokens, max_model_len - prompt tokens)``, ``max_model_len`` read from the model's
+``/v1/models`` card and the prompt counted by the server (vLLM's ``/tokenize``), so no request is
+refused for its length; a prompt that alone fills the context is invalid (``prompt-too-long``),
+never sent. ``stats()`` and ``describe()`` also record what ran: the style and where it was read,
+the token budget and how it was fitted, the parse rule and the prompt (``"builtin"``, or the
+template files with their SHA-256).
 """
 
 from __future__ import annotations
@@ -24,13 +33,19 @@ from pathlib import Path
 from typing import Any
 
 from prbench.api import (
+    Chat,
     GenerationBackend,
+    GenerationFailure,
     LLMJudgeBase,
     OrderTally,
     PairRequest,
+    Reply,
     ScoreRequest,
     fingerprint_of,
+    generate_in_batches,
+    is_truncated,
     seeded_unit,
+    truncation_failure,
 )
 from prbench_plugin_rm_r1 import prompts
 from prbench_plugin_rm_r1.parsing import parser
@@ -38,6 +53,29 @@ from prbench_plugin_rm_r1.plugin import RMR1Options, RMR1ScalarOptions
 
 #: (record id, question, profile text, first answer, second answer)
 Item = tuple[str, str, str, str, str]
+
+
+class _Budgeted:
+    """A served backend whose every chat is sent with its own fitted ``max_tokens``.
+
+    Args:
+        backend: an OpenAI-compatible backend (its ``generate`` takes ``budgets``).
+        budget_of: each chat's budget, by the chat object's ``id``.
+    """
+
+    def __init__(self, backend: Any, budget_of: dict[int, int]) -> None:
+        self.backend = backend
+        self.fingerprint = backend.fingerprint
+        self.budget_of = budget_of
+
+    def generate(self, chats: Sequence[Chat], config: Any) -> list[Reply]:
+        """The backend's replies, each chat within its budget, in one call."""
+        return list(self.backend.generate(chats, config,
+                                          budgets=[self.budget_of[id(c)] for c in chats]))
+
+    def logprobs(self, chats: Sequence[Chat], continuations: Sequence[str]) -> list[float]:
+        """Not used by the judge."""
+        raise NotImplementedError("a budgeted view of a backend only generates")
 
 
 class RMR1Judge(LLMJudgeBase):
@@ -63,6 +101,45 @@ class RMR1Judge(LLMJudgeBase):
         """Forget the counts and details gathered so far."""
         super().reset_stats()
         self._tally = OrderTally()
+        self._cut_read = 0
+        self._budget: dict[str, Any] = {"source": "option", "n_fitted": 0, "n_no_room": 0,
+                                        "smallest": None}
+
+    def _generate(self, chats: Sequence[Chat], unit: str) -> list[Reply]:
+        """Generate one reply per chat, each within its budget (see the module docstring)."""
+        o = self.options
+        fit = getattr(self.backend, "fit_budgets", None)
+        budgets, info = fit(chats, o.max_new_tokens) if callable(fit) and chats else (
+            [o.max_new_tokens] * len(chats), {"source": "option"})
+        self._budget["source"] = info.get("source", "option")
+        self._budget["max_model_len"] = info.get("max_model_len")
+        if isinstance(info.get("max_model_len"), int):
+            self._context = info["max_model_len"]
+        self._budget["n_fitted"] += info.get("n_fitted", 0)
+        self._budget["n_no_room"] += info.get("n_no_room", 0)
+        send = [i for i, b in enumerate(budgets) if b >= 1]
+        if send:
+            low = min(budgets[i] for i in send)
+            old = self._budget["smallest"]
+            self._budget["smallest"] = low if old is None else min(old, low)
+        backend: Any = self.backend
+        if any(budgets[i] != o.max_new_tokens for i in send):
+            backend = _Budgeted(self.backend, {id(chats[i]): budgets[i] for i in send})
+        replies = generate_in_batches(
+            backend, [chats[i] for i in send], o.generation_config(), o.batch_size,
+            desc=self.name, unit=unit, keep_failures=True, truncated_is_failure=False)
+        out: list[Reply] = [GenerationFailure(
+            reason="prompt-too-long",
+            detail=f"the prompt fills the served context ({info.get('max_model_len')} tokens): "
+                   "no room for a reply; not sent")] * len(chats)
+        for i, reply in zip(send, replies, strict=True):
+            if is_truncated(reply):
+                if o.parse == "strict":
+                    reply = truncation_failure(reply, budgets[i])
+                else:
+                    self._cut_read += 1
+            out[i] = reply
+        return out
 
     def _orders(self, item: Item) -> list[bool]:
         """``True`` = the first answer is shown as A."""
@@ -105,14 +182,28 @@ class RMR1Judge(LLMJudgeBase):
             "prompt_version": prompts.PROMPT_VERSION, "style": self.style, "orders": o.orders,
             "decoding": [o.max_new_tokens, o.temperature, o.top_p, o.seed],
             "parse": o.parse, "prompt": self.templates.describe(),
+            "served_context": self._served_context(),
         })
 
+    def _served_context(self) -> int | None:
+        """The served model's ``max_model_len`` (it bounds the budgets, so it is part of the
+        fingerprint); ``None`` for an in-process model or a card without it.
+        """  # noqa: D205
+        if not hasattr(self, "_context"):
+            card_of = getattr(self.backend, "model_card", None)
+            card = card_of() if callable(card_of) else None
+            limit = card.get("max_model_len") if isinstance(card, dict) else None
+            self._context = limit if isinstance(limit, int) else None
+        return self._context
+
     def _protocol(self) -> dict[str, Any]:
-        """What ran: style (and its source), token budget, parse rule, prompt."""
+        """What ran: style (and its source), token budget and its fitting, parse rule, prompt."""
         return {
             "prompt_style": self.style,
             "style_source": self.style_source,
             "max_new_tokens": self.options.max_new_tokens,
+            "budget": dict(self._budget),
+            "n_cut_replies_read": self._cut_read,
             "parse": self.options.parse,
             "prompt": self.templates.describe(),
         }

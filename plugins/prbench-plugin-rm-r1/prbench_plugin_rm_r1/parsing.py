@@ -11,13 +11,18 @@
   bare ``A``, prose) is ``no-marker``.
 - Several answer tags must agree (``conflicting`` otherwise).
 
-``original`` (:func:`parse_original`) is the rule of the authors' evaluation: it reads the whole
-reply, reasoning included, and takes the verdict when exactly one of the two exact markers
-``[[A]]`` / ``[[B]]`` appears anywhere (any number of times); both markers is ``both``, neither
-is ``no-marker``. (The authors' helper checks ``[[A]]`` first, so a reply naming both counts as
-A there; here it is invalid, never a guess.)
+``original`` (:func:`parse_original`) is the rule of the authors' evaluation at its current HEAD
+(``process_judgement`` in their ``rewardbench/generative.py``): it reads the whole reply,
+reasoning included, and takes the verdict when exactly one of the two exact markers ``[[A]]`` /
+``[[B]]`` appears anywhere (any number of times); both markers is an error there (their guard
+against a reply naming both; earlier commits checked ``[[A]]`` first and so counted such a reply
+as A), here ``both``; neither is ``no-marker``. The authors score an error 0, as prbench scores an
+unreadable order. The whole reply includes the reasoning a server's reasoning parser moved out of
+``content`` (``reasoning_content``): the authors generate with vLLM offline and read the raw
+text, ``<think>`` block included. A reply cut at ``max_new_tokens`` is read like any other, as the
+authors read it (the judge counts how many cut replies it read).
 
-Under both rules a reply cut at ``max_new_tokens`` is ``truncated`` (it normally arrives as a
+Under ``strict`` a reply cut at ``max_new_tokens`` is ``truncated`` (it normally arrives as a
 :class:`~prbench.backends.base.GenerationFailure` from the judge's generation), and a failure is
 never turned into a verdict; the judge scores such an order ``nan`` and counts it.
 """
@@ -46,23 +51,39 @@ def _fail(reason: str, detail: str, text: str) -> ParseFailure:
     return ParseFailure(reason=reason, detail=detail, excerpt=text.strip()[-200:])
 
 
-def _unusable(reply: Reply) -> ParseFailure | None:
-    """The failure of a reply no rule reads (no reply, a cut one, an empty one), else ``None``."""
+def _unusable(reply: Reply, *, read_cut: bool = False) -> ParseFailure | None:
+    """The failure of a reply the rule cannot read (no reply, an empty one, and a cut one unless
+    ``read_cut``), else ``None``.
+    """  # noqa: D205
     if isinstance(reply, GenerationFailure):
         return generation_failed(reply)
-    if is_truncated(reply):
+    if is_truncated(reply) and not read_cut:
         return generation_failed(truncation_failure(reply))
     if not reply or not reply.strip():
         return _fail("empty", "the reply is empty", reply or "")
     return None
 
 
+def full_text(reply: str) -> str:
+    """The reply with the reasoning a server moved out of it put back in front, as
+    ``<think>reasoning</think>`` (the text the model wrote, as vLLM offline returns it).
+    """  # noqa: D205
+    reasoning = getattr(reply, "reasoning", "")
+    return f"<think>{reasoning}</think>{reply}" if reasoning else str(reply)
+
+
 def parse_original(reply: Reply) -> str | ParseFailure:
-    """``"A"`` or ``"B"`` by the authors' rule: exactly one of ``[[A]]`` / ``[[B]]`` anywhere."""
-    early = _unusable(reply)
+    """``"A"`` or ``"B"`` by the authors' rule: exactly one of ``[[A]]`` / ``[[B]]`` anywhere
+    in the whole reply (reasoning included); a reply cut at the budget is read too.
+    """  # noqa: D205
+    if isinstance(reply, str):
+        reply_text: Reply = full_text(reply) if getattr(reply, "reasoning", "") else reply
+    else:
+        reply_text = reply
+    early = _unusable(reply_text, read_cut=True)
     if early is not None:
         return early
-    text = str(reply)
+    text = str(reply_text)
     has_a, has_b = "[[A]]" in text, "[[B]]" in text
     if has_a and has_b:
         return _fail("both", "the reply names both [[A]] and [[B]]", text)

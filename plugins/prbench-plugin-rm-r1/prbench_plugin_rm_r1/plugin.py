@@ -66,8 +66,9 @@ class RMR1Options(BackendOptions):
 
     max_new_tokens: int = dataclasses.field(
         default=0,
-        metadata={"help": "tokens per reply; 0 = by style (reasoning 32768, instruct 8192); a "
-                          "trace cut at the budget is invalid (`truncated`)"},
+        metadata={"help": "tokens per reply; 0 = by style (reasoning 32768, instruct 8192); on a "
+                          "served model at most its max_model_len - prompt tokens; a trace cut at "
+                          "the budget is invalid (`truncated`) under parse=strict"},
     )
     style: Literal["auto", "instruct", "reasoning"] = dataclasses.field(
         default="auto",
@@ -81,7 +82,8 @@ class RMR1Options(BackendOptions):
     parse: Literal["strict", "original"] = dataclasses.field(
         default="strict",
         metadata={"help": "strict: one marker inside <answer> after the reasoning; original: "
-                          "exactly one of [[A]]/[[B]] anywhere in the reply (the authors' rule)"},
+                          "exactly one of [[A]]/[[B]] anywhere in the reply, reasoning_content "
+                          "and cut replies included (the authors' rule)"},
     )
     system_prompt_file: str = dataclasses.field(
         default="",

@@ -71,7 +71,7 @@ def test_both_orders_and_invalid_counting() -> None:
     assert stats["n_pairs"] == 3 and stats["n_orders"] == 6
     assert stats["n_invalid_orders"] == 2 and stats["n_pairs_unjudged"] == 1
     assert stats["parse_failure_reasons"] == {"both": 2}
-    assert stats["position_bias"] == 0.5 and stats["n_order_flips"] == 0
+    assert stats["first_shown_win_rate"] == 0.5 and stats["n_order_flips"] == 0
     assert stats["order_agreement"] == 1.0
     assert [f["item"] for f in stats["failures"]] == ["r3", "r3"]
     assert rm.details()[2]["orders"][0]["failure"] == "both"
@@ -82,7 +82,7 @@ def test_position_bias_is_reported() -> None:
     out = rm.compare([pair("r1"), pair("r2")])
     assert out == [0.5, 0.5]
     stats = rm.stats()
-    assert stats["position_bias"] == 1.0
+    assert stats["first_shown_win_rate"] == 1.0
     assert stats["n_order_flips"] == 2 and stats["order_agreement"] == 0.0
     assert rm.describe()["stats"]["n_order_flips"] == 2
 
@@ -274,9 +274,9 @@ def test_plain_lm_eval_through_a_server(tmp_path: Path) -> None:
     # this judge always says B -- pure position bias, every pair split
     name = "personalized_rewardbench_sample_society_and_culture_noprofile"
     task = results["results"][name]
-    assert task["acc,none"] == 0.0 and task["acc_split_half,none"] == 0.5
+    assert task["acc,none"] == 0.0 and task["acc_single_order,none"] == 0.5
     assert task["acc_chosen_first,none"] == 0.0 and task["acc_chosen_second,none"] == 1.0
-    assert task["position_bias,none"] == 0.0
+    assert task["position_bias,none"] == 1.0 and task["first_shown_win_rate,none"] == 0.0
     assert task["n_order_flips,none"] == results["n-samples"][name]["effective"]
 
 
@@ -291,5 +291,5 @@ def test_runtime_reports_the_judge_and_its_bias(tmp_path: Path) -> None:
             assert rt.compare([pair("r1"), pair("r2", question="Other?")]) == [0.5, 0.5]
             described = rt.describe()
     assert described["scorer"]["prompt_style"] == "instruct"
-    assert described["scorer_stats"]["position_bias"] == 1.0
+    assert described["scorer_stats"]["first_shown_win_rate"] == 1.0
     assert described["scorer_stats"]["n_order_flips"] == 2

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from _rmr1_fakes import LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
+from _rmr1_fakes import FakeVLLM, LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
 from prbench_plugin_rm_r1.judge import RMR1Judge
 from prbench_plugin_rm_r1.parsing import parse_answer, parse_original
 from prbench_plugin_rm_r1.plugin import RMR1Options
@@ -18,6 +18,7 @@ from prbench.api import (
     PairRequest,
     ProfileView,
     aggregate_order_metrics,
+    is_truncated,
     truncation_failure,
 )
 from prbench.testing import PluginRegistry
@@ -45,10 +46,15 @@ CORPUS = [
     ("<eval>ok</eval><answer>[[A]]", "unterminated-answer", "A"),
     ("", "empty", "empty"),
     ("   \n ", "empty", "empty"),
-    (Completion("<answer>[[A]]</answer>", "length"), "truncated", "truncated"),  # cut at budget
+    (Completion("<answer>[[A]]</answer>", "length"), "truncated", "A"),  # cut: the authors read it
+    (Completion("<think>[[B]] wins so far", "length"), "truncated", "B"),
     (truncation_failure("<think>[[A]] so far"), "truncated", "truncated"),
     (GenerationFailure(reason="http-503", detail="busy"), "generation-failed", "generation-failed"),
     (Completion("<answer>[[B]]</answer>", "stop"), "B", "B"),
+    # a reasoning parser moved the thinking to reasoning_content: the authors' rule reads it too
+    (Completion("<answer>[[B]]</answer>", "stop", "A looks better: [[A]]"), "B", "both"),
+    (Completion("", "length", "still thinking, [[A]] so far"), "truncated", "A"),
+    (Completion("", "stop", "no marker in the thinking"), "empty", "no-marker"),
 ]
 
 
@@ -164,34 +170,125 @@ def test_a_missing_template_file_is_named(tmp_path: Path) -> None:
 # -- truncation: a reply cut at the token budget is invalid, never a verdict ----------------------
 
 
-def test_exact_mode_never_reads_a_truncated_reply(tmp_path: Path) -> None:
-    def script(chat):
-        # the reasoning already names a reply when the budget runs out; the other order finishes
-        if "A says:\nGOOD" in chat[-1]["content"]:
-            return Completion("<think>A is better, so [[A]]", "length")
-        return "[[B]]"
+def _cut_script(chat):
+    # the reasoning already names a reply when the budget runs out; the other order finishes
+    if "A says:\nGOOD" in chat[-1]["content"]:
+        return Completion("<think>A is better, so [[A]]", "length")
+    return "[[B]]"
 
-    rm = _exact(script, tmp_path)
+
+def test_strict_mode_never_reads_a_truncated_reply(tmp_path: Path) -> None:
+    def script(chat):
+        reply = _cut_script(chat)
+        return reply if is_truncated(reply) else "<answer>[[B]]</answer>"
+
+    rm = RMR1Judge(RMR1Options(model="gaotang/RM-R1-Qwen2.5-Instruct-7B", **_files(tmp_path)),
+                   backend=ScriptedBackend(script))
     assert rm.compare([_pair("r1")]) == [1.0]  # only the finished order (GOOD shown as B) counts
     stats = rm.stats()
     assert stats["generation_failure_reasons"] == {"truncated": 1} and stats["n_verdicts"] == 1
     assert [f["reason"] for f in stats["failures"]] == ["truncated"]
+    assert stats["n_cut_replies_read"] == 0
 
 
-def test_a_truncated_http_reply_is_invalid(tmp_path: Path) -> None:
+def test_original_mode_reads_a_truncated_reply_as_the_authors_do(tmp_path: Path) -> None:
+    rm = _exact(_cut_script, tmp_path)
+    assert rm.compare([_pair("r1")]) == [1.0]  # both orders read: GOOD won as A and as B
+    stats = rm.stats()
+    assert stats["n_verdicts"] == 2 and stats["failures"] == []
+    assert stats["n_cut_replies_read"] == 1  # said, not silent
+
+
+def test_a_truncated_http_reply(tmp_path: Path) -> None:
     def script(messages):
         return Completion("<think>[[A]] for now", "length")
 
+    opts = {"backend": "openai", "model": "gaotang/RM-R1-DeepSeek-Distilled-Qwen-7B",
+            "cache_dir": "", **_files(tmp_path, system=None)}
     with LoopbackOpenAI(script) as server:
-        rm = PluginRegistry().build("scorer", "rm-r1", {
-            "backend": "openai", "model": "gaotang/RM-R1-DeepSeek-Distilled-Qwen-7B",
-            "base_url": server.base_url, "cache_dir": "", "parse": "original",
-            **_files(tmp_path, system=None)})
-        out = rm.compare([_pair("r1"), _pair("r2")])
+        strict = PluginRegistry().build("scorer", "rm-r1", {**opts, "base_url": server.base_url})
+        out = strict.compare([_pair("r1"), _pair("r2")])
+        original = PluginRegistry().build("scorer", "rm-r1", {
+            **opts, "base_url": server.base_url, "parse": "original"})
+        read = original.compare([_pair("r1"), _pair("r2")])
     assert all(math.isnan(p) for p in out)
-    stats = rm.stats()
+    stats = strict.stats()
     assert stats["generation_failure_reasons"] == {"truncated": 4}
     assert stats["max_new_tokens"] == 32768 and stats["prompt_style"] == "reasoning"
+    assert read == [0.5, 0.5]  # always [[A]]: the first answer wins one order of two
+    assert original.stats()["n_cut_replies_read"] == 4
+
+
+# -- the served context: budgets fitted so that no request is refused ------------------------------
+
+
+def _served(server: FakeVLLM, tmp_path: Path, **extra):
+    return PluginRegistry().build("scorer", "rm-r1", {
+        "backend": "openai", "model": "rm", "base_url": server.base_url, "cache_dir": "",
+        "style": "reasoning", "max_retries": "0", **_files(tmp_path, system=None), **extra})
+
+
+def test_budget_is_fitted_to_the_served_context(tmp_path: Path) -> None:
+    def reply(messages):
+        return "<answer>[[A]]</answer>", None, "stop"
+
+    long_question = "Which lens? " + "detail " * 250  # this prompt leaves no room at all
+    with FakeVLLM(reply, max_model_len=200) as server:
+        rm = _served(server, tmp_path, max_new_tokens="50000", parse="original")
+        medium = PairRequest("medium", "Which lens? " + "detail " * 40, "GOOD answer",
+                             "BAD answer", profile=ProfileView(text=""))
+        out = rm.compare([_pair("short"), PairRequest("long", long_question, "GOOD answer",
+                                                      "BAD answer", profile=ProfileView(text="")),
+                          medium])
+    assert server.refused == 0  # no request got a 400
+    prompt = min(r["prompt_tokens"] for r in server.requests)
+    assert all(r["max_tokens"] == 200 - r["prompt_tokens"]
+               for r in server.requests)  # min(50,000, context - prompt), per request
+    assert len(server.requests) == 4 and len({r["max_tokens"] for r in server.requests}) == 2
+    assert out[0] == 0.5 and math.isnan(out[1]) and out[2] == 0.5
+    stats = rm.stats()
+    assert stats["generation_failure_reasons"] == {"prompt-too-long": 2}
+    assert stats["budget"]["source"] == "served context"
+    assert stats["budget"]["max_model_len"] == 200 and stats["budget"]["n_no_room"] == 2
+    assert stats["budget"]["n_fitted"] == 6
+    assert stats["budget"]["smallest"] == 200 - max(r["prompt_tokens"] for r in server.requests)
+    assert prompt < 200
+    # a budget that fits is kept as asked
+    with FakeVLLM(reply, max_model_len=100_000) as server:
+        small = _served(server, tmp_path, max_new_tokens="64")
+        small.compare([_pair("short")])
+        # the served context is part of the fingerprint (another context, other verdicts)
+        assert small.fingerprint() != rm.fingerprint()
+    assert [r["max_tokens"] for r in server.requests] == [64, 64]
+    assert small.stats()["budget"]["n_fitted"] == 0
+
+
+def test_without_a_token_count_the_budget_stays_as_asked(tmp_path: Path) -> None:
+    with FakeVLLM(lambda m: ("[[B]]", None, "stop"), max_model_len=100_000,
+                  tokenize=False) as server:
+        rm = _served(server, tmp_path, max_new_tokens="300")
+        rm.compare([_pair("short")])
+    assert [r["max_tokens"] for r in server.requests] == [300, 300]
+    assert "no /tokenize" in rm.stats()["budget"]["source"]
+
+
+def test_original_mode_reads_reasoning_content(tmp_path: Path) -> None:
+    # vLLM with --reasoning-parser: the thinking arrives as reasoning_content, content keeps the
+    # rest; a trace cut inside its thinking has content null
+    def reply(messages):
+        if "A says:\nGOOD" in messages[-1]["content"]:
+            return None, "GOOD answers the night question: [[A]]", "length"
+        return "", "B is the better one here. [[B]]", "stop"
+
+    with FakeVLLM(reply, max_model_len=100_000) as server:
+        original = _served(server, tmp_path, parse="original", max_new_tokens="64")
+        got = original.compare([_pair("r1")])
+        strict = _served(server, tmp_path, max_new_tokens="64")
+        invalid = strict.compare([_pair("r1")])
+    assert got == [1.0] and original.stats()["n_cut_replies_read"] == 1
+    assert math.isnan(invalid[0])  # strict reads content only: one cut, one empty
+    assert strict.stats()["parse_failure_reasons"] == {"empty": 1}
+    assert strict.stats()["generation_failure_reasons"] == {"truncated": 1}
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +299,7 @@ def tiny_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_local_generation_cut_at_two_tokens_is_truncated(tiny_lm: Path, tmp_path: Path) -> None:
     rm = PluginRegistry().build("scorer", "rm-r1", {
         "backend": "hf", "model": str(tiny_lm), "max_new_tokens": "2", "device": "cpu",
-        "cache_dir": "", "parse": "original", **_files(tmp_path)})
+        "cache_dir": "", "parse": "strict", **_files(tmp_path)})
     replies = rm.backend.generate([[{"role": "user", "content": "hello"}]],
                                   rm.options.generation_config())
     assert isinstance(replies[0], Completion) and replies[0].finish_reason == "length"
@@ -242,11 +339,14 @@ def test_native_metric_on_a_hand_computed_example(tmp_path: Path) -> None:
     assert got["acc_chosen_second"] == 0.75
     # the authors' single-order accuracy, over a fair coin per pair, is the mean of the two
     assert (got["acc_chosen_first"] + got["acc_chosen_second"]) / 2 == 0.625
-    # split half: .5 + 1 + 1 (p3's one readable order) + .5 = 3 of 4
-    assert got["acc_split_half"] == 0.75
+    # single order: .5 + 1 + .5 (p3's invalid order counts 0) + .5 = 2.5 of 4, the same number
+    assert got["acc_single_order"] == 0.625
+    # strict: only p2 (p3 has an invalid order: never a win)
+    assert got["acc"] == 0.25
+    assert got["position_bias"] == 0.25  # |0.5 - 0.75|, as the released script
     # verdicts won by the answer shown as A: p1 2, p2 1, p3 0, p4 0 of 2+2+1+2 = 7
-    assert got["position_bias"] == pytest.approx(3 / 7)
-    assert got["n_order_flips"] == 2
+    assert got["first_shown_win_rate"] == pytest.approx(3 / 7)
+    assert got["n_order_flips"] == 2 and got["n_unreadable"] == 1
     # with orders=one the shown order is a seeded per-pair coin: the score is that order's
     one = RMR1Judge(RMR1Options(model="gaotang/RM-R1-Qwen2.5-Instruct-7B", parse="original",
                                 orders="one", seed=3, **_files(tmp_path)),

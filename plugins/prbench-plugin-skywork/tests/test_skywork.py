@@ -134,7 +134,7 @@ def test_exact_mode_matches_the_v2_card_recipe(models, arch, variant) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     scorer = _build({"variant": variant, "pretrained": str(models[arch]), "dtype": "float32",
-                     "profile_position": "none", "max_batch_size": "1"})
+                     "profile_position": "none", "max_batch_size": "1", "prefix_sharing": "off"})
     tok = AutoTokenizer.from_pretrained(models[arch], trust_remote_code=False)
     model = AutoModelForSequenceClassification.from_pretrained(
         models[arch], dtype=torch.float32, trust_remote_code=False
@@ -152,6 +152,30 @@ def test_exact_mode_matches_the_v2_card_recipe(models, arch, variant) -> None:
             card_scores.append(model(input_ids=ids).logits[0][0].item())
     assert scorer.encode(REQUESTS) == card_ids
     assert scorer.score(REQUESTS) == pytest.approx(card_scores, rel=1e-4, abs=1e-4)
+
+
+def test_released_profile_is_the_released_bon_input_through_the_card_recipe(models) -> None:
+    """input_format=released_profile: the user turn is the question, then the posts, as the
+    released Best-of-N / PPO reward code builds it; the ids are the V2 card's recipe of it."""
+    from transformers import AutoTokenizer
+
+    from prbench.api import ProfileItem, render_posts
+
+    posts = (ProfileItem("p1", "Lifestyle", "I walk every morning."),
+             ProfileItem("p2", "Arts", "I sketch birds."))
+    view = ProfileView(text=render_posts(posts), items=posts)
+    req = ScoreRequest("r2", "How do I keep a morning habit?", "Plan it.", profile=view)
+    scorer = _build({"variant": "v2-qwen3-0.6b", "pretrained": str(models["qwen3"]),
+                     "dtype": "float32", "input_format": "released_profile"})
+    user = ("How do I keep a morning habit?Post 1 (Category: Lifestyle):\nI walk every morning."
+            "\nPost 2 (Category: Arts):\nI sketch birds.")
+    tok = AutoTokenizer.from_pretrained(models["qwen3"])
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": user}, {"role": "assistant", "content": "Plan it."}],
+        tokenize=False,
+    )
+    assert scorer.encode([req]) == [tok(text)["input_ids"]]
+    assert scorer.describe()["options"]["input_format"] == "released_profile"
 
 
 def test_variant_dtype_is_bf16_unless_overridden(models) -> None:

@@ -16,6 +16,9 @@ posts no call is made and the persona says that nothing is known.
    when it has one -- are each tried with the persona-conditioned judge on the validation pairs
    (both orders); the set with the best validation accuracy is used (ties: the earlier set).
 
+``protocol=authors`` replaces steps 1-3 by the reference implementation's two random searches
+(:mod:`prbench_plugin_synthesizeme.authors`).
+
 Every LLM reply that does not parse is asked again up to ``parse_retries`` times with a rising
 temperature (retry ``k`` of ``n`` samples at ``temperature + (retry_temperature - temperature) *
 k / n`` with seed ``seed + k``); only the final outcome is counted as a failure.
@@ -38,7 +41,6 @@ from prbench.api import (
     UserPreferences,
     generate_in_batches,
     parse_pairwise,
-    seeded_unit,
     stable_hash,
     strip_reasoning,
 )
@@ -48,6 +50,7 @@ from prbench_plugin_synthesizeme.personas import (
     PersonaStore,
     demo_candidates,
     load_preferences,
+    seeded_order,
     split_preferences,
 )
 from prbench_plugin_synthesizeme.plugin import SynthesizeMeOptions
@@ -67,11 +70,6 @@ def parse_persona(text: str) -> str | ParseFailure:
     if not body:
         return ParseFailure("empty", "the reply is empty", text[-200:])
     return body
-
-
-def seeded_order(seed: int, *parts: object) -> bool:
-    """A seeded coin: ``True`` shows the first answer (or the chosen one) as A."""
-    return seeded_unit("synthesizeme-order", seed, *parts) < 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +199,7 @@ class SynthesizeMeBase(LLMJudgeBase):
                     o.retry_temperature]
         if mode == "preferences":
             settings += [o.demos, o.demo_candidates, o.val_fraction, o.split, o.max_new_tokens,
-                         o.orders]
+                         o.orders, o.protocol]
         return stable_hash(prompts.PROMPT_VERSION, mode, subject, posts, prefs, self._model(),
                            settings)
 
@@ -278,6 +276,10 @@ class SynthesizeMeBase(LLMJudgeBase):
         if not fits:
             return []
         o = self.options
+        if o.protocol == "authors":
+            from prbench_plugin_synthesizeme.authors import fit_authors
+
+            return fit_authors(self, fits)
         splits = {f.subject: split_preferences(self.preferences.by_user[f.subject], f.subject,
                                                o.seed, o.val_fraction, o.split) for f in fits}
         # 1. bootstrapped reasoning on the training pairs; kept only when it predicts the label

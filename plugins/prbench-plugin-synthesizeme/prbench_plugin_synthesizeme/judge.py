@@ -57,7 +57,7 @@ class _SynthesizeMeBase(SynthesizeMeBase):
             "decoding": [o.max_new_tokens, o.persona_max_new_tokens, o.temperature, o.top_p,
                          o.seed],
             "demos": [o.demos, o.demo_candidates, o.val_fraction, o.split],
-            "retries": [o.parse_retries, o.retry_temperature],
+            "retries": [o.parse_retries, o.retry_temperature], "protocol": o.protocol,
             "scale": [getattr(o, "low", None), getattr(o, "high", None)],
         })
 
@@ -125,13 +125,25 @@ class SynthesizeMeJudge(_SynthesizeMeBase):
         return out
 
     def stats(self) -> dict[str, Any]:
-        """Counts since the last reset: pairs, invalid orders/pairs, position bias, personas."""
+        """Counts since the last reset: pairs, invalid orders/pairs, position bias, personas.
+
+        ``headline_metric`` names the number to report: ``acc_single_order`` under
+        ``protocol=authors`` (the mean over all single-order verdicts, an unreadable one counting
+        wrong: what the SynthesizeMe paper reports), strict ``acc`` otherwise; ``diagnostics``
+        says so under ``prbench eval``'s summary.
+        """
+        authors = self.options.protocol == "authors"
+        headline = "acc_single_order" if authors else "acc"
+        lines = [f"synthesizeme: protocol={self.options.protocol}; headline metric {headline}"
+                 + (" (the mean over every single-order verdict, unreadable = wrong, as the "
+                    "SynthesizeMe paper reports; strict acc beside it)" if authors else "")]
         return {
             "judge": self.name, "backend": self.backend.fingerprint,
             "prompt_version": prompts.PROMPT_VERSION, "fit": self.options.fit,
+            "protocol": self.options.protocol, "headline_metric": headline,
             "orders": self.options.orders, "seed": self.options.seed,
             **self._tally.stats(), "n_pairs_persona_failed": self._persona_failed,
-            **self._fit_stats(), **self._stats_tail(),
+            **self._fit_stats(), **self._stats_tail(), "diagnostics": lines,
         }
 
     def details(self) -> list[dict[str, Any]]:

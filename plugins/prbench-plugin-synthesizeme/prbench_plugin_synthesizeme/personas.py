@@ -109,6 +109,11 @@ def load_preferences(source: str) -> UserPreferences:
     return user_preferences(load_records(source))
 
 
+def seeded_order(seed: int, *parts: object) -> bool:
+    """A seeded coin: ``True`` shows the first answer (or the chosen one) as A."""
+    return seeded_unit("synthesizeme-order", seed, *parts) < 0.5
+
+
 def split_preferences(prefs: Sequence[Pref], user: str, seed: int, val_fraction: float,
                       split: str = "shuffled") -> tuple[list[Pref], list[Pref]]:
     """(train, validation) split of a user's pairs; validation only with 3+ pairs.

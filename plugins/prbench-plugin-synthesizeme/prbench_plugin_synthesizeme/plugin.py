@@ -7,10 +7,24 @@ from typing import Literal
 
 from prbench.api import BackendOptions, ComponentRegister, hookimpl
 
+#: What ``protocol=authors`` sets: the reference implementation's settings (its dspy LM calls use
+#: temperature 0 and max_tokens 8192, so its retries are greedy too; seed 42; an unshuffled 70/30
+#: split; 4 labelled demos; 10 shuffled candidates; both orders at evaluation).
+AUTHORS = {
+    "fit": "preferences", "split": "temporal", "val_fraction": 0.3, "demos": 4,
+    "demo_candidates": 10, "max_new_tokens": 8192, "persona_max_new_tokens": 8192,
+    "temperature": 0.0, "retry_temperature": 0.0, "parse_retries": 3, "seed": 42,
+    "orders": "both",
+}
+
 
 @dataclasses.dataclass(frozen=True)
 class SynthesizeMeOptions(BackendOptions):
-    """Options of ``synthesizeme``: the backend (``BackendOptions``) plus the method's own."""
+    """Options of ``synthesizeme``: the backend (``BackendOptions``) plus the method's own.
+
+    ``protocol=authors`` sets every option of :data:`AUTHORS` left at its default; an option given
+    another value beside it is refused (the run would not be the authors' protocol).
+    """
 
     fit: Literal["auto", "profile", "preferences"] = dataclasses.field(
         default="auto",
@@ -58,6 +72,14 @@ class SynthesizeMeOptions(BackendOptions):
         metadata={"help": "temperature of the last retry; retry k of n samples at temperature + "
                           "(retry_temperature - temperature) * k / n"},
     )
+    protocol: Literal["prbench", "authors"] = dataclasses.field(
+        default="prbench",
+        metadata={"help": "'authors': the SynthesizeMe reference's fitting (two random searches: "
+                          "zero-shot, labelled-only, unshuffled and 10 shuffled bootstraps with a "
+                          "4-demo teacher, single-order validation, persona from the winner's "
+                          "demos), 8192 tokens, greedy retries, seed 42; headline "
+                          "acc_single_order"},
+    )
     persona_cache: bool = dataclasses.field(
         default=True, metadata={"help": "keep induced personas on disk (per user, prompt, model)"}
     )
@@ -66,6 +88,15 @@ class SynthesizeMeOptions(BackendOptions):
     )
 
     def __post_init__(self) -> None:
+        if self.protocol == "authors":
+            defaults = {f.name: f.default for f in dataclasses.fields(SynthesizeMeOptions)}
+            clash = [f"{k}={getattr(self, k)!r} (authors: {v!r})" for k, v in AUTHORS.items()
+                     if getattr(self, k) not in (defaults[k], v)]
+            if clash:
+                raise ValueError("protocol=authors sets the reference's settings; drop "
+                                 + ", ".join(clash) + " or use protocol=prbench")
+            for k, v in AUTHORS.items():
+                object.__setattr__(self, k, v)
         super().__post_init__()
         if self.fit == "preferences" and not self.preferences_data:
             raise ValueError("fit=preferences needs preferences_data=<records with a "

@@ -59,7 +59,7 @@ def test_both_orders_and_invalid_verdicts(tmp_path: Path) -> None:
     assert stats["n_invalid_orders"] == 2 and stats["n_pairs_unjudged"] == 1
     assert stats["parse_failure_reasons"] == {"tie": 2}
     assert [(f["item"], f["step"]) for f in stats["failures"]] == [("r3", "judge")] * 2
-    assert stats["position_bias"] == 0.5 and stats["n_order_flips"] == 0
+    assert stats["first_shown_win_rate"] == 0.5 and stats["n_order_flips"] == 0
     assert backend.count("judge") == 6 + 3 * 2  # r3's two orders are asked again 3 times
     assert stats["parse_retries"]["replies_retried"] == 2
     assert stats["parse_retries"]["retry_calls"] == 6 and stats["parse_retries"]["recovered"] == 0
@@ -70,7 +70,7 @@ def test_position_bias_split_orders_are_ties(tmp_path: Path) -> None:
     rm, _ = judge(tmp_path, script=lambda c: "ok" if kind(c) == "persona" else "Verdict: [[A]]")
     assert rm.compare([pair("r1"), pair("r2")]) == [0.5, 0.5]  # a tie, scored wrong
     stats = rm.stats()
-    assert stats["position_bias"] == 1.0 and stats["n_order_flips"] == 2
+    assert stats["first_shown_win_rate"] == 1.0 and stats["n_order_flips"] == 2
     assert stats["order_agreement"] == 0.0
     described = rm.describe()
     assert described["prompt_version"] == "synthesizeme-2" and described["fingerprint"]
@@ -222,7 +222,7 @@ def test_openai_compatible_server_and_runtime(tmp_path: Path) -> None:
             described = rt.describe()
         # identical chats are sent once: one persona (same posts), r2 = r1 swapped (2 orders)
         assert server.calls == 3
-    assert described["scorer"]["stats"]["position_bias"] == 0.5
+    assert described["scorer"]["stats"]["first_shown_win_rate"] == 0.5
 
 
 # -- end to end with a tiny random causal LM ----------------------------------------------------

@@ -1,0 +1,279 @@
+"""``protocol=authors``: the fitting procedure of the SynthesizeMe reference implementation.
+
+The reference implementation (SALT-NLP/SynthesizeMe, ``personalrm/synthesizeme.py``) fits a user
+in two DSPy random searches over few-shot programs. This module runs the same searches with
+explicit, seeded steps; Python's ``random`` draws the shuffles and sizes the way DSPy's
+``BootstrapFewShotWithRandomSearch`` and ``BootstrapFewShot`` draw them.
+
+For each user, the labelled pairs are split without shuffling: the first ``int(0.7 n)`` train,
+the rest validate. Each pair is shown in one seeded order (its "data order"). Then, twice:
+
+1. **Candidate programs** (:func:`candidate_plans`), in this order: zero-shot (no demos);
+   labelled only (``random.Random(0).sample`` of 4 training pairs, without reasoning); the
+   unshuffled bootstrap; and 10 shuffled bootstraps (``random.Random(s).shuffle`` of the training
+   pairs and a size ``random.Random(s).randint(1, n)``, ``s = 0..9``).
+2. **Bootstrap** (:func:`bootstrap_demos`): a *teacher* -- the judge with 4 labelled demos
+   (``random.Random(0).sample`` of the candidate's training order, the pair itself left out) --
+   reasons about each training pair in the candidate's order; a reasoning is kept when its verdict
+   is the user's choice, until ``size`` are kept. Labelled demos of the pairs not kept fill the
+   set up to 4 (``random.Random(0)`` shuffle and sample, as DSPy does).
+3. **Validation** in one order (the data order): the share of validation pairs the candidate's
+   judge gets right. The first candidate with the best score wins; the search stops at the first
+   candidate scoring 80% or more (the reference's ``stop_at_score=80``).
+
+The first search runs the judge without a persona; the winning candidate's kept reasonings induce
+the persona. The second search runs the persona-conditioned judge (the teacher too) and its winner
+gives the demos of the final judge. Replies are generated for every candidate up front (the
+searches' answers do not depend on the order of generation with greedy decoding), then read in
+the reference's order, so the candidates after an early stop cost generation but are not used.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from prbench.api import ParseFailure, Pref, parse_pairwise, strip_reasoning
+from prbench_plugin_synthesizeme import prompts
+from prbench_plugin_synthesizeme.personas import Persona, seeded_order
+
+#: The reference's settings: labelled demos per teacher / per set, shuffled candidates, early stop.
+MAX_LABELED = 4
+SHUFFLED_CANDIDATES = 10
+STOP_AT = 0.8
+#: What the judge is told about the user before a persona exists (the first search).
+NO_PERSONA = ("Not described yet: judge from this person's earlier choices shown below, and from "
+              "the question.")
+_VERDICT_LINE = re.compile(r"^.*\bverdict\b.*$", re.IGNORECASE | re.MULTILINE)
+
+
+def candidate_plans(n_train: int, shuffled: int = SHUFFLED_CANDIDATES) -> list[dict[str, Any]]:
+    """The candidate programs of one search over ``n_train`` training pairs, in search order.
+
+    Each plan: ``name``, ``kind`` (``zero-shot``, ``labelled``, ``bootstrap``), ``order`` (the
+    training pairs' indices in the candidate's order), ``size`` (most kept reasonings) and
+    ``teacher`` (the indices of the teacher's labelled demos; for ``labelled``, the demos).
+    """
+    base = list(range(n_train))
+    k = min(MAX_LABELED, n_train)
+    plans: list[dict[str, Any]] = [
+        {"name": "zero-shot", "kind": "zero-shot", "order": base, "size": 0, "teacher": []},
+        {"name": "labelled", "kind": "labelled", "order": base, "size": 0,
+         "teacher": random.Random(0).sample(base, k)},
+        {"name": "bootstrap", "kind": "bootstrap", "order": base, "size": n_train,
+         "teacher": random.Random(0).sample(base, k)},
+    ]
+    for s in range(shuffled):
+        order = list(base)
+        random.Random(s).shuffle(order)
+        size = random.Random(s).randint(1, max(1, n_train))
+        plans.append({"name": f"shuffled-{s}", "kind": "bootstrap", "order": order,
+                      "size": size, "teacher": random.Random(0).sample(order, k)})
+    return plans
+
+
+def _demo(pref: Pref, chosen_is_a: bool, reasoning: str = "") -> prompts.Demo:
+    a, b = (pref.chosen, pref.rejected) if chosen_is_a else (pref.rejected, pref.chosen)
+    return prompts.Demo(question=pref.question, answer_a=a, answer_b=b, reasoning=reasoning,
+                        verdict="A" if chosen_is_a else "B")
+
+
+def bootstrap_demos(plan: dict[str, Any], kept: dict[int, str]) -> tuple[list[int], list[int]]:
+    """The demos of a bootstrap candidate: ``(kept indices, labelled-only indices)``.
+
+    Args:
+        plan: the candidate (:func:`candidate_plans`).
+        kept: the verified reasoning of each training pair under this candidate's teacher
+            (pairs whose teacher verdict was wrong or unreadable are absent).
+    """
+    chosen: list[int] = []
+    for j in plan["order"]:
+        if len(chosen) >= plan["size"]:
+            break
+        if j in kept:
+            chosen.append(j)
+    rest = [j for j in plan["order"] if j not in chosen]
+    random.Random(0).shuffle(rest)
+    fill = max(0, min(MAX_LABELED - len(chosen), len(rest)))
+    return chosen, random.Random(0).sample(rest, fill)
+
+
+def _reasoning(reply: str) -> str:
+    return _VERDICT_LINE.sub("", str(strip_reasoning(str(reply)))).strip()
+
+
+class AuthorsSearch:
+    """The two searches of ``protocol=authors`` for a batch of users (see the module docstring).
+
+    Args:
+        base: the scorer (a ``fitting.SynthesizeMeBase``: its LLM calls with retries, counts and
+            options; typed loosely, as this module sits below it).
+        splits: per user, ``(training pairs, validation pairs)``.
+    """
+
+    def __init__(self, base: Any, splits: dict[str, tuple[list[Pref], list[Pref]]]) -> None:
+        self.base = base
+        self.splits = splits
+        seed = base.options.seed
+        self.order = {u: ([seeded_order(seed, "bootstrap", u, j) for j in range(len(t))],
+                          [seeded_order(seed, "validation", u, v) for v in range(len(v_))])
+                      for u, (t, v_) in splits.items()}
+        self.plans = {u: candidate_plans(len(t)) for u, (t, _) in splits.items()}
+
+    def _ask(self, requests: list[tuple[str, Any, dict[str, Any]]], desc: str) -> dict[str, Any]:
+        """Ask each distinct chat once; ``{chat key: (reply, verdict)}``."""
+        unique: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        for key, chat, where in requests:
+            unique.setdefault(key, (chat, where["user"], where))
+        keys = list(unique)
+        answers = self.base._ask([unique[k][0] for k in keys], parse_pairwise,
+                                 [(unique[k][1], unique[k][2]) for k in keys], persona=False,
+                                 desc=desc)
+        return dict(zip(keys, answers, strict=True))
+
+    def search(self, personas: dict[str, str], stage: str) -> dict[str, dict[str, Any]]:
+        """One random search per user; ``{user: {"demos", "scores", "chosen", "evaluated"}}``."""
+        # 1. the teachers' reasonings for every (candidate, training pair)
+        wanted: list[tuple[str, Any, dict[str, Any]]] = []
+        for u, plans in self.plans.items():
+            train, _ = self.splits[u]
+            shown = self.order[u][0]
+            for c, plan in enumerate(plans):
+                if plan["kind"] != "bootstrap":
+                    continue
+                for j in plan["order"]:
+                    demos = [_demo(train[i], shown[i]) for i in plan["teacher"] if i != j]
+                    chat = prompts.judge_chat(personas[u], train[j].question,
+                                              *_shown(train[j], shown[j]), demos)
+                    wanted.append((_key(chat), chat, {"user": u, "step": f"{stage}-teacher",
+                                                      "set": c, "pair": j}))
+        taught = self._ask(wanted, f"synthesizeme {stage} bootstrap")
+        # 2. each candidate's demos
+        demos_of: dict[str, list[list[prompts.Demo]]] = {}
+        for u, plans in self.plans.items():
+            train, _ = self.splits[u]
+            shown = self.order[u][0]
+            sets = []
+            for plan in plans:
+                if plan["kind"] == "zero-shot":
+                    sets.append([])
+                    continue
+                if plan["kind"] == "labelled":
+                    sets.append([_demo(train[i], shown[i]) for i in plan["teacher"]])
+                    continue
+                kept = {}
+                for j in plan["order"]:
+                    demos = [_demo(train[i], shown[i]) for i in plan["teacher"] if i != j]
+                    chat = prompts.judge_chat(personas[u], train[j].question,
+                                              *_shown(train[j], shown[j]), demos)
+                    reply, verdict = taught[_key(chat)]
+                    if not isinstance(verdict, ParseFailure) and verdict == (
+                            "A" if shown[j] else "B"):
+                        kept[j] = _reasoning(reply)
+                boot, raw = bootstrap_demos(plan, kept)
+                sets.append([_demo(train[j], shown[j], kept[j]) for j in boot]
+                            + [_demo(train[j], shown[j]) for j in raw])
+            demos_of[u] = sets
+        # 3. validation, one order per pair
+        wanted = []
+        for u, sets in demos_of.items():
+            _, val = self.splits[u]
+            shown = self.order[u][1]
+            for c, demos in enumerate(sets):
+                for v, pref in enumerate(val):
+                    chat = prompts.judge_chat(personas[u], pref.question,
+                                              *_shown(pref, shown[v]), demos)
+                    wanted.append((_key(chat), chat, {"user": u, "step": f"{stage}-validation",
+                                                      "set": c, "pair": v}))
+        judged = self._ask(wanted, f"synthesizeme {stage} validation")
+        out: dict[str, dict[str, Any]] = {}
+        for u, sets in demos_of.items():
+            _, val = self.splits[u]
+            shown = self.order[u][1]
+            scores: list[float] = []
+            best = 0
+            for c, demos in enumerate(sets):
+                right = 0
+                for v, pref in enumerate(val):
+                    chat = prompts.judge_chat(personas[u], pref.question,
+                                              *_shown(pref, shown[v]), demos)
+                    verdict = judged[_key(chat)][1]
+                    right += (not isinstance(verdict, ParseFailure)
+                              and verdict == ("A" if shown[v] else "B"))
+                scores.append(right / len(val) if val else 0.0)
+                if scores[-1] > scores[best]:
+                    best = c
+                if scores[-1] >= STOP_AT:
+                    break
+            out[u] = {"demos": sets[best], "scores": scores, "chosen": best,
+                      "chosen_name": self.plans[u][best]["name"], "evaluated": len(scores)}
+        return out
+
+
+def _shown(pref: Pref, chosen_is_a: bool) -> tuple[str, str]:
+    return (pref.chosen, pref.rejected) if chosen_is_a else (pref.rejected, pref.chosen)
+
+
+def _key(chat: Any) -> str:
+    import json
+
+    return json.dumps(chat, sort_keys=True, ensure_ascii=False)
+
+
+def authors_split(prefs: Sequence[Pref], user: str) -> tuple[list[Pref], list[Pref]]:
+    """The reference's split of a user's pairs: the first ``int(0.7 n)`` train, the rest validate.
+
+    Raises:
+        ValueError: a split with no training or no validation pair (the reference refuses a user
+            without validation pairs), naming the user.
+    """
+    cut = int(len(prefs) * 0.7)
+    train, val = list(prefs[:cut]), list(prefs[cut:])
+    if not train or not val:
+        missing = "training" if not train else "validation"
+        raise ValueError(f"synthesizeme: protocol=authors: user {user!r} has {len(prefs)} "
+                         f"labelled pair(s); the reference's split (the first int(0.7 n) train, "
+                         f"the rest validate) leaves no {missing} pair")
+    return train, val
+
+
+def fit_authors(base: Any, fits: Sequence[Any]) -> list[Persona | ParseFailure]:
+    """Fit each user by the reference's procedure (see the module docstring).
+
+    The persona comes from the first search's winner, the demos from the second search.
+
+    Args:
+        base: the scorer (``fitting.SynthesizeMeBase``).
+        fits: the users to fit (``fitting._Fit``: ``subject``, ``posts``, ``key``, ``mode``);
+            each user's pairs are split by :func:`authors_split`.
+    """
+    splits = {f.subject: authors_split(base.preferences.by_user[f.subject], f.subject)
+              for f in fits}
+    search = AuthorsSearch(base, {f.subject: splits[f.subject] for f in fits})
+    first = search.search({f.subject: NO_PERSONA for f in fits}, "persona")
+    chats, details = [], {}
+    for f in fits:
+        won = first[f.subject]
+        notes = [d["reasoning"] for d in won["demos"] if d["reasoning"].strip()]
+        chats.append(prompts.persona_from_reasoning_chat(f.posts, notes))
+        train, val = splits[f.subject]
+        details[f.subject] = {
+            "protocol": "authors", "split": "temporal", "n_train": len(train),
+            "n_val": len(val), "reasonings_kept": len(notes),
+            "persona_search": {k: won[k] for k in ("scores", "chosen", "chosen_name",
+                                                   "evaluated")},
+        }
+        base._fit["reasonings_kept"] += len(notes)
+    fitted = base._induce(list(fits), chats, details)
+    good = [p for p in fitted if isinstance(p, Persona)]
+    if good:
+        second = AuthorsSearch(base, {p.user: splits[p.user] for p in good}).search(
+            {p.user: p.persona for p in good}, "demos")
+        for p in good:
+            won = second[p.user]
+            p.demos = won["demos"]
+            p.details["demo_search"] = {k: won[k] for k in ("scores", "chosen", "chosen_name",
+                                                            "evaluated")}
+    return fitted

@@ -1,0 +1,111 @@
+"""``--write_out`` for prbench tasks: the first document of each task as the scorer gets it.
+
+lm-eval's ``--write_out`` logs (at INFO) the prompt of each task's first document. For a prbench
+task that prompt is ``doc_to_text``: a likelihood baseline's text in which a profile still to be
+built stands as ``[profile <builder> <key>: built when scored]``, and which a reward model never
+reads (it gets the structured request). While a ``prbench`` model is open, lm-eval's
+``print_writeout`` is wrapped (:func:`install`): for a prbench task it writes to standard error,
+whatever lm-eval's verbosity, what the scorer gets for document 0 — the profile as the task's
+builder renders it (built now for this one record, unless the scorer reads no profiles), and the
+chat for each answer with the profile where the scorer's ``profile_position`` and formats put it
+(a chat reward model then applies its own chat template). Other tasks keep lm-eval's output.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+_LM: weakref.ref[Any] | None = None
+_MARK = "_prbench_writeout"
+
+
+def install(lm: Any) -> None:
+    """Wrap lm-eval's ``print_writeout`` for prbench tasks, rendered for ``lm`` (the latest)."""
+    global _LM
+    import lm_eval.evaluator as evaluator
+
+    _LM = weakref.ref(lm)
+    original = evaluator.print_writeout
+    if getattr(original, _MARK, False):
+        return
+
+    def print_writeout(task: Any) -> None:
+        current = _LM() if _LM is not None else None
+        first = next((i for i in task.instances if i.doc_id == 0), None)
+        if current is None or first is None or not is_prbench_doc(first.doc):
+            original(task)
+            return
+        sys.stderr.write(render(getattr(task, "task_name", str(task)), first.doc, current) + "\n")
+
+    setattr(print_writeout, _MARK, True)
+    evaluator.print_writeout = print_writeout
+
+
+def is_prbench_doc(doc: Any) -> bool:
+    """A row of a prbench task (built by :func:`prbench.harness.tasks.load_docs`)."""
+    return isinstance(doc, Mapping) and "record_json" in doc and "profile_text" in doc
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines()) or "    (empty)"
+
+
+def _chat(options: Any) -> Callable[[str, str, str], list[dict[str, str]]] | None:
+    """The scorer's chat builder when its options say where the profile goes, else ``None``."""
+    position = getattr(options, "profile_position", None)
+    if position is None:
+        return None
+    from prbench.backends.chat_inputs import (
+        DEFAULT_SYSTEM_FORMAT,
+        DEFAULT_USER_FORMAT,
+        build_chat,
+    )
+
+    user_format = getattr(options, "user_format", DEFAULT_USER_FORMAT)
+    system_format = getattr(options, "system_format", DEFAULT_SYSTEM_FORMAT)
+
+    def chat(question: str, answer: str, profile: str) -> list[dict[str, str]]:
+        return build_chat(question, answer, profile, position=position,
+                          user_format=user_format, system_format=system_format)
+
+    return chat
+
+
+def render(task_name: str, doc: Mapping[str, Any], lm: Any) -> str:
+    """What the scorer of ``lm`` gets for ``doc``, as the text ``--write_out`` prints."""
+    from prbench.harness.profile_rows import row_view
+
+    component = lm.component
+    reads = bool(component.reads_profile)
+    view = row_view(doc, build=reads)
+    lines = [f"prbench --write_out: task {task_name}, document 0 (record {doc.get('id')!r}), as "
+             f"the scorer {component.name!r} gets it"]
+    if doc.get("condition") == "noprofile" or (reads and not view.text and not view.items):
+        lines.append("profile: none")
+    elif not reads:
+        lines.append(f"profile: not built (the scorer {component.name!r} reads no profile)")
+    else:
+        lines.append(f"profile ({doc.get('profile_builder')}, {len(view.items)} posts, "
+                     f"{view.n_tokens} tokens):")
+        lines.append(_indent(view.text))
+    if component.diagnostic:
+        lines.append("DIAGNOSTIC scorer: it also reads the record's narrative and rubric aspects")
+    profile = view.text if reads else ""
+    chat = _chat(lm.options)
+    if chat is None:
+        lines.append(f"question: {doc['question']}")
+    for label in ("chosen", "rejected"):
+        answer = str(doc[label])
+        if chat is None:
+            lines.append(f"answer ({label}):")
+            lines.append(_indent(answer))
+            continue
+        lines.append(f"chat for the {label} answer (the reward model applies its own chat "
+                     "template to these turns):")
+        for message in chat(str(doc["question"]), answer, profile):
+            lines.append(f"  [{message['role']}]")
+            lines.append(_indent(message["content"]))
+    return "\n".join(lines)

@@ -1,0 +1,231 @@
+"""The released pairwise protocol of Personalized RewardBench (``llm-judge`` ``protocol=released``).
+
+The authors' evaluation script (``evaluation/pairwise.py`` in the Personalized-RewardBench GitHub
+repository) judges each pair once: a seeded coin (seed 42) puts the chosen answer in position A or
+B, the judge gets the repository's ``prompts/pairwise_system.txt`` as the system message and
+``prompts/pairwise_user.txt`` (question and the two responses filled in) as the user message,
+decodes greedily with at most 512 new tokens, and reads the verdict from the reply: the text
+before the last ``</think>`` is dropped, ``"`` and ``*`` are removed, and the first letter after
+the first ``result:`` (any case) is the verdict. A reply without that marker, or whose first
+letter after it is neither ``a`` nor ``b``, counts as "A".
+
+prbench ships none of the authors' prompt text: the user points at the two files
+(``system_prompt_file=``, ``user_prompt_file=``), which :func:`load_prompts` reads -- regular
+files of at most :data:`MAX_PROMPT_BYTES`, UTF-8, each recorded with its sha256 -- and checks
+for the placeholders the script fills (:data:`USER_PLACEHOLDERS`; ``{profile}`` is optional and
+filled with the task's profile view, so a judge sees a profile only when both the task gives one
+and the file asks for it).
+
+What differs, on purpose, and is said where results are shown:
+
+- the fallback "A" never becomes a verdict of prbench's metrics: :func:`parse_released` returns a
+  :class:`~prbench.judges.parsing.ParseFailure`, the order is unreadable (``n_unreadable``), and
+  only the released script's own outputs (``released_*`` metrics,
+  :mod:`prbench.judges.order_metrics`) count it as "A";
+- the coin is seeded per pair (seed 42, the pair's id and answers), so it does not depend on the
+  order in which pairs reach the judge; it is a different draw from the script's sequential
+  ``random.random()`` stream, so which pairs have the chosen answer in A differs pair by pair
+  (the share is the same in expectation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from prbench.backends.base import Chat, GenerationFailure, Reply
+from prbench.judges.parsing import ParseFailure, generation_failed
+from prbench.options import OptionsError
+
+#: The seed of the released script's coin.
+SEED = 42
+#: The released script's token budget (greedy decoding).
+MAX_NEW_TOKENS = 512
+#: The verdict the released script gives an unreadable reply.
+FALLBACK = "A"
+#: The largest prompt file read (a prompt is a few hundred bytes; anything bigger is a mistake).
+MAX_PROMPT_BYTES = 64 * 1024
+#: The placeholders the user prompt file must hold (filled as the released script fills them).
+USER_PLACEHOLDERS = ("{question}", "{Response_A}", "{Response_B}")
+#: The placeholder the user prompt file may hold: the task's profile view.
+PROFILE_PLACEHOLDER = "{profile}"
+
+_FILLED = re.compile(
+    "|".join(re.escape(p) for p in (*USER_PLACEHOLDERS, PROFILE_PLACEHOLDER))
+)
+
+
+class PromptFileError(OptionsError):
+    """A prompt file that cannot be used (missing, not a regular file, too big, a placeholder
+    missing); the message names the option, the file and what is wrong.
+    """  # noqa: D205
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptFile:
+    """One prompt file as read.
+
+    Attributes:
+        option: the option that named it (``system_prompt_file`` / ``user_prompt_file``).
+        path: the path as given.
+        text: the text, stripped of surrounding whitespace (as the released script reads it).
+        sha256: the hex digest of the file's bytes.
+        size: the file's size in bytes.
+    """
+
+    option: str
+    path: str
+    text: str
+    sha256: str
+    size: int
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready provenance (results manifest): path, sha256, size."""
+        return {"path": self.path, "sha256": self.sha256, "bytes": self.size}
+
+
+def read_prompt_file(path: str, option: str, placeholders: tuple[str, ...] = ()) -> PromptFile:
+    """Read one prompt file and check it.
+
+    Args:
+        path: the file.
+        option: the option that named it (for the error message).
+        placeholders: placeholders the text must hold.
+
+    Raises:
+        PromptFileError: no path, not a regular file, over :data:`MAX_PROMPT_BYTES`, not UTF-8,
+            empty, or a placeholder missing (one problem, naming the file).
+    """
+    if not path:
+        raise PromptFileError(
+            f"llm-judge: protocol=released needs {option}= (the released prompts/"
+            f"{'pairwise_system.txt' if option.startswith('system') else 'pairwise_user.txt'} "
+            "of the Personalized-RewardBench repository, or your own file)"
+        )
+    where = f"llm-judge: {option}={path}"
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise PromptFileError(f"{where}: cannot read it ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise PromptFileError(f"{where}: not a regular file")
+    if info.st_size > MAX_PROMPT_BYTES:
+        raise PromptFileError(
+            f"{where}: {info.st_size} bytes, more than the {MAX_PROMPT_BYTES} a prompt file "
+            "may have"
+        )
+    try:
+        data = Path(path).read_bytes()[: MAX_PROMPT_BYTES + 1]
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise PromptFileError(f"{where}: cannot read it ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise PromptFileError(f"{where}: not UTF-8 text (byte {exc.start})") from exc
+    if len(data) > MAX_PROMPT_BYTES:
+        raise PromptFileError(f"{where}: grew past {MAX_PROMPT_BYTES} bytes while being read")
+    if not text.strip():
+        raise PromptFileError(f"{where}: the file is empty")
+    for placeholder in placeholders:
+        if placeholder not in text:
+            raise PromptFileError(f"{where}: the placeholder {placeholder} is missing")
+    return PromptFile(
+        option=option, path=path, text=text.strip(),
+        sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleasedPrompts:
+    """The two prompt files of the released protocol."""
+
+    system: PromptFile
+    user: PromptFile
+
+    @property
+    def reads_profile(self) -> bool:
+        """Whether the user prompt shows the task's profile view (``{profile}``)."""
+        return PROFILE_PLACEHOLDER in self.user.text
+
+    def chat(self, question: str, profile_text: str, response_a: str, response_b: str) -> Chat:
+        """The judge's chat for one order: the system file, then the filled user file.
+
+        The placeholders are filled in one pass, so a question or an answer that happens to
+        contain a placeholder's text is never filled a second time.
+        """
+        values = {
+            "{question}": question, "{Response_A}": response_a, "{Response_B}": response_b,
+            PROFILE_PLACEHOLDER: profile_text,
+        }
+        user = _FILLED.sub(lambda m: values[m.group(0)], self.user.text)
+        return [{"role": "system", "content": self.system.text},
+                {"role": "user", "content": user}]
+
+    def describe(self) -> dict[str, Any]:
+        """Both files' path, sha256 and size (results manifest)."""
+        return {"system_prompt_file": self.system.describe(),
+                "user_prompt_file": self.user.describe()}
+
+    def version(self) -> str:
+        """A short prompt version for ``stats()``: ``released:<sha256 of both files>``."""
+        both = hashlib.sha256(f"{self.system.sha256}:{self.user.sha256}".encode()).hexdigest()
+        return f"released:{both[:16]}"
+
+
+def load_prompts(system_prompt_file: str, user_prompt_file: str) -> ReleasedPrompts:
+    """Read and check both prompt files (see :func:`read_prompt_file`).
+
+    Raises:
+        PromptFileError: either file is unusable.
+    """
+    return ReleasedPrompts(
+        system=read_prompt_file(system_prompt_file, "system_prompt_file"),
+        user=read_prompt_file(user_prompt_file, "user_prompt_file", USER_PLACEHOLDERS),
+    )
+
+
+def parse_released(text: Reply) -> str | ParseFailure:
+    """The released script's reading of a reply: ``"A"``, ``"B"`` or a failure (no fallback).
+
+    The text before the last ``</think>`` is dropped, ``"`` and ``*`` are removed, and the first
+    letter after the first ``result:`` (any case) decides. The caller applies the fallback "A"
+    where the protocol asks for it; here a reply that gives none is a failure:
+    ``no-result-marker`` (no ``result:``), ``not-a-or-b`` (another first letter), or the
+    backend's own failure.
+    """
+    if isinstance(text, GenerationFailure):
+        return generation_failed(text)
+    body = str(text).strip().split("</think>")[-1].strip()
+    body = body.replace('"', "").replace("*", "").strip()
+    lowered = body.lower()
+    excerpt = body[-200:]
+    if "result:" not in lowered:
+        return ParseFailure("no-result-marker", "the reply has no 'Result:'", excerpt)
+    after = lowered.split("result:")[1].strip()
+    if after.startswith("a"):
+        return "A"
+    if after.startswith("b"):
+        return "B"
+    return ParseFailure(
+        "not-a-or-b", f"the first letter after 'Result:' is {after[:1]!r}, not A or B", excerpt
+    )
+
+
+__all__ = [
+    "FALLBACK",
+    "MAX_NEW_TOKENS",
+    "MAX_PROMPT_BYTES",
+    "PROFILE_PLACEHOLDER",
+    "SEED",
+    "USER_PLACEHOLDERS",
+    "PromptFile",
+    "PromptFileError",
+    "ReleasedPrompts",
+    "load_prompts",
+    "parse_released",
+    "read_prompt_file",
+]
