@@ -104,14 +104,13 @@ from prbench.backends.hf_classifier import (
 )
 from prbench.devices import resolve_device, torch_device
 from prbench.errors import PrbenchUserError
+from prbench.hashing import seeded_unit, stable_hash
 from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
 from prbench.judges.common import (
     BackendOptions,
     LLMJudgeBase,
     OrderTally,
     generate_in_batches,
-    seeded_unit,
-    stable_hash,
 )
 from prbench.judges.order_metrics import aggregate as aggregate_order_metrics
 from prbench.judges.parsing import (

@@ -17,8 +17,14 @@ Tests run offline, so prbench ships them here::
 
 It also holds what a plugin test needs to drive prbench itself: ``PluginRegistry`` (build one
 with ``env={"PRBENCH_LOAD_PLUGINS": "myplugin"}`` so only your plugin loads), ``reset_registry``
-and ``reset_task_state`` (forget the loaded plugins / the tasks' loaded records between tests) and
-``run_cli`` (run a ``prbench`` command in-process and get its exit code).
+and ``reset_task_state`` (forget the loaded plugins / the tasks' loaded records between tests),
+``run_cli`` (run a ``prbench`` command in-process and get its exit code), and the set-up of a test
+folder's ``conftest.py`` -- offline, a fresh registry and a private cache for every test::
+
+    from prbench.testing import isolated_tests, skip_unless_installed
+
+    collect_ignore_glob = skip_unless_installed("prbench_plugin_mine")
+    _isolated = isolated_tests(load_plugins="mine")  # only this plugin loads
 
 This module is public, like :mod:`prbench.api`, under the same compatibility promise (see
 "Plugin API" in docs/plugin-api.md); plugin tests import prbench only from these two modules.
@@ -225,6 +231,62 @@ def run_cli(argv: Sequence[str]) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
+def isolated_tests(load_plugins: str | None = None) -> Any:
+    """The set-up of a test folder: offline, and a fresh registry and cache dir for every test.
+
+    Call it in the folder's ``conftest.py`` and bind the result to a name there
+    (``_isolated = isolated_tests("mine")``): the call sets ``HF_HUB_OFFLINE``,
+    ``HF_DATASETS_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` to ``1`` (and ``TOKENIZERS_PARALLELISM``
+    to ``false`` unless set); the returned autouse fixture gives each test its own
+    ``PRBENCH_CACHE_DIR`` and a registry built afresh (:func:`reset_registry` before and after).
+
+    Args:
+        load_plugins: ``PRBENCH_LOAD_PLUGINS`` during each test (``"mine"``: only that plugin,
+            whatever else is installed; ``""``: only prbench's built-ins); ``None`` leaves it as
+            the environment has it.
+
+    Returns:
+        The autouse pytest fixture.
+    """
+    import os
+
+    import pytest
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ[var] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    @pytest.fixture(autouse=True)
+    def isolated(tmp_path_factory: pytest.TempPathFactory,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+        monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("prbench_cache")))
+        if load_plugins is not None:
+            monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", load_plugins)
+        # a progress switch left by an earlier in-process command (`--no_progress` sets
+        # TQDM_DISABLE) must not decide whether this test's bars are drawn
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
+        reset_registry()
+        yield
+        reset_registry()
+
+    return isolated
+
+
+def skip_unless_installed(module: str) -> list[str]:
+    """``collect_ignore_glob`` for a plugin's test folder: its tests are skipped when ``module``
+    (the plugin's package) is not installed, collected otherwise.
+
+    Args:
+        module: the plugin package's import name, e.g. ``"prbench_plugin_mine"``.
+
+    Returns:
+        ``["test_*.py"]`` when the package cannot be found, else ``[]``.
+    """  # noqa: D205
+    import importlib.util
+
+    return [] if importlib.util.find_spec(module) is not None else ["test_*.py"]
+
+
 @contextlib.contextmanager
 def token_slot_limit(module: Any, limit: int) -> Iterator[dict[str, int]]:
     """Simulate a device that holds ``limit`` token slots: ``module``'s forward runs out of memory.
@@ -279,8 +341,10 @@ __all__ = [
     "Script",
     "ScriptedBackend",
     "build_tiny_causal_lm",
+    "isolated_tests",
     "reset_registry",
     "reset_task_state",
     "run_cli",
+    "skip_unless_installed",
     "token_slot_limit",
 ]

@@ -1,16 +1,10 @@
 """Shared test set-up: every test runs offline, with its own plugin registry and cache dirs."""
 
-from __future__ import annotations
-
 import os
 import sys
 import types
 
-import pytest
-
-for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-    os.environ[_var] = "1"
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from prbench.testing import isolated_tests
 
 # ``from tests._x import ...`` must reach this folder. It is a namespace package, and a regular
 # package named ``tests`` anywhere on the path wins over it: some wheels ship one (verl and
@@ -22,20 +16,7 @@ if _TESTS not in list(getattr(sys.modules.get("tests"), "__path__", [])):
     sys.modules["tests"] = _package
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A fresh process-wide registry and a private prbench cache directory per test.
-
-    Core tests see only prbench's built-in plugins (``PRBENCH_LOAD_PLUGINS`` empty), whatever
-    third-party plugins are installed; tests of the entry-point path set their own plugin set.
-    """
-    from prbench.plugins import reset_registry
-
-    monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("prbench_cache")))
-    monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")
-    # a progress switch left by an earlier in-process command (`--no_progress` sets
-    # TQDM_DISABLE) must not decide whether this test's bars are drawn
-    monkeypatch.delenv("TQDM_DISABLE", raising=False)
-    reset_registry()
-    yield
-    reset_registry()
+#: offline; per test a fresh process-wide registry and a private prbench cache directory. Core
+#: tests see only prbench's built-in plugins (``PRBENCH_LOAD_PLUGINS`` empty), whatever
+#: third-party plugins are installed; tests of the entry-point path set their own plugin set.
+_isolated = isolated_tests(load_plugins="")

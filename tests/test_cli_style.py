@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from prbench.cli import COMMANDS, ROLES, CommandParser, build_parser, main, scorer_specs
+from prbench.cli import COMMANDS, CommandParser, build_parser, main
+from prbench.commands import ROLES, scorer_specs
 from prbench.options import OptionsError
 
 SWITCHES = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._HelpAction,
@@ -334,7 +335,7 @@ def _components(command: str, argv: list[str], role: str) -> tuple[tuple[str, di
     import contextlib
     import io
 
-    from prbench.cli import component_args
+    from prbench.commands import component_args
 
     parser = SUBPARSERS[command]
     err = io.StringIO()
@@ -420,7 +421,7 @@ def test_the_default_component_needs_no_flag_and_a_list_must_name_one() -> None:
 
 
 def test_one_parser_reads_every_options_list_and_keeps_json_values_whole() -> None:
-    from prbench.cli import kv_text
+    from prbench.commands import kv_text
     from prbench.options import parse_kv_string
 
     text = 'builder=dense,model_kwargs={"a": [1, 2], "b": "x,}y"},stop=[",", "."],k=5'

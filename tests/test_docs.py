@@ -349,7 +349,7 @@ class Checker:
                 return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
         if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
             return [f"prbench {ns.command}: unrecognized arguments: {' '.join(extra)}"]
-        from prbench.cli import ROLES, component_args, scorer_specs
+        from prbench.commands import ROLES, component_args, scorer_specs
 
         out: list[str] = []
         notes = io.StringIO()

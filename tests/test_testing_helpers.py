@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from prbench.backends.base import BackendSpec, GenerationConfig, build_backend
+from prbench.backends.base import BackendSpec, GenerationConfig
+from prbench.backends.factory import build_backend
 from prbench.testing import LoopbackOpenAI, ScriptedBackend, build_tiny_causal_lm
 
 CHAT = [{"role": "user", "content": "Which answer fits the person?"}]
@@ -41,3 +42,25 @@ def test_tiny_causal_lm_loads_and_generates(tmp_path: Path, arch: str) -> None:
     backend = build_backend(BackendSpec(backend="hf", model=str(folder), device="cpu"))
     [reply] = backend.generate([CHAT], GenerationConfig(max_new_tokens=4))
     assert isinstance(reply, str)
+
+
+def test_isolated_tests_gives_each_test_an_offline_fresh_setup() -> None:
+    """tests/conftest.py binds ``isolated_tests(load_plugins="")``: this test runs under it."""
+    import os
+
+    from prbench.plugins import get_registry
+
+    assert all(os.environ[v] == "1" for v in
+               ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    assert os.environ["PRBENCH_LOAD_PLUGINS"] == ""
+    cache = Path(os.environ["PRBENCH_CACHE_DIR"])
+    assert cache.is_dir() and list(cache.iterdir()) == []  # private and fresh
+    loaded = {p.origin for p in get_registry().plugins.values() if p.disabled is None}
+    assert loaded == {"builtin"}  # installed plugins are listed, not loaded
+
+
+def test_skip_unless_installed_ignores_a_missing_plugins_tests() -> None:
+    from prbench.testing import skip_unless_installed
+
+    assert skip_unless_installed("prbench") == []
+    assert skip_unless_installed("prbench_plugin_no_such_thing") == ["test_*.py"]

@@ -9,8 +9,8 @@ from prbench.backends.base import (
     GenerationFailedError,
     GenerationFailure,
     Reply,
-    build_backend,
 )
+from prbench.backends.factory import build_backend
 
 __all__ = [
     "BackendFatalError",

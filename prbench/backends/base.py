@@ -1,9 +1,9 @@
-"""The generation-backend protocol and how a backend is chosen from options.
+"""The generation-backend protocol and the options that choose a backend.
 
 A chat is a list of ``{"role": ..., "content": ...}`` messages (OpenAI style). Every backend
 generates text for a batch of chats and, where it can, returns the log-probability of given
 continuations. Judges, planners and pair generators embed :class:`BackendSpec` fields in their
-options and call :func:`build_backend`.
+options and call :func:`prbench.backends.factory.build_backend`.
 
 Failures come in two kinds, and every backend keeps them apart:
 
@@ -219,22 +219,3 @@ class BackendSpec:
     max_retries: int = 5
     cache_dir: str = "auto"
     batch_size: int = 8
-
-
-def build_backend(spec: BackendSpec) -> GenerationBackend:
-    """Build the backend a spec names (imports the heavy module only now).
-
-    Raises:
-        ValueError: an unknown backend or a missing required setting.
-    """
-    if not spec.model:
-        raise ValueError("a backend needs `model` (a hub id, local folder or served model name)")
-    if spec.backend == "hf":
-        from prbench.backends.hf_causal import HFCausalBackend
-
-        return HFCausalBackend(spec)
-    if spec.backend == "openai":
-        from prbench.backends.http import OpenAIBackend
-
-        return OpenAIBackend(spec)
-    raise ValueError(f"unknown backend {spec.backend!r}; use 'hf' or 'openai'")

@@ -78,6 +78,7 @@ from prbench.backends.base import (
 )
 from prbench.backends.cache import ResponseCache
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
+from prbench.errors import PrbenchUserError
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class BackendRequestError(BackendFatalError):
     """A failure that concerns the whole run (bad key, unknown model or route, TLS, no server)."""
 
 
-class BackendCapabilityError(NotImplementedError):
+class BackendCapabilityError(PrbenchUserError, NotImplementedError):
     """The backend cannot do what was asked (e.g. score a given continuation)."""
 
 

@@ -32,7 +32,7 @@ OUTPUTS = {"output_path": "file"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench build``."""
-    from prbench.cli import add_component_argument
+    from prbench.commands import add_component_argument
 
     parser.add_argument("input", help="source records: a .jsonl/.json/.parquet file or a folder")
     parser.add_argument("-o", "--output_path", required=True,
@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     """The generator's id and options: ``--generator_args`` with the shortcut flags."""
-    from prbench.cli import component_args
+    from prbench.commands import component_args
     from prbench.options import OptionsError
 
     generator, given = component_args(args, "generator")

@@ -185,7 +185,7 @@ def lm_eval_spellings(extra: Sequence[str]) -> list[str]:
     """
     from lm_eval._cli.harness import HarnessCLI
 
-    from prbench.cli import OLD_OUTPUT_FLAGS, spellings
+    from prbench.commands import OLD_OUTPUT_FLAGS, spellings
 
     run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
     known = set(run_parser._option_string_actions)

@@ -40,7 +40,7 @@ OUTPUTS = {"output_path": "file"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rank``."""
-    from prbench.cli import add_component_argument
+    from prbench.commands import add_component_argument
 
     parser.add_argument(
         "data",
@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The ranking builder's id and options (``--profile_args`` with the device and batch size)."""
-    from prbench.cli import component_args
+    from prbench.commands import component_args
     from prbench.devices import resolve_device
     from prbench.options import OptionsError
 

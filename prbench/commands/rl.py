@@ -20,7 +20,7 @@ OUTPUTS = {"output_path": "dir"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
-    from prbench.cli import add_component_argument, add_scorer_argument
+    from prbench.commands import add_component_argument, add_scorer_argument
     from prbench.downstream.rl import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, train, evaluate; print a before/after table."""
-    from prbench.cli import check_scorer, component_args, scorer_specs
+    from prbench.commands import check_scorer, component_args, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
     from prbench.plugins import get_registry
     from prbench.progress import progress_enabled

@@ -17,7 +17,7 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench serve``."""
-    from prbench.cli import add_scorer_argument
+    from prbench.commands import add_scorer_argument
     from prbench.downstream.serve_guard import DEFAULT_MAX_BODY_BYTES
 
     add_scorer_argument(parser)  # a pointwise scorer, checked before the server starts
@@ -86,7 +86,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
-    from prbench.cli import check_scorer, scorer_specs
+    from prbench.commands import check_scorer, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
     from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
     from prbench.options import OptionsError

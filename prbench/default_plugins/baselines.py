@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 from collections.abc import Sequence
 from typing import Literal
 
 from prbench.hookspecs import ComponentRegister, hookimpl
 from prbench.scoring.base import ScoreRequest
+from prbench.text import content_words
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,27 +86,6 @@ class ConstantScorer:
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """``value`` for every request."""
         return [self.options.value for _ in requests]
-
-
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP_TEXT = """a an and are as at be but by for from has have how i if in into is it its my of
-on or so that the their them they this to was were what when which while with without you
-your"""
-_STOP = frozenset(_STOP_TEXT.split())
-
-
-def content_words(text: str) -> set[str]:
-    """Lower-cased words minus stop words and very short tokens, crudely stemmed."""
-    words = set()
-    for w in _WORD.findall(text.lower()):
-        if w in _STOP or len(w) < 3:
-            continue
-        for suffix in ("ing", "es", "ed", "s"):
-            if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-                w = w[: -len(suffix)]
-                break
-        words.add(w)
-    return words
 
 
 @dataclasses.dataclass(frozen=True)

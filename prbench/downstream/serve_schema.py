@@ -29,6 +29,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from prbench.errors import PrbenchUserError
 from prbench.profiles.base import ProfileView, render_posts
 from prbench.records import ProfileItem
 from prbench.scoring.base import EMPTY_PROFILE, ScoreRequest
@@ -47,7 +48,7 @@ CONTEXT_LISTS = {
 MAX_DEPTH = 64
 
 
-class PayloadError(ValueError):
+class PayloadError(PrbenchUserError, ValueError):
     """A request body that cannot be scored; the message names the field and the item."""
 
 

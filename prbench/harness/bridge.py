@@ -34,6 +34,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from prbench.harness.lm_eval_args import running_lm_eval_cli
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "prbench"
@@ -350,18 +352,8 @@ def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> 
     return f"{message}: add --tasks, e.g. --tasks personalized_rewardbench_sample"
 
 
-def _running_lm_eval_cli() -> bool:
-    """True in a process started as the ``lm_eval`` command (or ``python -m lm_eval``)."""
-    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if first is None:
-        return False
-    return first.name in ("lm_eval", "lm-eval") or (
-        first.name == "__main__.py" and first.parent.name == "lm_eval"
-    )
-
-
 def _install_clean_errors() -> None:
-    if _running_lm_eval_cli() and not getattr(sys.excepthook, "_prbench_clean_errors", False):
+    if running_lm_eval_cli() and not getattr(sys.excepthook, "_prbench_clean_errors", False):
         sys.excepthook = clean_errors_hook(sys.excepthook)
 
 
@@ -404,9 +396,9 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
     _install_clean_errors()
     if name == "lm_eval._cli.utils":
         return  # only the clean-errors hook: lm-eval is still parsing its command line
-    if name == "lm_eval.config.evaluate_config" and _running_lm_eval_cli():
+    if name == "lm_eval.config.evaluate_config" and running_lm_eval_cli():
         stop_without_model(sys.argv[1:])
-    if _running_lm_eval_cli():
+    if running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if _argv_has_metadata(sys.argv):
         quiet_metadata_hint(metadata_given=True)
@@ -415,7 +407,7 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
         quiet_metadata_hint(metadata_given=False)
     if name == "lm_eval.models":
         register_model()
-        if _running_lm_eval_cli():
+        if running_lm_eval_cli():
             patch_results_saving()
             patch_model_name()
     elif name == "lm_eval.tasks.manager":

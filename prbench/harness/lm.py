@@ -516,7 +516,7 @@ class PRBenchLM(LM):
         when nothing was scored; ``scorer.stats`` is the scorer's own ``stats()`` if it has one.
         """
         from prbench.harness.manifest import versions
-        from prbench.harness.tasks import PROVENANCE, refresh_provenance
+        from prbench.harness.profile_rows import PROVENANCE, refresh_provenance
 
         refresh_provenance()
         runtime = self._runtime.describe() if self._runtime is not None else None

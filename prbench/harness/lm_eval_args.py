@@ -15,10 +15,21 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 #: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
 JSON_FLAGS = ("--model_args", "-a", "--metadata", "--gen_kwargs")
+
+
+def running_lm_eval_cli() -> bool:
+    """True in a process started as the ``lm_eval`` command (or ``python -m lm_eval``)."""
+    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if first is None:
+        return False
+    return first.name in ("lm_eval", "lm-eval") or (
+        first.name == "__main__.py" and first.parent.name == "lm_eval"
+    )
 
 
 def json_flag_problem(argv: Sequence[str]) -> str | None:
@@ -146,9 +157,7 @@ def check_no_use_cache(argv: Sequence[str] | None = None) -> None:
     from prbench.options import OptionsError
 
     if argv is None:
-        from prbench.harness.bridge import _running_lm_eval_cli
-
-        if not _running_lm_eval_cli():
+        if not running_lm_eval_cli():
             return
         argv = sys.argv[1:]
     if getattr(parse_text(argv), "use_cache", None):
@@ -178,9 +187,7 @@ def restore_option_text(
     from lm_eval._cli.utils import handle_cli_value_string
 
     if argv is None:
-        from prbench.harness.bridge import _running_lm_eval_cli
-
-        if not _running_lm_eval_cli():
+        if not running_lm_eval_cli():
             return dict(model_args)
         argv = sys.argv[1:]
     text = model_args_text(argv, flags)
@@ -204,4 +211,5 @@ __all__ = [
     "option_text",
     "parse_text",
     "restore_option_text",
+    "running_lm_eval_cli",
 ]

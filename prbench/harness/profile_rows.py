@@ -15,6 +15,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+#: what each data load built, for results manifests (filled by
+#: :func:`prbench.harness.tasks.load_docs`; kept here, below the tasks, so that
+#: :func:`refresh_provenance` can update it)
+PROVENANCE: list[dict[str, Any]] = []
+
 
 def profile_fields(view: Any, status: str) -> dict[str, Any]:
     """The row fields of a profile view (see :data:`PROFILE_FIELDS`)."""
@@ -78,7 +83,6 @@ def refresh_provenance() -> None:
     process) and ``description`` (the builder's own id with its options, once one view is built
     here).
     """
-    from prbench.harness.tasks import PROVENANCE
     from prbench.profiles import lazy
 
     live = {id(e) for e in PROVENANCE}
@@ -234,6 +238,7 @@ def reset() -> None:
 
 __all__ = [
     "PROFILE_FIELDS",
+    "PROVENANCE",
     "note_peer_profiles",
     "prepare_profiles",
     "process_docs",

@@ -45,6 +45,7 @@ from typing import Any
 
 from prbench.harness import profile_rows
 from prbench.harness.profile_rows import (
+    PROVENANCE,
     prepare_profiles,
     process_docs,
     profile_fields,
@@ -81,8 +82,6 @@ TASK_DEFAULT_KEYS = (
     "prbench_default_profile_source",
 )
 
-#: what each data load built, for results manifests (filled by :func:`load_docs`)
-PROVENANCE: list[dict[str, Any]] = []
 #: (data, domain, condition) -> (chosen words, rejected words) per row, for the length baseline
 LENGTHS: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
 _RECORDS: dict[tuple[str, str | None, str, str | None], list[Any]] = {}

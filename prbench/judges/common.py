@@ -18,8 +18,6 @@ counts it by reason in ``stats()`` and lists it (item, stage, reason, detail) in
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -32,10 +30,10 @@ from prbench.backends.base import (
     GenerationFailedError,
     GenerationFailure,
     Reply,
-    build_backend,
     is_truncated,
     truncation_failure,
 )
+from prbench.backends.factory import build_backend
 from prbench.judges import prompts
 from prbench.judges.order_metrics import order_outcome
 from prbench.judges.parsing import ParseFailure, generation_failed
@@ -225,17 +223,6 @@ def build_component(kind: str, component_id: str, options: Mapping[str, Any], ow
         ) from exc
     except OptionsError as exc:
         raise ValueError(f"{owner}: bad options for the {kind} {component_id!r}: {exc}") from exc
-
-
-def stable_hash(*parts: object) -> str:
-    """SHA-256 hex of the JSON form of ``parts`` (for cache keys and seeded choices)."""
-    data = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(data.encode("utf-8")).hexdigest()
-
-
-def seeded_unit(*parts: object) -> float:
-    """A number in [0, 1) that depends only on ``parts`` (batch- and order-independent)."""
-    return int(stable_hash(*parts)[:16], 16) / 16**16
 
 
 @dataclasses.dataclass

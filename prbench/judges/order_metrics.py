@@ -336,7 +336,7 @@ PAIR_OUTCOMES: dict[str, dict[str, Any]] = {}
 
 def doc_key(doc: Mapping[str, Any]) -> str:
     """The key of a task row's pair: its id, question, profile view and both answers."""
-    from prbench.judges.common import stable_hash
+    from prbench.hashing import stable_hash
 
     return stable_hash(
         "pair-outcome", doc.get("id"), doc.get("question"), doc.get("profile_text"),

@@ -39,13 +39,13 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from prbench.backends.base import Chat
+from prbench.hashing import seeded_unit
 from prbench.judges import prompts, released
 from prbench.judges.common import (
     BackendOptions,
     LLMJudgeBase,
     OrderTally,
     generate_in_batches,
-    seeded_unit,
 )
 from prbench.judges.parsing import parse_pairwise
 from prbench.scoring.base import PairRequest

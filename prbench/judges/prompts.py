@@ -33,6 +33,35 @@ def _chat(system: str, user: str, **fields: object) -> Chat:
     ]
 
 
+def _person_chat(system: str, user: str, question: str, profile_text: str,
+                 **fields: object) -> Chat:
+    """A chat about one person's question: ``user`` filled with their profile, the question and
+    ``fields``.
+    """  # noqa: D205
+    return _chat(system, user, profile=_profile_block(profile_text), question=question.strip(),
+                 **fields)
+
+
+# -- the pieces several prompts share (the texts are joined, so each prompt reads as before) -----
+
+_PROFILE_TAG = "<profile>\n{profile}\n</profile>"
+_QUESTION_TAG = "<question>\n{question}\n</question>"
+#: the person's earlier posts and their question, as the judges show them
+_KNOWN_PERSON = (
+    "Here is what we know about the person, from posts they wrote earlier:\n"
+    f"{_PROFILE_TAG}\n\nTheir question:\n{_QUESTION_TAG}\n\n"
+)
+#: the question (and the narrative, when given), as the rubric judge shows them
+_ASKED = f"The person asked:\n{_QUESTION_TAG}\n{{narrative_block}}\n"
+#: the answer under check, as the rubric judge shows it
+_TO_CHECK = "The answer to check:\n<answer>\n{answer}\n</answer>\n\n"
+#: the person's earlier posts and their question, as the pair generator shows them
+_GENERATOR_PERSON = (
+    "Posts the person asking wrote earlier (use them to match their background and way of "
+    f"writing):\n{_PROFILE_TAG}\n\nTheir question:\n{_QUESTION_TAG}\n\n"
+)
+
+
 # -- pairwise judge ------------------------------------------------------------------------------
 
 PAIRWISE_SYSTEM = (
@@ -42,17 +71,7 @@ PAIRWISE_SYSTEM = (
     "what they have written before. Do not prefer an answer for being longer or for its position."
 )
 
-PAIRWISE_USER = """\
-Here is what we know about the person, from posts they wrote earlier:
-<profile>
-{profile}
-</profile>
-
-Their question:
-<question>
-{question}
-</question>
-
+PAIRWISE_USER = _KNOWN_PERSON + """\
 <answer_a>
 {answer_a}
 </answer_a>
@@ -71,14 +90,8 @@ naming the single answer that suits this person better. Do not write anything af
 
 def pairwise_chat(question: str, profile_text: str, answer_a: str, answer_b: str) -> Chat:
     """The pairwise judge's chat for one order of two answers."""
-    return _chat(
-        PAIRWISE_SYSTEM,
-        PAIRWISE_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        answer_a=answer_a.strip(),
-        answer_b=answer_b.strip(),
-    )
+    return _person_chat(PAIRWISE_SYSTEM, PAIRWISE_USER, question, profile_text,
+                        answer_a=answer_a.strip(), answer_b=answer_b.strip())
 
 
 # -- pointwise rating ----------------------------------------------------------------------------
@@ -89,17 +102,7 @@ RATING_SYSTEM = (
     "and clearly shaped around what this person cares about."
 )
 
-RATING_USER = """\
-Here is what we know about the person, from posts they wrote earlier:
-<profile>
-{profile}
-</profile>
-
-Their question:
-<question>
-{question}
-</question>
-
+RATING_USER = _KNOWN_PERSON + """\
 The answer to grade:
 <answer>
 {answer}
@@ -116,15 +119,8 @@ def rating_chat(
     question: str, profile_text: str, answer: str, low: int = 0, high: int = 10
 ) -> Chat:
     """The pointwise rating judge's chat for one answer."""
-    return _chat(
-        RATING_SYSTEM,
-        RATING_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        answer=answer.strip(),
-        low=low,
-        high=high,
-    )
+    return _person_chat(RATING_SYSTEM, RATING_USER, question, profile_text,
+                        answer=answer.strip(), low=low, high=high)
 
 
 # -- rubric-aspect judge (downstream quality) ----------------------------------------------------
@@ -140,20 +136,11 @@ RUBRIC_SCALE = (
     "2 = the answer addresses it clearly and usefully"
 )
 
-RUBRIC_LIST_USER = """\
-The person asked:
-<question>
-{question}
-</question>
-{narrative_block}
+RUBRIC_LIST_USER = _ASKED + """\
 Points this person expects a good answer to cover:
 {aspects}
 
-The answer to check:
-<answer>
-{answer}
-</answer>
-
+""" + _TO_CHECK + """\
 Score every point with this scale:
 {scale}
 
@@ -162,20 +149,11 @@ order of the points, as a list of {n} whole numbers, for example
 Scores: [{example}]
 Do not write anything after that line."""
 
-RUBRIC_ONE_USER = """\
-The person asked:
-<question>
-{question}
-</question>
-{narrative_block}
+RUBRIC_ONE_USER = _ASKED + """\
 A point this person expects a good answer to cover:
 {aspect}
 
-The answer to check:
-<answer>
-{answer}
-</answer>
-
+""" + _TO_CHECK + """\
 Score the point with this scale:
 {scale}
 
@@ -241,17 +219,9 @@ PLANNER_SYSTEM = (
     "wrote earlier, you work out what that person will expect a good answer to address."
 )
 
-PLANNER_USER = """\
-Posts this person wrote earlier:
-<profile>
-{profile}
-</profile>
-
-Their new question:
-<question>
-{question}
-</question>
-
+PLANNER_USER = (
+    f"Posts this person wrote earlier:\n{_PROFILE_TAG}\n\nTheir new question:\n{_QUESTION_TAG}\n\n"
+) + """\
 List the specific things this person is likely to expect an answer to address, given their \
 situation, constraints, skill level and interests as the posts reveal them. Prefer concrete, \
 personal expectations over generic qualities such as "be accurate". Give at most {max_items} \
@@ -260,13 +230,8 @@ items, one per line, each line starting with "- ". Write nothing else."""
 
 def planner_chat(question: str, profile_text: str, max_items: int) -> Chat:
     """The planner's chat: infer the aspects a user will expect."""
-    return _chat(
-        PLANNER_SYSTEM,
-        PLANNER_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        max_items=max_items,
-    )
+    return _person_chat(PLANNER_SYSTEM, PLANNER_USER, question, profile_text,
+                        max_items=max_items)
 
 
 PLAN_HEADER = "What this user is likely to expect from an answer (inferred from their posts):"
@@ -279,17 +244,7 @@ GENERATOR_SYSTEM = (
     "that suits the person asking."
 )
 
-CHOSEN_USER = """\
-Posts the person asking wrote earlier (use them to match their background and way of writing):
-<profile>
-{profile}
-</profile>
-
-Their question:
-<question>
-{question}
-</question>
-
+CHOSEN_USER = _GENERATOR_PERSON + """\
 This person expects the answer to address the following:
 {aspects}
 
@@ -297,17 +252,7 @@ Write an answer to the question for this person. Address every point above natur
 good advice; do not list the points or say that you were given them. Use at most {max_words} \
 words. Reply with the answer only."""
 
-REJECTED_USER = """\
-Posts the person asking wrote earlier (use them to match their background and way of writing):
-<profile>
-{profile}
-</profile>
-
-Their question:
-<question>
-{question}
-</question>
-
+REJECTED_USER = _GENERATOR_PERSON + """\
 Points the answer must NOT address:
 {aspects}
 
@@ -322,14 +267,8 @@ def chosen_chat(
 ) -> Chat:
     """The generator's chat for the answer that covers the user's aspects."""
     listing = "\n".join(f"- {_aspect_line(a, r)}" for a, r in aspects)
-    return _chat(
-        GENERATOR_SYSTEM,
-        CHOSEN_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        aspects=listing,
-        max_words=max_words,
-    )
+    return _person_chat(GENERATOR_SYSTEM, CHOSEN_USER, question, profile_text, aspects=listing,
+                        max_words=max_words)
 
 
 def rejected_chat(
@@ -337,11 +276,5 @@ def rejected_chat(
 ) -> Chat:
     """The generator's chat for the equally good answer that avoids the user's aspects."""
     listing = "\n".join(f"- {a.strip()}" for a, _ in aspects)
-    return _chat(
-        GENERATOR_SYSTEM,
-        REJECTED_USER,
-        profile=_profile_block(profile_text),
-        question=question.strip(),
-        aspects=listing,
-        max_words=max_words,
-    )
+    return _person_chat(GENERATOR_SYSTEM, REJECTED_USER, question, profile_text, aspects=listing,
+                        max_words=max_words)

@@ -18,13 +18,14 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from prbench.errors import PrbenchUserError
 from prbench.judges import prompts
 from prbench.judges.common import BackendOptions, LLMJudgeBase
 from prbench.judges.parsing import ParseFailure, parse_rating
 from prbench.scoring.base import ScoreRequest
 
 
-class JudgeParseError(RuntimeError):
+class JudgeParseError(PrbenchUserError, RuntimeError):
     """Replies could not be parsed and the component was told to raise (``on_failure=raise``).
 
     Attributes:

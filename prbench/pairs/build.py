@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from prbench.analysis.strict_json import dumps
+from prbench.errors import PrbenchUserError
 from prbench.jsonio import Row
 from prbench.pairs.base import GENERATION_FAILED, PairGenerator, PairOutcome
 from prbench.pairs.source import load_sources, output_row
@@ -44,7 +45,7 @@ from prbench.records import Record, RecordChecker
 SIDE_DIR_SUFFIX = ".build"
 
 
-class BuildError(RuntimeError):
+class BuildError(PrbenchUserError, RuntimeError):
     """The build cannot start or resume (settings changed, corrupt output, foreign ids)."""
 
 

@@ -29,8 +29,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from prbench.default_plugins.baselines import content_words
 from prbench.pairs.base import GENERATION_FAILED
+from prbench.text import content_words
 
 if TYPE_CHECKING:
     from prbench.judges.rubric import RubricJudge

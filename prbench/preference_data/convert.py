@@ -370,7 +370,7 @@ def _missing(row: Row, data: Any, wanted: Mapping[str, tuple[type, ...]]) -> lis
 def build_records(pairs: Iterable[UserPair], report: ConvertReport, *, holdout: int,
                   min_fit: int, holdout_order: str, seed: int) -> list[dict[str, Any]]:
     """One record per held-out pair; each carries the user's other pairs as ``preferences``."""
-    from prbench.judges.common import seeded_unit
+    from prbench.hashing import seeded_unit
 
     by_user: dict[str, list[UserPair]] = {}
     for p in pairs:

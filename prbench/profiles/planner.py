@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from prbench.hashing import stable_hash
 from prbench.judges import prompts
 from prbench.judges.common import (
     BackendOptions,
@@ -34,7 +35,6 @@ from prbench.judges.common import (
     build_component,
     generate_in_batches,
     resolve_backend,
-    stable_hash,
 )
 from prbench.judges.parsing import ParseFailure, parse_plan
 from prbench.paths import cache_dir

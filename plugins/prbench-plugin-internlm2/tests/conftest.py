@@ -1,21 +1,5 @@
-"""Offline, isolated set-up for the internlm2 plugin's tests."""
+"""Offline, isolated set-up for the internlm2 plugin's tests (prbench.testing)."""
 
-from __future__ import annotations
+from prbench.testing import isolated_tests
 
-import os
-
-import pytest
-
-for _var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
-    os.environ[_var] = "1"
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    from prbench.testing import reset_registry
-
-    monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path_factory.mktemp("prbench_cache")))
-    reset_registry()
-    yield
-    reset_registry()
+_isolated = isolated_tests()
