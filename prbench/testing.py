@@ -265,11 +265,43 @@ def isolated_tests(load_plugins: str | None = None) -> Any:
         # a progress switch left by an earlier in-process command (`--no_progress` sets
         # TQDM_DISABLE) must not decide whether this test's bars are drawn
         monkeypatch.delenv("TQDM_DISABLE", raising=False)
+        _log_handlers_follow_stderr()
         reset_registry()
         yield
         reset_registry()
 
     return isolated
+
+
+class _CurrentStderr:
+    """A stream that writes to whatever ``sys.stderr`` is when it writes (a test's capture)."""
+
+    def write(self, text: str) -> int:
+        import sys
+
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        import sys
+
+        sys.stderr.flush()
+
+
+def _log_handlers_follow_stderr() -> None:
+    """Point the stream handlers lm-eval installs once per process at the current stderr.
+
+    lm-eval's ``setup_logging`` adds its handler once, bound to the ``sys.stderr`` of that
+    moment; in a test run that is one test's capture, closed when the test ends, and every
+    later warning of lm-eval's would print "--- Logging error ---" into another test's output.
+    """
+    import contextlib
+    import logging
+
+    for handler in logging.getLogger("lm_eval").handlers:
+        if type(handler) is logging.StreamHandler and not isinstance(handler.stream,
+                                                                      _CurrentStderr):
+            with handler.lock or contextlib.nullcontext():  # not setStream: it flushes the old
+                handler.stream = _CurrentStderr()  # stream, which may be closed already
 
 
 def skip_unless_installed(module: str) -> list[str]:

@@ -318,7 +318,8 @@ def test_cuda_request_without_cuda_is_an_error() -> None:
     assert embed.resolve_device("auto") == "cpu"
 
 
-@pytest.mark.parametrize("flags", [["--device", "cuda"], ["--builder_args", "device=cuda:0"]])
+@pytest.mark.parametrize("flags", [["--device", "cuda"],
+                                   ["--profile_args", "builder=dense,device=cuda:0"]])
 def test_rank_on_cuda_without_cuda_is_one_line(
     flags: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -169,7 +169,7 @@ def test_released_profile_is_the_released_bon_input_through_the_card_recipe(mode
                      "dtype": "float32", "input_format": "released_profile"})
     user = ("How do I keep a morning habit?Post 1 (Category: Lifestyle):\nI walk every morning."
             "\nPost 2 (Category: Arts):\nI sketch birds.")
-    tok = AutoTokenizer.from_pretrained(models["qwen3"])
+    tok = AutoTokenizer.from_pretrained(models["qwen3"], trust_remote_code=False)
     text = tok.apply_chat_template(
         [{"role": "user", "content": user}, {"role": "assistant", "content": "Plan it."}],
         tokenize=False,
