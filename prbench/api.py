@@ -33,9 +33,10 @@ Options:
     under a size cap, one error line naming the option otherwise; added in 1.2).
 Requests and results:
     ``ScoreRequest`` (one response to score), ``PairRequest`` (one pair for a pairwise judge),
-    ``check_scores`` (the runtime's check of a result list), ``ProfileView`` (the profile a
-    request carries; also what a profile builder returns), ``POST_FORMAT`` and ``render_posts``
-    (the benchmark's rendering of profile posts).
+    ``check_scores`` (the runtime's check of a result list), ``UnscoredInputs`` (a mixin giving
+    ``request_extras``/``failures`` to a scorer that leaves inputs unscored with a reason; added
+    in 1.3), ``ProfileView`` (the profile a request carries; also what a profile builder
+    returns), ``POST_FORMAT`` and ``render_posts`` (the benchmark's rendering of profile posts).
 Records and data:
     ``Record``, ``ProfileItem``, ``load_records``, ``file_hashes``, ``is_hub_id``, ``SAMPLE_DIR``,
     ``PREFERENCES_SAMPLE_DIR``; profile builders: ``builder_id`` (the provenance id of a builder
@@ -145,7 +146,14 @@ from prbench.records import (
     is_hub_id,
     load_records,
 )
-from prbench.scoring.base import PairRequest, PairwiseJudge, Scorer, ScoreRequest, check_scores
+from prbench.scoring.base import (
+    PairRequest,
+    PairwiseJudge,
+    Scorer,
+    ScoreRequest,
+    UnscoredInputs,
+    check_scores,
+)
 from prbench.scoring.cache import fingerprint_of, model_identity
 from prbench.scoring.engine import BatchStats, run_batches
 from prbench.scoring.oom import uncounted_if_out_of_memory
@@ -154,7 +162,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.2"
+API_VERSION = "1.3"
 
 __all__ = [
     "API_VERSION",
@@ -198,6 +206,7 @@ __all__ = [
     "ScoreRequest",
     "Scorer",
     "TaskDirRegister",
+    "UnscoredInputs",
     "UserPreferences",
     "aggregate_order_metrics",
     "build_chat",
@@ -241,4 +250,5 @@ __all__ = [
     "truncation_failure",
     "uncounted_if_out_of_memory",
     "user_of",
-    "user_preferences",]
+    "user_preferences",
+]

@@ -49,7 +49,7 @@ from prbench.backends.chat_inputs import (
 from prbench.backends.chat_options import ChatRenderOptions
 from prbench.backends.model_files import check_model_files, loading
 from prbench.devices import torch_device
-from prbench.scoring.base import ScoreRequest, check_scores
+from prbench.scoring.base import ScoreRequest, UnscoredInputs, check_scores
 from prbench.scoring.cache import fingerprint_of, model_identity
 
 logger = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ def released_rewards(logits: Any) -> list[float]:
     return torch.softmax(logits, dim=-1)[:, -1].float().cpu().tolist()
 
 
-class HFClassifierScorer:
+class HFClassifierScorer(UnscoredInputs):
     """A reward model from a ``*ForSequenceClassification`` checkpoint (see module docstring).
 
     Attributes:
@@ -226,8 +226,7 @@ class HFClassifierScorer:
              "wasted_tokens"),
             self._stats_summary,
         )
-        self._failures: list[dict[str, Any]] = []
-        self._last_invalid: dict[int, str] = {}  # id(request) -> reason, for request_extras
+        self._start_unscored()
         self._pool_pad: int | None = None  # the pad id the model's own pooling skips
         self.model: Any = None
         self._parts: tuple[Any, Any] | None = None
@@ -618,17 +617,6 @@ class HFClassifierScorer:
             "%s: %d input(s) not scored (their pairs count as invalid): %s", self.component,
             len(bad), bad[0][1] + (f"; and {len(bad) - 1} more" if len(bad) > 1 else ""),
         )
-
-    def request_extras(self, requests: Sequence[ScoreRequest]) -> list[dict[str, str] | None]:
-        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was not scored."""
-        return [
-            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
-            for r in requests
-        ]
-
-    def failures(self) -> list[dict[str, Any]]:
-        """Every input not scored so far: record id, stage, reason code and detail."""
-        return [dict(f) for f in self._failures]
 
     def _sharing_state(self) -> str:
         return self._sharing_note or ("pending" if self._sharing is None else "")

@@ -61,7 +61,7 @@ from prbench.backends.chat_inputs import (
 from prbench.backends.chat_options import ChatRenderOptions
 from prbench.backends.http import OpenAIBackend
 from prbench.options import OptionsError
-from prbench.scoring.base import ScoreRequest, check_scores
+from prbench.scoring.base import ScoreRequest, UnscoredInputs, check_scores
 from prbench.scoring.cache import fingerprint_of
 
 logger = logging.getLogger(__name__)
@@ -257,7 +257,7 @@ class ServedClient(OpenAIBackend):
         return self._fetch_all(bodies)
 
 
-class ServedRMScorer:
+class ServedRMScorer(UnscoredInputs):
     """A reward model behind a vLLM or SGLang server (see the module docstring).
 
     Args:
@@ -324,8 +324,7 @@ class ServedRMScorer:
         self.counts = dict.fromkeys(
             ("requests", "inputs_sent", "prompt_tokens", "failed", "truncated_profile",
              "truncated_question", "truncated_left"), 0)
-        self._failures: list[dict[str, Any]] = []
-        self._last_invalid: dict[int, str] = {}  # id(request) -> reason, for request_extras
+        self._start_unscored()
 
     # -- the server's model list -----------------------------------------------------------------
 
@@ -448,19 +447,7 @@ class ServedRMScorer:
                 {"item": r.record_id, "stage": stage, "reason": reason, "detail": detail}
             )
 
-    def request_extras(self, requests: Sequence[ScoreRequest]) -> list[dict[str, str] | None]:
-        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was too long to
-        send (the server's own failures are in :meth:`stats`)."""  # noqa: D205, D209
-        return [
-            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
-            for r in requests
-        ]
-
     # -- reporting -------------------------------------------------------------------------------
-
-    def failures(self) -> list[dict[str, Any]]:
-        """Every input scored ``nan`` so far: record id, stage, reason code and detail."""
-        return [dict(f) for f in self._failures]
 
     def stats(self) -> dict[str, Any]:
         """Counts (requests, inputs, HTTP attempts and retries, failures by reason) and failures."""

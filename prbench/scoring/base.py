@@ -176,6 +176,35 @@ class ScorerExtras(Protocol):
         ...
 
 
+class UnscoredInputs:
+    """A mixin for pointwise scorers that leave some inputs unscored (``nan``) with a reason.
+
+    The scorer keeps ``self._failures`` (one dict per unscored input: ``item``, ``stage``,
+    ``reason``, ``detail``) and ``self._last_invalid`` (``id(request) -> reason`` for the
+    requests of its last ``score`` call) and gets :meth:`request_extras` (the runtime keeps each
+    reason with the score; the samples file shows it as the pair's ``invalid_reason``) and
+    :meth:`failures` (the manifest's list). Call :meth:`_start_unscored` in ``__init__``.
+    """
+
+    _failures: list[dict[str, Any]]
+    _last_invalid: dict[int, str]
+
+    def _start_unscored(self) -> None:
+        self._failures = []
+        self._last_invalid = {}  # id(request) -> reason, for request_extras
+
+    def request_extras(self, requests: Sequence[Any]) -> list[dict[str, str] | None]:
+        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was not scored."""
+        return [
+            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
+            for r in requests
+        ]
+
+    def failures(self) -> list[dict[str, Any]]:
+        """Every input not scored so far: record id, stage, reason code and detail."""
+        return [dict(f) for f in self._failures]
+
+
 class ScorerFaultError(PluginError):
     """A scorer raised, or returned something other than one real number per request.
 

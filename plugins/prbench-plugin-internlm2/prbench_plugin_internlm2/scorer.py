@@ -32,6 +32,7 @@ from typing import Any
 from prbench.api import (
     ChatEncoder,
     ScoreRequest,
+    UnscoredInputs,
     build_chat,
     check_scores,
     fingerprint_of,
@@ -56,7 +57,7 @@ def _remote_code_files(pretrained: str) -> dict[str, str]:
     }
 
 
-class InternLM2RewardScorer:
+class InternLM2RewardScorer(UnscoredInputs):
     """InternLM2-Reward through its remote API (see the module docstring).
 
     Args:
@@ -107,8 +108,7 @@ class InternLM2RewardScorer:
         }
         self.model: Any = None
         self.counts: Counter[str] = Counter()
-        self._failures: list[dict[str, Any]] = []
-        self._last_invalid: dict[int, str] = {}  # id(request) -> reason, for request_extras
+        self._start_unscored()
 
     def fingerprint(self) -> str:
         """Hash of everything that changes scores (weights/commit, remote code, dtype, inputs)."""
@@ -273,17 +273,6 @@ class InternLM2RewardScorer:
         if bad:
             raise RuntimeError(f"{self.component}: non-finite reward for request {bad[0]}")
         return scores
-
-    def request_extras(self, requests: Sequence[ScoreRequest]) -> list[dict[str, str] | None]:
-        """Per request of the last ``score`` call: ``{"invalid": reason}`` if it was not scored."""
-        return [
-            {"invalid": self._last_invalid[id(r)]} if id(r) in self._last_invalid else None
-            for r in requests
-        ]
-
-    def failures(self) -> list[dict[str, Any]]:
-        """Every input not scored so far: record id, stage, reason code and detail."""
-        return [dict(f) for f in self._failures]
 
     def stats(self) -> dict[str, int]:
         """Counts so far: requests, forward / get_score calls, truncations, OOM retries."""
