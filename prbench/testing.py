@@ -288,7 +288,7 @@ class _CurrentStderr:
 
 
 def _log_handlers_follow_stderr() -> None:
-    """Point the stream handlers lm-eval installs once per process at the current stderr.
+    """Point the plain stream handlers of lm-eval (and the root logger) at the current stderr.
 
     lm-eval's ``setup_logging`` adds its handler once, bound to the ``sys.stderr`` of that
     moment; in a test run that is one test's capture, closed when the test ends, and every
@@ -297,7 +297,7 @@ def _log_handlers_follow_stderr() -> None:
     import contextlib
     import logging
 
-    for handler in logging.getLogger("lm_eval").handlers:
+    for handler in [*logging.getLogger("lm_eval").handlers, *logging.getLogger().handlers]:
         if type(handler) is logging.StreamHandler and not isinstance(handler.stream,
                                                                       _CurrentStderr):
             with handler.lock or contextlib.nullcontext():  # not setStream: it flushes the old

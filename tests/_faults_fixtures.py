@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 GROUP = "personalized_rewardbench_sample_noprofile"
@@ -183,19 +182,6 @@ def register_profile_builders(register):
 
 SCORER = "scorer 'faulty/faulty' (plugin 'faulty')"
 BUILDER = "profile builder 'faulty/garbage' (plugin 'faulty')"
-
-
-def drop_stale_log_handlers() -> None:
-    """Drop log handlers bound to an earlier test's captured (now closed) stderr.
-
-    lm-eval's ``setup_logging`` binds a handler to the ``sys.stderr`` of the run that called it;
-    in a later in-process run its writes fail with a logging traceback that is not the command's.
-    """
-    for name in ("", "lm_eval"):
-        logger = logging.getLogger(name)
-        for handler in list(logger.handlers):
-            if getattr(getattr(handler, "stream", None), "closed", False):
-                logger.removeHandler(handler)
 
 
 def one_error_line(err: str) -> str:

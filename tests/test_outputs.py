@@ -36,17 +36,11 @@ from tests._faults_fixtures import (
     FAULTY,
     GROUP,
     SCORER,
-    drop_stale_log_handlers,
     one_error_line,
 )
 from tests._harness_fixtures import PYTHON, run_eval, subprocess_env
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
-
-
-@pytest.fixture(autouse=True)
-def _no_stale_log_handlers() -> None:
-    drop_stale_log_handlers()
 
 
 @pytest.fixture

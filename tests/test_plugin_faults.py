@@ -32,15 +32,9 @@ from tests._faults_fixtures import (
     FAULTY,
     GROUP,
     SCORER,
-    drop_stale_log_handlers,
     one_error_line,
 )
 from tests._harness_fixtures import PYTHON, REPO, run_eval, subprocess_env
-
-
-@pytest.fixture(autouse=True)
-def _no_stale_log_handlers() -> None:
-    drop_stale_log_handlers()
 
 
 @pytest.fixture

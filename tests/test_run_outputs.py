@@ -20,16 +20,10 @@ from tests._faults_fixtures import (
     CUSTOM,
     FAULTY,
     GROUP,
-    drop_stale_log_handlers,
     one_error_line,
     strict_load,
 )
 from tests._harness_fixtures import REPO, run_eval
-
-
-@pytest.fixture(autouse=True)
-def _no_stale_log_handlers() -> None:
-    drop_stale_log_handlers()
 
 
 @pytest.fixture
