@@ -123,6 +123,45 @@ class Record:
         out.update(self.extra)
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "") -> Record:
+        """The record :meth:`to_dict` wrote, read back without checking it again.
+
+        Only for data that :meth:`to_dict` produced from a validated record (prbench's own
+        stores); anything read from a user goes through :class:`RecordChecker`.
+
+        Args:
+            data: the output of :meth:`to_dict` (or its JSON, decoded).
+            source: ``file:line`` the record was first read from.
+        """
+        posts = tuple(
+            ProfileItem(
+                id=p["id"], category=p["category"], text=p["text"],
+                extra={k: v for k, v in p.items() if k not in _POST_KEYS},
+            )
+            for p in data["profile"]
+        )
+        aspects = tuple(
+            RubricAspect(
+                aspect=a["aspect"], evidence=a["evidence"], reason=a["reason"],
+                extra={k: v for k, v in a.items() if k not in _ASPECT_KEYS},
+            )
+            for a in data["rubric_aspects"]
+        )
+        return cls(
+            id=data["id"], question=data["question"], profile=posts, chosen=data["chosen"],
+            rejected=data["rejected"], category=data["category"],
+            domain=data.get("domain", ""), narrative=data["narrative"], rubric_aspects=aspects,
+            extra={k: v for k, v in data.items() if k not in _RECORD_KEYS}, source=source,
+        )
+
+
+#: the keys :meth:`Record.to_dict` writes for a record's own fields (the rest are its extras)
+_RECORD_KEYS = frozenset({"id", "question", "profile", "narrative", "rubric_aspects", "category",
+                          "chosen", "rejected", "domain"})
+_POST_KEYS = frozenset({"id", "category", "text"})
+_ASPECT_KEYS = frozenset({"aspect", "evidence", "reason"})
+
 
 class RecordChecker:
     """Validates decoded rows into records, collecting every issue in ``issues``.

@@ -70,6 +70,7 @@ __all__ = [
     "load_records",
     "resolve_files",
     "scan_source",
+    "stream_records",
     "validate",
 ]
 
@@ -345,16 +346,44 @@ def load_records(
         RecordValidationError: one or more problems, every one listed with file, line, id, field.
         DataSourceError: the source does not exist or cannot be reached.
     """
-    report = validate(source, revision=revision, split=split, domains=domains)
+    records: list[Record] = []
+    stream_records(source, records.append, revision=revision, split=split, domains=domains)
+    return records
+
+
+def stream_records(
+    source: str | os.PathLike[str],
+    on_record: Callable[[Record], None],
+    *,
+    revision: str | None = None,
+    split: str = "test",
+    domains: Iterable[str] | None = None,
+) -> int:
+    """Load and validate records one at a time, handing each valid one to ``on_record``.
+
+    The same checks as :func:`load_records`, without keeping the records: a caller that stores
+    them in another form (the task rows' Arrow columns) never holds every record as Python
+    objects. ``on_record`` may have been called for records read before a problem is found;
+    the load still fails as a whole.
+
+    Returns:
+        The number of records handed over.
+
+    Raises:
+        RecordValidationError: one or more problems, every one listed with file, line, id, field.
+        DataSourceError: the source does not exist or cannot be reached.
+    """
+    report = validate(source, revision=revision, split=split, domains=domains,
+                      keep_records=False, on_record=on_record)
     if report.issues:
         raise RecordValidationError(report.issues)
-    if not report.records:
+    if not report.valid:
         raise RecordValidationError(
             [Issue(", ".join(report.files), None, None, None, "holds no records", "no-records")]
         )
     for line in summarize(report.warnings) + [str(i) for i in report.skipped]:
         log.warning("prbench data: %s", line)
-    return report.records
+    return report.valid
 
 
 def file_hashes(source: str | os.PathLike[str]) -> dict[str, str]:

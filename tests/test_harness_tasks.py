@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from prbench.harness import tasks
+from prbench.harness.record_store import record_json
 from prbench.options import OptionsError
 from prbench.records import DOMAINS, RecordValidationError
 from tests._records_fixtures import record, write_jsonl
@@ -123,7 +124,7 @@ def test_load_docs_noprofile_rows() -> None:
     assert row["domain"] == "Art_and_Entertainment"
     assert row["profile_text"] == "" and row["profile_builder"] == "none"
     assert row["profile_post_ids"] == []
-    hidden = json.loads(row["record_json"])
+    hidden = json.loads(record_json(row["record_ref"]))
     assert hidden["rubric_aspects"] and hidden["id"] == row["id"]
     assert tasks.doc_to_text(row) == f"Question: {row['question']}\nAnswer: "
     assert tasks.doc_to_choice(row) == [row["chosen"], row["rejected"]]
@@ -206,11 +207,13 @@ def test_hub_provenance_records_the_revision_read(monkeypatch: pytest.MonkeyPatc
     sample = records.load_records("sample")
     asked: list[Any] = []
 
-    def fake_hub(source: str, **kwargs: Any) -> list[Any]:
+    def fake_hub(source: str, on_record: Any, **kwargs: Any) -> int:
         asked.append((source, kwargs))
-        return sample
+        for item in sample:
+            on_record(item)
+        return len(sample)
 
-    monkeypatch.setattr(records, "load_records", fake_hub)
+    monkeypatch.setattr(records, "stream_records", fake_hub)
     hub = "QiyaoMa/Personalized-RewardBench"
     tasks.build_rows(tasks.parse_request(_kwargs(prbench_default_data=hub)))
     assert asked[0][0] == hub

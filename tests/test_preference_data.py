@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from prbench.cli import main
+from prbench.harness.record_store import record_json
 from prbench.preference_data import parse_preferences, user_preferences
 from prbench.records import PREFERENCES_SAMPLE_DIR, Record, load_records, validate
 
@@ -237,9 +238,9 @@ def test_prefs_convert_command_output_validates_and_feeds_the_task(
     req = tasks.parse_request({"prbench_data": str(out), "prbench_domain": "*",
                                "prbench_condition": "noprofile",
                                "prbench_default_data": "preferences_sample"})
-    rows = tasks.build_rows(req)
+    rows = tasks.build_rows(req).to_pylist()
     assert [r["id"] for r in rows] == ["prism-ann-1", "prism-ann-2"]
-    assert json.loads(rows[0]["record_json"])["user_id"] == "ann"
+    assert json.loads(record_json(rows[0]["record_ref"]))["user_id"] == "ann"
 
 
 def test_prefs_convert_errors_are_one_line_each(tmp_path: Path,

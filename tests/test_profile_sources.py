@@ -99,7 +99,7 @@ def test_swap_depends_on_the_whole_domain_not_on_the_rows_scored() -> None:
         "prbench_profile": "bm25",
     })
     assert (req.profile_source, req.swap_seed) == ("swapped", DEFAULT_SWAP_SEED)
-    rows = tasks.build_rows(req)
+    rows = tasks.build_rows(req).to_pylist()
     expected = {s.record.id: s.donor_id for s in apply_source(load_records("sample"), "swapped",
                                                               k=5)}
     assert {r["id"]: r["profile_donor"] for r in rows} == {r["id"]: expected[r["id"]]

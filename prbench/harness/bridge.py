@@ -467,8 +467,10 @@ def patch_results_saving(tracker_cls: type | None = None) -> bool:
 
     @functools.wraps(save_samples)
     def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
-        if not prbench_run["seen"]:
-            save_samples(self, task_name=task_name, samples=samples)
+        if not prbench_run["seen"]:  # another model on prbench tasks: records put back too
+            from prbench.harness.record_store import restore
+
+            save_samples(self, task_name=task_name, samples=[restore(s) for s in samples])
             return
         from prbench.harness.manifest import save_samples_strictly
 

@@ -49,7 +49,7 @@ CHAT_TEMPLATE_NOTE = (
     "the structured request, and a chat reward model always applies its own chat template to "
     "[user: question (+ profile), assistant: answer]"
 )
-REQUIRED_DOC_FIELDS = ("id", "question", "chosen", "rejected", "profile_text", "record_json")
+REQUIRED_DOC_FIELDS = ("id", "question", "chosen", "rejected", "profile_text", "record_ref")
 
 
 def parse_batch_size(value: Any) -> int | None:
@@ -372,7 +372,9 @@ class PRBenchLM(LM):
 
         hidden = None
         if self.component.diagnostic:
-            record = json.loads(doc["record_json"])
+            from prbench.harness.record_store import record_json
+
+            record = json.loads(record_json(str(doc["record_ref"])))
             hidden = {
                 "narrative": record.get("narrative", ""),
                 "rubric_aspects": record.get("rubric_aspects", []),

@@ -10,7 +10,6 @@ how many of its profiles were built.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -105,21 +104,13 @@ def refresh_provenance() -> None:
 
 def _ensure_registered(doc: Mapping[str, Any]) -> str:
     """The row's profile key, its record registered again if this process has not seen it."""
+    from prbench.harness import record_store
     from prbench.profiles import lazy
 
     key = str(doc["profile_key"])
     if lazy.STORE.known(key):
         return key
-    from prbench.jsonio import Row
-    from prbench.records import RecordChecker
-
-    checker = RecordChecker()
-    record = checker.record(Row(str(doc.get("source") or "row"), 0, json.loads(doc["record_json"])),
-                            str(doc.get("domain") or ""))
-    if record is None:
-        raise ValueError(f"row {doc.get('id')!r}: its record_json is not a valid record: "
-                         + "; ".join(str(i) for i in checker.issues))
-    record = dataclasses.replace(record, source=str(doc.get("source") or record.source))
+    record = record_store.record(str(doc["record_ref"]), str(doc.get("source") or ""))
     (registered,) = lazy.STORE.register(str(doc["profile_spec"]), [record])
     if registered != key:
         raise ValueError(f"row {doc.get('id')!r}: its profile_key does not match its record")
@@ -161,10 +152,15 @@ def row_view(doc: Mapping[str, Any], *, build: bool = True) -> Any:
         if build:
             return lazy.STORE.view_for(key)
         return ProfileView(text="", builder=lazy.STATUS_SKIPPED)
-    record = json.loads(doc["record_json"])
-    posts = {str(p.get("id")): p for p in record.get("profile", []) if isinstance(p, dict)}
     items = []
-    for pid in doc.get("profile_post_ids") or []:
+    post_ids = doc.get("profile_post_ids") or []
+    posts: dict[str, Any] = {}
+    if post_ids:  # the posts as the record holds them (a builder's items may differ)
+        from prbench.harness.record_store import record_json
+
+        record = json.loads(record_json(str(doc["record_ref"])))
+        posts = {str(p.get("id")): p for p in record.get("profile", []) if isinstance(p, dict)}
+    for pid in post_ids:
         post = posts.get(str(pid))
         if post is not None:
             extra = {k: v for k, v in post.items() if k not in ("id", "category", "text")}

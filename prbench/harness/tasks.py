@@ -84,7 +84,6 @@ TASK_DEFAULT_KEYS = (
 
 #: (data, domain, condition) -> (chosen words, rejected words) per row, for the length baseline
 LENGTHS: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
-_RECORDS: dict[tuple[str, str | None, str, str | None], list[Any]] = {}
 
 
 def builtin_task_dir() -> Path:
@@ -278,30 +277,31 @@ def task_profile_source(config: Mapping[str, Any]) -> tuple[str, int]:
         return "?", 0
 
 
-def _records(req: DataRequest) -> list[Any]:
-    from prbench.records import is_hub_id, load_records
+#: the store columns a task's rows are made from (see :func:`build_rows`)
+_ROW_SOURCE = ("id", "domain", "category", "question", "chosen", "rejected", "n_posts", "source",
+               "digest", "user", "donor", "chosen_words", "rejected_words")
+
+
+def _records(req: DataRequest) -> tuple[Any, Any, list[int] | None]:
+    """The request's records: their store, their row columns, and their indexes in the store."""
+    from prbench.harness import record_store
+    from prbench.records import is_hub_id
 
     hub = is_hub_id(req.source)
     domains_key = req.domain if hub and req.domain != ALL_DOMAINS else None
-    key = (req.source, req.revision, req.split, domains_key)
-    if key not in _RECORDS:
-        domains = [domains_key] if domains_key is not None else None
-        _RECORDS[key] = load_records(
-            req.source, revision=req.revision, split=req.split, domains=domains
-        )
-    records = _RECORDS[key]
-    if req.domain == ALL_DOMAINS:
-        return records
-    kept = [r for r in records if r.domain == req.domain]
-    if not kept:
-        found = sorted({r.domain for r in records})
+    store = record_store.load(req.source, revision=req.revision, split=req.split,
+                              domains=[domains_key] if domains_key is not None else None)
+    domain = None if req.domain == ALL_DOMAINS else req.domain
+    table, picks = record_store.select(store, domain, _ROW_SOURCE)
+    if not table.num_rows:
+        found = sorted(set(store.column("domain")))
         raise OptionsError(
             f"{req.source}: no record of domain {req.domain!r} (its domains: {', '.join(found)}). "
             "A record's domain is its 'domain' field, else its file name. Run the tasks of the "
             "domains it has, or the task personalized_rewardbench_custom, which evaluates every "
             "record whatever its domain."
         )
-    return kept
+    return store, table, picks
 
 
 def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
@@ -322,26 +322,26 @@ def _builder_options(req: DataRequest) -> tuple[Any, dict[str, Any], str]:
     return component, options, what
 
 
-def build_rows(req: DataRequest, *, encode_records: bool = True) -> list[dict[str, Any]]:
-    """The task rows for a request: records of one domain, their profiles not built yet.
+def build_rows(req: DataRequest) -> Any:
+    """The task rows for a request, as a ``pyarrow.Table``: records of one domain, no profile yet.
 
-    The records get the posts of the request's profile source first
-    (:func:`prbench.profiles.sources.apply_source`: another user's for ``swapped``, drawn from
-    every record of the domain whatever a run scores; ``k`` random own posts for ``shuffled``);
-    ``record_json`` holds the record as the builder reads it, and ``profile_source``,
+    The records come from :mod:`prbench.harness.record_store` (read once per source, held as
+    Arrow columns); with a profile source other than the record's own, the records with that
+    source's posts (:func:`prbench.harness.record_store.sourced`: another user's for
+    ``swapped``, drawn from every record of the domain whatever a run scores; ``k`` random own
+    posts for ``shuffled``). A row's ``record_ref`` names the record as the builder reads it
+    (its JSON goes back into logged samples as ``record_json``); ``profile_source``,
     ``profile_user`` and ``profile_donor`` say whose posts they are.
     The rows of the question-only condition hold their (empty) view; the others carry a
     ``profile_key`` and ``profile_status`` ``pending``: the profile is built when the row is
     scored (:func:`prepare_profiles`) or its prompt is first rendered (:func:`doc_to_text`), see
     :mod:`prbench.profiles.lazy`. The builder's options are checked here, before any work.
-
-    With ``encode_records=False`` a row's ``record_json`` is the record itself, encoded by
-    :func:`rows_to_dataset` one row at a time (the JSON of every record at once is a second copy
-    of the whole data set in memory).
     """
+    import pyarrow as pa
+
+    from prbench.harness import record_store
     from prbench.options import options_to_dict
     from prbench.profiles import lazy
-    from prbench.profiles.sources import apply_source
     from prbench.records import HUB_REVISION, file_hashes, is_hub_id
 
     component, options, what = _builder_options(req)
@@ -349,48 +349,61 @@ def build_rows(req: DataRequest, *, encode_records: bool = True) -> list[dict[st
         k = int(req.builder_options.get("k", DEFAULT_PROFILE_K))
     except (TypeError, ValueError):
         k = DEFAULT_PROFILE_K
-    sourced = apply_source(_records(req), req.profile_source, seed=req.swap_seed, k=k)
-    records = [s.record for s in sourced]
+    store, table, picks = _records(req)
+    if req.profile_source in ("swapped", "shuffled"):
+        store = record_store.sourced(store, picks, req.profile_source, seed=req.swap_seed, k=k)
+        table, picks = record_store.select(store, None, _ROW_SOURCE)
     parsed = component.parse_options(options) if component.options is not None else None
     spec = lazy.spec_of(req.builder, options)
-    keys = lazy.STORE.register(spec, records, what=what)
-    if req.builder == "none":  # the question-only condition: nothing to compute
-        lazy.STORE.build(keys)
-    rows = []
-    for record, key, src in zip(records, keys, sourced, strict=True):
-        view = lazy.STORE.view(key)
-        if view is not None:
-            fields = profile_fields(view, lazy.STATUS_BUILT)
-        else:
-            fields = {
-                "profile_text": "", "profile_builder": req.builder, "profile_post_ids": [],
-                "profile_tokens": 0, "profile_status": lazy.STATUS_PENDING,
-            }
-        rows.append(
-            {
-                "id": record.id,
-                "domain": record.domain,
-                "category": record.category,
-                "question": record.question,
-                "chosen": record.chosen,
-                "rejected": record.rejected,
-                "condition": req.condition,
-                "task_domain": req.domain,  # "*": per-domain counts in the `domains` metric
-                **fields,
-                "profile_key": key,
-                "profile_spec": spec,
-                "profile_source": req.profile_source,
-                "profile_user": src.profile_user,
-                "profile_donor": src.donor_id or "",
-                "n_posts": len(record.profile),
-                "source": record.source,
-                "record_json": _record_json(record) if encode_records else record,
-            }
-        )
-    hub = is_hub_id(req.source)
-    LENGTHS[(req.source, req.domain, req.condition)] = [
-        (len(r["chosen"].split()), len(r["rejected"].split())) for r in rows
+    n = table.num_rows
+    sources = table.column("source").to_pylist()
+    refs = [record_store.ref(store.store_id, i) for i in (range(n) if picks is None else picks)]
+    keys = [
+        lazy.key_of(spec, src, rid, digest)
+        for src, rid, digest in zip(sources, table.column("id").to_pylist(),
+                                    table.column("digest").to_pylist(), strict=True)
     ]
+    lazy.STORE.register_keys(
+        spec, keys, [record_store.loader(r, s) for r, s in zip(refs, sources, strict=True)],
+        what=what,
+    )
+    del sources
+    if req.builder == "none":  # the question-only condition: nothing to compute
+        for start in range(0, n, record_store.CHUNK):  # a chunk of records decoded at a time
+            lazy.STORE.build(keys[start:start + record_store.CHUNK])
+    pending = {
+        "profile_text": "", "profile_builder": req.builder, "profile_post_ids": [],
+        "profile_tokens": 0, "profile_status": lazy.STATUS_PENDING,
+    }
+    profile: dict[str, list[Any]] = {name: [] for name in pending}
+    for key in keys:
+        view = lazy.STORE.view(key)
+        fields = profile_fields(view, lazy.STATUS_BUILT) if view is not None else pending
+        for name, value in fields.items():
+            profile[name].append(value)
+    types = {"profile_post_ids": pa.list_(pa.string()), "profile_tokens": pa.int64()}
+    columns = {
+        **{name: table.column(name)
+           for name in ("id", "domain", "category", "question", "chosen", "rejected")},
+        "condition": pa.array([req.condition] * n, pa.string()),
+        "task_domain": pa.array([req.domain] * n, pa.string()),  # "*": per-domain counts
+        **{name: pa.array(values, types.get(name, pa.string()))
+           for name, values in profile.items()},
+        "profile_key": pa.array(keys, pa.string()),
+        "profile_spec": pa.array([spec] * n, pa.string()),
+        "profile_source": pa.array([req.profile_source] * n, pa.string()),
+        "profile_user": table.column("user"),
+        "profile_donor": table.column("donor"),
+        "n_posts": table.column("n_posts"),
+        "source": table.column("source"),
+        "record_ref": pa.array(refs, pa.string()),
+    }
+    rows = pa.Table.from_arrays(list(columns.values()), names=list(columns))
+    hub = is_hub_id(req.source)
+    LENGTHS[(req.source, req.domain, req.condition)] = list(zip(
+        table.column("chosen_words").to_pylist(), table.column("rejected_words").to_pylist(),
+        strict=True,
+    ))
     entry = {
         "data": req.source,
         "revision": (req.revision or HUB_REVISION) if hub else None,
@@ -400,7 +413,7 @@ def build_rows(req: DataRequest, *, encode_records: bool = True) -> list[dict[st
         "profile_source": req.profile_source,
         "profile_swap_seed": req.swap_seed if req.profile_source in ("swapped", "shuffled")
         else None,
-        "n_records": len(rows),
+        "n_records": n,
         "file_hashes": {} if hub else file_hashes(req.source),
         "profile_builder": {
             "id": req.builder,
@@ -428,56 +441,26 @@ def load_docs(**kwargs: Any) -> dict[str, Any]:
     # under plain lm_eval: the text typed in --metadata/--model_args (prbench_revision=00123456)
     kwargs = restore_option_text(kwargs, flags=("metadata", "model_args"))
     req = parse_request(kwargs)
-    return {"test": rows_to_dataset(build_rows(req, encode_records=False))}
+    return {"test": rows_to_dataset(build_rows(req))}
 
 
-#: rows per Arrow chunk in :func:`rows_to_dataset`: a builder never holds more than this many
-#: rows' text (one buffer grown by doubling for a whole column costs up to 3x the column)
-_CHUNK_ROWS = 1024
+def rows_to_dataset(rows: Any) -> Any:
+    """An in-memory ``datasets.Dataset`` over a ``pyarrow.Table`` of rows, without a copy.
 
-
-def _record_json(record: Any) -> str:
-    return json.dumps(record.to_dict(), ensure_ascii=False)
-
-
-def rows_to_dataset(rows: list[dict[str, Any]]) -> Any:
-    """An in-memory ``datasets.Dataset`` of ``rows``, built one column at a time.
-
-    ``Dataset.from_list`` holds the rows, a dict of column lists and pyarrow's conversion of all
-    of them at once, each column in one buffer grown by doubling: on 20,000 records (150 MB) its
-    peak was 0.9 GB over the rows themselves. Here each column is taken out of the row dicts
-    (``rows`` is emptied) and converted in chunks of :data:`_CHUNK_ROWS` rows before the next, so
-    the Python copy of a column is freed as its Arrow copy is made. A ``record_json`` column of
-    records (``build_rows(..., encode_records=False)``) is encoded row by row into Arrow.
+    The fingerprint is a digest of the table's bytes, read in place (with each chunk's offset
+    and length: a row column may be a slice of a shared store column): ``datasets`` would
+    otherwise pickle the whole table to hash it.
     """
     import datasets
-    import pyarrow as pa
 
-    if not rows:
-        return datasets.Dataset.from_list(rows)
-    names = list(rows[0])
-    arrays = []
-    for name in names:
-        column = [row.pop(name) for row in rows]
-        encode = name == "record_json" and not isinstance(column[0], str)
-        chunks = [
-            pa.array([_record_json(r) for r in part] if encode else part)
-            for part in (column[i:i + _CHUNK_ROWS] for i in range(0, len(column), _CHUNK_ROWS))
-        ]
-        if len({c.type for c in chunks}) > 1:  # e.g. list<null> in one chunk, list<string> next
-            chunks = [pa.array([v for c in chunks for v in c.to_pylist()])]
-        arrays.append(pa.chunked_array(chunks))
-        del column, chunks
-    rows.clear()
-    table = pa.Table.from_arrays(arrays, names=names)
-    digest = hashlib.sha256(repr(table.schema).encode())
-    for column in table.columns:  # the bytes themselves, read in place
+    digest = hashlib.sha256(repr(rows.schema).encode())
+    for column in rows.columns:
         for chunk in column.chunks:
+            digest.update(f"{chunk.offset}:{len(chunk)}".encode())
             for buffer in chunk.buffers():
                 if buffer is not None:
                     digest.update(memoryview(buffer))
-    # a fingerprint given: datasets would otherwise pickle the whole table to hash it
-    return datasets.Dataset(datasets.table.InMemoryTable(table),
+    return datasets.Dataset(datasets.table.InMemoryTable(rows),
                             fingerprint=digest.hexdigest()[:32])
 
 
@@ -584,11 +567,11 @@ def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
 
 def reset() -> None:
     """Forget loaded records, built profiles and provenance (tests)."""
-    from prbench.harness import unscored
+    from prbench.harness import record_store, unscored
 
     PROVENANCE.clear()
     LENGTHS.clear()
-    _RECORDS.clear()
+    record_store.reset()
     profile_rows.reset()
     unscored.reset()
 

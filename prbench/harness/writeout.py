@@ -46,7 +46,7 @@ def install(lm: Any) -> None:
 
 def is_prbench_doc(doc: Any) -> bool:
     """A row of a prbench task (built by :func:`prbench.harness.tasks.load_docs`)."""
-    return isinstance(doc, Mapping) and "record_json" in doc and "profile_text" in doc
+    return isinstance(doc, Mapping) and "record_ref" in doc and "profile_text" in doc
 
 
 def _indent(text: str) -> str:

@@ -27,7 +27,7 @@ import hashlib
 import json
 import threading
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prbench.profiles.base import ProfileView, build_views
@@ -66,7 +66,12 @@ def record_digest(record: Record) -> str:
 
 def profile_key(spec: str, record: Record) -> str:
     """The key of one record's profile under one builder spec (where it was read, its content)."""
-    text = f"{spec}\0{record.source}\0{record.id}\0{record_digest(record)}"
+    return key_of(spec, record.source, record.id, record_digest(record))
+
+
+def key_of(spec: str, source: str, record_id: str, digest: str) -> str:
+    """:func:`profile_key` from its parts: the record's source, id and :func:`record_digest`."""
+    text = f"{spec}\0{source}\0{record_id}\0{digest}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -104,7 +109,7 @@ class ProfileStore:
     def __init__(self, make_builder: Any = None) -> None:
         self._make_builder = make_builder
         self._lock = threading.RLock()
-        self._pending: dict[str, tuple[str, Record]] = {}
+        self._pending: dict[str, tuple[str, Record | Callable[[], Record]]] = {}
         self._views: dict[str, ProfileView] = {}
         self._skipped: set[str] = set()
         self._builders: dict[str, Any] = {}
@@ -124,16 +129,33 @@ class ProfileStore:
             records: the records.
             what: names the builder in errors (e.g. with its plugin); default its id.
         """
-        keys = []
+        keys = [profile_key(spec, record) for record in records]
+        self.register_keys(spec, keys, records, what=what)
+        return keys
+
+    def register_keys(
+        self,
+        spec: str,
+        keys: Sequence[str],
+        records: Sequence[Record | Callable[[], Record]],
+        *,
+        what: str | None = None,
+    ) -> None:
+        """Remember records under keys computed by the caller (:func:`key_of`).
+
+        Args:
+            spec: :func:`spec_of` the builder and its options.
+            keys: each record's :func:`profile_key`.
+            records: the records, or callables that give each record when its profile is built
+                (so a caller that keeps records in another form need not hold them all).
+            what: names the builder in errors (e.g. with its plugin); default its id.
+        """
         with self._lock:
             if what is not None:
                 self._what[spec] = what
-            for record in records:
-                key = profile_key(spec, record)
+            for key, record in zip(keys, records, strict=True):
                 if key not in self._views:
                     self._pending[key] = (spec, record)
-                keys.append(key)
-        return keys
 
     def builder(self, spec: str) -> Any:
         """The builder of a spec, built once per process.
@@ -171,7 +193,7 @@ class ProfileStore:
                 if key not in self._pending:
                     raise KeyError(f"profile key {key!r} was never registered")
                 spec, record = self._pending[key]
-                todo.setdefault(spec, {})[key] = record
+                todo.setdefault(spec, {})[key] = record() if callable(record) else record
             for spec, group in todo.items():
                 name = json.loads(spec)["builder"]
                 what = self._what.get(spec, f"profile builder {name!r}")
@@ -247,6 +269,7 @@ __all__ = [
     "ProfileStore",
     "defer_to",
     "deferred",
+    "key_of",
     "profile_key",
     "record_digest",
     "release",

@@ -144,19 +144,30 @@ class SourcedRecord:
     donor_id: str | None = None
 
 
+def donor_indices(
+    ids: Sequence[str], domains: Sequence[str], users: Sequence[str], seed: int
+) -> list[int]:
+    """For each record, the index of the record whose posts it receives under ``swapped``.
+
+    The records are given column by column (id, domain and :func:`user_key` of each), so a
+    caller holding them in another form need not build them. A user's profile is that of its
+    record with the smallest id; users are deranged per domain (:func:`derangement`).
+
+    Raises:
+        ProfileSourceError: a domain with a single user.
+    """
+    by_domain: dict[str, dict[str, int]] = {}
+    for i in sorted(range(len(ids)), key=ids.__getitem__):
+        by_domain.setdefault(domains[i], {}).setdefault(users[i], i)
+    plans = {domain: derangement(list(u), seed, domain) for domain, u in by_domain.items()}
+    return [by_domain[d][plans[d][u]] for d, u in zip(domains, users, strict=True)]
+
+
 def _donors(records: Sequence[Record], seed: int) -> dict[str, Record]:
     """Map each record id to the record whose posts it receives under ``swapped`` (per domain)."""
-    by_domain: dict[str, dict[str, Record]] = {}
-    for record in sorted(records, key=lambda r: r.id):
-        # a user's profile: that of its record with the smallest id
-        by_domain.setdefault(record.domain, {}).setdefault(user_key(record), record)
-    out: dict[str, Record] = {}
-    for domain, users in by_domain.items():
-        plan = derangement(list(users), seed, domain)
-        for record in records:
-            if record.domain == domain:
-                out[record.id] = users[plan[user_key(record)]]
-    return out
+    picks = donor_indices([r.id for r in records], [r.domain for r in records],
+                          [user_key(r) for r in records], seed)
+    return {r.id: records[j] for r, j in zip(records, picks, strict=True)}
 
 
 def shuffled_posts(record: Record, k: int, seed: int) -> tuple[Any, ...]:
@@ -211,6 +222,7 @@ __all__ = [
     "apply_source",
     "check_source",
     "derangement",
+    "donor_indices",
     "resolve_seed",
     "resolve_source",
     "shuffled_posts",
