@@ -133,7 +133,7 @@ def test_profiles_built_by_other_processes_count_in_the_provenance() -> None:
 
     tasks.reset()
     entry: dict[str, Any] = {"profile_builder": {}}
-    tasks.PROVENANCE.append(entry)
+    profile_rows.PROVENANCE.append(entry)
     try:
         profile_rows.track(entry, ["k1", "k2", "k3"])
         assert entry["profile_builder"]["status"] == lazy.STATUS_PENDING

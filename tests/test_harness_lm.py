@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import tasks
+from prbench.harness import profile_rows, tasks
 from prbench.harness.lm import PRBenchLM, lm_device, parse_batch_size
 from prbench.options import OptionsError
 from prbench.plugins import UnknownComponentError, get_registry
@@ -133,9 +133,9 @@ def test_profile_view_reaches_the_scorer(plugin: Path, tmp_path: Path) -> None:
     assert all(p.startswith("Post 1 (Category: ") for p in profiles)
     # the rows' profiles were pending; the adapter built exactly the two requested
     assert requests[0].doc["profile_status"] == "pending"
-    view = tasks.row_view(requests[0].doc)
+    view = profile_rows.row_view(requests[0].doc)
     assert profiles[0] == view.text and len(view.items) == 2
-    assert tasks.PROVENANCE[-1]["profile_builder"]["n_built"] == 2
+    assert profile_rows.PROVENANCE[-1]["profile_builder"]["n_built"] == 2
 
 
 def test_only_diagnostics_see_hidden_fields(plugin: Path, tmp_path: Path) -> None:

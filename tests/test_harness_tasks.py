@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import tasks
+from prbench.harness import profile_rows, task_options, task_rows, tasks
 from prbench.harness.record_store import record_json
 from prbench.options import OptionsError
 from prbench.records import DOMAINS, RecordValidationError
@@ -96,9 +96,9 @@ def test_group_configs_aggregate_micro_and_macro() -> None:
 
 
 def test_parse_request_validates_prbench_keys() -> None:
-    req = tasks.parse_request(_kwargs(condition="profile", prbench_profile="bm25"))
+    req = task_options.parse_request(_kwargs(condition="profile", prbench_profile="bm25"))
     assert (req.builder, req.builder_options, req.source) == ("bm25", {"k": 5}, "sample")
-    req = tasks.parse_request(
+    req = task_options.parse_request(
         _kwargs(
             condition="profile", prbench_profile_k=3,
             prbench_profile_options='{"k1": 1.2}', prbench_data="/data/x.jsonl",
@@ -107,18 +107,19 @@ def test_parse_request_validates_prbench_keys() -> None:
     assert req.builder == "dense"
     assert req.builder_options == {"k1": 1.2, "k": 3}
     assert req.source == "/data/x.jsonl"
-    req = tasks.parse_request(_kwargs(prbench_profile="bm25"))  # noprofile ignores the builder
+    # noprofile ignores the builder
+    req = task_options.parse_request(_kwargs(prbench_profile="bm25"))
     assert (req.builder, req.builder_options) == ("none", {})
     with pytest.raises(OptionsError, match="did you mean 'prbench_data'"):
-        tasks.parse_request(_kwargs(prbench_dta="x"))
+        task_options.parse_request(_kwargs(prbench_dta="x"))
     with pytest.raises(OptionsError, match="JSON object"):
-        tasks.parse_request(_kwargs(condition="profile", prbench_profile_options="[1]"))
+        task_options.parse_request(_kwargs(condition="profile", prbench_profile_options="[1]"))
     with pytest.raises(OptionsError, match="prbench_condition"):
-        tasks.parse_request(_kwargs(condition="sometimes"))
+        task_options.parse_request(_kwargs(condition="sometimes"))
 
 
 def test_load_docs_noprofile_rows() -> None:
-    docs = tasks.load_docs(**_kwargs())["test"]
+    docs = task_rows.load_docs(**_kwargs())["test"]
     assert len(docs) == 15
     row = docs[0]
     assert row["domain"] == "Art_and_Entertainment"
@@ -128,22 +129,22 @@ def test_load_docs_noprofile_rows() -> None:
     assert hidden["rubric_aspects"] and hidden["id"] == row["id"]
     assert tasks.doc_to_text(row) == f"Question: {row['question']}\nAnswer: "
     assert tasks.doc_to_choice(row) == [row["chosen"], row["rejected"]]
-    entry = tasks.PROVENANCE[-1]
+    entry = profile_rows.PROVENANCE[-1]
     assert entry["condition"] == "noprofile" and entry["n_records"] == 15
     hashes = entry["file_hashes"]
     assert len(hashes) == 3 and all(len(h) == 64 for h in hashes.values())
 
 
 def test_load_docs_profile_condition_keeps_k_posts() -> None:
-    pending = tasks.load_docs(
+    pending = task_rows.load_docs(
         **_kwargs(condition="profile", prbench_profile="bm25", prbench_profile_k=2)
     )["test"]
     assert set(pending["profile_status"]) == {"pending"}
-    assert tasks.PROVENANCE[-1]["profile_builder"]["n_built"] == 0
+    assert profile_rows.PROVENANCE[-1]["profile_builder"]["n_built"] == 0
     # without a prbench model open, the prompt builds the row's profile (any lm-eval model)
     for row in pending:
         assert tasks.doc_to_text(row).startswith("Earlier posts by the user:\nPost 1")
-    docs = tasks.process_docs(pending)
+    docs = profile_rows.process_docs(pending)
     assert set(docs["profile_status"]) == {"built"}
     for row in docs:
         assert 1 <= len(row["profile_post_ids"]) <= 2
@@ -151,16 +152,16 @@ def test_load_docs_profile_condition_keeps_k_posts() -> None:
         assert "k=2" in row["profile_builder"]
         assert row["profile_text"].startswith("Post 1 (Category: ")
         assert tasks.doc_to_text(row).startswith("Earlier posts by the user:\nPost 1")
-    assert tasks.PROVENANCE[-1]["profile_builder"]["options"]["k"] == 2
+    assert profile_rows.PROVENANCE[-1]["profile_builder"]["options"]["k"] == 2
 
 
 def test_builder_without_k_ignores_it(caplog: pytest.LogCaptureFixture) -> None:
-    docs = tasks.load_docs(
+    docs = task_rows.load_docs(
         **_kwargs(condition="profile", prbench_profile="all",
                   prbench_profile_options={"max_tokens": 40})
     )["test"]
-    tasks.prepare_profiles(list(docs), build=True)
-    docs = tasks.process_docs(docs)
+    profile_rows.prepare_profiles(list(docs), build=True)
+    docs = profile_rows.process_docs(docs)
     assert set(docs["profile_status"]) == {"built"}
     assert all(row["profile_tokens"] <= 40 for row in docs)
     assert "has no option 'k'" in caplog.text
@@ -171,18 +172,18 @@ def test_custom_file_domains(tmp_path: Path) -> None:
         tmp_path / "mine.jsonl",
         [record(id="a1", domain="Society_and_Culture"), record(id="a2")],
     )
-    docs = tasks.load_docs(**_kwargs(domain="Society_and_Culture", prbench_data=str(data)))
+    docs = task_rows.load_docs(**_kwargs(domain="Society_and_Culture", prbench_data=str(data)))
     assert [r["id"] for r in docs["test"]] == ["a1"]
     with pytest.raises(OptionsError, match=r"no record of domain 'Art_and_Entertainment'.*mine"):
-        tasks.load_docs(**_kwargs(prbench_data=str(data)))
-    every = tasks.load_docs(**_kwargs(domain=tasks.ALL_DOMAINS, prbench_data=str(data)))
+        task_rows.load_docs(**_kwargs(prbench_data=str(data)))
+    every = task_rows.load_docs(**_kwargs(domain=task_options.ALL_DOMAINS, prbench_data=str(data)))
     assert [r["id"] for r in every["test"]] == ["a1", "a2"]
 
 
 def test_invalid_data_stops_with_the_validation_message(tmp_path: Path) -> None:
     data = write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", [record(chosen=7)])
     with pytest.raises(RecordValidationError) as err:
-        tasks.load_docs(**_kwargs(prbench_data=str(tmp_path)))
+        task_rows.load_docs(**_kwargs(prbench_data=str(tmp_path)))
     text = str(err.value)
     assert f"{data}:1" in text and "'chosen'" in text and "record 'u1'" in text
 
@@ -215,12 +216,13 @@ def test_hub_provenance_records_the_revision_read(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(records, "stream_records", fake_hub)
     hub = "QiyaoMa/Personalized-RewardBench"
-    tasks.build_rows(tasks.parse_request(_kwargs(prbench_default_data=hub)))
+    task_rows.build_rows(task_options.parse_request(_kwargs(prbench_default_data=hub)))
     assert asked[0][0] == hub
-    entry = tasks.PROVENANCE[-1]
+    entry = profile_rows.PROVENANCE[-1]
     assert entry["revision"] == records.HUB_REVISION and entry["split"] == "test"
-    tasks.build_rows(tasks.parse_request(_kwargs(prbench_default_data=hub, prbench_revision="abc")))
-    assert tasks.PROVENANCE[-1]["revision"] == "abc"
+    task_rows.build_rows(
+        task_options.parse_request(_kwargs(prbench_default_data=hub, prbench_revision="abc")))
+    assert profile_rows.PROVENANCE[-1]["revision"] == "abc"
 
 
 def _published_kwargs(**more: Any) -> dict[str, Any]:
@@ -233,28 +235,28 @@ def _published_kwargs(**more: Any) -> dict[str, Any]:
 
 
 def test_published_tasks_retrieve_top10_with_contriever_by_default() -> None:
-    req = tasks.parse_request(_published_kwargs())
+    req = task_options.parse_request(_published_kwargs())
     assert (req.builder, req.builder_options) == ("dense", {"model": "contriever", "k": 10})
-    assert tasks.parse_request(_kwargs(condition="profile")).builder_options == {"k": 5}
+    assert task_options.parse_request(_kwargs(condition="profile")).builder_options == {"k": 5}
 
 
 def test_user_profile_keys_override_the_task_defaults() -> None:
-    req = tasks.parse_request(_published_kwargs(prbench_profile_k=3))
+    req = task_options.parse_request(_published_kwargs(prbench_profile_k=3))
     assert req.builder_options == {"model": "contriever", "k": 3}
-    req = tasks.parse_request(
+    req = task_options.parse_request(
         _published_kwargs(prbench_profile_options='{"model": "minilm", "similarity": "cosine"}')
     )
     assert req.builder_options == {"model": "minilm", "similarity": "cosine", "k": 10}
     # another builder does not inherit options meant for the task's dense retriever
-    req = tasks.parse_request(_published_kwargs(prbench_profile="bm25"))
+    req = task_options.parse_request(_published_kwargs(prbench_profile="bm25"))
     assert (req.builder, req.builder_options) == ("bm25", {"k": 5})
 
 
 def test_task_profile_reads_a_results_config() -> None:
     config = {"dataset_kwargs": _published_kwargs(), "metadata": {"version": 1.0}}
-    assert tasks.task_profile(config) == ("dense", {"model": "contriever", "k": 10})
+    assert task_options.task_profile(config) == ("dense", {"model": "contriever", "k": 10})
     config["metadata"]["prbench_profile_k"] = 7
-    assert tasks.task_profile(config)[1]["k"] == 7
+    assert task_options.task_profile(config)[1]["k"] == 7
 
 
 @pytest.mark.parametrize(
@@ -264,4 +266,4 @@ def test_task_profile_reads_a_results_config() -> None:
 )
 def test_profile_options_must_be_a_json_object(value: str, message: str) -> None:
     with pytest.raises(OptionsError, match=message):
-        tasks.parse_request(_kwargs(condition="profile", prbench_profile_options=value))
+        task_options.parse_request(_kwargs(condition="profile", prbench_profile_options=value))

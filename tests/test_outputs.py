@@ -252,7 +252,7 @@ def test_plain_lm_eval_folder_rule() -> None:
     """The tracker lm-eval uses names a prbench run's folder the same way (plain ``lm_eval``)."""
     from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
 
-    from prbench.harness.bridge import patch_model_name
+    from prbench.harness.run_files import patch_model_name
 
     patch_model_name()
     tracker = GeneralConfigTracker()

@@ -186,7 +186,7 @@ def test_lm_eval_model_path_with_the_bad_plugin(
     """What plain ``lm_eval --model prbench`` builds, in process: the model and the task dirs."""
     from lm_eval.api.registry import get_model
 
-    from prbench.harness import bridge
+    from prbench.harness import bridge, lm_eval_messages
 
     bridge.install()
     lm = get_model("prbench").create_from_arg_string("scorer=clash-words")
@@ -196,7 +196,7 @@ def test_lm_eval_model_path_with_the_bad_plugin(
     assert not any("clash_tasks_that_do_not_exist" in d for d in dirs)
     err = capsys.readouterr().err
     assert err.count("prbench: warning: plugin 'clash' partial") == 1
-    assert bridge.warn_troubled_plugins() == []  # once per process
+    assert lm_eval_messages.warn_troubled_plugins() == []  # once per process
 
 
 def test_core_tests_pass_with_third_party_plugins_installed(site: Path) -> None:
@@ -247,7 +247,7 @@ def test_clean_errors_hook_turns_prbench_and_lm_eval_errors_into_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The ``sys.excepthook`` the bridge installs under plain ``lm_eval``."""
-    from prbench.harness.bridge import clean_errors_hook
+    from prbench.harness.lm_eval_messages import clean_errors_hook
     from prbench.options import OptionsError
     from prbench.plugins import UnknownComponentError
 

@@ -223,7 +223,7 @@ def test_arena_release_with_its_own_split_and_parquet(tmp_path: Path) -> None:
 
 def test_prefs_convert_command_output_validates_and_feeds_the_task(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from prbench.harness import tasks
+    from prbench.harness import task_options, task_rows
 
     src = _write_jsonl(tmp_path / "conversations.jsonl", _prism_rows())
     out = tmp_path / "prism_prefs.jsonl"
@@ -235,10 +235,10 @@ def test_prefs_convert_command_output_validates_and_feeds_the_task(
         "single_response": 1, "tie": 2}
     assert main(["validate", str(out)]) == 0
     assert "OK: 2 records in 1 file(s); 0 warning(s)" in capsys.readouterr().out
-    req = tasks.parse_request({"prbench_data": str(out), "prbench_domain": "*",
+    req = task_options.parse_request({"prbench_data": str(out), "prbench_domain": "*",
                                "prbench_condition": "noprofile",
                                "prbench_default_data": "preferences_sample"})
-    rows = tasks.build_rows(req).to_pylist()
+    rows = task_rows.build_rows(req).to_pylist()
     assert [r["id"] for r in rows] == ["prism-ann-1", "prism-ann-2"]
     assert json.loads(record_json(rows[0]["record_ref"]))["user_id"] == "ann"
 

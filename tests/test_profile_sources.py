@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prbench.harness import tasks
+from prbench.harness import profile_rows, task_options, task_rows, tasks
 from prbench.options import OptionsError
 from prbench.profiles.sources import (
     DEFAULT_SWAP_SEED,
@@ -93,19 +93,19 @@ def test_users_are_grouped_by_user_id() -> None:
 
 def test_swap_depends_on_the_whole_domain_not_on_the_rows_scored() -> None:
     # build_rows draws the derangement from every record of the domain; --limit cuts later
-    req = tasks.parse_request({
+    req = task_options.parse_request({
         "prbench_domain": "Art_and_Entertainment", "prbench_condition": "profile",
         "prbench_default_data": "sample", "prbench_default_profile_source": "swapped",
         "prbench_profile": "bm25",
     })
     assert (req.profile_source, req.swap_seed) == ("swapped", DEFAULT_SWAP_SEED)
-    rows = tasks.build_rows(req).to_pylist()
+    rows = task_rows.build_rows(req).to_pylist()
     expected = {s.record.id: s.donor_id for s in apply_source(load_records("sample"), "swapped",
                                                               k=5)}
     assert {r["id"]: r["profile_donor"] for r in rows} == {r["id"]: expected[r["id"]]
                                                           for r in rows}
     assert all(r["profile_source"] == "swapped" for r in rows)
-    entry = tasks.PROVENANCE[-1]
+    entry = profile_rows.PROVENANCE[-1]
     assert entry["profile_source"] == "swapped"
     assert entry["profile_swap_seed"] == DEFAULT_SWAP_SEED
 
@@ -135,7 +135,7 @@ def test_resolve_source() -> None:
                            "prbench_profile_source": "swapped"}) == "none"
     with pytest.raises(OptionsError, match="did you mean 'swapped'"):
         resolve_source({**base, "prbench_profile_source": "swaped"})
-    none = tasks.parse_request({"prbench_domain": "D", "prbench_condition": "profile",
+    none = task_options.parse_request({"prbench_domain": "D", "prbench_condition": "profile",
                                 "prbench_default_data": "sample",
                                 "prbench_profile_source": "none"})
     assert (none.builder, none.profile_source) == ("none", "none")

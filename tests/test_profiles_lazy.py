@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import tasks
+from prbench.harness import profile_rows, task_options, task_rows, tasks
 from prbench.profiles import lazy
 from prbench.profiles.lazy import STATUS_SKIPPED
 from tests._harness_fixtures import read_log, results_and_manifest, run_eval, write_plugin
@@ -170,13 +170,13 @@ def test_keys_change_with_the_records_content() -> None:
 
 
 def test_rows_from_another_process_are_registered_again() -> None:
-    docs = tasks.load_docs(
-        prbench_domain=tasks.ALL_DOMAINS, prbench_condition="profile",
+    docs = task_rows.load_docs(
+        prbench_domain=task_options.ALL_DOMAINS, prbench_condition="profile",
         prbench_default_data="sample", prbench_profile="bm25", prbench_profile_k=1,
     )["test"]
     row = docs[0]
     lazy.STORE.reset()  # as if the rows came from a request cache of another process
-    view = tasks.row_view(row)
+    view = profile_rows.row_view(row)
     assert view.text.startswith("Post 1 (Category: ") and len(view.items) == 1
 
 
@@ -185,8 +185,8 @@ def test_prompts_do_not_build_while_a_prbench_model_is_open() -> None:
         pass
 
     def first_row(k: int) -> dict[str, Any]:
-        return tasks.load_docs(
-            prbench_domain=tasks.ALL_DOMAINS, prbench_condition="profile",
+        return task_rows.load_docs(
+            prbench_domain=task_options.ALL_DOMAINS, prbench_condition="profile",
             prbench_default_data="sample", prbench_profile="bm25", prbench_profile_k=k,
         )["test"][0]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import tasks
+from prbench.harness import task_options, tasks
 from prbench.profiles.dense import DenseBuilder, DenseOptions
 from prbench.profiles.ranked import (
     RankedBuilder,
@@ -280,11 +280,11 @@ def test_prbench_ranked_needs_the_dense_condition() -> None:
 
     kwargs = {"prbench_domain": "*", "prbench_condition": "profile",
               "prbench_default_data": "sample", "prbench_ranked": "r.jsonl"}
-    req = tasks.parse_request(kwargs)
+    req = task_options.parse_request(kwargs)
     assert req.builder == "ranked"
     assert req.builder_options["path"] == "r.jsonl" and req.builder_options["model"] == "minilm"
     with pytest.raises(OptionsError, match="cannot be combined with prbench_profile='bm25'"):
-        tasks.parse_request({**kwargs, "prbench_profile": "bm25"})
+        task_options.parse_request({**kwargs, "prbench_profile": "bm25"})
 
 
 def test_rank_argument_errors_are_one_line(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import record_store, tasks
+from prbench.harness import record_store, task_options, task_rows, tasks
 from prbench.records import Record, load_records
 from tests._harness_fixtures import run_eval
 
@@ -40,7 +40,7 @@ def test_from_dict_reads_back_what_to_dict_wrote() -> None:
 
 
 def test_rows_carry_a_reference_and_the_store_gives_the_record() -> None:
-    rows = tasks.load_docs(**_kwargs())["test"]
+    rows = task_rows.load_docs(**_kwargs())["test"]
     assert "record_ref" in rows.column_names and "record_json" not in rows.column_names
     by_id = {r.id: r for r in load_records("sample")}
     for row in rows:
@@ -64,10 +64,14 @@ def test_one_load_per_source_and_row_columns_share_its_buffers(
         return real(source, *args, **kwargs)
 
     monkeypatch.setattr(records, "stream_records", counting)
-    every = tasks.build_rows(tasks.parse_request(_kwargs(domain=tasks.ALL_DOMAINS)))
-    profile = tasks.build_rows(tasks.parse_request(
-        _kwargs(domain=tasks.ALL_DOMAINS, prbench_condition="profile", prbench_profile="bm25")))
-    one = tasks.build_rows(tasks.parse_request(_kwargs(domain="Society_and_Culture")))
+    every_domain = task_options.ALL_DOMAINS
+
+    def rows(**kwargs: Any) -> Any:
+        return task_rows.build_rows(task_options.parse_request(_kwargs(**kwargs)))
+
+    every = rows(domain=every_domain)
+    profile = rows(domain=every_domain, prbench_condition="profile", prbench_profile="bm25")
+    one = rows(domain="Society_and_Culture")
     assert calls == ["sample"]  # three tasks, one read of the data
 
     def address(table: Any, name: str) -> int:

@@ -139,11 +139,11 @@ def test_null_optional_fields_are_errors_like_any_wrong_type(tmp_path: Path) -> 
 
 
 def test_eval_data_path_rejects_a_lone_surrogate_before_datasets(tmp_path: Path) -> None:
-    from prbench.harness import tasks
+    from prbench.harness import task_options, task_rows, tasks
 
     path = write_jsonl(tmp_path / "d.jsonl", [record(rejected="Keep it cold \udbff.")])
     kwargs = {
-        "prbench_domain": tasks.ALL_DOMAINS,
+        "prbench_domain": task_options.ALL_DOMAINS,
         "prbench_condition": "noprofile",
         "prbench_default_data": "sample",
         "prbench_data": str(path),
@@ -151,7 +151,7 @@ def test_eval_data_path_rejects_a_lone_surrogate_before_datasets(tmp_path: Path)
     tasks.reset()
     try:
         with pytest.raises(RecordValidationError) as err:
-            tasks.load_docs(**kwargs)
+            task_rows.load_docs(**kwargs)
     finally:
         tasks.reset()
     assert f"{path}:1: record 'u1': field 'rejected'" in str(err.value)
@@ -159,14 +159,14 @@ def test_eval_data_path_rejects_a_lone_surrogate_before_datasets(tmp_path: Path)
 
 
 def test_custom_task_rows_keep_each_records_domain(tmp_path: Path) -> None:
-    from prbench.harness import tasks
+    from prbench.harness import task_options, task_rows, tasks
 
     write_jsonl(tmp_path / "Art_and_Entertainment.jsonl", [record(id="a1")])
     write_jsonl(tmp_path / "mixed.jsonl", [record(id="m1", domain="Society_and_Culture")])
     tasks.reset()
     try:
-        docs = tasks.load_docs(
-            prbench_domain=tasks.ALL_DOMAINS,
+        docs = task_rows.load_docs(
+            prbench_domain=task_options.ALL_DOMAINS,
             prbench_condition="noprofile",
             prbench_default_data="sample",
             prbench_data=str(tmp_path),

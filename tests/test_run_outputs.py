@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from prbench.harness import tasks
+from prbench.harness import task_options, tasks
 from tests._faults_fixtures import (
     CUSTOM,
     FAULTY,
@@ -194,7 +194,7 @@ def test_plain_lm_eval_use_cache_is_refused_before_the_cache_opens() -> None:
 
 
 def test_plain_lm_eval_limit_zero_gets_the_fix() -> None:
-    from prbench.harness.bridge import lm_eval_error_fix
+    from prbench.harness.lm_eval_messages import lm_eval_error_fix
 
     fixed = lm_eval_error_fix(ValueError("task.build_requests() did not find any docs!"))
     assert fixed is not None and "--limit must be above 0" in fixed
@@ -238,7 +238,7 @@ def test_unreadable_task_yaml_is_named(tmp_path: Path, capsys: pytest.CaptureFix
         def register_task_dirs(register):
             register({str(folder)!r})
     """))
-    from prbench.harness.bridge import unreadable_task_files
+    from prbench.harness.lm_eval_messages import unreadable_task_files
 
     [(path, reason)] = unreadable_task_files([str(folder)])
     assert path.name == "bad.yaml" and reason.startswith("ConstructorError: could not determine")
@@ -303,6 +303,6 @@ def test_the_qualified_default_builder_keeps_the_tasks_defaults() -> None:
     task = {"prbench_domain": "*", "prbench_condition": "profile",
             "prbench_default_data": "sample", "prbench_default_profile_k": 10,
             "prbench_default_profile_options": {"model": "contriever"}}
-    bare = tasks.parse_request({**task, "prbench_profile": "dense"})
-    qualified = tasks.parse_request({**task, "prbench_profile": "prbench/dense"})
+    bare = task_options.parse_request({**task, "prbench_profile": "dense"})
+    qualified = task_options.parse_request({**task, "prbench_profile": "prbench/dense"})
     assert bare.builder_options == qualified.builder_options == {"model": "contriever", "k": 10}

@@ -217,7 +217,8 @@ def test_killed_sweep_resumes_only_what_was_left(tmp_path: Path, capsys) -> None
     assert Path(_record(out, "length", "none")["results"]).stat().st_mtime_ns == first_mtime
     assert _record(out, "slow", "none")["status"] == "done"
     # a changed cell definition is not finished any more
-    from prbench.harness.sweep import finished, load_sweep
+    from prbench.harness.sweep import finished
+    from prbench.harness.sweep_file import load_sweep
 
     cells = load_sweep(sweep).cells(limit=2)
     assert not finished(out, cells[0])
@@ -241,7 +242,7 @@ def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch, name, 
     planner = [ln for ln in stdout.splitlines() if "/planner " in ln]
     assert len(planner) == scorers and all("(STAND-IN)" in ln for ln in planner)
     assert "STAND-IN planner: Qwen/Qwen2.5-0.5B-Instruct plans the aspects" in stdout
-    from prbench.harness.sweep import load_sweep
+    from prbench.harness.sweep_file import load_sweep
 
     sweep = load_sweep(REPO / "sweeps" / name)
     args = {s.name: s.model_args for s in sweep.scorers}
@@ -423,7 +424,7 @@ def test_every_spelling_of_a_sweep_flag_is_refused(eval_args: list[str], tmp_pat
 
 
 def test_eval_args_the_sweep_does_not_set_are_kept(tmp_path: Path) -> None:
-    from prbench.harness.sweep import load_sweep
+    from prbench.harness.sweep_file import load_sweep
 
     path = tmp_path / "s.yaml"
     path.write_text(_GRID + "eval_args: ['--batch-size', '4', '--max_invalid', '0.5']\n",

@@ -239,7 +239,7 @@ def domain_rows(
 def recorded_profile(results: Mapping[str, Any], row: TaskRow) -> tuple[str, dict[str, Any]]:
     """The profile builder a run recorded for a row's data, domain, condition and source.
 
-    Read from ``config.prbench.data`` (the provenance :func:`prbench.harness.tasks.load_docs`
+    Read from ``config.prbench.data`` (the provenance :func:`prbench.harness.task_rows.load_docs`
     records): the options as the task asked for them (``requested_options``), else every option
     the builder resolved; ``("?", {})`` when the run recorded none (not written by prbench).
     """

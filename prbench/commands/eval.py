@@ -141,7 +141,7 @@ def only_prbench_tasks(requested: Sequence[str], names: set[str]) -> bool:
 
 def reserved_metadata_keys(metadata: Any) -> list[str]:
     """Task-fixed ``prbench_`` keys given in ``--metadata`` (lm-eval would crash on them)."""
-    from prbench.harness.tasks import TASK_DEFAULT_KEYS, TASK_KEYS
+    from prbench.harness.task_options import TASK_DEFAULT_KEYS, TASK_KEYS
 
     if isinstance(metadata, str):
         try:
@@ -257,8 +257,8 @@ def _capture(*, tables: bool = True) -> Iterator[dict[str, Any]]:
     import lm_eval.utils
     from lm_eval.loggers.evaluation_tracker import EvaluationTracker
 
-    from prbench.harness.bridge import patch_model_name
     from prbench.harness.manifest import save_results_strictly, save_samples_strictly
+    from prbench.harness.run_files import patch_model_name
     from prbench.harness.summary import table_view
 
     patch_model_name()  # an unnamed prbench run's folder: prbench-<scorer>
@@ -342,9 +342,9 @@ def run(args: argparse.Namespace) -> int:
 
     expected = PrbenchUserError
     registry = get_registry(getattr(args, "plugin", None) or ())
-    from prbench.harness import bridge
+    from prbench.harness import bridge, lm_eval_messages
 
-    bridge.warn_troubled_plugins()  # one line per failed or partial plugin
+    lm_eval_messages.warn_troubled_plugins()  # one line per failed or partial plugin
 
     from lm_eval.utils import setup_logging
 
@@ -398,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
     from prbench.harness import tasks
 
     dirs = tasks.task_dirs()
-    bridge.warn_unreadable_task_files(dirs)  # lm-eval would skip them without a word
+    lm_eval_messages.warn_unreadable_task_files(dirs)  # lm-eval would skip them without a word
     own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
     own_names = tasks.task_names(own)
     typo = misspelt_task(requested_tasks(ns.tasks), own_names)
@@ -411,7 +411,8 @@ def run(args: argparse.Namespace) -> int:
     bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
     bridge.install()
     # lm-eval's hint to pass task kwargs through --metadata: never for prbench's tasks here
-    bridge.quiet_metadata_hint(metadata_given=bool(getattr(ns, "metadata", None)) or not verbose)
+    lm_eval_messages.quiet_metadata_hint(
+        metadata_given=bool(getattr(ns, "metadata", None)) or not verbose)
     # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
     # earlier run carries over, least of all profiles marked "not built" for a scorer that did
     # not read them (the next scorer would see them empty)
@@ -423,7 +424,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # lm-eval's own argument checks, with the fix added
-        fixed = bridge.lm_eval_error_fix(exc)
+        fixed = lm_eval_messages.lm_eval_error_fix(exc)
         if fixed is None:
             raise
         print(f"error: {fixed}", file=sys.stderr)
@@ -487,7 +488,7 @@ def _report(
     length_baseline: bool,
     limit: float | None = None,
 ) -> list[Any]:
-    from prbench.harness import manifest, summary, tasks
+    from prbench.harness import manifest, profile_rows, summary
 
     sections = summary.summarize(
         results, resamples=args.bootstrap_resamples, seed=args.bootstrap_seed,
@@ -506,7 +507,7 @@ def _report(
     ]
     written = manifest.write_run_manifest(
         results, captured, argv=argv, sections=sections, plugins=registry.provenance(),
-        data=list(tasks.PROVENANCE),
+        data=list(profile_rows.PROVENANCE),
     )
     if written is None:
         return sections

@@ -5,7 +5,7 @@ the finished cells, runs again the failed, killed or changed ones, and exits 1 i
 (each failed cell's error is in OUT/cells/<scorer>/<condition>.json; the sweep goes on past it).
 At the end: OUT/sweep_table.md and .csv (rows = scorers plus the length baseline, columns =
 conditions x domains, each with a 95% CI) and OUT/report/ (`prbench report` of every cell, with
-the same table). The sweep file format is in prbench/harness/sweep.py and docs/reproducing.md.
+the same table). The sweep file format is in prbench/harness/sweep_file.py and docs/reproducing.md.
 
 Examples:
   prbench sweep sweeps/sample.yaml -o results/sweep-sample
@@ -82,7 +82,8 @@ def _output(args: argparse.Namespace, sweep: object) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     """Dry-run or run the sweep, then write the table and the report."""
-    from prbench.harness.sweep import load_sweep, run_sweep
+    from prbench.harness.sweep import run_sweep
+    from prbench.harness.sweep_file import load_sweep
 
     sweep = load_sweep(args.sweep_file)
     if args.dry_run:

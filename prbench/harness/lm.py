@@ -362,13 +362,13 @@ class PRBenchLM(LM):
         model sees large batches; nothing is built for a scorer registered with
         ``reads_profile=False``.
         """
-        from prbench.harness.tasks import prepare_profiles
+        from prbench.harness.profile_rows import prepare_profiles
 
         docs = list({id(inst.doc): self._doc(inst) for inst in requests}.values())
         prepare_profiles(docs, build=self.component.reads_profile)
 
     def _context(self, doc: dict[str, Any]) -> dict[str, Any]:
-        from prbench.harness.tasks import row_view
+        from prbench.harness.profile_rows import row_view
 
         hidden = None
         if self.component.diagnostic:

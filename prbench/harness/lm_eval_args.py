@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 #: lm-eval flags whose value may be a JSON object (lm-eval raises a bare ValueError on bad JSON)
+#: the lm-eval model name of prbench's scorers (``--model prbench``)
+MODEL_NAME = "prbench"
 JSON_FLAGS = ("--model_args", "-a", "--metadata", "--gen_kwargs")
 
 
@@ -204,6 +206,7 @@ def restore_option_text(
 
 __all__ = [
     "JSON_FLAGS",
+    "MODEL_NAME",
     "USE_CACHE_REFUSED",
     "check_no_use_cache",
     "json_flag_problem",

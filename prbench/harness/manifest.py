@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.harness.tasks import task_profile, task_profile_source
+from prbench.harness.task_options import task_profile, task_profile_source
 
 MANIFEST_VERSION = 1
 _PACKAGES = ("prbench", "lm_eval", "torch", "transformers", "datasets", "accelerate", "numpy")

@@ -1,6 +1,6 @@
 """The profile fields of the task rows, built lazily (see :mod:`prbench.profiles.lazy`).
 
-:func:`prbench.harness.tasks.build_rows` gives each row of the profile condition a
+:func:`prbench.harness.task_rows.build_rows` gives each row of the profile condition a
 ``profile_key`` and ``profile_status`` ``pending``. This module turns rows into built views:
 :func:`prepare_profiles` for the rows about to be scored (the ``prbench`` model, one builder call
 for all of them), :func:`row_view` for one row, and :func:`process_docs` fills the views built so
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: what each data load built, for results manifests (filled by
-#: :func:`prbench.harness.tasks.load_docs`; kept here, below the tasks, so that
+#: :func:`prbench.harness.task_rows.load_docs`; kept here, below the tasks, so that
 #: :func:`refresh_provenance` can update it)
 PROVENANCE: list[dict[str, Any]] = []
 

@@ -31,7 +31,7 @@ from prbench.analysis.summary import task_rows as _task_rows
 
 
 def _length_acc(data: str, domain: str, condition: str, n: int) -> float | None:
-    from prbench.harness.tasks import LENGTHS
+    from prbench.harness.task_rows import LENGTHS
 
     lengths = LENGTHS.get((data, domain, condition))
     if not lengths or n <= 0 or n > len(lengths):
@@ -59,9 +59,9 @@ def summarize(
     """The summary's sections (:func:`prbench.analysis.summary.summarize`) for a run just made.
 
     The length baseline is that of the rows this process loaded, and each section's profile
-    label is the builder its tasks ask for (:func:`prbench.harness.tasks.task_profile`).
+    label is the builder its tasks ask for (:func:`prbench.harness.task_options.task_profile`).
     """
-    from prbench.harness.tasks import task_profile
+    from prbench.harness.task_options import task_profile
 
     return _summarize(
         results, resamples=resamples, confidence=confidence, seed=seed,

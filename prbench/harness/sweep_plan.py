@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.harness.sweep import Cell, Sweep, SweepFileError
+from prbench.harness.sweep_file import Cell, Sweep, SweepFileError
 
 DEFAULT_TOKENS_PER_WORD = 1.3
 #: words per profile post when the data's statistics have none (the published ones do not): the
@@ -252,7 +252,7 @@ def estimate_cell(
         SweepFileError: an unknown task, or data without statistics.
         prbench.options.OptionsError: metadata the tasks refuse.
     """
-    from prbench.harness.tasks import parse_request
+    from prbench.harness.task_options import parse_request
 
     scorer_id, tags, reads_profile = _scorer_info(cell.scorer.model_args)
     pairwise = "pairwise" in (tags or ())

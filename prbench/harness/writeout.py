@@ -45,7 +45,7 @@ def install(lm: Any) -> None:
 
 
 def is_prbench_doc(doc: Any) -> bool:
-    """A row of a prbench task (built by :func:`prbench.harness.tasks.load_docs`)."""
+    """A row of a prbench task (built by :func:`prbench.harness.task_rows.load_docs`)."""
     return isinstance(doc, Mapping) and "record_ref" in doc and "profile_text" in doc
 
 

@@ -2,11 +2,11 @@
 
 Building a profile can be the dearest step of a run (the ``dense`` builder embeds every post of
 every user), and a run often needs few of them: ``--limit`` keeps the first records, and a scorer
-registered with ``reads_profile=False`` (``length``, ``constant``, ...) needs none. So the task
-rows (:func:`prbench.harness.tasks.load_docs`) do not hold built profiles: each row of the profile
-condition carries a *profile key* (the builder, its options and the record) and the status
-``pending``, and its record is registered here. Whoever consumes the rows asks for the keys it
-needs:
+registered with ``reads_profile=False`` (``length``, ``constant``, ...) needs none. So the
+task rows (:func:`prbench.harness.task_rows.load_docs`) do not hold built profiles: each row of
+the profile condition carries a *profile key* (the builder, its options and the record) and the
+status ``pending``, and its record is registered here. Whoever consumes the rows asks for the
+keys it needs:
 
 - the ``prbench`` lm-eval model (:class:`prbench.harness.lm.PRBenchLM`) builds the profiles of the
   documents of the requests it receives, all at once, one ``build()`` call per builder (so the
@@ -18,7 +18,7 @@ needs:
 
 Views are kept per process in :data:`STORE`, keyed by the profile key, so two tasks over the same
 records share one build and logged samples can be filled in afterwards
-(:func:`prbench.harness.tasks.process_docs`).
+(:func:`prbench.harness.profile_rows.process_docs`).
 """
 
 from __future__ import annotations

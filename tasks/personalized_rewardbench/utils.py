@@ -1,6 +1,7 @@
 """Functions the personalized_rewardbench task YAMLs call (``!function utils.<name>``).
 
-They are thin: the logic lives in :mod:`prbench.harness.tasks` (tested there), so a task folder
+They are thin: the logic lives in :mod:`prbench.harness.tasks`, :mod:`prbench.harness.task_rows`
+and :mod:`prbench.harness.profile_rows` (tested there), so a task folder
 copied elsewhere keeps working as long as prbench is installed.
 """
 
@@ -10,18 +11,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prbench.analysis.metrics import finite_mean as _finite_mean
+from prbench.harness import profile_rows as _profile_rows
+from prbench.harness import task_rows as _task_rows
 from prbench.harness import tasks as _tasks
 from prbench.judges import order_metrics as _order
 
 
 def load_docs(**kwargs: Any) -> dict[str, Any]:
     """``custom_dataset``: records of the task's domain; profiles are built when scored."""
-    return _tasks.load_docs(**kwargs)
+    return _task_rows.load_docs(**kwargs)
 
 
 def process_docs(dataset: Any) -> Any:
     """``process_docs``: the rows with the profiles built so far filled in (logged samples)."""
-    return _tasks.process_docs(dataset)
+    return _profile_rows.process_docs(dataset)
 
 
 def doc_to_text(doc: Mapping[str, Any]) -> str:

@@ -1,0 +1,365 @@
+"""The sweep file: a grid of scorers x conditions, read and checked before any cell runs.
+
+A sweep file (YAML) lists the scorers (rows of the final table) and the conditions (columns);
+every scorer is evaluated under every condition. A scorer entry is what ``prbench eval`` takes as
+``--model_args`` (plus a row name and, for ``--dry_run``, size hints); a condition entry is what
+it takes as ``--tasks`` and ``--metadata``::
+
+    output_path: results/sweep        # default of -o/--output_path
+    limit: 10                         # optional, for every cell (overridden by --limit)
+    eval_args: ["--batch_size", "8"]  # optional, more `prbench eval` flags for every cell
+    metadata: {}                      # optional, merged under every condition's metadata
+    scorers:
+      - name: length                  # row label (default: the scorer id)
+        model_args: {scorer: length}  # or the string "scorer=length,unit=words"
+        estimate: {params_b: 8.0, tokens_per_s: 20000, generated_tokens: 0}   # --dry_run only
+        stand_in: "what stands in for what"   # optional: labels the row STAND-IN in every table
+    conditions:
+      - name: own
+        tasks: personalized_rewardbench_sample          # a name or a list of names
+        metadata: {prbench_profile_k: 5}                # optional
+        stand_in: "..."                                 # optional, as for a scorer
+
+:func:`load_sweep` reads it into a :class:`Sweep` whose :meth:`Sweep.cells` are what
+:mod:`prbench.harness.sweep` runs; every problem is one :class:`SweepFileError` naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prbench.records import DataSourceError
+
+SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "conditions",
+              "description")
+SCORER_KEYS = ("name", "model_args", "estimate", "stand_in")
+CONDITION_KEYS = ("name", "tasks", "metadata", "description", "stand_in")
+ESTIMATE_KEYS = ("params_b", "tokens_per_s", "generated_tokens")
+#: the ``lm_eval run`` options the sweep sets itself (by argparse dest; ``config`` would replace
+#: them all); set in ``eval_args`` under any spelling they are an error
+OWN_OPTIONS = ("tasks", "model", "model_args", "output_path", "metadata", "limit",
+               "log_samples", "config")
+
+
+class SweepFileError(DataSourceError):
+    """A sweep file that cannot be read or is not a valid sweep (the message names the field)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Scorer:
+    """One row of the grid: a scorer with its options."""
+
+    name: str
+    model_args: str
+    estimate: dict[str, float]
+    stand_in: str = ""  # what stands in for what the paper used ("": nothing)
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """One column group of the grid: tasks plus metadata."""
+
+    name: str
+    tasks: tuple[str, ...]
+    metadata: dict[str, Any]
+    stand_in: str = ""  # what stands in for what the paper used ("": nothing)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One (scorer, condition) evaluation."""
+
+    scorer: Scorer
+    condition: Condition
+    limit: float | None
+    eval_args: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """``<scorer>/<condition>``."""
+        return f"{self.scorer.name}/{self.condition.name}"
+
+    def definition(self) -> dict[str, Any]:
+        """What makes the cell (a finished cell made from another definition runs again)."""
+        return {
+            "model_args": self.scorer.model_args, "tasks": list(self.condition.tasks),
+            "metadata": self.condition.metadata, "limit": self.limit,
+            "eval_args": list(self.eval_args),
+        }
+
+    def fingerprint(self) -> str:
+        """A hash of :meth:`definition`."""
+        text = json.dumps(self.definition(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """A parsed sweep file."""
+
+    path: Path
+    output_path: str | None
+    scorers: tuple[Scorer, ...]
+    conditions: tuple[Condition, ...]
+    limit: float | None
+    eval_args: tuple[str, ...]
+
+    def cells(self, limit: float | None = None) -> list[Cell]:
+        """Every cell, scorer by scorer (``limit`` overrides the file's)."""
+        use = self.limit if limit is None else limit
+        return [Cell(s, c, use, self.eval_args) for s in self.scorers for c in self.conditions]
+
+    def stand_ins(self) -> dict[str, str]:
+        """Row or column name -> what stands in there for what the paper used."""
+        return {x.name: x.stand_in for x in (*self.scorers, *self.conditions) if x.stand_in}
+
+
+def _stand_in(entry: dict[str, Any], path: Path, where: str) -> str:
+    value = entry.get("stand_in") or ""
+    if not isinstance(value, str):
+        raise SweepFileError(where_in(path, f"{where}.stand_in must be text"))
+    return value.strip()
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a row or column name."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("_") or "_"
+
+
+def where_in(path: Path, field: str) -> str:
+    """``<sweep file>: <field and problem>``, the form of every sweep file error."""
+    return f"{path}: {field}"
+
+
+def _names(items: Sequence[Any], path: Path, what: str) -> None:
+    seen: set[str] = set()
+    for item in items:
+        if slug(item.name) in seen:
+            raise SweepFileError(where_in(path, f"two {what} named {item.name!r} (names must be "
+                                              "unique, also as file names)"))
+        seen.add(slug(item.name))
+
+
+def _check_keys(entry: Any, allowed: Sequence[str], path: Path, where: str) -> dict[str, Any]:
+    from prbench.options import suggest
+
+    if not isinstance(entry, dict):
+        raise SweepFileError(
+            where_in(path, f"{where} must be a mapping, got {type(entry).__name__}"))
+    for key in entry:
+        if key not in allowed:
+            raise SweepFileError(where_in(
+                path, f"{where}: unknown key {key!r}{suggest(str(key), allowed)}; allowed: "
+                + ", ".join(allowed)))
+    return entry
+
+
+def model_args_text(value: Any, path: Path, where: str) -> str:
+    """``--model_args`` text from a mapping or a string; a value with a comma is refused."""
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    if not isinstance(value, dict) or not value:
+        raise SweepFileError(where_in(path, f"{where}.model_args must be a non-empty mapping or "
+                                          "string (e.g. {scorer: length})"))
+    parts = []
+    for key, val in value.items():
+        text = json.dumps(val) if isinstance(val, dict | list) else str(val).lower() \
+            if isinstance(val, bool) else str(val)
+        if "," in text:
+            raise SweepFileError(where_in(path, f"{where}.model_args.{key}: a value with a comma "
+                                              "cannot pass through --model_args"))
+        parts.append(f"{key}={text}")
+    return ",".join(parts)
+
+
+def _limit(value: Any, path: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise SweepFileError(where_in(path, f"limit must be a positive number, got {value!r}"))
+    return float(value)
+
+
+def _sweep_loader() -> type:
+    """PyYAML's safe loader without aliases: ``*name`` is refused where it is read.
+
+    An alias repeats a node without copying its text, so a few lines of nested aliases expand to
+    billions of values (an alias-expansion bomb) before any check could run; a sweep file has no
+    need of them.
+    """
+    import yaml
+
+    class SweepLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, f"an alias (*{event.anchor}) is not allowed in a sweep file: "
+                    "write the value out", event.start_mark)
+            return super().compose_node(parent, index)
+
+    return SweepLoader
+
+
+def _check_json(value: Any, path: Path, where: str) -> None:
+    """Refuse what JSON cannot carry (``--metadata`` is JSON), naming the field.
+
+    A key that is not a string, a YAML date or any other non-JSON value would end the run in a
+    traceback when the metadata is written as JSON.
+    """
+    if isinstance(value, dict):
+        for key, val in value.items():
+            if not isinstance(key, str):
+                raise SweepFileError(where_in(path, f"{where}: the key {key!r} is not a "
+                                                  f"string ({type(key).__name__}); keys must be "
+                                                  f"strings (quote it: '{key}')"))
+            _check_json(val, path, f"{where}.{key}")
+    elif isinstance(value, list):
+        for i, val in enumerate(value):
+            _check_json(val, path, f"{where}[{i}]")
+    elif value is not None and not isinstance(value, str | int | float | bool):
+        raise SweepFileError(where_in(path, f"{where}: {value!s} is a YAML "
+                                          f"{type(value).__name__}, not a JSON value; quote it "
+                                          f"('{value!s}') to pass it as text"))
+
+
+def _check_eval_args(eval_args: Sequence[str], path: Path) -> None:
+    """Parse ``eval_args`` as ``prbench eval`` does; refuse options the sweep sets itself."""
+    from prbench.cli import lm_eval_flags_given  # the `prbench eval` parsers themselves
+    from prbench.options import OptionsError
+
+    try:
+        given = lm_eval_flags_given(eval_args)
+    except OptionsError as exc:
+        raise SweepFileError(where_in(path, f"eval_args {list(eval_args)}: {exc}")) from None
+    own = [f"--{dest}" for dest in given if dest in OWN_OPTIONS]
+    if own:
+        raise SweepFileError(where_in(path, f"eval_args {list(eval_args)}: {', '.join(own)} "
+                                          f"{'is' if len(own) == 1 else 'are'} set by the sweep "
+                                          "itself (use scorers/conditions/limit)"))
+
+
+def _no_twins(scorers: Sequence[Scorer], conditions: Sequence[Condition], path: Path) -> None:
+    """Refuse two scorers with the same options, or two conditions with equal tasks and metadata.
+
+    They would make identical cells under two labels; the error names both.
+    """
+    from prbench.options import OptionsError, parse_kv_string
+
+    seen: dict[str, str] = {}
+    for scorer in scorers:
+        try:
+            key = json.dumps(parse_kv_string(scorer.model_args), sort_keys=True)
+        except OptionsError as exc:
+            raise SweepFileError(where_in(path, f"scorer {scorer.name!r}: model_args: {exc}")) \
+                from None
+        if key in seen:
+            raise SweepFileError(where_in(path, f"scorers {seen[key]!r} and {scorer.name!r} have "
+                                              "the same model_args: their cells would be "
+                                              "identical; remove one"))
+        seen[key] = scorer.name
+    seen = {}
+    for condition in conditions:
+        key = json.dumps([list(condition.tasks), condition.metadata], sort_keys=True)
+        if key in seen:
+            raise SweepFileError(where_in(path, f"conditions {seen[key]!r} and {condition.name!r} "
+                                              "have the same tasks and metadata: their cells "
+                                              "would be identical; remove one"))
+        seen[key] = condition.name
+
+
+def load_sweep(path: str | os.PathLike[str]) -> Sweep:
+    """Read and check a sweep file.
+
+    Raises:
+        SweepFileError: unreadable, not YAML, or a missing, unknown or malformed field.
+    """
+    import yaml
+
+    file = Path(path)
+    try:
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=_sweep_loader())
+    except OSError as exc:
+        raise SweepFileError(f"{file}: cannot read the sweep file ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise SweepFileError(f"{file}:{line} not valid YAML ({getattr(exc, 'problem', exc)})") \
+            from exc
+    data = _check_keys(data, SWEEP_KEYS, file, "the file")
+    shared_meta = data.get("metadata") or {}
+    if not isinstance(shared_meta, dict):
+        raise SweepFileError(where_in(file, "metadata must be a mapping"))
+    _check_json(shared_meta, file, "metadata")
+    eval_args = data.get("eval_args") or []
+    if not isinstance(eval_args, list) or not all(isinstance(a, str) for a in eval_args):
+        raise SweepFileError(where_in(file, "eval_args must be a list of strings"))
+    _check_eval_args(eval_args, file)
+    scorers = []
+    raw_scorers = data.get("scorers")
+    if not isinstance(raw_scorers, list) or not raw_scorers:
+        raise SweepFileError(where_in(file, "scorers must be a non-empty list"))
+    for i, entry in enumerate(raw_scorers):
+        where = f"scorers[{i}]"
+        entry = _check_keys(entry, SCORER_KEYS, file, where)
+        args = model_args_text(entry.get("model_args"), file, where)
+        scorer_id = dict(p.split("=", 1) for p in args.split(",") if "=" in p).get("scorer")
+        name = str(entry.get("name") or scorer_id or "")
+        if not name:
+            raise SweepFileError(where_in(file, f"{where}: give a name or model_args.scorer"))
+        estimate = _check_keys(entry.get("estimate") or {}, ESTIMATE_KEYS, file,
+                               f"{where}.estimate")
+        for key, val in estimate.items():
+            if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
+                raise SweepFileError(where_in(file, f"{where}.estimate.{key} must be a number"))
+        scorers.append(Scorer(name, args, {k: float(v) for k, v in estimate.items()},
+                              _stand_in(entry, file, where)))
+    conditions = []
+    raw_conditions = data.get("conditions")
+    if not isinstance(raw_conditions, list) or not raw_conditions:
+        raise SweepFileError(where_in(file, "conditions must be a non-empty list"))
+    for i, entry in enumerate(raw_conditions):
+        where = f"conditions[{i}]"
+        entry = _check_keys(entry, CONDITION_KEYS, file, where)
+        tasks = entry.get("tasks")
+        tasks = [tasks] if isinstance(tasks, str) else tasks
+        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
+            raise SweepFileError(where_in(file, f"{where}.tasks must be a task name or a list"))
+        meta = entry.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise SweepFileError(where_in(file, f"{where}.metadata must be a mapping"))
+        _check_json(meta, file, f"{where}.metadata")
+        name = str(entry.get("name") or "+".join(tasks))
+        conditions.append(Condition(name, tuple(tasks), {**shared_meta, **meta},
+                                    _stand_in(entry, file, where)))
+    _names(scorers, file, "scorers")
+    _names(conditions, file, "conditions")
+    _no_twins(scorers, conditions, file)
+    out = data.get("output_path")
+    return Sweep(file, None if out is None else str(out), tuple(scorers), tuple(conditions),
+                 _limit(data.get("limit"), file), tuple(eval_args))
+
+
+__all__ = [
+    "CONDITION_KEYS",
+    "ESTIMATE_KEYS",
+    "OWN_OPTIONS",
+    "SCORER_KEYS",
+    "SWEEP_KEYS",
+    "Cell",
+    "Condition",
+    "Scorer",
+    "Sweep",
+    "SweepFileError",
+    "load_sweep",
+    "model_args_text",
+    "slug",
+    "where_in",
+]
