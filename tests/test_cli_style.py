@@ -287,8 +287,9 @@ def test_build_shows_the_defaults_its_shortcut_flags_leave_to_the_generator() ->
 
 #: flags named after a component role or its id key: the old forms, never shown in --help
 _COMPONENT_WORDS = {*ROLES, *(key for key in ROLES.values() if key)} - {"model"}
-#: rl's --policy is the model it trains (a folder or hub id), not a component with options
-_NOT_COMPONENTS = {("rl", "--policy")}
+#: flags named after a component word that are not a component (none left: rl's policy is
+#: ``--policy_args model=PATH`` now)
+_NOT_COMPONENTS: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize("name", sorted(SUBPARSERS))

@@ -583,14 +583,14 @@ def test_commands_are_read_through_launchers_loops_and_continuations() -> None:
 PRBENCH_LOAD_PLUGINS= .venv/bin/prbench plugins   # a comment
 accelerate launch --num_processes 8 -m prbench.cli eval \\
     --tasks t --model_args scorer=length
-prbench rl --policy $(python -c "print('x (y)')") --model_args scorer=length -o out
+prbench rl --policy_args model=$(python -c "print('x (y)')") --model_args scorer=length -o out
 pip install -e . && lm_eval --tasks t | tee log
 ```"""
     argvs = [tool_argv(c.argv) for c in shell_commands("x.md", text)]
     assert argvs == [
         ("prbench", ["plugins"]),
         ("prbench", ["eval", "--tasks", "t", "--model_args", "scorer=length"]),
-        ("prbench", ["rl", "--policy", "SUBSTITUTED", "--model_args", "scorer=length", "-o",
+        ("prbench", ["rl", "--policy_args", "model=SUBSTITUTED", "--model_args", "scorer=length", "-o",
                      "out"]),
         None,
         ("lm_eval", ["--tasks", "t"]),

@@ -172,8 +172,8 @@ def test_rl_refuses_a_policy_that_needs_remote_code_in_one_line(
     from prbench.cli import main
 
     out = tmp_path / "run"
-    code = main(["rl", "--policy", str(remote_code_policy), "--model_args", "scorer=length",
-                 "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1", "-o", str(out),
+    code = main(["rl", "--policy_args", f"model={remote_code_policy}", "--model_args",
+                 "scorer=length", "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1", "-o", str(out),
                  "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1
