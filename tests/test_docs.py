@@ -590,8 +590,8 @@ pip install -e . && lm_eval --tasks t | tee log
     assert argvs == [
         ("prbench", ["plugins"]),
         ("prbench", ["eval", "--tasks", "t", "--model_args", "scorer=length"]),
-        ("prbench", ["rl", "--policy_args", "model=SUBSTITUTED", "--model_args", "scorer=length", "-o",
-                     "out"]),
+        ("prbench", ["rl", "--policy_args", "model=SUBSTITUTED", "--model_args", "scorer=length",
+                     "-o", "out"]),
         None,
         ("lm_eval", ["--tasks", "t"]),
         None,

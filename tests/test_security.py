@@ -173,8 +173,8 @@ def test_rl_refuses_a_policy_that_needs_remote_code_in_one_line(
 
     out = tmp_path / "run"
     code = main(["rl", "--policy_args", f"model={remote_code_policy}", "--model_args",
-                 "scorer=length", "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1", "-o", str(out),
-                 "--no-progress"])
+                 "scorer=length", "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1",
+                 "-o", str(out), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1
     assert len(err) == 1 and err[0].startswith(f"error: policy {remote_code_policy}: ")
