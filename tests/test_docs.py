@@ -412,7 +412,7 @@ class Checker:
         """
         from prbench.errors import PrbenchUserError
         from prbench.options import parse_kv_string
-        from prbench.scoring.runtime import split_options
+        from prbench.scoring.runtime_options import split_options
 
         if scorer.isupper():
             return []

@@ -20,7 +20,8 @@ import pytest
 
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from prbench.scoring.runtime import ScorerOutOfMemoryError, build_runtime
+from prbench.scoring.oom import ScorerOutOfMemoryError
+from prbench.scoring.runtime import build_runtime
 from prbench.testing import token_slot_limit
 from tests._hf_fixtures import build_tiny_model, sample_text
 

@@ -127,7 +127,7 @@ def check_scorer(registry: Any, scorer: str, raw: dict[str, Any], *, what: str) 
         UnknownComponentError: an unknown id.
     """
     from prbench.options import OptionsError
-    from prbench.scoring.runtime import split_options
+    from prbench.scoring.runtime_options import split_options
 
     component = registry.get("scorer", scorer)
     _, scorer_raw = split_options(component, raw)
