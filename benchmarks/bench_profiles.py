@@ -361,7 +361,7 @@ def _table(model: str, data: str, records: list, backends: list[str],
     The paths are timed in turns, ``--repeats`` rounds, and each keeps its fastest round: on a
     shared machine a burst of other work then slows one round of one path, not a whole row.
     """
-    from prbench.profiles.embed import ModelUnavailableError
+    from prbench.profiles.model_ref import ModelUnavailableError
 
     texts = [p.text for r in records for p in r.profile]
     questions = [r.question for r in records]

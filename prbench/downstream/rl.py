@@ -239,7 +239,7 @@ def check_policy(config: RLConfig) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     from prbench.options import OptionsError
-    from prbench.profiles.embed import remote_code_error
+    from prbench.profiles.model_ref import remote_code_error
 
     if config.gguf_file:
         return  # a GGUF file carries no code, and reading it twice would cost seconds
