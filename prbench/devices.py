@@ -13,6 +13,10 @@ adapter) resolves its ``device`` option with :func:`resolve_device` (a string) o
   :func:`lm_eval_default_device`) -> ``cpu``, silently;
 - anything else is checked by torch (an unknown device is a ``ValueError``).
 
+The precision that goes with a device is chosen here too: :func:`resolve_dtype` (model weights:
+``auto`` is float32 on a CPU, bf16 or fp16 on CUDA) and :func:`resolve_embed_dtype` (profile
+encoders).
+
 Nothing here imports torch at module import time.
 """
 
@@ -200,3 +204,19 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
         return setting, "asked for"
     native, why = native_bf16(device)
     return ("bfloat16", f"auto: {why}") if native else ("float32", f"auto: {why}")
+
+
+def resolve_dtype(requested: str, device: Any) -> str:
+    """The dtype name to load weights with (``auto``: float32 on CPU, bf16 — else fp16 — on CUDA).
+
+    Args:
+        requested: ``auto`` or a dtype name (``float32``, ``bfloat16``, ``float16``), kept as is.
+        device: the resolved ``torch.device`` the model runs on.
+    """
+    if requested != "auto":
+        return requested
+    if device.type == "cuda":
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float32"

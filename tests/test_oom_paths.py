@@ -99,7 +99,8 @@ _ENCODERS: dict[str, Any] = {}
 
 
 def _encoder(model: Path) -> Any:
-    from prbench.backends.hf_classifier import HFClassifierOptions, HFClassifierScorer
+    from prbench.backends.hf_classifier import HFClassifierScorer
+    from prbench.backends.hf_classifier_options import HFClassifierOptions
 
     if str(model) not in _ENCODERS:
         _ENCODERS[str(model)] = HFClassifierScorer(
