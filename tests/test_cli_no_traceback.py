@@ -67,7 +67,7 @@ def test_rl_judge_without_a_model(tmp_path: Path) -> None:
 
 
 def test_rl_default_judge_is_offline_and_flagged() -> None:
-    from prbench.downstream.rl import RLConfig
+    from prbench.downstream.rl_config import RLConfig
     from prbench.plugins import get_registry
 
     judge = RLConfig(policy="", output_dir="", scorer="").judge

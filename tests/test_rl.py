@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from prbench.downstream.rl import RLConfig, ScorerReward, completion_text, format_summary
+from prbench.downstream.rl import ScorerReward, completion_text, format_summary
+from prbench.downstream.rl_config import RLConfig
 from prbench.profiles.base import ProfileView
 from prbench.records import load_records
 
@@ -61,7 +62,7 @@ def test_reward_function_sends_record_context_in_one_batched_call() -> None:
 def test_unmark_gguf_clears_the_quantized_flag_only_for_gguf() -> None:
     from types import SimpleNamespace
 
-    from prbench.downstream.rl import unmark_gguf
+    from prbench.downstream.rl_policy import unmark_gguf
 
     class GgufHfQuantizer:
         pass
@@ -150,7 +151,7 @@ def test_reward_curve_prints_one_line_per_step_with_eta(
 def test_freeze_below_leaves_only_the_top_blocks_trainable(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from prbench.downstream.rl import freeze_below
+    from prbench.downstream.rl_policy import freeze_below
     from tests._hf_fixtures import build_tiny_model
 
     model = AutoModelForCausalLM.from_pretrained(

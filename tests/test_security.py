@@ -184,7 +184,8 @@ def test_rl_refuses_a_policy_that_needs_remote_code_in_one_line(
 
 
 def test_check_policy_passes_the_option_through(remote_code_policy: Path, tmp_path: Path) -> None:
-    from prbench.downstream.rl import RLConfig, check_policy
+    from prbench.downstream.rl_config import RLConfig
+    from prbench.downstream.rl_policy import check_policy
     from prbench.options import OptionsError
     from prbench.testing import build_tiny_causal_lm
 

@@ -27,7 +27,7 @@ POLICY_OPTIONS = ("model", "gguf_file")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
     from prbench.commands import add_component_argument, add_refused_flag, add_scorer_argument
-    from prbench.downstream.rl import ALGORITHMS, RLConfig
+    from prbench.downstream.rl_config import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
     add_component_argument(parser, "policy", default="", required=True,
