@@ -195,7 +195,7 @@ def test_unknown_flag_is_one_error_line(capsys: Any) -> None:
 
 
 def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFixture[str]) -> None:
-    from prbench.commands.eval import lm_eval_spellings
+    from prbench.commands.eval_args import lm_eval_spellings
 
     assert lm_eval_spellings(["--model-args", "scorer=length", "--log-samples", "--output-path=x",
                               "--tasks", "t", "--not-a-flag"]) == [
@@ -245,7 +245,7 @@ def test_each_command_line_of_top_level_help_is_its_whole_first_paragraph() -> N
 
 
 def test_eval_help_lists_tasks_and_model_args_and_hands_them_to_lm_eval() -> None:
-    from prbench.commands.eval import lm_eval_argv
+    from prbench.commands.eval_args import lm_eval_argv
     from prbench.harness.lm import DEFAULT_SCORER
 
     parser = SUBPARSERS["eval"]

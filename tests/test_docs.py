@@ -340,7 +340,7 @@ class Checker:
             return [] if not extra else [f"unrecognized arguments: {' '.join(extra)}"]
         module = ns._module
         if ns.command == "eval":
-            from prbench.commands.eval import lm_eval_argv
+            from prbench.commands.eval_args import lm_eval_argv
 
             if getattr(ns, "lm_eval_help", False):
                 return []
@@ -365,7 +365,7 @@ class Checker:
         return out
 
     def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
-        from prbench.commands.eval import (
+        from prbench.commands.eval_args import (
             argument_problem,
             lm_eval_spellings,
             misspelt_task,
