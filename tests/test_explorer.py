@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from prbench.analysis.explorer import explorer_html, explorer_pairs, judge_orders, run_data
+from prbench.analysis.explorer import explorer_html
+from prbench.analysis.explorer_data import explorer_pairs, judge_orders, run_data
 from tests._browser import Browser, chromium_path
 
 DATE = "2026-01-01T00-00-00.000000"
