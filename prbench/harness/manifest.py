@@ -161,9 +161,9 @@ def save_samples_strictly(
 
     A pair with an answer the scorer could not score gets its reason
     (:mod:`prbench.harness.unscored`); a pair a judge judged gets its orders with the judge's
-    replies (:func:`prbench.judges.order_metrics.annotate_samples`). lm-eval names the file ``samples_<task>_<date>.jsonl``;
-    a task name with a path separator (a plugin task ``../../x``) would put it in another folder
-    (or nowhere), so such a name is
+    replies (:func:`prbench.judges.order_metrics.annotate_samples`). lm-eval names the file
+    ``samples_<task>_<date>.jsonl``; a task name with a path separator (a plugin task
+    ``../../x``) would put it in another folder (or nowhere), so such a name is
     written with each separator as ``_`` and a warning. The file is read back: every sample on
     one complete JSON line.
 

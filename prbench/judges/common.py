@@ -57,7 +57,7 @@ def kept_reply(reply: Reply | None, limit: int = REPLY_KEEP_CHARS) -> str | None
             :class:`~prbench.backends.base.GenerationFailure` (its :attr:`text` when the reply
             was cut at ``max_new_tokens``; no text otherwise).
         limit: the characters kept; a longer reply keeps its first ``limit // 2`` and last
-            ``limit - limit // 2`` characters with ``"\n[cut: N more characters]\n"`` between.
+            ``limit - limit // 2`` characters, a line ``[cut: N more characters]`` between.
 
     Returns:
         The kept text, or ``None`` when no text came back (a failed generation).
