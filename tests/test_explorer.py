@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from prbench.analysis.explorer import explorer_pairs, judge_orders, run_data
-from prbench.analysis.explorer_page import explorer_html
+from prbench.analysis.explorer import explorer_html
+from prbench.analysis.explorer_data import explorer_pairs, judge_orders, run_data
 from tests._browser import Browser, chromium_path
 
 DATE = "2026-01-01T00-00-00.000000"
@@ -202,7 +202,7 @@ def _judge_pairs() -> list[dict[str, Any]]:
 
 def test_a_file_without_replies_rebuilds_verdicts_and_says_the_replies_are_missing(
         tmp_path: Path, browser: Browser) -> None:
-    from prbench.analysis.explorer import NO_REPLY_LOGGED
+    from prbench.analysis.explorer_data import NO_REPLY_LOGGED
     from prbench.analysis.runs import load_run
 
     run = load_run(write_run(tmp_path / "j", "judge", _judge_pairs()), resamples=50)

@@ -1,352 +1,394 @@
-"""Pair explorer data: every scored pair of a run, with what the scorer read and replied.
+"""Pair explorer page: one static, self-contained HTML page over the pairs of one or two runs.
 
-After a number, a researcher wants the pairs behind it: which pairs did the reward model get
-wrong, and why. :func:`explorer_pairs` reads a run's samples files (``prbench eval
---log_samples``) and gives, per pair and cell (condition + profile source), what the scorer saw
-and what it said: the domain, the question, the profile text as built for the scorer, both
-answers, the outcome (right / wrong / tie / invalid), the margin, whether the length baseline
-(the longer answer wins) agrees, the user's hidden rubric aspects (DIAGNOSTIC: the scorer never
-saw them), and why the pair counted as it did under each metric:
+:func:`explorer_html` writes the page for the data of :mod:`prbench.analysis.explorer_data`: the
+data as JSON inside the page, the script and styles inline, no server, no network; every text
+from the data -- questions, answers, profiles, a judge's raw replies -- is set as text (never
+parsed as HTML), and the JSON is escaped so that no ``</script>`` in the data ends the block.
+:func:`write_explorers` writes one page per run and a comparison page (``prbench report``).
 
-- a pointwise reward model: both scores, the margin, and for an answer it left unscored the
-  scorer's reason (the line's ``invalid_reason``);
-- a pairwise judge: per order shown (chosen first / chosen second) the judge's raw reply (as the
-  samples file keeps it: at most :data:`prbench.judges.common.REPLY_KEEP_CHARS` characters), the
-  parsed verdict, why an unreadable order was unreadable, and the pair's strict ``acc`` and
-  ``acc_single_order`` with the rule that gave each
-  (:func:`prbench.judges.order_metrics.explain_pair`; the definitions are not repeated here).
-
-A number on a line that does not match what its parts give (a samples line whose ``acc`` is not
-the strict win of its orders) is kept and flagged in the pair's ``notes``, never replaced.
-The page itself is :mod:`prbench.analysis.explorer_page`.
+On the page: filters by cell, domain, outcome, flag (an unreadable judge order, an order flip,
+an unscored answer) and length-baseline agreement, sort by margin; per pair, each order a judge
+was asked with its raw reply (collapsed), the parsed verdict and why an unreadable order was
+unreadable, and how the pair counted under each metric. With two runs (the comparison page)
+both side by side on the pairs they share, optionally only the pairs on which they disagree.
 """
 
 from __future__ import annotations
 
+import html
 import json
-import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-#: the outcomes a pair can have, in the order the page counts them
-OUTCOMES = ("right", "wrong", "tie", "invalid")
+from prbench.analysis.explorer_data import FLAGS, NO_REPLY_LOGGED, run_data
+from prbench.outputs import write_text
 
-#: the flags a pair can carry (the page's "flags" filter): an order without a verdict, two
-#: read orders preferring different answers, an answer a pointwise scorer left unscored
-FLAGS = ("unreadable", "order-flip", "unscored")
 
-#: what the page says where a judge's raw reply is not in the samples file
-NO_REPLY_LOGGED = (
-    "the raw reply is not in the samples file: the judge does not record its replies, the "
-    "verdict was read from a score cache written before replies were kept, or the pair was "
-    "scored by another process of a data-parallel run"
+def _script_json(data: Any) -> str:
+    """JSON safe inside ``<script>``: no ``<``, ``>``, ``&`` or line separators left raw."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                         ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+_STYLE = """
+body{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
+#controls{display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:center;padding:.6em;
+ background:#f4f4f4;border:1px solid #ddd;position:sticky;top:0}
+#controls label{font-size:13px}
+#counts{font-size:14px;margin:.7em 0}
+.pair{border:1px solid #ccc;margin:.35em 0;padding:.3em .6em;border-radius:3px}
+.pair>summary{cursor:pointer;font-size:13px}
+.badge{display:inline-block;min-width:4.5em;text-align:center;border-radius:3px;padding:0 .3em;
+ margin-right:.4em;color:#fff;font-size:12px}
+.right{background:#2e7d32}.wrong{background:#c62828}.tie{background:#8d6e00}
+.invalid{background:#555}
+.flag{color:#b71c1c;font-weight:bold}
+.cols{display:grid;grid-template-columns:1fr 1fr;gap:.8em}
+.box{background:#fafafa;border:1px solid #e3e3e3;padding:.4em;white-space:pre-wrap;
+ font-size:13px}
+h4{margin:.6em 0 .2em}
+.diag{border-left:4px solid #f2a541;padding-left:.5em}
+.muted{color:#666;font-size:12px}
+.order{border-left:3px solid #90a4ae;padding-left:.5em;margin:.4em 0}
+.reply>summary{cursor:pointer;font-size:12px;color:#37474f}
+pre.box{max-height:24em;overflow:auto;font-family:monospace}
+.reasons{font-size:13px;margin:.2em 0}
+"""
+
+_SCRIPT = r"""
+"use strict";
+const DATA = JSON.parse(document.getElementById("explorer-data").textContent);
+for (const run of DATA.runs) {  // long texts are stored once: resolve the indices
+  for (const p of run.pairs) {
+    for (const f of ["question", "chosen", "rejected", "profile"]) p[f] = DATA.strings[p[f]];
+    p.aspects = DATA.aspects[p.aspects];
+  }
+}
+const $ = (id) => document.getElementById(id);
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+function fmt(x) { return x === null || x === undefined ? "-" : Number(x).toFixed(4); }
+function runName(i) {
+  const r = DATA.runs[i];
+  return r.label + (r.diagnostic ? " (DIAGNOSTIC)" : "");
+}
+function option(select, value, text) {
+  const o = el("option", text); o.value = value; select.appendChild(o);
+}
+function fill(select, values, allText) {
+  const keep = select.value;
+  select.textContent = "";
+  if (allText) option(select, "", allText);
+  for (const v of values) option(select, v, v);
+  if ([...select.options].some((o) => o.value === keep)) select.value = keep;
+}
+function key(p) { return p.cell + "\u0000" + p.id; }
+function setup() {
+  const a = $("run-a"), b = $("run-b");
+  DATA.runs.forEach((r, i) => option(a, String(i), runName(i)));
+  option(b, "", "(none)");
+  DATA.runs.forEach((r, i) => option(b, String(i), runName(i)));
+  if (DATA.runs.length > 1) { b.value = "1"; } else { $("compare").hidden = true; }
+  if (DATA.runs.length < 2) { $("pick-a").hidden = true; }
+  for (const id of ["run-a", "run-b", "cell", "domain", "outcome", "flag", "length", "sort",
+                    "disagree"]) {
+    $(id).addEventListener("change", render);
+  }
+  render();
+}
+function render() {
+  const a = DATA.runs[Number($("run-a").value)];
+  const bi = $("run-b").value;
+  const b = bi === "" || bi === $("run-a").value ? null : DATA.runs[Number(bi)];
+  const flags = [];
+  if (a.sample || (b && b.sample)) flags.push("bundled SAMPLE data, not the benchmark");
+  for (const r of [a, b]) {
+    if (r && r.diagnostic) flags.push(r.label + " is DIAGNOSTIC (reads the hidden rubric)");
+  }
+  $("flags").textContent = flags.join("; ");
+  $("source").textContent = "results: " + a.file + (b ? "  |  " + b.file : "");
+  const rank = (c) => (c === "profile" ? 0 : c === "noprofile" ? 2 : 1);
+  fill($("cell"), [...new Set(a.pairs.map((p) => p.cell))].sort(
+    (x, y) => rank(x) - rank(y) || (x < y ? -1 : x > y ? 1 : 0)), null);
+  const cell = $("cell").value;
+  let pairs = a.pairs.filter((p) => p.cell === cell);
+  fill($("domain"), [...new Set(pairs.map((p) => p.domain))].sort(), "all domains");
+  let other = null;
+  if (b) {
+    other = new Map(b.pairs.filter((p) => p.cell === cell).map((p) => [key(p), p]));
+    pairs = pairs.filter((p) => other.has(key(p)));
+  }
+  const total = pairs.length;
+  const domain = $("domain").value, outcome = $("outcome").value, length = $("length").value;
+  if (domain) pairs = pairs.filter((p) => p.domain === domain);
+  if (outcome) pairs = pairs.filter((p) => p.outcome === outcome);
+  const flag = $("flag").value;
+  if (flag) pairs = pairs.filter((p) => p.flags.includes(flag));
+  if (length) pairs = pairs.filter((p) => p.length_agrees === (length === "agrees"));
+  $("disagree-box").hidden = !b;
+  let disagreeing = 0;
+  if (b) {
+    const differs = (p) => (p.outcome === "right") !== (other.get(key(p)).outcome === "right");
+    disagreeing = pairs.filter(differs).length;
+    if ($("disagree").checked) pairs = pairs.filter(differs);
+  }
+  const sort = $("sort").value;
+  const m = (p) => (p.margin === null ? Infinity : p.margin);
+  if (sort === "margin-asc") pairs.sort((x, y) => m(x) - m(y));
+  else if (sort === "margin-desc") pairs.sort((x, y) => m(y) - m(x));
+  else pairs.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
+  const counts = {right: 0, wrong: 0, tie: 0, invalid: 0};
+  for (const p of pairs) counts[p.outcome] += 1;
+  $("n-shown").textContent = String(pairs.length);
+  $("n-total").textContent = String(total);
+  for (const o of Object.keys(counts)) $("n-" + o).textContent = String(counts[o]);
+  for (const f of DATA.flags) {
+    $("n-flag-" + f).textContent = String(pairs.filter((p) => p.flags.includes(f)).length);
+  }
+  $("n-disagree").textContent = b ? String(disagreeing) : "-";
+  $("disagree-note").hidden = !b;
+  const list = $("pairs");
+  list.textContent = "";
+  for (const p of pairs) list.appendChild(card(p, a, b ? other.get(key(p)) : null, b));
+}
+function value(x) {
+  if (Array.isArray(x)) return x.join(" of ");
+  return Number.isInteger(x) ? String(x) : Number(x).toFixed(4);
+}
+function orderBox(o) {
+  const d = el("div", null, "order");
+  d.appendChild(el("b", o.order === "chosen first" ? "chosen answer shown first (as A)"
+    : "chosen answer shown second (as B)"));
+  const said = o.verdict === "unreadable"
+    ? "no verdict (unreadable reply)" + (o.failure ? ": " + o.failure : "")
+      + (o.detail ? " - " + o.detail : "")
+    : (o.parsed ? "parsed verdict " + o.parsed + ": " : "") + o.verdict + " answer preferred";
+  d.appendChild(el("div", said, o.verdict === "unreadable" ? "flag" : ""));
+  if (!o.logged) {
+    d.appendChild(el("div", DATA.no_reply, "muted"));
+  } else if (o.reply === null) {
+    d.appendChild(el("div", "no text came back from the judge", "muted"));
+  } else {
+    const r = el("details", null, "reply");
+    r.appendChild(el("summary", "raw reply (" + o.reply.length + " characters as logged)"));
+    r.appendChild(el("pre", o.reply, "box"));
+    d.appendChild(r);
+  }
+  return d;
+}
+function side(p, run) {
+  const box = el("div");
+  box.appendChild(el("h4", runName(DATA.runs.indexOf(run))));
+  const line = el("div");
+  line.appendChild(el("span", p.outcome, "badge " + p.outcome));
+  line.appendChild(el("span", "margin " + fmt(p.margin) + (p.kind === "judge"
+    ? " (P(chosen) - P(rejected))" : " (score(chosen) - score(rejected))")));
+  box.appendChild(line);
+  for (const n of p.notes) box.appendChild(el("div", "warning: " + n, "flag"));
+  if (p.kind === "judge") {
+    box.appendChild(el("div", "pairwise judge: P(chosen) = " + fmt(p.scores[0])
+      + " (the share of its readable orders that picked the chosen answer); orders asked:",
+      "muted"));
+    for (const o of p.orders) box.appendChild(orderBox(o));
+  } else {
+    box.appendChild(el("div", "score(chosen) = " + fmt(p.scores[0])
+      + ", score(rejected) = " + fmt(p.scores[1]), "muted"));
+    for (const k of Object.keys(p.unscored)) {
+      box.appendChild(el("div", k + " answer left unscored: " + p.unscored[k], "flag"));
+    }
+  }
+  box.appendChild(el("div", "how this pair counted:", "muted"));
+  const ul = el("ul", null, "reasons");
+  for (const r of p.reasons) {
+    ul.appendChild(el("li", r.metric + " = " + value(r.value) + ": " + r.why));
+  }
+  box.appendChild(ul);
+  box.appendChild(el("div", "length baseline (longer answer wins) "
+    + (p.length_agrees ? "agrees" : "disagrees") + " with this outcome", "muted"));
+  return box;
+}
+function card(p, a, q, b) {
+  const d = el("details", null, "pair");
+  d.dataset.id = p.id;
+  const s = el("summary");
+  s.appendChild(el("span", p.outcome, "badge " + p.outcome));
+  if (q) s.appendChild(el("span", q.outcome, "badge " + q.outcome));
+  s.appendChild(el("b", p.id + " "));
+  s.appendChild(el("span", "[" + p.domain + "] margin " + fmt(p.margin) + " - "));
+  if (p.flags.length) s.appendChild(el("span", "(" + p.flags.join(", ") + ") ", "flag"));
+  s.appendChild(el("span", p.question));
+  d.appendChild(s);
+  d.appendChild(el("h4", "Question"));
+  d.appendChild(el("div", p.question, "box"));
+  d.appendChild(el("h4", "Profile as the scorer saw it (profile source: " + p.profile_source
+    + ")"));
+  d.appendChild(el("div", p.profile || "(no profile text" + (p.profile_status ? "; "
+    + p.profile_status : "") + ")", "box"));
+  const cols = el("div", null, "cols");
+  for (const [name, text] of [["Chosen answer", p.chosen], ["Rejected answer", p.rejected]]) {
+    const col = el("div");
+    col.appendChild(el("h4", name));
+    col.appendChild(el("div", text, "box"));
+    cols.appendChild(col);
+  }
+  d.appendChild(cols);
+  const verdicts = el("div", null, q ? "cols" : "");
+  verdicts.appendChild(side(p, a));
+  if (q) verdicts.appendChild(side(q, b));
+  d.appendChild(verdicts);
+  const diag = el("div", null, "diag");
+  diag.appendChild(el("h4", "Rubric aspects (DIAGNOSTIC: hidden from the scorer)"));
+  if (!p.aspects.length) diag.appendChild(el("div", "(none in the record)", "muted"));
+  const ul = el("ul");
+  for (const x of p.aspects) {
+    const li = el("li");
+    li.appendChild(el("b", x.aspect));
+    if (x.evidence) li.appendChild(el("div", "evidence: " + x.evidence, "muted"));
+    if (x.reason) li.appendChild(el("div", "reason: " + x.reason, "muted"));
+    ul.appendChild(li);
+  }
+  diag.appendChild(ul);
+  d.appendChild(diag);
+  return d;
+}
+setup();
+"""
+
+_BODY = """
+<h1>{title}</h1>
+<p>{intro}</p>
+<p id="flags" class="flag"></p>
+<p id="source" class="muted"></p>
+<div id="controls">
+ <label id="pick-a">run <select id="run-a"></select></label>
+ <label id="compare">compare with <select id="run-b"></select></label>
+ <label>condition <select id="cell"></select></label>
+ <label>domain <select id="domain"></select></label>
+ <label>outcome <select id="outcome"><option value="">all</option>
+  <option value="right">right</option><option value="wrong">wrong</option>
+  <option value="tie">tie</option><option value="invalid">invalid</option></select></label>
+ <label>flag <select id="flag"><option value="">all</option>
+  <option value="unreadable">an unreadable order (judge)</option>
+  <option value="order-flip">an order flip (judge)</option>
+  <option value="unscored">an unscored answer</option></select></label>
+ <label>length baseline <select id="length"><option value="">all</option>
+  <option value="agrees">agrees</option><option value="disagrees">disagrees</option>
+  </select></label>
+ <label>sort <select id="sort"><option value="margin-asc">margin, lowest first</option>
+  <option value="margin-desc">margin, highest first</option><option value="id">pair id</option>
+  </select></label>
+ <label id="disagree-box"><input type="checkbox" id="disagree"> only pairs the two runs
+  disagree on</label>
+</div>
+<p id="counts">showing <b id="n-shown">0</b> of <span id="n-total">0</span> pairs:
+ right <span id="n-right">0</span>, wrong <span id="n-wrong">0</span>,
+ tie <span id="n-tie">0</span>, invalid <span id="n-invalid">0</span>; flagged: an unreadable
+ order <span id="n-flag-unreadable">0</span>, an order flip <span id="n-flag-order-flip">0</span>,
+ an unscored answer <span id="n-flag-unscored">0</span><span id="disagree-note">;
+ the two runs disagree (one right, the other not) on <span id="n-disagree">-</span> of them
+ </span></p>
+<div id="pairs"></div>
+"""
+
+_INTRO = (
+    "Every pair the scorer scored, as logged by prbench eval --log_samples. Right: the chosen "
+    "answer scored higher (a pairwise judge: strict acc, every order it was asked picked the "
+    "chosen answer); a tie or a missing verdict (invalid) is not right. margin = "
+    "score(chosen) minus score(rejected); for a judge P(chosen) minus P(rejected). A judge's "
+    "raw replies are shown as the samples file keeps them: at most {keep:,} characters each, a "
+    "longer one cut in the middle at a visible [cut: N more characters] marker. "
+    "The length baseline picks the longer answer; "
+    "'agrees' means it is right exactly where this run is. Rubric aspects are the user's hidden "
+    "rubric: DIAGNOSTIC, never shown to the scorer. Click a pair to open it."
 )
 
-_NAMES = {"first": "chosen", "second": "rejected", None: "unreadable"}
+
+#: the long text fields of a pair, stored once per page (runs and conditions share questions,
+#: answers and rubric aspects)
+_SHARED_TEXT = ("question", "chosen", "rejected", "profile")
 
 
-def _number(value: Any) -> float | None:
-    """A finite float, else ``None`` (strict JSON has no NaN)."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
+def _interned(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The page's data: each distinct long text once, pairs pointing at it by index."""
+    strings: dict[str, int] = {}
+    aspects: dict[str, int] = {}
+    out = []
+    for run in runs:
+        pairs = []
+        for pair in run["pairs"]:
+            pair = dict(pair)
+            for field in _SHARED_TEXT:
+                pair[field] = strings.setdefault(str(pair[field]), len(strings))
+            pair["aspects"] = aspects.setdefault(json.dumps(pair["aspects"]), len(aspects))
+            pairs.append(pair)
+        out.append({**run, "pairs": pairs})
+    return {"strings": list(strings), "aspects": [json.loads(a) for a in aspects], "runs": out,
+            "flags": list(FLAGS), "no_reply": NO_REPLY_LOGGED}
 
 
-def _outcome(line: Mapping[str, Any]) -> str:
-    if _number(line.get("invalid")):
-        return "invalid"
-    if _number(line.get("tie")):
-        return "tie"
-    return "right" if _number(line.get("acc")) else "wrong"
+def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
+    """One self-contained page over ``runs`` (each from :func:`run_data`).
+
+    One run: its pairs. Two or more: pick two, side by side on the pairs both scored.
+    """
+    from prbench.judges.common import REPLY_KEEP_CHARS
+
+    intro = _INTRO.format(keep=REPLY_KEEP_CHARS)
+    body = _BODY.format(title=html.escape(title), intro=html.escape(intro))
+    return "\n".join([
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        body,
+        f"<script type='application/json' id='explorer-data'>"
+        f"{_script_json(_interned(runs))}</script>",
+        f"<script>{_SCRIPT}</script>",
+        "</body></html>",
+    ])
 
 
-def _scores(line: Mapping[str, Any]) -> list[float | None]:
-    """(chosen, rejected) scores from lm-eval's ``filtered_resps`` (``[[score, greedy], ...]``)."""
-    resps = line.get("filtered_resps")
-    if not isinstance(resps, list) or len(resps) != 2:
-        return [None, None]
-    return [_number(r[0] if isinstance(r, list | tuple) and r else r) for r in resps]
+def _slug(label: str, taken: set[str]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.") or "run"
+    slug, i = base, 2
+    while slug in taken:
+        slug, i = f"{base}-{i}", i + 1
+    taken.add(slug)
+    return slug
 
 
-def judge_orders(line: Mapping[str, Any]) -> list[dict[str, str]] | None:
-    """A pairwise judge's per-order verdicts, rebuilt from the pair's both-order metrics.
-
-    For a line without ``judge_replies`` (a judge that records no replies, or a file written
-    before they were logged). A row carries ``judge_counts`` (the pair's per-order counts,
-    :mod:`prbench.judges.order_metrics`), which name each order's verdict: the chosen answer,
-    the rejected one, or none (an unreadable reply). A row written before those counts existed
-    carries ``acc_chosen_first`` / ``acc_chosen_second`` (1, 0, or nan when that order was not
-    asked) and ``position_bias`` = ``[verdicts won by the answer shown first, readable
-    verdicts]``, which determine the same.
+def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]]:
+    """One page per run with samples, and a comparison page when two or more have them.
 
     Returns:
-        ``[{"order": "chosen first" | "chosen second", "verdict": "chosen" | "rejected" |
-        "unreadable"}]``; ``None`` for a scorer without orders (a pointwise reward model).
+        ``(what, path)`` per page written, in ``out_dir / "explorer"``.
     """
-    counts = line.get("judge_counts")
-    if isinstance(counts, list) and len(counts) == 2 and isinstance(counts[1], Mapping):
-        return _orders_from_counts(counts[1])
-    if "acc_chosen_first" not in line and "acc_chosen_second" not in line:
-        return None
-    first = _number(line.get("acc_chosen_first"))
-    second = _number(line.get("acc_chosen_second"))
-    bias = line.get("position_bias")
-    won_first, readable = (int(bias[0]), int(bias[1])) if isinstance(bias, list) and len(
-        bias) == 2 else (0, 0)
-    # winners per order: "first" = the chosen answer (the harness asks chosen first)
-    w1: str | None = "first" if first == 1.0 else None
-    w2: str | None = "first" if second == 1.0 else None
-    # a second-order verdict for the rejected answer is a win of the answer shown first
-    if second == 0.0 and won_first - (1 if w1 == "first" else 0) >= 1:
-        w2 = "second"
-    read_known = (w1 is not None) + (w2 is not None)
-    if first == 0.0 and readable - read_known >= 1:
-        w1 = "second"
-    out = []
-    for order, asked, winner in (("chosen first", first, w1), ("chosen second", second, w2)):
-        if asked is None:
-            continue
-        out.append({"order": order, "verdict": _NAMES[winner]})
-    return out
-
-
-def _orders_from_counts(counts: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Each order's verdict from one pair's ``judge_counts`` (:func:`pair_counts` of the judge).
-
-    A pair has at most one order with the chosen answer first and one with it second, so the
-    counts name each order's verdict exactly.
-    """
-
-    def n(key: str) -> int:
-        value = _number(counts.get(key))
-        return int(value) if value is not None else 0
-
-    unreadable_second = n("n_unreadable") - n("n_chosen_first_unreadable")
-    out = []
-    for order, asked, won, unreadable in (
-        ("chosen first", n("n_chosen_first"), n("n_chosen_first_won"),
-         n("n_chosen_first_unreadable")),
-        ("chosen second", n("n_chosen_second"), n("n_chosen_second_won"), unreadable_second),
-    ):
-        if not asked:
-            continue
-        verdict = "chosen" if won else "unreadable" if unreadable else "rejected"
-        out.append({"order": order, "verdict": verdict})
-    return out
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def pair_orders(line: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
-    """A judged pair's orders as the explorer shows them, and the pair's order outcome.
-
-    From the line's ``judge_replies`` (:data:`prbench.judges.order_metrics.SAMPLE_KEY`) when
-    the judge recorded its replies, else rebuilt from the metrics (:func:`judge_orders`).
-
-    Returns:
-        ``(orders, outcome)``: per order ``order`` (``"chosen first"``/``"chosen second"``),
-        ``verdict`` (``"chosen"``/``"rejected"``/``"unreadable"``), ``parsed`` (the judge's
-        ``"A"``/``"B"``, ``None`` when it gave none or it is not known), ``reply`` (the kept
-        text, ``None`` when no text came back or it is not logged), ``logged`` (whether the
-        reply was in the samples file), ``failure`` and ``detail`` (why the order is
-        unreadable); and the outcome (:func:`prbench.judges.order_metrics.order_outcome`) the
-        metrics are computed from. ``None`` for a pointwise scorer.
-
-    Raises:
-        ValueError: ``judge_replies`` is malformed.
-    """
-    from prbench.judges.order_metrics import SAMPLE_KEY, outcome_of_sample
-
-    fallback = {"fallback": "A"} if "released_acc" in line else {}
-    rows = line.get(SAMPLE_KEY)
-    if rows is not None:
-        outcome = {**outcome_of_sample(rows), **fallback}
-        orders = [{
-            "order": "chosen first" if r["shown_first"] == "first" else "chosen second",
-            "verdict": _NAMES[r.get("winner")],
-            "parsed": _text(r.get("verdict")),
-            "reply": _text(r.get("reply")),
-            "logged": True,
-            "failure": _text(r.get("failure")),
-            "detail": _text(r.get("detail")),
-        } for r in rows]
-        return orders, outcome
-    rebuilt = judge_orders(line)
-    if rebuilt is None:
-        return None
-    winner = {"chosen": "first", "rejected": "second", "unreadable": None}
-    outcome = {"orders": [["first" if o["order"] == "chosen first" else "second",
-                           winner[o["verdict"]]] for o in rebuilt], **fallback}
-    orders = [{**o, "parsed": None, "reply": None, "logged": False, "failure": None,
-               "detail": None} for o in rebuilt]
-    return orders, outcome
-
-
-def _judge_reasons(line: Mapping[str, Any], outcome: Mapping[str, Any], p_chosen: float | None,
-                   notes: list[str]) -> list[dict[str, Any]]:
-    """Why a judged pair counted as it did; a line value that disagrees goes to ``notes``."""
-    from prbench.judges.order_metrics import explain_pair
-
-    reasons = explain_pair(outcome)
-    for r in reasons:
-        logged = line.get(r["metric"])
-        if r["metric"] in ("acc", "acc_single_order") and logged is not None and (
-                _number(logged) != r["value"]):
-            notes.append(f"the samples line says {r['metric']} = {logged}, but its orders give "
-                         f"{r['value']:g}; the page shows the line's outcome")
-    if p_chosen is None:
-        reasons.append({"metric": "invalid", "value": 1.0,
-                        "why": "no order gave a readable verdict, so the judge's probability "
-                               "P(chosen) is undefined: invalid, never a win"})
-    elif p_chosen == 0.5:
-        reasons.append({"metric": "tie", "value": 1.0,
-                        "why": "P(chosen) = 0.5: the readable orders split, a tie"})
-    return reasons
-
-
-def _pointwise_reasons(scores: list[float | None],
-                       unscored: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Why a pointwise pair counted as it did (strict ``acc``: a tie or a missing score is 0)."""
-    from prbench.analysis.metrics import pair_outcome
-
-    c, r = (math.nan if s is None else s for s in scores)
-    out = pair_outcome(c, r)
-    if out.invalid:
-        missing = [f"{k}: {unscored[k]}" if k in unscored else f"{k}: no score"
-                   for k, s in zip(("chosen", "rejected"), scores, strict=True) if s is None]
-        why = ("an answer has no score (" + "; ".join(missing) + "): invalid, never a win")
-        return [{"metric": "acc", "value": 0.0, "why": why},
-                {"metric": "invalid", "value": 1.0, "why": why}]
-    if out.tie:
-        return [{"metric": "acc", "value": 0.0,
-                 "why": "score(chosen) = score(rejected): a tie is never a win"},
-                {"metric": "tie", "value": 1.0, "why": "both answers scored the same"}]
-    rel = ">" if out.correct else "<"
-    return [{"metric": "acc", "value": out.correct,
-             "why": f"score(chosen) {rel} score(rejected) (margin {out.margin:+.4g})"}]
-
-
-def _aspects(record: Mapping[str, Any]) -> list[dict[str, str]]:
-    aspects = record.get("rubric_aspects")
-    if not isinstance(aspects, list):
+    datas = [run_data(r) for r in runs if r.samples_found]
+    datas = [d for d in datas if d["pairs"]]
+    if not datas:
         return []
-    return [{k: str(a.get(k, "")) for k in ("aspect", "evidence", "reason")}
-            for a in aspects if isinstance(a, Mapping)]
+    folder = out_dir / "explorer"
+    folder.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
+    written = []
+    for data in datas:
+        path = folder / f"{_slug(data['label'], taken)}.html"
+        write_text(path, explorer_html([data], f"Pairs of {data['label']}") + "\n")
+        name = data["label"] + (" (DIAGNOSTIC)" if data["diagnostic"] else "")
+        written.append((f"{name}: {len(data['pairs'])} scored pairs", path))
+    if len(datas) > 1:
+        path = folder / f"{_slug('compare', taken)}.html"
+        write_text(path, explorer_html(datas, "Pairs of two runs side by side") + "\n")
+        written.append(("two runs side by side (pick them; the pairs they disagree on)", path))
+    return written
 
 
-def _unscored(line: Mapping[str, Any]) -> dict[str, str]:
-    reasons = line.get("invalid_reason")
-    if not isinstance(reasons, Mapping):
-        return {}
-    return {str(k): str(v) for k, v in reasons.items() if k in ("chosen", "rejected")}
-
-
-def explorer_pair(line: Mapping[str, Any]) -> dict[str, Any]:
-    """The scorer's side of one samples line: scores or orders, outcome, reasons, flags.
-
-    Returns:
-        ``kind`` (``"judge"``/``"pointwise"``), ``scores``, ``margin``, ``outcome``, ``orders``
-        (:func:`pair_orders`, ``None`` for a pointwise scorer), ``reasons`` (``[{"metric",
-        "value", "why"}]``), ``unscored`` (answer -> the scorer's reason), ``flags``
-        (:data:`FLAGS`) and ``notes`` (numbers on the line that disagree with their parts).
-
-    Raises:
-        ValueError: the line's ``judge_replies`` is malformed.
-    """
-    scores = _scores(line)
-    unscored = _unscored(line)
-    notes: list[str] = []
-    judged = pair_orders(line)
-    flags: list[str] = []
-    if judged is None:
-        orders = None
-        reasons = _pointwise_reasons(scores, unscored)
-        if unscored:
-            flags.append("unscored")
-    else:
-        orders, outcome = judged
-        reasons = _judge_reasons(line, outcome, scores[0], notes)
-        if any(o["verdict"] == "unreadable" for o in orders):
-            flags.append("unreadable")
-        if any(r["metric"] == "n_order_flips" for r in reasons):
-            flags.append("order-flip")
-    return {
-        "kind": "pointwise" if orders is None else "judge",
-        "scores": scores,
-        "margin": _number(line.get("margin")),
-        "outcome": _outcome(line),
-        "orders": orders,
-        "reasons": reasons,
-        "unscored": unscored,
-        "flags": flags,
-        "notes": notes,
-    }
-
-
-def explorer_pairs(run: Any) -> list[dict[str, Any]]:
-    """Every logged pair of a run (:class:`prbench.analysis.runs.Run`), JSON-ready.
-
-    Raises:
-        prbench.analysis.runs.RunFileError: a samples line that is not a prbench task row, a
-            ``record_json`` that is not JSON, or a malformed ``judge_replies`` (naming the file
-            and line).
-    """
-    from prbench.analysis.metrics import pair_outcome
-    from prbench.analysis.runs import RunFileError, read_sample_lines, samples_file
-    from prbench.analysis.summary import task_rows
-
-    rows = task_rows(run.results)
-    out: list[dict[str, Any]] = []
-    for task in run.samples_found:
-        file = samples_file(run.path, task)
-        if file is None or task not in rows:
-            continue
-        row = rows[task]
-        for n, line in enumerate(read_sample_lines(file), start=1):
-            doc = line["doc"]
-            try:
-                record = json.loads(doc["record_json"]) if doc.get("record_json") else {}
-            except json.JSONDecodeError as exc:
-                raise RunFileError(f"{file}:{n}: record_json is not JSON ({exc.msg})") from exc
-            try:
-                scored = explorer_pair(line)
-            except ValueError as exc:
-                raise RunFileError(f"{file}:{n}: {exc}") from exc
-            chosen, rejected = str(doc.get("chosen", "")), str(doc.get("rejected", ""))
-            length_right = pair_outcome(len(chosen.split()), len(rejected.split())).correct
-            out.append({
-                "id": str(doc.get("id", "")),
-                "task": task,
-                "cell": row.cell,
-                "domain": str(doc.get("domain") or (row.domain if row.domain != "*" else "")),
-                "question": str(doc.get("question", "")),
-                "profile": str(doc.get("profile_text") or ""),
-                "profile_status": str(doc.get("profile_status") or ""),
-                "profile_source": str(doc.get("profile_source") or row.source),
-                "chosen": chosen,
-                "rejected": rejected,
-                **scored,
-                "length_agrees": (length_right == 1.0) == (scored["outcome"] == "right"),
-                "aspects": _aspects(record),
-            })
-    return out
-
-
-def run_data(run: Any) -> dict[str, Any]:
-    """A run as the page reads it: label, flags and its pairs."""
-    data = {r.data for sec in run.sections for r in sec.rows}
-    return {
-        "label": str(run.label),
-        "diagnostic": bool(run.diagnostic),
-        "sample": "sample" in data,
-        "file": str(run.path),
-        "pairs": explorer_pairs(run),
-    }
-
-
-__all__ = ["FLAGS", "NO_REPLY_LOGGED", "OUTCOMES", "explorer_pair", "explorer_pairs",
-           "judge_orders", "pair_orders", "run_data"]
+__all__ = ["explorer_html", "write_explorers"]

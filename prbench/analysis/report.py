@@ -326,7 +326,7 @@ def build_report(
         prbench.analysis.runs.RunFileError: a file that is not a results file.
         ValueError: no input.
     """
-    from prbench.analysis.explorer_page import write_explorers
+    from prbench.analysis.explorer import write_explorers
     from prbench.analysis.runs import expand, latest_runs, load_any, unique_labels
     from prbench.analysis.sensitivity import blocks as sensitivity_blocks
 
