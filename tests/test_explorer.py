@@ -466,3 +466,28 @@ def test_prbench_eval_logs_each_replies_and_the_explorer_shows_them(
     assert "no verdict (unreadable reply): truncated - " in text
     assert "Weighing the second answer against" in text and "<img src=x" in text
     assert browser.errors == []
+
+
+def test_samples_lines_get_the_replies_of_the_pairs_judged_in_this_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from prbench.judges import order_metrics
+    from prbench.judges.common import OrderTally
+    from prbench.judges.parsing import parse_pairwise
+
+    monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})
+    docs = [{"id": i, "question": "q", "profile_text": "", "chosen": "c", "rejected": f"r{i}"}
+            for i in ("d1", "d2")]
+    samples = [{"doc_id": n, "doc": d, "acc": 1.0} for n, d in enumerate(docs)]
+    assert order_metrics.annotate_samples(samples) == samples  # nothing judged: unchanged
+    tally = OrderTally()
+    rows = [tally.order(s, parse_pairwise(r), r) for s, r in (("first", "Verdict: A"),
+                                                               ("second", "hmm"))]
+    tally.pair("d1", rows)
+    order_metrics.PAIR_OUTCOMES[order_metrics.doc_key(docs[0])] = tally.recent_outcomes(1)[0]
+    first, second = order_metrics.annotate_samples(samples)
+    assert second is samples[1]  # not judged here: unchanged
+    assert first == {**samples[0], "judge_replies": [
+        {"shown_first": "first", "winner": "first", "verdict": "A", "reply": "Verdict: A",
+         "failure": None, "detail": None},
+        {"shown_first": "second", "winner": None, "verdict": None, "reply": "hmm",
+         "failure": "no-verdict", "detail": first["judge_replies"][1]["detail"]}]}
