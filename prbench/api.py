@@ -62,7 +62,9 @@ Generation backends and LLM judges:
     ``Chat``, ``Reply``, ``Completion``, ``GenerationBackend``, ``GenerationFailure``,
     ``BackendFatalError``, ``is_truncated``, ``truncation_failure``, ``BackendOptions``,
     ``LLMJudgeBase``, ``OrderTally``, ``generate_in_batches``, ``seeded_unit``, ``stable_hash``,
-    ``aggregate_order_metrics``.
+    ``aggregate_order_metrics``. In 1.4 ``OrderTally.order`` took the optional ``reply`` (the text
+    the verdict was read from, kept for the samples file and the pair explorer) and
+    ``GenerationFailure`` the field ``text`` (a cut reply's text).
 Parsing judge replies:
     ``ParseFailure``, ``generation_failed``, ``strip_reasoning``, ``parse_pairwise``,
     ``parse_rating``.
@@ -153,7 +155,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.3"
+API_VERSION = "1.4"
 
 __all__ = [
     "API_VERSION",

@@ -20,11 +20,12 @@ Every embedding is cached on disk (:class:`prbench.profiles.embed_cache.Embeddin
 the model's fingerprint (hub commit, or the files of a local folder), the encoder kind, the
 truncation length and the precision, and by the sha256 of each text.
 
-Precision (``embed_dtype``): ``auto`` runs the model under bf16 autocast where the device computes
-bf16 natively (a CPU with AVX-512 BF16 or AMX, a CUDA device with bf16) and in fp32 elsewhere
-(:func:`prbench.devices.resolve_embed_dtype`). Autocast keeps the weights in fp32 and runs the
-matrix products in bf16: on the bundled sample's posts it keeps the top-10 ranking of fp32 (see
-``benchmarks/bench_profiles.py``). bf16 vectors are cached apart from fp32 ones.
+Precision (``embed_dtype``): ``auto`` runs the model under bf16 autocast on a CPU that computes
+bf16 natively (AVX-512 BF16 or AMX) and in fp32 elsewhere, GPUs included, where bf16 was measured
+slower for these encoders (:func:`prbench.devices.resolve_embed_dtype`). Autocast keeps the
+weights in fp32 and runs the matrix products in bf16: on the bundled sample's posts it keeps the
+top-10 ranking of fp32 (see ``benchmarks/bench_profiles.py``). bf16 vectors are cached apart
+from fp32 ones.
 
 A second run over the same texts loads no model and computes nothing. Loaded models are kept per
 process, so a builder and a scorer that use the same model share one copy.
