@@ -167,7 +167,7 @@ def _commands(tmp_path: Path, afile: Path) -> dict[str, list[str]]:
         "prefs": ["prefs", "convert", "--source", "prism", "--input", str(tmp_path), "-o",
                   str(tmp_path) + "/"],
         "build": ["build", "sample", "-o", str(tmp_path)],
-        "rl": ["rl", "--policy", "x", "--model_args", "scorer=length", "-o", str(afile)],
+        "rl": ["rl", "--policy_args", "model=x", "--model_args", "scorer=length", "-o", str(afile)],
         "sweep": ["sweep", str(sweep), "-o", str(afile)],
         "eval": ["eval", "--tasks", GROUP, "--model_args", "scorer=length", "--output_path",
                  str(afile)],

@@ -127,7 +127,7 @@ def check_scorer(registry: Any, scorer: str, raw: dict[str, Any], *, what: str) 
         UnknownComponentError: an unknown id.
     """
     from prbench.options import OptionsError
-    from prbench.scoring.runtime import split_options
+    from prbench.scoring.runtime_options import split_options
 
     component = registry.get("scorer", scorer)
     _, scorer_raw = split_options(component, raw)
@@ -180,7 +180,8 @@ class _OldComponentFlag(argparse.Action):
 
 
 def add_component_argument(parser: argparse.ArgumentParser, role: str, *, default: str,
-                           help: str, old: dict[str, OldKind] | None = None) -> None:
+                           help: str, old: dict[str, OldKind] | None = None,
+                           required: bool = False) -> None:
     """``--<role>_args KEY=ID,K=V,...``, the one way to give a component and its options.
 
     Args:
@@ -188,6 +189,9 @@ def add_component_argument(parser: argparse.ArgumentParser, role: str, *, defaul
         role: a key of :data:`ROLES` (``judge``, ``profile``, ``generator``, ``policy``).
         default: the component id used when the flag is not given (``""``: none).
         help: what the component does in this command (the form and default are added).
+        required: the component must be given (``prbench rl``'s policy); help says so instead
+            of showing a default. With ``old`` flags the command checks it (either form names
+            it), else argparse does.
         old: the command's older flags for the same thing, still accepted with a note, by how
             their value reads: ``id`` (``ID`` or ``ID:K=V,...``; a value that is itself a
             ``K=V,...`` list gives options only), ``options`` (``K=V,...``), ``item`` (one
@@ -198,7 +202,8 @@ def add_component_argument(parser: argparse.ArgumentParser, role: str, *, defaul
     form = f"{key}=ID,K=V,..." if key else "K=V,..."
     shown = f"{key}={default}" if key and default else "none"
     parser.add_argument(f"--{role}_args", default=None, metavar=form,
-                        help=f"{help} (default: {shown})")
+                        required=required and not old,
+                        help=f"{help} ({'required' if required else f'default: {shown}'})")
     for flags, kind in (old or {}).items():
         parser.add_argument(*flags.split("/"), action=_OldComponentFlag, kind=kind,
                             dest=f"prbench_old_{role}", default=None, help=argparse.SUPPRESS)

@@ -160,11 +160,13 @@ def save_samples_strictly(
     """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above).
 
     A pair with an answer the scorer could not score gets its reason
-    (:mod:`prbench.harness.unscored`); each ``doc`` gets its record back as ``record_json`` in
-    place of the row's ``record_ref`` (:func:`prbench.harness.record_store.restore`). lm-eval
-    names the file ``samples_<task>_<date>.jsonl``; a task name with a path separator (a plugin
-    task ``../../x``) would put it in another folder (or nowhere), so such a name is written
-    with each separator as ``_`` and a warning. The file is read back: every sample on
+    (:mod:`prbench.harness.unscored`); a pair a judge judged gets its orders with the judge's
+    replies (:func:`prbench.judges.order_metrics.annotate_samples`); each ``doc`` gets its record
+    back as ``record_json`` in place of the row's ``record_ref``
+    (:func:`prbench.harness.record_store.restore`). lm-eval names the file
+    ``samples_<task>_<date>.jsonl``; a task name with a path separator (a plugin task
+    ``../../x``) would put it in another folder (or nowhere), so such a name is
+    written with each separator as ``_`` and a warning. The file is read back: every sample on
     one complete JSON line.
 
     Raises:
@@ -173,6 +175,7 @@ def save_samples_strictly(
     from prbench.analysis.strict_json import strict
     from prbench.harness.record_store import restore
     from prbench.harness.unscored import annotate
+    from prbench.judges.order_metrics import annotate_samples
     from prbench.outputs import check_jsonl_file
 
     safe = safe_task_file_name(task_name)
@@ -182,7 +185,8 @@ def save_samples_strictly(
         logging.getLogger(__name__).warning(
             "prbench: task %r has a path separator in its name; its samples file is named "
             "samples_%s_<date>.jsonl, inside the output folder", task_name, safe)
-    rows = [strict(restore(sample)) for sample in annotate(task_name, samples)]
+    rows = [strict(restore(sample))
+            for sample in annotate_samples(annotate(task_name, samples))]
     save(tracker, task_name=safe, samples=rows)
     if not tracker.output_path:
         return
