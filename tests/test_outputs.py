@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from prbench.harness import tasks
 from prbench.outputs import (
     OutputPathError,
     OutputWriteError,
@@ -33,7 +32,6 @@ from prbench.outputs import (
 )
 from tests._faults_fixtures import (
     BUILDER,
-    FAULTY,
     GROUP,
     SCORER,
     one_error_line,
@@ -42,14 +40,6 @@ from tests._harness_fixtures import PYTHON, run_eval, subprocess_env
 
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
-
-@pytest.fixture
-def plugin(tmp_path: Path) -> Path:
-    path = tmp_path / "faulty.py"
-    path.write_text(FAULTY, encoding="utf-8")
-    tasks.reset()
-    yield path
-    tasks.reset()
 
 
 def _unwritable(tmp_path: Path) -> Path:
@@ -188,11 +178,11 @@ def test_every_command_checks_its_output_first(
 
 
 def test_eval_checks_a_read_only_output_before_scoring(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = tmp_path / "calls.jsonl"
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          f"scorer=faulty,cache=false,log={log}", "--output_path",
          str(_unwritable(tmp_path) / "results")], capsys)
     assert code == 1
@@ -235,11 +225,11 @@ def test_eval_under_a_file_size_limit_is_one_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("pretrained", ["..", "/tmp/rmA", "../../elsewhere"])
 def test_pretrained_never_names_the_folder(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], pretrained: str
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], pretrained: str
 ) -> None:
     out = tmp_path / "deep" / "out"
     code, stdout, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          f"scorer=echo,pretrained={pretrained}", "--output_path", str(out)], capsys)
     assert code == 0, err[-3000:]
     written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
@@ -288,10 +278,10 @@ def test_a_task_name_with_path_separators_stays_in_the_folder(tmp_path: Path) ->
     ("interrupt", "KeyboardInterrupt('') raised inside the scorer"),
 ])
 def test_a_scorer_that_exits_is_a_plugin_fault(
-    plugin: Path, capsys: pytest.CaptureFixture[str], mode: str, expected: str
+    faulty_plugin: Path, capsys: pytest.CaptureFixture[str], mode: str, expected: str
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          f"scorer=faulty,mode={mode},fail_after=0,cache=false"], capsys)
     assert code == 1
     line = one_error_line(err)
@@ -299,19 +289,19 @@ def test_a_scorer_that_exits_is_a_plugin_fault(
 
 
 def test_the_users_ctrl_c_still_interrupts(
-    plugin: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          "scorer=faulty,mode=sigint,fail_after=0,cache=false"], capsys)
     assert code == 130 and "interrupted" in err and "error:" not in err
 
 
 def test_a_profile_builder_that_exits_is_a_plugin_fault(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant", "--profile",
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant", "--profile",
          "faulty/garbage", "--profile-options", '{"mode": "exit"}', "-o", str(tmp_path / "bon")],
         capsys,
     )
@@ -326,10 +316,10 @@ def test_a_profile_builder_that_exits_is_a_plugin_fault(
     ("exit", "fingerprint() failed: SystemExit"),
 ])
 def test_a_broken_fingerprint_is_one_line_naming_the_plugin(
-    plugin: Path, capsys: pytest.CaptureFixture[str], how: str, expected: str
+    faulty_plugin: Path, capsys: pytest.CaptureFixture[str], how: str, expected: str
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          f"scorer=faulty,fingerprint={how}"], capsys)
     assert code == 1
     line = one_error_line(err)
@@ -341,13 +331,13 @@ def test_a_broken_fingerprint_is_one_line_naming_the_plugin(
 
 
 def test_a_scorer_call_that_never_returns_ends_the_run_with_the_cache_kept(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import sqlite3
 
     db = tmp_path / "scores.sqlite"
     log = tmp_path / "calls.jsonl"
-    args = ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
+    args = ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
             f"scorer=faulty,mode=hang,fail_after=2,chunk_size=2,call_timeout=1.5,"
             f"cache_path={db},log={log}"]
     code, _, err = run_eval(args, capsys)
