@@ -74,7 +74,8 @@ class Fault:
     #: the error names the faulty plugin's scorer (a plugin fault)
     blames_plugin: bool = False
     #: how the run is disturbed in-process: ``"replace-fails"``, the rename that completes a
-    #: prbench manifest fails as on a full disk
+    #: prbench manifest fails as on a full disk; ``"ctrl-c-at-start-up"``, a Ctrl-C arrives
+    #: while the command line's parser (and so every command module) is built
     patch: str = ""
     #: marked ``slow`` (a fresh process that loads a model)
     slow: bool = False
@@ -210,6 +211,10 @@ def _replace_fails(monkeypatch: pytest.MonkeyPatch) -> None:
         real(src, dst, **kwargs)
 
     monkeypatch.setattr(os, "replace", replace)
+
+
+def _ctrl_c() -> None:
+    raise KeyboardInterrupt
 
 
 def _pretrained_dotdot(tmp: Path, plugin: Path) -> list[str]:
@@ -505,6 +510,9 @@ CORPUS: dict[str, Fault] = {
         "the user presses Ctrl-C while a scorer runs: exit 130, the chunks before it kept",
         _faulty_eval("mode=sigint,fail_after=2"), code=130, says="interrupted",
         rerun_scores=REQUESTS - 4),
+    "users-ctrl-c-at-start-up": Fault(
+        "the user presses Ctrl-C while the commands are still being imported (was a traceback)",
+        _eval("scorer=length"), code=130, says="interrupted", patch="ctrl-c-at-start-up"),
     "serve-port-out-of-range": Fault(
         "prbench serve --port 99999 (was an OverflowError traceback)",
         lambda _t, _p: ["serve", "--model_args", "scorer=length", "--port", "99999"],
@@ -614,6 +622,8 @@ def test_fault(kind: str, tmp_path: Path, faulty_plugin: Path,
     with pytest.MonkeyPatch.context() as disturbed:
         if case.patch == "replace-fails":
             _replace_fails(disturbed)
+        elif case.patch == "ctrl-c-at-start-up":
+            disturbed.setattr("prbench.cli.build_parser", _ctrl_c)
         code, out, err = _run(case, argv, tmp_path, capsys, fsize=case.fsize)
 
     assert "Traceback" not in out + err, err[-3000:]
