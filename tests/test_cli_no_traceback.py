@@ -1,8 +1,8 @@
 """Every user-reachable mistake of issue 19 ends in one ``error:`` line, never a traceback.
 
 Each case runs as a user runs it, in a fresh process (``prbench ...`` or plain ``lm_eval ...``).
-Plain ``lm_eval`` runs with this checkout's start-up hook (``prbench/harness/_startup.py``) in
-place of the installed copy, so the test checks the code under test even before a reinstall.
+Plain ``lm_eval`` runs with this checkout's start-up hook in place of the installed copy
+(``tests._harness_fixtures.LM_EVAL``).
 """
 
 from __future__ import annotations
@@ -12,29 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests._harness_fixtures import PYTHON, REPO, subprocess_env
+from tests._harness_fixtures import LM_EVAL, PYTHON, subprocess_env
 
 #: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
 pytestmark = pytest.mark.slow
 
-STARTUP = REPO / "prbench" / "harness" / "_startup.py"
 SAMPLE = "personalized_rewardbench_sample_noprofile"
-
-#: runs ``lm_eval <argv>`` with this checkout's start-up hook instead of the installed one
-LM_EVAL = f"""
-import importlib.util, sys
-try:
-    import _prbench_lm_eval_startup as installed
-    installed.uninstall()
-except ImportError:
-    pass
-spec = importlib.util.spec_from_file_location("_prbench_lm_eval_startup_tree", {str(STARTUP)!r})
-hook = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hook)
-sys.argv = ["lm_eval", *sys.argv[1:]]
-from lm_eval.__main__ import cli_evaluate
-sys.exit(cli_evaluate())
-"""
 
 
 def _run(argv: list[str], tmp_path: Path, *, lm_eval: bool = False) -> tuple[int, str, str]:

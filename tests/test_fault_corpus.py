@@ -37,7 +37,7 @@ import pytest
 
 from prbench.cli import main
 from tests._faults_fixtures import GROUP, SCORER, unwritable_folder
-from tests._harness_fixtures import PYTHON, REPO, subprocess_env
+from tests._harness_fixtures import LM_EVAL, PYTHON, REPO, subprocess_env
 
 SAMPLE = "personalized_rewardbench_sample"
 #: a sweep grid of one scorer and one condition, for the sweep-file kinds
@@ -69,6 +69,8 @@ class Fault:
     result: Callable[[Path, str], None] | None = None
     #: run in a fresh process (``prbench`` as a user starts it)
     subprocess: bool = False
+    #: the command is plain ``lm_eval`` (in a fresh process), not ``prbench``
+    lm_eval: bool = False
     #: RLIMIT_FSIZE of that process in bytes (0: none)
     fsize: int = 0
     #: the error names the faulty plugin's scorer (a plugin fault)
@@ -337,6 +339,21 @@ CORPUS: dict[str, Fault] = {
         "prbench eval --output_path in a folder nobody may write (it failed after the run)",
         _faulty_eval("mode=ok", "--output_path"),  # the folder is appended by the runner
         says="cannot write in", rerun_scores=REQUESTS),
+    "plain-lm-eval-output-under-a-file": Fault(
+        "plain lm_eval --model prbench --output_path under a file (refused only after the run)",
+        lambda t, _p: ["--model", "prbench", "--tasks", GROUP, "--limit", "1", "--model_args",
+                       "scorer=length", "--output_path", str(_afile(t) / "x")],
+        says="which is a file, not a folder", subprocess=True, lm_eval=True, slow=True),
+    "score-cache-path-is-a-folder": Fault(
+        "the runtime option cache_path names a folder",
+        lambda t, p: ["--plugin", str(p), "eval", "--tasks", GROUP, "--limit", "1",
+                      "--model_args", f"scorer=faulty,cache_path={_mkdir(t / 'c')}"],
+        says="is a folder; name a file"),
+    "score-cache-path-under-a-file": Fault(
+        "the runtime option cache_path names a file under a file (was a FileExistsError)",
+        lambda t, p: ["--plugin", str(p), "eval", "--tasks", GROUP, "--limit", "1",
+                      "--model_args", f"scorer=faulty,cache_path={_afile(t) / 's.sqlite'}"],
+        says="afile is a file); name another file or run without it"),
     "bon-output-is-a-file": Fault(
         "prbench bon -o names a file",
         _output_is_a_file(lambda t: ["bon", "--model_args", "scorer=length", "-o",
@@ -587,8 +604,9 @@ def _run(case: Fault, argv: list[str], tmp: Path, capsys: pytest.CaptureFixture[
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
+    command = [PYTHON, "-c", LM_EVAL] if case.lm_eval else [PYTHON, "-m", "prbench.cli"]
     proc = subprocess.run(
-        [PYTHON, "-m", "prbench.cli", *argv], cwd=tmp, capture_output=True, text=True,
+        [*command, *argv], cwd=tmp, capture_output=True, text=True,
         timeout=300, check=False, preexec_fn=limit if fsize else None,
         env=subprocess_env(PRBENCH_CACHE_DIR=os.environ["PRBENCH_CACHE_DIR"]),
     )
