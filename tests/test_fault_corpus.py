@@ -337,7 +337,8 @@ CORPUS: dict[str, Fault] = {
         says="is a file, not a folder"),
     "eval-output-read-only": Fault(
         "prbench eval --output_path in a folder nobody may write (it failed after the run)",
-        _faulty_eval("mode=ok", "--output_path"),  # the folder is appended by the runner
+        lambda t, p: [*_faulty_eval("mode=ok")(t, p), "--output_path",
+                      str(unwritable_folder(t) / "results")],
         says="cannot write in", rerun_scores=REQUESTS),
     "plain-lm-eval-output-under-a-file": Fault(
         "plain lm_eval --model prbench --output_path under a file (refused only after the run)",
@@ -516,7 +517,7 @@ CORPUS: dict[str, Fault] = {
         rerun_scores=REQUESTS - 4),
     "device-cuda-without-cuda": Fault(
         "device=cuda on a machine without CUDA (it fell back to the CPU without a word)",
-        _eval("scorer=embedding-similarity,device=cuda"),
+        lambda t, p: _without_cuda(_eval("scorer=embedding-similarity,device=cuda")(t, p)),
         says="asks for CUDA, which is not available on this machine"),
     # --- cost
     "validate-json-array-as-jsonl": Fault(
@@ -574,6 +575,15 @@ def _minilm() -> str:
     return str(minilm.get_model_path())
 
 
+def _without_cuda(argv: list[str]) -> list[str]:
+    """``argv``, on a machine without CUDA (skipped elsewhere)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    return argv
+
+
 def _fifo(tmp: Path) -> Path:
     path = tmp / "template.fifo"
     os.mkfifo(path)
@@ -626,15 +636,8 @@ def test_fault(kind: str, tmp_path: Path, faulty_plugin: Path,
         pytest.importorskip(case.needs)
     if case.fsize and sys.platform != "linux":
         pytest.skip("RLIMIT_FSIZE semantics of Linux")
-    if kind == "device-cuda-without-cuda":
-        import torch
-
-        if torch.cuda.is_available():
-            pytest.skip("this machine has CUDA")
     monkeypatch.chdir(tmp_path)  # a relative path the command writes lands under tmp_path
     argv = case.argv(tmp_path, faulty_plugin)
-    if kind == "eval-output-read-only":
-        argv.append(str(unwritable_folder(tmp_path) / "results"))
     before = _tree(tmp_path)
 
     with pytest.MonkeyPatch.context() as disturbed:
