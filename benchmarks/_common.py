@@ -85,8 +85,7 @@ def resolve(device: str, dtype: str) -> tuple[Any, str]:
     Raises:
         ValueError: an unknown device or dtype.
     """
-    from prbench.backends.hf_classifier import resolve_dtype
-    from prbench.devices import torch_device
+    from prbench.devices import resolve_dtype, torch_device
 
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")

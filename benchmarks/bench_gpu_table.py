@@ -116,6 +116,19 @@ def _max_diff(a: Sequence[float], b: Sequence[float]) -> float:
     return max(abs(x - y) for x, y in zip(a, b, strict=True))
 
 
+def _scale(scores: Sequence[float]) -> tuple[float, float]:
+    """``(median |score|, median |margin|)`` of scores listed chosen, rejected in turn."""
+    import statistics
+
+    margins = [abs(scores[i] - scores[i + 1]) for i in range(0, len(scores) - 1, 2)]
+    return statistics.median(abs(s) for s in scores), statistics.median(margins)
+
+
+def _near_ties(scores: Sequence[float], bound: float) -> int:
+    """Pairs whose margin is at most ``bound`` (their verdict can turn on rounding alone)."""
+    return sum(abs(scores[i] - scores[i + 1]) <= bound for i in range(0, len(scores) - 1, 2))
+
+
 class Table:
     """Runs the sections on one model and collects their rows."""
 
@@ -223,11 +236,18 @@ class Table:
         neighbours = [0.0] * len(mixed)
         for pos, i in enumerate(order):
             neighbours[i] = shuffled[pos]
+        others_scores = {"prbench batches (as timed above)": batched[:k],
+                         "prbench, other neighbours": neighbours[:k],
+                         "released path, batches of 8": released[:k]}
+        worst = max(_max_diff(alone, s) for s in others_scores.values())
+        size, margin = _scale(alone)
+        near = _near_ties(alone, worst)
         self.add(Row(section, "alone (one sequence per forward)", n, "pairs", t_alone,
-                     self.mfu(flops, t_alone), 1.0, "the reference scores"))
-        for name, scores in (("prbench batches (as timed above)", batched[:k]),
-                             ("prbench, other neighbours", neighbours[:k]),
-                             ("released path, batches of 8", released[:k])):
+                     self.mfu(flops, t_alone), 1.0,
+                     f"the reference scores: median |score| {size:.3g}, median |margin| "
+                     f"{margin:.3g}; {near}/{n} pairs with |margin| <= the largest |Δ| below",
+                     {"median_abs_score": size, "median_abs_margin": margin, "near_ties": near}))
+        for name, scores in others_scores.items():
             diff, flips = _max_diff(alone, scores), _flips(alone, scores)
             self.add(Row(section, name, n, "pairs", None, None, None,
                          f"max|Δ| vs alone {diff:.1e}, verdict flips {flips}/{n}",

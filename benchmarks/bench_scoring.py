@@ -232,7 +232,8 @@ def main() -> None:
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from prbench.backends.hf_classifier import HFClassifierOptions, HFClassifierScorer
+    from prbench.backends.hf_classifier import HFClassifierScorer
+    from prbench.backends.hf_classifier_options import HFClassifierOptions
 
     try:
         device, dtype = resolve(args.device, args.dtype)

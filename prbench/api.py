@@ -62,7 +62,9 @@ Generation backends and LLM judges:
     ``Chat``, ``Reply``, ``Completion``, ``GenerationBackend``, ``GenerationFailure``,
     ``BackendFatalError``, ``is_truncated``, ``truncation_failure``, ``BackendOptions``,
     ``LLMJudgeBase``, ``OrderTally``, ``generate_in_batches``, ``seeded_unit``, ``stable_hash``,
-    ``aggregate_order_metrics``.
+    ``aggregate_order_metrics``. In 1.4 ``OrderTally.order`` took the optional ``reply`` (the text
+    the verdict was read from, kept for the samples file and the pair explorer) and
+    ``GenerationFailure`` the field ``text`` (a cut reply's text).
 Parsing judge replies:
     ``ParseFailure``, ``generation_failed``, ``strip_reasoning``, ``parse_pairwise``,
     ``parse_rating``.
@@ -98,12 +100,9 @@ from prbench.backends.chat_inputs import (
     template_sha256,
 )
 from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
-from prbench.backends.hf_classifier import (
-    HFClassifierOptions,
-    HFClassifierScorer,
-    resolve_dtype,
-)
-from prbench.devices import resolve_device, torch_device
+from prbench.backends.hf_classifier import HFClassifierScorer
+from prbench.backends.hf_classifier_options import HFClassifierOptions
+from prbench.devices import resolve_device, resolve_dtype, torch_device
 from prbench.errors import PrbenchUserError
 from prbench.hashing import seeded_unit, stable_hash
 from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
@@ -127,15 +126,9 @@ from prbench.paths import cache_dir
 from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
 from prbench.profiles.base import POST_FORMAT, ProfileBuilder, ProfileView, render_posts
 from prbench.profiles.budget import builder_id, ranked_view, top_k
-from prbench.profiles.embed import (
-    Encoder,
-    EncoderSpec,
-    ModelUnavailableError,
-    remote_code_error,
-    resolve_model,
-    text_hash,
-)
+from prbench.profiles.embed import Encoder, EncoderSpec, text_hash
 from prbench.profiles.embed_cache import EmbeddingCache
+from prbench.profiles.model_ref import ModelUnavailableError, remote_code_error, resolve_model
 from prbench.progress import disable_progress, progress_bar
 from prbench.records import (
     PREFERENCES_SAMPLE_DIR,
@@ -162,7 +155,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.3"
+API_VERSION = "1.4"
 
 __all__ = [
     "API_VERSION",

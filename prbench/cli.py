@@ -297,7 +297,7 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
 
     ``argv`` goes through the parsers ``prbench eval`` itself uses: prbench's ``eval`` parser
     takes its own flags (``--tasks`` and ``--model_args`` among them),
-    :func:`prbench.commands.eval.lm_eval_argv` hands the rest on in lm-eval's spelling, and
+    :func:`prbench.commands.eval_args.lm_eval_argv` hands the rest on in lm-eval's spelling, and
     lm-eval's ``run`` parser reads it, short flags (``-a``), ``--flag=value`` and the
     abbreviations it accepts (``--model_arg``) included. So
     every spelling of an option is found, not only the one a string comparison would catch.
@@ -314,7 +314,7 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
     """
     from lm_eval._cli.harness import HarnessCLI
 
-    from prbench.commands.eval import lm_eval_argv
+    from prbench.commands.eval_args import lm_eval_argv
     from prbench.options import OptionsError
 
     unset = _Unset()

@@ -13,6 +13,10 @@ adapter) resolves its ``device`` option with :func:`resolve_device` (a string) o
   :func:`lm_eval_default_device`) -> ``cpu``, silently;
 - anything else is checked by torch (an unknown device is a ``ValueError``).
 
+The precision that goes with a device is chosen here too: :func:`resolve_dtype` (model weights:
+``auto`` is float32 on a CPU, bf16 or fp16 on CUDA) and :func:`resolve_embed_dtype` (profile
+encoders).
+
 Nothing here imports torch at module import time.
 """
 
@@ -183,7 +187,8 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
     """The precision a profile encoder runs in: ``float32`` or ``bfloat16`` (autocast).
 
     Args:
-        requested: ``auto`` (bf16 autocast where the device computes bf16 natively, else fp32),
+        requested: ``auto`` (bf16 autocast on a CPU that computes bf16 natively; fp32 on other
+            CPUs and on GPUs, where bf16 was measured slower for profile encoders),
             ``float32`` or ``bfloat16`` (autocast even where it is emulated, and slow).
         device: the resolved device the encoder runs on.
 
@@ -199,4 +204,26 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
     if setting != "auto":
         return setting, "asked for"
     native, why = native_bf16(device)
+    if native and not device.startswith("cpu"):
+        # measured (benchmarks/bench_profiles.py on an H200): the profile encoders are far from
+        # compute-bound on a GPU, so autocast's casts cost more than bf16 matmuls save
+        return "float32", (f"auto: {why}, but bf16 autocast was slower than fp32 for profile "
+                           "encoders on a GPU (0.84-0.92x, H200); pass embed_dtype=bfloat16 to "
+                           "use it")
     return ("bfloat16", f"auto: {why}") if native else ("float32", f"auto: {why}")
+
+
+def resolve_dtype(requested: str, device: Any) -> str:
+    """The dtype name to load weights with (``auto``: float32 on CPU, bf16 — else fp16 — on CUDA).
+
+    Args:
+        requested: ``auto`` or a dtype name (``float32``, ``bfloat16``, ``float16``), kept as is.
+        device: the resolved ``torch.device`` the model runs on.
+    """
+    if requested != "auto":
+        return requested
+    if device.type == "cuda":
+        import torch
+
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float32"

@@ -5,8 +5,9 @@ or mistyped fields, misspelt schema fields, duplicate ids, text that later steps
 lone surrogate, a NUL character, nesting too deep), ids with control or bidi characters, answers
 or questions made only of invisible characters, and chosen/rejected answers that are the same
 text once Unicode normalisation, invisible characters and kinds of space are ignored (compared
-so, never stored so: a record keeps its text exactly). :mod:`prbench.records` loads sources with
-it and re-exports every name here.
+so, never stored so: a record keeps its text exactly; the Unicode rules are
+:mod:`prbench.unicode_text`). :mod:`prbench.records` loads sources with it and re-exports every
+name here.
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
-import re
-import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prbench.issues import Issue, Row, short, shown, shown_path
 from prbench.options import suggest
+from prbench.unicode_text import (
+    comparable,
+    id_character_problem,
+    invisible_message,
+    invisible_only,
+    text_problems,
+)
 
 KNOWN_FIELDS = (
     "id",
@@ -172,7 +178,7 @@ class RecordChecker:
             self.problem(row, rid, name, "is empty", code)
             return None
         if required and invisible_only(value):
-            self.problem(row, rid, name, _invisible_message(value), "invisible-text")
+            self.problem(row, rid, name, invisible_message(value), "invisible-text")
             return None
         return value
 
@@ -242,7 +248,7 @@ class RecordChecker:
         """Report a lone surrogate in any text and nesting deeper than :data:`MAX_DEPTH`.
 
         Such a record would pass the type checks and crash later (in Arrow, a tokenizer, a
-        results file); see :func:`prbench.jsonio.text_problems`.
+        results file); see :func:`prbench.unicode_text.text_problems`.
         """
         for field, message, code in text_problems(data, MAX_DEPTH):
             self.problem(row, rid, field, message, code)
@@ -397,7 +403,7 @@ def _post(item: Any, i: int, seen: dict[str, int]) -> ProfileItem | tuple[str, s
         what = "missing" if "text" not in item else f"not a non-empty string ({short(text)})"
         return f"{field}.text", f"is {what}", "bad-profile-item"
     if invisible_only(text):
-        return f"{field}.text", _invisible_message(text), "invisible-text"
+        return f"{field}.text", invisible_message(text), "invisible-text"
     pid = item.get("id", i)
     if isinstance(pid, bool) or not isinstance(pid, str | int):
         return f"{field}.id", f"expected a string, got {short(pid)}", "bad-profile-item"
@@ -433,144 +439,3 @@ def _aspect(item: Any, i: int) -> RubricAspect | tuple[str, str, str]:
         reason=item.get("reason", ""),
         extra=extra,
     )
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-#: characters that control the direction of bidirectional text (Unicode's Bidi_Control)
-BIDI_CONTROLS = frozenset(
-    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-)
-#: letters and symbols that draw as blank space (Hangul fillers, the braille blank, ...)
-_BLANK_LOOKALIKES = "\u115f\u1160\u3164\uffa0\u2800"
-
-
-#: Unicode categories that draw nothing: control, format (zero-width, bidi, BOM), separators
-_INVISIBLE_CATEGORIES = frozenset(("Cc", "Cf", "Zs", "Zl", "Zp"))
-#: categories an id must not contain (a plain space is allowed; NUL has its own check)
-_BAD_ID_CATEGORIES = frozenset(("Cc", "Cf", "Zl", "Zp"))
-
-
-def _draws_nothing(char: str) -> bool:
-    return (
-        char.isspace()
-        or char in _BLANK_LOOKALIKES
-        or unicodedata.category(char) in _INVISIBLE_CATEGORIES
-    )
-
-
-def invisible_only(text: str) -> bool:
-    """True when ``text`` has characters but none that draws anything.
-
-    Whitespace of every kind, control and format characters (zero-width space, joiners, bidi
-    controls, the BOM) and blank-looking letters (Hangul fillers, the braille blank) draw nothing.
-    Stops at the first visible character (usually the first one).
-    """
-    return bool(text) and all(_draws_nothing(c) for c in text)
-
-
-def comparable(text: str) -> str:
-    """``text`` as compared for sameness (never stored: records keep their text exactly).
-
-    NFKC (composed forms, NBSP and other space variants become a plain space), format characters
-    (zero-width, bidi, soft hyphen, BOM) removed, whitespace runs made one space, stripped.
-    """
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-        text = "".join(c for c in text if c.isascii() or unicodedata.category(c) != "Cf")
-    return " ".join(text.split())
-
-
-def id_character_problem(rid: str) -> tuple[str, str] | None:
-    """``(message, code)`` when an id holds a control, format or line-separator character.
-
-    Such characters make two different ids look the same on screen, and bidi controls reorder
-    the text shown after them; NUL is left to the ``nul-character`` check.
-    """
-    if rid.isprintable():
-        return None
-    for index, char in enumerate(rid):
-        if char == "\x00" or unicodedata.category(char) not in _BAD_ID_CATEGORIES:
-            continue
-        name = unicodedata.name(char, "a control character")
-        what = f"U+{ord(char):04X} ({name}) at character {index + 1}"
-        if char in BIDI_CONTROLS:
-            return (
-                f"contains the bidirectional-text control {what}, which reorders how the text "
-                "around it is displayed; remove it",
-                "bidi-control-in-id",
-            )
-        return (
-            f"contains {what}, a control or invisible formatting character that makes different "
-            "ids look the same; remove it",
-            "control-character-in-id",
-        )
-    return None
-
-
-def _invisible_message(text: str) -> str:
-    """The message for text made only of invisible characters, naming the first few."""
-    kinds = sorted({c for c in text if not c.isspace() or c not in " \t\n\r"})[:4]
-    named = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control')}" for c in kinds)
-    return (
-        f"holds only invisible characters ({named or 'spaces'}): it would look empty; write the "
-        "text or remove the record"
-    )
-
-
-def text_problems(data: Any, max_depth: int) -> Iterator[tuple[str | None, str, str]]:
-    r"""``(field, message, code)`` for each text of decoded JSON that later steps cannot take.
-
-    ``json`` decodes an escape such as ``\ud800`` without its pair into a string that cannot be
-    encoded as UTF-8 (code ``lone-surrogate``, for a value or a key); a NUL character (``\u0000``,
-    code ``nul-character``) truncates the text in C libraries, tokenizers and terminals; nesting
-    deeper than ``max_depth`` lists/objects (code ``too-deeply-nested``, reported once, at the
-    top-level field) breaks recursive JSON and Arrow code. Walks ``data`` without recursion.
-    """
-    stack: list[tuple[Any, Any, int]] = [(None, data, 0)]  # (path chain, value, depth)
-    while stack:
-        path, value, depth = stack.pop()
-        if depth > max_depth:
-            while path is not None and path[0] is not None:
-                path = path[0]
-            top = path[1] if path is not None and isinstance(path[1], str) else None
-            yield top, f"is nested more than {max_depth} lists/objects deep", "too-deeply-nested"
-            return
-        if isinstance(value, str):
-            found = None if value.isascii() else _SURROGATE.search(value)
-            if found is not None:
-                yield (
-                    _field(path),
-                    f"contains a lone UTF-16 surrogate U+{ord(found.group()):04X} at character "
-                    f"{found.start() + 1} (an escape like \\ud83d without its pair), which is "
-                    "not valid Unicode text; fix or remove the escape",
-                    "lone-surrogate",
-                )
-            if "\x00" in value:
-                yield (
-                    _field(path),
-                    f"contains a NUL character (U+0000, written \\u0000) at character "
-                    f"{value.index(chr(0)) + 1}; remove it (it cuts the text short in "
-                    "tokenizers, C libraries and terminals)",
-                    "nul-character",
-                )
-        elif isinstance(value, dict):
-            children: list[tuple[Any, Any, int]] = []
-            for key, item in value.items():
-                child = (path, key)
-                children += [(child, key, depth + 1), (child, item, depth + 1)]
-            stack.extend(reversed(children))
-        elif isinstance(value, list):
-            items = [((path, i), item, depth + 1) for i, item in enumerate(value)]
-            stack.extend(reversed(items))
-
-
-def _field(path: Any) -> str | None:
-    """The dotted field (``profile[3].text``) of a path chain ``(parent, key or index)``."""
-    parts: list[Any] = []
-    while path is not None:
-        path, key = path
-        parts.append(key)
-    out = ""
-    for key in reversed(parts):
-        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
-    return out or None

@@ -121,8 +121,13 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
             floor["figures"]["flops"] / peak)
         for r in (released, ours):
             assert r["mfu"] * r["wall"] == pytest.approx(floor["wall"]), r
-    drift = [r for r in rows if r["section"].startswith("drift")][1:]
+    alone, *drift = [r for r in rows if r["section"].startswith("drift")]
     assert all(r["figures"]["flips"] == 0 and r["figures"]["max_diff"] < 1e-4 for r in drift)
+    # the reference's scale, so a |Δ| reads against the scores it moved: a tiny random head gives
+    # scores well away from 0, and no margin of 3 pairs sits within float32 rounding of a tie
+    scale = alone["figures"]
+    assert scale["median_abs_score"] > 0 and scale["median_abs_margin"] > 0
+    assert scale["near_ties"] == 0
     oom = [r for r in rows if r["section"] == "oom back-off"][1]["figures"]
     assert oom["failures"] > 0 and oom["scorer_oom_retries"] + oom["runtime_oom_retries"] > 0
     clean = next(r for r in rows if r["name"] == "clean run")
@@ -155,3 +160,11 @@ def test_mistakes_are_one_error_line(
     assert exit_info.value.code == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0]
+
+
+def test_scale_and_near_ties_read_pairs_in_turn() -> None:
+    """Scores list chosen, rejected in turn: margins are per pair, a near tie is within bound."""
+    scores = [2.0, -1.0, 0.5, 0.45, -3.0, -3.0]
+    assert bench_gpu_table._scale(scores) == pytest.approx((1.5, 0.05))
+    assert bench_gpu_table._near_ties(scores, 0.1) == 2
+    assert bench_gpu_table._near_ties(scores, 0.0) == 1

@@ -8,7 +8,7 @@ embedding cache at once.
 from __future__ import annotations
 
 from prbench.plugins import get_registry
-from prbench.scoring.runtime import RUNTIME_KEYS, split_options
+from prbench.scoring.runtime_options import RUNTIME_KEYS, split_options
 
 
 def _split(raw: dict[str, str]) -> tuple[bool, bool]:

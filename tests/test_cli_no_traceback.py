@@ -38,7 +38,7 @@ def _one_error(argv: list[str], tmp_path: Path, *, lm_eval: bool = False) -> str
 
 
 def test_rl_judge_without_a_model(tmp_path: Path) -> None:
-    line = _one_error(["rl", "--policy", str(tmp_path / "policy"), "--model_args",
+    line = _one_error(["rl", "--policy_args", f"model={tmp_path / 'policy'}", "--model_args",
                        "scorer=length", "-o", str(tmp_path / "rl"), "--judge_args",
                        "judge=rubric-judge"],
                       tmp_path)
@@ -50,7 +50,7 @@ def test_rl_judge_without_a_model(tmp_path: Path) -> None:
 
 
 def test_rl_default_judge_is_offline_and_flagged() -> None:
-    from prbench.downstream.rl import RLConfig
+    from prbench.downstream.rl_config import RLConfig
     from prbench.plugins import get_registry
 
     judge = RLConfig(policy="", output_dir="", scorer="").judge

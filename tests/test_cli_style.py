@@ -195,7 +195,7 @@ def test_unknown_flag_is_one_error_line(capsys: Any) -> None:
 
 
 def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFixture[str]) -> None:
-    from prbench.commands.eval import lm_eval_spellings
+    from prbench.commands.eval_args import lm_eval_spellings
 
     assert lm_eval_spellings(["--model-args", "scorer=length", "--log-samples", "--output-path=x",
                               "--tasks", "t", "--not-a-flag"]) == [
@@ -245,7 +245,7 @@ def test_each_command_line_of_top_level_help_is_its_whole_first_paragraph() -> N
 
 
 def test_eval_help_lists_tasks_and_model_args_and_hands_them_to_lm_eval() -> None:
-    from prbench.commands.eval import lm_eval_argv
+    from prbench.commands.eval_args import lm_eval_argv
     from prbench.harness.lm import DEFAULT_SCORER
 
     parser = SUBPARSERS["eval"]
@@ -287,8 +287,9 @@ def test_build_shows_the_defaults_its_shortcut_flags_leave_to_the_generator() ->
 
 #: flags named after a component role or its id key: the old forms, never shown in --help
 _COMPONENT_WORDS = {*ROLES, *(key for key in ROLES.values() if key)} - {"model"}
-#: rl's --policy is the model it trains (a folder or hub id), not a component with options
-_NOT_COMPONENTS = {("rl", "--policy")}
+#: flags named after a component word that are not a component (none left: rl's policy is
+#: ``--policy_args model=PATH`` now)
+_NOT_COMPONENTS: set[tuple[str, str]] = set()
 
 
 @pytest.mark.parametrize("name", sorted(SUBPARSERS))

@@ -340,7 +340,7 @@ class Checker:
             return [] if not extra else [f"unrecognized arguments: {' '.join(extra)}"]
         module = ns._module
         if ns.command == "eval":
-            from prbench.commands.eval import lm_eval_argv
+            from prbench.commands.eval_args import lm_eval_argv
 
             if getattr(ns, "lm_eval_help", False):
                 return []
@@ -365,7 +365,7 @@ class Checker:
         return out
 
     def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
-        from prbench.commands.eval import (
+        from prbench.commands.eval_args import (
             argument_problem,
             lm_eval_spellings,
             misspelt_task,
@@ -412,7 +412,7 @@ class Checker:
         """
         from prbench.errors import PrbenchUserError
         from prbench.options import parse_kv_string
-        from prbench.scoring.runtime import split_options
+        from prbench.scoring.runtime_options import split_options
 
         if scorer.isupper():
             return []
@@ -583,15 +583,15 @@ def test_commands_are_read_through_launchers_loops_and_continuations() -> None:
 PRBENCH_LOAD_PLUGINS= .venv/bin/prbench plugins   # a comment
 accelerate launch --num_processes 8 -m prbench.cli eval \\
     --tasks t --model_args scorer=length
-prbench rl --policy $(python -c "print('x (y)')") --model_args scorer=length -o out
+prbench rl --policy_args model=$(python -c "print('x (y)')") --model_args scorer=length -o out
 pip install -e . && lm_eval --tasks t | tee log
 ```"""
     argvs = [tool_argv(c.argv) for c in shell_commands("x.md", text)]
     assert argvs == [
         ("prbench", ["plugins"]),
         ("prbench", ["eval", "--tasks", "t", "--model_args", "scorer=length"]),
-        ("prbench", ["rl", "--policy", "SUBSTITUTED", "--model_args", "scorer=length", "-o",
-                     "out"]),
+        ("prbench", ["rl", "--policy_args", "model=SUBSTITUTED", "--model_args", "scorer=length",
+                     "-o", "out"]),
         None,
         ("lm_eval", ["--tasks", "t"]),
         None,

@@ -49,6 +49,15 @@ def test_auto_is_bf16_where_the_cpu_has_it(monkeypatch: pytest.MonkeyPatch) -> N
     assert devices.resolve_embed_dtype("float32", "cpu")[0] == "float32"
 
 
+def test_auto_is_float32_on_a_gpu_even_with_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU with bf16 still gets fp32 from ``auto`` (bf16 measured slower there), with why."""
+    monkeypatch.setattr(devices, "native_bf16", lambda device: (True, "GPU X supports bf16"))
+    dtype, why = devices.resolve_embed_dtype("auto", "cuda:0")
+    assert dtype == "float32" and "GPU X supports bf16" in why and "slower" in why
+    assert devices.resolve_embed_dtype("bfloat16", "cuda:0") == ("bfloat16", "asked for")
+    assert devices.resolve_embed_dtype("auto", "cpu")[0] == "bfloat16"  # the CPU rule is kept
+
+
 def test_unknown_dtype_is_an_option_error_naming_the_choices() -> None:
     with pytest.raises(OptionsError, match=r"embed_dtype.*float32"):
         get_registry().build("scorer", "embedding-similarity", {"embed_dtype": "float16"})

@@ -428,8 +428,8 @@ CORPUS: dict[str, Fault] = {
         says="is a folder; this option names a file"),
     "rl-output-is-a-file": Fault(
         "prbench rl -o names a file",
-        _output_is_a_file(lambda t: ["rl", "--policy", "x", "--model_args", "scorer=length",
-                                     "-o", str(_afile(t))]),
+        _output_is_a_file(lambda t: ["rl", "--policy_args", "model=x", "--model_args",
+                                     "scorer=length", "-o", str(_afile(t))]),
         says="is a file, not a folder"),
     # --- tracebacks: models that cannot load
     "hf-classifier-no-such-folder": Fault(

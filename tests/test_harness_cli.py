@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from prbench.commands.eval import only_prbench_tasks, requested_tasks
+from prbench.commands.eval_args import only_prbench_tasks, requested_tasks
 from prbench.harness import tasks
 from tests._harness_fixtures import (
     PYTHON,

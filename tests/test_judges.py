@@ -550,8 +550,14 @@ def test_judge_metrics_on_a_hand_computed_example():
     probs = j.compare(pairs)
     assert probs == [0.5, 1.0, 0.0, 0.5, 1.0]
     outcomes = j.request_extras(pairs)
-    assert outcomes[0] == {"orders": [["first", "first"], ["second", "second"]]}
-    assert outcomes[4] == {"orders": [["first", "first"], ["second", None]]}
+    assert outcomes[0]["orders"] == [["first", "first"], ["second", "second"]]
+    assert outcomes[4]["orders"] == [["first", "first"], ["second", None]]
+    # each order's reply, its parse and why it was unreadable travel with the outcome
+    assert outcomes[4]["replies"] == [
+        {"verdict": "A", "reply": "Verdict: A", "failure": None, "detail": None},
+        {"verdict": None, "reply": "I cannot tell.", "failure": "no-verdict",
+         "detail": outcomes[4]["replies"][1]["detail"]}]
+    assert outcomes[4]["replies"][1]["detail"]
     # a sixth pair judged in one order only (orders=one): chosen shown first, and it won
     outcomes.append({"orders": [["first", "first"]]})
     # a pair the judge could not ask at all (e.g. its persona failed): it earns nothing

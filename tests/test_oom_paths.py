@@ -20,7 +20,8 @@ import pytest
 
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from prbench.scoring.runtime import ScorerOutOfMemoryError, build_runtime
+from prbench.scoring.oom import ScorerOutOfMemoryError
+from prbench.scoring.runtime import build_runtime
 from prbench.testing import token_slot_limit
 from tests._hf_fixtures import build_tiny_model, sample_text
 
@@ -98,7 +99,8 @@ _ENCODERS: dict[str, Any] = {}
 
 
 def _encoder(model: Path) -> Any:
-    from prbench.backends.hf_classifier import HFClassifierOptions, HFClassifierScorer
+    from prbench.backends.hf_classifier import HFClassifierScorer
+    from prbench.backends.hf_classifier_options import HFClassifierOptions
 
     if str(model) not in _ENCODERS:
         _ENCODERS[str(model)] = HFClassifierScorer(

@@ -20,7 +20,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, start_in_thread
+from prbench.downstream.serve import create_app, runtime_factory, start_in_thread
+from prbench.downstream.serve_batcher import ServerConfig
 from prbench.downstream.serve_client import KEY_ENV, URL_ENV, RewardClient
 from prbench.downstream.serve_schema import (
     MIN_KEPT_PROMPT_CHARS,

@@ -12,11 +12,12 @@ from _profiles_fixtures import SLEEP, WATERCOLOR, make_record, minilm_dir, tiny_
 
 from prbench.options import OptionsError
 from prbench.plugins import get_registry
-from prbench.profiles import embed
+from prbench.profiles import embed, embed_models
 from prbench.profiles.base import POST_FORMAT, ProfileView, render_posts
 from prbench.profiles.bm25 import simple_stem
-from prbench.profiles.embed import Encoder, EncoderSpec, ModelUnavailableError
+from prbench.profiles.embed import Encoder, EncoderSpec
 from prbench.profiles.embed_cache import EmbeddingCache
+from prbench.profiles.model_ref import ModelUnavailableError
 
 
 def build(builder: str, records: list, **options: object) -> list[ProfileView]:
@@ -190,7 +191,7 @@ def test_second_build_computes_nothing(
     def no_loading(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was loaded although every embedding is cached")
 
-    monkeypatch.setattr(embed, "_load_model", no_loading)
+    monkeypatch.setattr(embed_models, "load_model", no_loading)
     second_builder = reg.build("profile-builder", "dense", {**opts, "batch_size": 3})
     second = second_builder.build([SLEEP, WATERCOLOR])
     assert second == first

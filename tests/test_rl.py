@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from prbench.downstream.rl import RLConfig, ScorerReward, completion_text, format_summary
+from prbench.downstream.rl import ScorerReward, completion_text, format_summary
+from prbench.downstream.rl_config import RLConfig
 from prbench.profiles.base import ProfileView
 from prbench.records import load_records
 
@@ -61,7 +62,7 @@ def test_reward_function_sends_record_context_in_one_batched_call() -> None:
 def test_unmark_gguf_clears_the_quantized_flag_only_for_gguf() -> None:
     from types import SimpleNamespace
 
-    from prbench.downstream.rl import unmark_gguf
+    from prbench.downstream.rl_policy import unmark_gguf
 
     class GgufHfQuantizer:
         pass
@@ -105,7 +106,7 @@ def test_online_rl_is_a_registered_downstream_evaluator(capsys: pytest.CaptureFi
         registry.build("downstream-evaluator", "online-rl",
                        {"policy": "p", "output_dir": "o", "scorer": "length", "algorithm": "ppo"})
     # the CLI goes through the same component: a bad value is one error line
-    code = main(["rl", "--policy", "p", "--model_args", "scorer=length", "-o", "o",
+    code = main(["rl", "--policy_args", "model=p", "--model_args", "scorer=length", "-o", "o",
                  "--num_generations", "1"])
     assert code == 1 and "num_generations must be at least 2" in capsys.readouterr().err
 
@@ -150,7 +151,7 @@ def test_reward_curve_prints_one_line_per_step_with_eta(
 def test_freeze_below_leaves_only_the_top_blocks_trainable(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from prbench.downstream.rl import freeze_below
+    from prbench.downstream.rl_policy import freeze_below
     from tests._hf_fixtures import build_tiny_model
 
     model = AutoModelForCausalLM.from_pretrained(
@@ -230,7 +231,7 @@ def test_cli_rl_with_rloo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
     policy = build_tiny_model(tmp_path / "policy", arch="llama", kind="causal-lm")
     code = main([
-        "rl", "--policy", str(policy), "--model_args", "scorer=random,seed=1",
+        "rl", "--policy_args", f"model={policy}", "--model_args", "scorer=random,seed=1",
         "-o", str(tmp_path / "run"), "--limit", "4", "--eval_limit", "2", "--algorithm", "rloo",
         "--num_generations", "2", "--max_steps", "1", "--max_completion_length", "6",
         "--eval_max_new_tokens", "6", "--judge_args", "judge=none", "--no-progress",
@@ -254,3 +255,60 @@ def test_cli_rl_help(capsys: pytest.CaptureFixture[str]) -> None:
         main(["rl", "--help"])
     assert exc.value.code == 0
     assert "--num_generations" in capsys.readouterr().out
+
+
+def test_cli_rl_policy_is_given_as_policy_args(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("trl")
+    from prbench.cli import main
+    from prbench.downstream.rl import OnlineRLEvaluator
+
+    seen: list[RLConfig] = []
+
+    class Stop(Exception):
+        pass
+
+    def run(self: OnlineRLEvaluator, *args: object, **kwargs: object) -> None:
+        seen.append(self.options)
+        raise Stop
+
+    monkeypatch.setattr(OnlineRLEvaluator, "run", run)
+    with pytest.raises(Stop):
+        main(["rl", "--policy_args", "model=/models/p,gguf_file=p.Q4.gguf", "--model_args",
+              "scorer=length", "-o", "o", "--judge_args", "judge=none", "--limit", "1"])
+    assert (seen[0].policy, seen[0].gguf_file) == ("/models/p", "p.Q4.gguf")
+    with pytest.raises(Stop):
+        main(["rl", "--policy-args", "model=hub/id", "--model_args", "scorer=length", "-o", "o",
+              "--judge_args", "judge=none", "--limit", "1"])
+    assert (seen[1].policy, seen[1].gguf_file) == ("hub/id", "")
+    assert "note:" not in capsys.readouterr().err  # the one form: nothing to note
+
+    for bad, said in (("modle=p", "unknown option 'modle' (did you mean 'model'?)"),
+                      ("gguf_file=f.gguf", "--policy_args names no model"),
+                      ("backend=hf,model=p", "unknown option 'backend'")):
+        code = main(["rl", "--policy_args", bad, "--model_args", "scorer=length", "-o", "o"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1 and err[0].startswith("error: --policy_args")
+        assert said in err[0], err[0]
+    assert len(seen) == 2  # no bad form reached the evaluator
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (["--policy", "/models/p"], "write --policy_args model=/models/p"),
+    (["--policy_args", "model=p", "--gguf_file", "f.gguf"],
+     "write --policy_args model=PATH,gguf_file=f.gguf"),
+    (["--policy_args", "model=p", "--gguf-file", "f.gguf"],
+     "write --policy_args model=PATH,gguf_file=f.gguf"),
+])
+def test_cli_rl_refuses_the_old_policy_flags_naming_the_new_form(
+    old: list[str], new: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prbench.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["rl", *old, "--model_args", "scorer=length", "-o", "o"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"is gone: {new}" in err, err
+    assert "--policy " not in err.split("usage:")[1].split("error:")[0]  # hidden from usage

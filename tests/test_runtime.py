@@ -12,12 +12,9 @@ from prbench.options import OptionsError
 from prbench.profiles.base import ProfileView
 from prbench.records import ProfileItem
 from prbench.scoring.base import PairRequest, ScoreRequest, ScorerFaultError
-from prbench.scoring.runtime import (
-    ScorerOutOfMemoryError,
-    ScorerRuntime,
-    build_runtime,
-    request_key,
-)
+from prbench.scoring.oom import ScorerOutOfMemoryError
+from prbench.scoring.request_key import request_key
+from prbench.scoring.runtime import ScorerRuntime, build_runtime
 from prbench.store import StoreError
 
 

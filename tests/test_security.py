@@ -172,9 +172,9 @@ def test_rl_refuses_a_policy_that_needs_remote_code_in_one_line(
     from prbench.cli import main
 
     out = tmp_path / "run"
-    code = main(["rl", "--policy", str(remote_code_policy), "--model_args", "scorer=length",
-                 "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1", "-o", str(out),
-                 "--no-progress"])
+    code = main(["rl", "--policy_args", f"model={remote_code_policy}", "--model_args",
+                 "scorer=length", "--judge_args", "judge=none", "--limit", "2", "--max_steps", "1",
+                 "-o", str(out), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1
     assert len(err) == 1 and err[0].startswith(f"error: policy {remote_code_policy}: ")
@@ -184,7 +184,8 @@ def test_rl_refuses_a_policy_that_needs_remote_code_in_one_line(
 
 
 def test_check_policy_passes_the_option_through(remote_code_policy: Path, tmp_path: Path) -> None:
-    from prbench.downstream.rl import RLConfig, check_policy
+    from prbench.downstream.rl_config import RLConfig
+    from prbench.downstream.rl_policy import check_policy
     from prbench.options import OptionsError
     from prbench.testing import build_tiny_causal_lm
 

@@ -16,14 +16,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from prbench.downstream.serve import (
-    QueueFullError,
-    RewardBatcher,
-    ServerConfig,
-    create_app,
-    runtime_factory,
-    start_in_thread,
-)
+from prbench.downstream.serve import create_app, runtime_factory, start_in_thread
+from prbench.downstream.serve_batcher import QueueFullError, RewardBatcher, ServerConfig
 from prbench.downstream.serve_client import RewardClient, RewardServerError
 from prbench.downstream.serve_schema import (
     PayloadError,

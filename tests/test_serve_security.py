@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, start_in_thread
+from prbench.downstream.serve import create_app, runtime_factory, start_in_thread
+from prbench.downstream.serve_batcher import ServerConfig
 from prbench.downstream.serve_client import KEY_ENV, RewardClient, RewardServerError
 from prbench.downstream.serve_guard import bearer_token, is_loopback
 from prbench.downstream.serve_schema import MAX_DEPTH, PayloadError, decode_body

@@ -1,196 +1,29 @@
-"""Pair explorer: a static, self-contained HTML page listing every scored pair of a run.
+"""Pair explorer page: one static, self-contained HTML page over the pairs of one or two runs.
 
-After a number, a researcher wants the pairs behind it: which pairs did the reward model get
-wrong, and why. :func:`explorer_pairs` reads a run's samples files (``prbench eval
---log_samples``) and gives, per pair and cell (condition + profile source), what the scorer saw
-and what it said: the domain, the question, the profile text as built for the scorer, both
-answers with both scores (or a pairwise judge's per-order verdicts, unreadable replies counted),
-the outcome (right / wrong / tie / invalid), the margin, whether the length baseline (the longer
-answer wins) agrees, and the user's hidden rubric aspects, marked DIAGNOSTIC (the scorer never
-saw them). :func:`explorer_html` writes the page: the data as JSON inside the page, the script
-and styles inline, no server, no network; every text from the data is set as text (never parsed
-as HTML), and the JSON is escaped so that no ``</script>`` in the data ends the block.
+:func:`explorer_html` writes the page for the data of :mod:`prbench.analysis.explorer_data`: the
+data as JSON inside the page, the script and styles inline, no server, no network; every text
+from the data -- questions, answers, profiles, a judge's raw replies -- is set as text (never
+parsed as HTML), and the JSON is escaped so that no ``</script>`` in the data ends the block.
+:func:`write_explorers` writes one page per run and a comparison page (``prbench report``).
 
-On the page: filters by cell, domain, outcome and length-baseline agreement, sort by margin, and
-with two runs (the comparison page) both side by side on the pairs they share, optionally only
-the pairs on which they disagree.
+On the page: filters by cell, domain, outcome, flag (an unreadable judge order, an order flip,
+an unscored answer) and length-baseline agreement, sort by margin; per pair, each order a judge
+was asked with its raw reply (collapsed), the parsed verdict and why an unreadable order was
+unreadable, and how the pair counted under each metric. With two runs (the comparison page)
+both side by side on the pairs they share, optionally only the pairs on which they disagree.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.analysis.explorer_data import FLAGS, NO_REPLY_LOGGED, run_data
 from prbench.outputs import write_text
-
-#: the outcomes a pair can have, in the order the page counts them
-OUTCOMES = ("right", "wrong", "tie", "invalid")
-
-
-def _number(value: Any) -> float | None:
-    """A finite float, else ``None`` (strict JSON has no NaN)."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def _outcome(line: Mapping[str, Any]) -> str:
-    if _number(line.get("invalid")):
-        return "invalid"
-    if _number(line.get("tie")):
-        return "tie"
-    return "right" if _number(line.get("acc")) else "wrong"
-
-
-def _scores(line: Mapping[str, Any]) -> list[float | None]:
-    """(chosen, rejected) scores from lm-eval's ``filtered_resps`` (``[[score, greedy], ...]``)."""
-    resps = line.get("filtered_resps")
-    if not isinstance(resps, list) or len(resps) != 2:
-        return [None, None]
-    return [_number(r[0] if isinstance(r, list | tuple) and r else r) for r in resps]
-
-
-def judge_orders(line: Mapping[str, Any]) -> list[dict[str, str]] | None:
-    """A pairwise judge's per-order verdicts, rebuilt from the pair's both-order metrics.
-
-    A row carries ``judge_counts`` (the pair's per-order counts,
-    :mod:`prbench.judges.order_metrics`), which name each order's verdict: the chosen answer,
-    the rejected one, or none (an unreadable reply). A row written before those counts existed
-    carries ``acc_chosen_first`` / ``acc_chosen_second`` (1, 0, or nan when that order was not
-    asked) and ``position_bias`` = ``[verdicts won by the answer shown first, readable
-    verdicts]``, which determine the same.
-
-    Returns:
-        ``[{"order": "chosen first" | "chosen second", "verdict": "chosen" | "rejected" |
-        "unreadable"}]``; ``None`` for a scorer without orders (a pointwise reward model).
-    """
-    counts = line.get("judge_counts")
-    if isinstance(counts, list) and len(counts) == 2 and isinstance(counts[1], Mapping):
-        return _orders_from_counts(counts[1])
-    if "acc_chosen_first" not in line and "acc_chosen_second" not in line:
-        return None
-    first = _number(line.get("acc_chosen_first"))
-    second = _number(line.get("acc_chosen_second"))
-    bias = line.get("position_bias")
-    won_first, readable = (int(bias[0]), int(bias[1])) if isinstance(bias, list) and len(
-        bias) == 2 else (0, 0)
-    # winners per order: "first" = the chosen answer (the harness asks chosen first)
-    w1: str | None = "first" if first == 1.0 else None
-    w2: str | None = "first" if second == 1.0 else None
-    # a second-order verdict for the rejected answer is a win of the answer shown first
-    if second == 0.0 and won_first - (1 if w1 == "first" else 0) >= 1:
-        w2 = "second"
-    read_known = (w1 is not None) + (w2 is not None)
-    if first == 0.0 and readable - read_known >= 1:
-        w1 = "second"
-    out = []
-    for order, asked, winner in (("chosen first", first, w1), ("chosen second", second, w2)):
-        if asked is None:
-            continue
-        verdict = "unreadable" if winner is None else (
-            "chosen" if winner == "first" else "rejected")
-        out.append({"order": order, "verdict": verdict})
-    return out
-
-
-def _orders_from_counts(counts: Mapping[str, Any]) -> list[dict[str, str]]:
-    """Each order's verdict from one pair's ``judge_counts`` (:func:`pair_counts` of the judge).
-
-    A pair has at most one order with the chosen answer first and one with it second, so the
-    counts name each order's verdict exactly.
-    """
-
-    def n(key: str) -> int:
-        value = _number(counts.get(key))
-        return int(value) if value is not None else 0
-
-    unreadable_second = n("n_unreadable") - n("n_chosen_first_unreadable")
-    out = []
-    for order, asked, won, unreadable in (
-        ("chosen first", n("n_chosen_first"), n("n_chosen_first_won"),
-         n("n_chosen_first_unreadable")),
-        ("chosen second", n("n_chosen_second"), n("n_chosen_second_won"), unreadable_second),
-    ):
-        if not asked:
-            continue
-        verdict = "chosen" if won else "unreadable" if unreadable else "rejected"
-        out.append({"order": order, "verdict": verdict})
-    return out
-
-
-def _aspects(record: Mapping[str, Any]) -> list[dict[str, str]]:
-    aspects = record.get("rubric_aspects")
-    if not isinstance(aspects, list):
-        return []
-    return [{k: str(a.get(k, "")) for k in ("aspect", "evidence", "reason")}
-            for a in aspects if isinstance(a, Mapping)]
-
-
-def explorer_pairs(run: Any) -> list[dict[str, Any]]:
-    """Every logged pair of a run (:class:`prbench.analysis.runs.Run`), JSON-ready.
-
-    Raises:
-        prbench.analysis.runs.RunFileError: a samples line that is not a prbench task row, or a
-            ``record_json`` that is not JSON (naming the file and line).
-    """
-    from prbench.analysis.metrics import pair_outcome
-    from prbench.analysis.runs import RunFileError, read_sample_lines, samples_file
-    from prbench.analysis.summary import task_rows
-
-    rows = task_rows(run.results)
-    out: list[dict[str, Any]] = []
-    for task in run.samples_found:
-        file = samples_file(run.path, task)
-        if file is None or task not in rows:
-            continue
-        row = rows[task]
-        for n, line in enumerate(read_sample_lines(file), start=1):
-            doc = line["doc"]
-            try:
-                record = json.loads(doc["record_json"]) if doc.get("record_json") else {}
-            except json.JSONDecodeError as exc:
-                raise RunFileError(f"{file}:{n}: record_json is not JSON ({exc.msg})") from exc
-            chosen, rejected = str(doc.get("chosen", "")), str(doc.get("rejected", ""))
-            length_right = pair_outcome(len(chosen.split()), len(rejected.split())).correct
-            outcome = _outcome(line)
-            out.append({
-                "id": str(doc.get("id", "")),
-                "task": task,
-                "cell": row.cell,
-                "domain": str(doc.get("domain") or (row.domain if row.domain != "*" else "")),
-                "question": str(doc.get("question", "")),
-                "profile": str(doc.get("profile_text") or ""),
-                "profile_status": str(doc.get("profile_status") or ""),
-                "profile_source": str(doc.get("profile_source") or row.source),
-                "chosen": chosen,
-                "rejected": rejected,
-                "scores": _scores(line),
-                "margin": _number(line.get("margin")),
-                "outcome": outcome,
-                "length_agrees": (length_right == 1.0) == (outcome == "right"),
-                "orders": judge_orders(line),
-                "aspects": _aspects(record),
-            })
-    return out
-
-
-def run_data(run: Any) -> dict[str, Any]:
-    """A run as the page reads it: label, flags and its pairs."""
-    data = {r.data for sec in run.sections for r in sec.rows}
-    return {
-        "label": str(run.label),
-        "diagnostic": bool(run.diagnostic),
-        "sample": "sample" in data,
-        "file": str(run.path),
-        "pairs": explorer_pairs(run),
-    }
 
 
 def _script_json(data: Any) -> str:
@@ -221,6 +54,10 @@ body{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;col
 h4{margin:.6em 0 .2em}
 .diag{border-left:4px solid #f2a541;padding-left:.5em}
 .muted{color:#666;font-size:12px}
+.order{border-left:3px solid #90a4ae;padding-left:.5em;margin:.4em 0}
+.reply>summary{cursor:pointer;font-size:12px;color:#37474f}
+pre.box{max-height:24em;overflow:auto;font-family:monospace}
+.reasons{font-size:13px;margin:.2em 0}
 """
 
 _SCRIPT = r"""
@@ -262,7 +99,8 @@ function setup() {
   DATA.runs.forEach((r, i) => option(b, String(i), runName(i)));
   if (DATA.runs.length > 1) { b.value = "1"; } else { $("compare").hidden = true; }
   if (DATA.runs.length < 2) { $("pick-a").hidden = true; }
-  for (const id of ["run-a", "run-b", "cell", "domain", "outcome", "length", "sort", "disagree"]) {
+  for (const id of ["run-a", "run-b", "cell", "domain", "outcome", "flag", "length", "sort",
+                    "disagree"]) {
     $(id).addEventListener("change", render);
   }
   render();
@@ -293,6 +131,8 @@ function render() {
   const domain = $("domain").value, outcome = $("outcome").value, length = $("length").value;
   if (domain) pairs = pairs.filter((p) => p.domain === domain);
   if (outcome) pairs = pairs.filter((p) => p.outcome === outcome);
+  const flag = $("flag").value;
+  if (flag) pairs = pairs.filter((p) => p.flags.includes(flag));
   if (length) pairs = pairs.filter((p) => p.length_agrees === (length === "agrees"));
   $("disagree-box").hidden = !b;
   let disagreeing = 0;
@@ -311,30 +151,67 @@ function render() {
   $("n-shown").textContent = String(pairs.length);
   $("n-total").textContent = String(total);
   for (const o of Object.keys(counts)) $("n-" + o).textContent = String(counts[o]);
+  for (const f of DATA.flags) {
+    $("n-flag-" + f).textContent = String(pairs.filter((p) => p.flags.includes(f)).length);
+  }
   $("n-disagree").textContent = b ? String(disagreeing) : "-";
   $("disagree-note").hidden = !b;
   const list = $("pairs");
   list.textContent = "";
   for (const p of pairs) list.appendChild(card(p, a, b ? other.get(key(p)) : null, b));
 }
+function value(x) {
+  if (Array.isArray(x)) return x.join(" of ");
+  return Number.isInteger(x) ? String(x) : Number(x).toFixed(4);
+}
+function orderBox(o) {
+  const d = el("div", null, "order");
+  d.appendChild(el("b", o.order === "chosen first" ? "chosen answer shown first (as A)"
+    : "chosen answer shown second (as B)"));
+  const said = o.verdict === "unreadable"
+    ? "no verdict (unreadable reply)" + (o.failure ? ": " + o.failure : "")
+      + (o.detail ? " - " + o.detail : "")
+    : (o.parsed ? "parsed verdict " + o.parsed + ": " : "") + o.verdict + " answer preferred";
+  d.appendChild(el("div", said, o.verdict === "unreadable" ? "flag" : ""));
+  if (!o.logged) {
+    d.appendChild(el("div", DATA.no_reply, "muted"));
+  } else if (o.reply === null) {
+    d.appendChild(el("div", "no text came back from the judge", "muted"));
+  } else {
+    const r = el("details", null, "reply");
+    r.appendChild(el("summary", "raw reply (" + o.reply.length + " characters as logged)"));
+    r.appendChild(el("pre", o.reply, "box"));
+    d.appendChild(r);
+  }
+  return d;
+}
 function side(p, run) {
   const box = el("div");
   box.appendChild(el("h4", runName(DATA.runs.indexOf(run))));
   const line = el("div");
   line.appendChild(el("span", p.outcome, "badge " + p.outcome));
-  line.appendChild(el("span", "margin " + fmt(p.margin)));
+  line.appendChild(el("span", "margin " + fmt(p.margin) + (p.kind === "judge"
+    ? " (P(chosen) - P(rejected))" : " (score(chosen) - score(rejected))")));
   box.appendChild(line);
-  if (p.orders) {
-    const ul = el("ul");
-    for (const o of p.orders) ul.appendChild(el("li", o.order + ": " + (
-      o.verdict === "unreadable" ? "no verdict (unreadable reply)" : o.verdict + " preferred")));
-    box.appendChild(el("div", "judge verdicts (pairwise judge; P(chosen first) = "
-      + fmt(p.scores[0]) + "):", "muted"));
-    box.appendChild(ul);
+  for (const n of p.notes) box.appendChild(el("div", "warning: " + n, "flag"));
+  if (p.kind === "judge") {
+    box.appendChild(el("div", "pairwise judge: P(chosen) = " + fmt(p.scores[0])
+      + " (the share of its readable orders that picked the chosen answer); orders asked:",
+      "muted"));
+    for (const o of p.orders) box.appendChild(orderBox(o));
   } else {
     box.appendChild(el("div", "score(chosen) = " + fmt(p.scores[0])
       + ", score(rejected) = " + fmt(p.scores[1]), "muted"));
+    for (const k of Object.keys(p.unscored)) {
+      box.appendChild(el("div", k + " answer left unscored: " + p.unscored[k], "flag"));
+    }
   }
+  box.appendChild(el("div", "how this pair counted:", "muted"));
+  const ul = el("ul", null, "reasons");
+  for (const r of p.reasons) {
+    ul.appendChild(el("li", r.metric + " = " + value(r.value) + ": " + r.why));
+  }
+  box.appendChild(ul);
   box.appendChild(el("div", "length baseline (longer answer wins) "
     + (p.length_agrees ? "agrees" : "disagrees") + " with this outcome", "muted"));
   return box;
@@ -347,6 +224,7 @@ function card(p, a, q, b) {
   if (q) s.appendChild(el("span", q.outcome, "badge " + q.outcome));
   s.appendChild(el("b", p.id + " "));
   s.appendChild(el("span", "[" + p.domain + "] margin " + fmt(p.margin) + " - "));
+  if (p.flags.length) s.appendChild(el("span", "(" + p.flags.join(", ") + ") ", "flag"));
   s.appendChild(el("span", p.question));
   d.appendChild(s);
   d.appendChild(el("h4", "Question"));
@@ -398,6 +276,10 @@ _BODY = """
  <label>outcome <select id="outcome"><option value="">all</option>
   <option value="right">right</option><option value="wrong">wrong</option>
   <option value="tie">tie</option><option value="invalid">invalid</option></select></label>
+ <label>flag <select id="flag"><option value="">all</option>
+  <option value="unreadable">an unreadable order (judge)</option>
+  <option value="order-flip">an order flip (judge)</option>
+  <option value="unscored">an unscored answer</option></select></label>
  <label>length baseline <select id="length"><option value="">all</option>
   <option value="agrees">agrees</option><option value="disagrees">disagrees</option>
   </select></label>
@@ -409,7 +291,9 @@ _BODY = """
 </div>
 <p id="counts">showing <b id="n-shown">0</b> of <span id="n-total">0</span> pairs:
  right <span id="n-right">0</span>, wrong <span id="n-wrong">0</span>,
- tie <span id="n-tie">0</span>, invalid <span id="n-invalid">0</span><span id="disagree-note">;
+ tie <span id="n-tie">0</span>, invalid <span id="n-invalid">0</span>; flagged: an unreadable
+ order <span id="n-flag-unreadable">0</span>, an order flip <span id="n-flag-order-flip">0</span>,
+ an unscored answer <span id="n-flag-unscored">0</span><span id="disagree-note">;
  the two runs disagree (one right, the other not) on <span id="n-disagree">-</span> of them
  </span></p>
 <div id="pairs"></div>
@@ -417,8 +301,12 @@ _BODY = """
 
 _INTRO = (
     "Every pair the scorer scored, as logged by prbench eval --log_samples. Right: the chosen "
-    "answer scored higher; a tie or a missing verdict (invalid) is not right. margin = "
-    "score(chosen) minus score(rejected). The length baseline picks the longer answer; "
+    "answer scored higher (a pairwise judge: strict acc, every order it was asked picked the "
+    "chosen answer); a tie or a missing verdict (invalid) is not right. margin = "
+    "score(chosen) minus score(rejected); for a judge P(chosen) minus P(rejected). A judge's "
+    "raw replies are shown as the samples file keeps them: at most {keep:,} characters each, a "
+    "longer one cut in the middle at a visible [cut: N more characters] marker. "
+    "The length baseline picks the longer answer; "
     "'agrees' means it is right exactly where this run is. Rubric aspects are the user's hidden "
     "rubric: DIAGNOSTIC, never shown to the scorer. Click a pair to open it."
 )
@@ -443,7 +331,8 @@ def _interned(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             pair["aspects"] = aspects.setdefault(json.dumps(pair["aspects"]), len(aspects))
             pairs.append(pair)
         out.append({**run, "pairs": pairs})
-    return {"strings": list(strings), "aspects": [json.loads(a) for a in aspects], "runs": out}
+    return {"strings": list(strings), "aspects": [json.loads(a) for a in aspects], "runs": out,
+            "flags": list(FLAGS), "no_reply": NO_REPLY_LOGGED}
 
 
 def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
@@ -451,7 +340,10 @@ def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
 
     One run: its pairs. Two or more: pick two, side by side on the pairs both scored.
     """
-    body = _BODY.format(title=html.escape(title), intro=html.escape(_INTRO))
+    from prbench.judges.common import REPLY_KEEP_CHARS
+
+    intro = _INTRO.format(keep=REPLY_KEEP_CHARS)
+    body = _BODY.format(title=html.escape(title), intro=html.escape(intro))
     return "\n".join([
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title>",
@@ -499,5 +391,4 @@ def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]
     return written
 
 
-__all__ = ["OUTCOMES", "explorer_html", "explorer_pairs", "judge_orders", "run_data",
-           "write_explorers"]
+__all__ = ["explorer_html", "write_explorers"]

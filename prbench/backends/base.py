@@ -44,10 +44,13 @@ class GenerationFailure:
             ``max_new_tokens``; made by :func:`truncation_failure` for callers that record
             invalid items).
         detail: a one-line explanation (the endpoint, the attempts, an excerpt of the reply).
+        text: the text that did come back, for a cut reply (``truncated``): never read for a
+            verdict, kept so that a report can show it; ``""`` otherwise.
     """
 
     reason: str
     detail: str
+    text: str = ""
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.detail}"
@@ -115,6 +118,7 @@ def truncation_failure(reply: str, max_new_tokens: int | None = None) -> Generat
         reason=TRUNCATED,
         detail=f"the reply used all {budget} tokens before it ended (raise max_new_tokens); "
         f"it ended with: {tail!r}",
+        text=str(reply),
     )
 
 

@@ -119,3 +119,14 @@ class ResponseCache:
     def close(self) -> None:
         """Close this process's connection (reopened on the next use)."""
         self.store.close()
+
+
+def resolve_cache_dir(setting: str, area: str = "responses") -> str:
+    """Map a ``cache_dir`` setting to a folder (``"auto"`` -> the prbench cache) or ``""`` (off)."""
+    if setting == "":
+        return ""
+    if setting == "auto":
+        from prbench.paths import cache_dir
+
+        return str(cache_dir(area))
+    return os.path.expanduser(setting)

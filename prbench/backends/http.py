@@ -49,6 +49,10 @@ Standard library only (``http.client`` and threads). What it does:
 
 Identical requests within one call are sent once. The chat API returns log-probabilities only
 for tokens the server generates, so :meth:`OpenAIBackend.logprobs` is not available here.
+
+This module owns the backend's request policy (concurrency, retries, what is fatal, the cache's
+use); one exchange under a deadline is :mod:`prbench.backends.http_exchange`, reading a reply is
+:mod:`prbench.backends.chat_completion`.
 """
 
 from __future__ import annotations
@@ -76,8 +80,21 @@ from prbench.backends.base import (
     GenerationFailure,
     Reply,
 )
-from prbench.backends.cache import ResponseCache
+from prbench.backends.cache import ResponseCache, resolve_cache_dir
+from prbench.backends.chat_completion import (
+    finish_reason,
+    message_text,
+    reasoning_text,
+    reply_problem,
+)
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
+from prbench.backends.http_exchange import (
+    ExchangeTimeout,
+    NotConnected,
+    Target,
+    exchange,
+    retry_after_seconds,
+)
 from prbench.errors import PrbenchUserError
 
 logger = logging.getLogger(__name__)
@@ -95,29 +112,6 @@ class BackendRequestError(BackendFatalError):
 
 class BackendCapabilityError(PrbenchUserError, NotImplementedError):
     """The backend cannot do what was asked (e.g. score a given continuation)."""
-
-
-class _Timeout(Exception):
-    pass
-
-
-class _NotConnected(Exception):
-    """The connection could not be opened (refused, unknown host, no route): nothing was sent."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def resolve_cache_dir(setting: str, area: str = "responses") -> str:
-    """Map a ``cache_dir`` setting to a folder (``"auto"`` -> the prbench cache) or ``""`` (off)."""
-    if setting == "":
-        return ""
-    if setting == "auto":
-        from prbench.paths import cache_dir
-
-        return str(cache_dir(area))
-    return os.path.expanduser(setting)
 
 
 class OpenAIBackend:
@@ -177,9 +171,7 @@ class OpenAIBackend:
         if parts.query or parts.fragment:
             raise ValueError(f"base_url must not have a query or fragment: {spec.base_url!r}")
         self.spec = spec
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port
+        self._target = Target(parts.scheme == "https", parts.hostname, parts.port)
         prefix = parts.path.rstrip("/")
         self._prefix = prefix
         self._path = f"{prefix}/{self.route}"
@@ -235,8 +227,8 @@ class OpenAIBackend:
         responses = self._fetch_all(bodies)
         return [
             r if isinstance(r, GenerationFailure)
-            else Completion(cut_at_stop(_message_text(r), config.stop), _finish_reason(r),
-                            _reasoning_text(r))
+            else Completion(cut_at_stop(message_text(r), config.stop), finish_reason(r),
+                            reasoning_text(r))
             for r in responses
         ]
 
@@ -426,7 +418,7 @@ class OpenAIBackend:
                     with self._lock:
                         self.requests_sent += 1
                     status, headers, data = self._exchange(payload)
-            except _Timeout:
+            except ExchangeTimeout:
                 unreachable = False
                 code, reason = "timeout", f"no complete response within {self.spec.timeout:g} s"
             except ssl.SSLError as exc:
@@ -434,7 +426,7 @@ class OpenAIBackend:
                     f"TLS with {self.base_url} failed: {_one_line(self._redact(str(exc)))} "
                     f"(check base_url's scheme and the server's certificate){self._resume()}"
                 ) from None
-            except _NotConnected as exc:  # `unreachable` stays as it was
+            except NotConnected as exc:  # `unreachable` stays as it was
                 code = "connection"
                 reason = (f"connection failed ({type(exc.error).__name__}: "
                           f"{self._redact(str(exc.error))})")
@@ -463,7 +455,7 @@ class OpenAIBackend:
                     return self._give_up(index, f"http-{status}", f"HTTP {status}: {excerpt}", 1)
                 else:
                     code, reason = f"http-{status}", f"HTTP {status}: {excerpt}"
-                    retry_after = _retry_after(headers.get("Retry-After"))
+                    retry_after = retry_after_seconds(headers.get("Retry-After"))
             if attempt + 1 == attempts:
                 break
             delay = min(self.backoff_max, self.backoff_base * 2**attempt)
@@ -512,14 +504,15 @@ class OpenAIBackend:
         try:
             with self._slots:
                 status, _, data = self._exchange(payload, method=method, path=path)
-        except _NotConnected as exc:
+        except NotConnected as exc:
             raise BackendRequestError(
                 f"cannot reach the server at {self.base_url}: connection failed "
                 f"({type(exc.error).__name__}: {self._redact(str(exc.error))}); start the server "
                 "or fix `base_url`"
             ) from None
-        except (_Timeout, ssl.SSLError, OSError, http.client.HTTPException) as exc:
-            what = "no reply" if isinstance(exc, _Timeout) else f"{type(exc).__name__}: {exc}"
+        except (ExchangeTimeout, ssl.SSLError, OSError, http.client.HTTPException) as exc:
+            what = ("no reply" if isinstance(exc, ExchangeTimeout)
+                    else f"{type(exc).__name__}: {exc}")
             raise BackendRequestError(
                 f"{method} {self.base_url}{path} failed ({_one_line(self._redact(what))}); check "
                 "`base_url` and that the server is up"
@@ -535,7 +528,7 @@ class OpenAIBackend:
 
     def _reply_problem(self, response: Any) -> str:
         """Why a decoded reply is unusable (``""`` when usable): here, a chat completion."""
-        return _problem(response)
+        return reply_problem(response)
 
     def _decode_reply(self, data: bytes) -> tuple[Any, str]:
         """A 200 reply's body as a usable response, or ``(None, why not)`` (then retried)."""
@@ -577,14 +570,10 @@ class OpenAIBackend:
     def _exchange(
         self, payload: bytes, *, method: str = "POST", path: str | None = None
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One HTTP exchange under a deadline of ``timeout`` seconds for all of it.
+        """One HTTP exchange with this server (:func:`prbench.backends.http_exchange.exchange`).
 
         ``path`` (default: the backend's route) is the request path on the server.
         """
-        timeout = self.spec.timeout
-        deadline = time.monotonic() + timeout
-        conn_type = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = conn_type(self._host, self._port, timeout=timeout)
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",
@@ -593,99 +582,10 @@ class OpenAIBackend:
         key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        try:
-            try:
-                conn.connect()
-            except (ssl.SSLError, TimeoutError):
-                raise  # TLS: fatal; a connect timeout: like any timeout
-            except OSError as exc:  # refused, name not resolved, no route to the host
-                raise _NotConnected(exc) from None
-            _tighten(conn, deadline)
-            conn.request(method, path or self._path, body=payload or None, headers=headers)
-            _tighten(conn, deadline)
-            response = conn.getresponse()
-            chunks = []
-            while True:
-                _tighten(conn, deadline)
-                chunk = response.read1(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            return response.status, response.headers, b"".join(chunks)
-        except TimeoutError:
-            raise _Timeout() from None
-        finally:
-            conn.close()
-
-
-def _problem(response: Any) -> str:
-    """Why a decoded response is not a usable chat completion (``""`` when it is)."""
-    if not isinstance(response, dict):
-        return f"expected a JSON object, got {type(response).__name__}"
-    choices = response.get("choices")
-    if not isinstance(choices, list) or not choices:
-        return "no choices in the response"
-    choice = choices[0]
-    message = choice.get("message") if isinstance(choice, dict) else None
-    if not isinstance(message, dict) or "content" not in message:
-        return "no choices[0].message.content in the response"
-    content = message["content"]
-    if content is None and _reasoning_of(message):
-        return ""  # thinking that never ended: no reply text, the reasoning is kept
-    if not isinstance(content, str):
-        return (
-            f"the message content is {type(content).__name__}, not text (finish_reason="
-            f"{choice.get('finish_reason')!r})"
-        )
-    return ""
-
-
-def _reasoning_of(message: dict[str, Any]) -> str:
-    """The reasoning text a server's reasoning parser put beside ``content`` (``""``: none)."""
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
-def _message_text(response: dict[str, Any]) -> str:
-    """The assistant message of a response :func:`_problem` passed (``""`` for ``null``)."""
-    content = response["choices"][0]["message"]["content"]
-    return "" if content is None else str(content)
-
-
-def _reasoning_text(response: dict[str, Any]) -> str:
-    """The reasoning beside the assistant message of a response (``""``: none)."""
-    return _reasoning_of(response["choices"][0]["message"])
-
-
-def _finish_reason(response: dict[str, Any]) -> str:
-    """``choices[0].finish_reason`` of a response (``"length"``: cut at ``max_tokens``)."""
-    reason = response["choices"][0].get("finish_reason")
-    return str(reason) if reason else "stop"
+        return exchange(self._target, payload, headers, method=method, path=path or self._path,
+                        timeout=self.spec.timeout)
 
 
 def _one_line(text: str) -> str:
     """``text`` with runs of whitespace (newlines included) folded to one space."""
     return " ".join(text.split())
-
-
-def _tighten(conn: http.client.HTTPConnection, deadline: float) -> None:
-    """Shrink the socket timeout to what is left before ``deadline`` (or time out now)."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    if conn.sock is not None:
-        conn.sock.settimeout(left)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds; None for absent or a date."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None

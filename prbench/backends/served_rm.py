@@ -62,7 +62,7 @@ from prbench.backends.chat_options import ChatRenderOptions
 from prbench.backends.http import OpenAIBackend
 from prbench.options import OptionsError
 from prbench.scoring.base import ScoreRequest, UnscoredInputs, check_scores
-from prbench.scoring.cache import fingerprint_of
+from prbench.scoring.cache import fingerprint_of, model_identity
 
 logger = logging.getLogger(__name__)
 
@@ -305,8 +305,6 @@ class ServedRMScorer(UnscoredInputs):
         if isinstance(served_len, int) and 2 <= served_len < max_length:
             max_length = served_len
         self.encoder = encoder_from_options(self.tokenizer, options, max_length=max_length)
-        from prbench.backends.hf_classifier import model_identity
-
         self.description = {
             "scorer": self.component,
             "version": SCORER_VERSION,

@@ -18,18 +18,27 @@ is written next to lm-eval's results_<date>.json, in the folder prbench-<scorer>
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fnmatch
-import io
 import json
 import logging
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prbench.commands import positive_int
+from prbench.commands.eval_args import (
+    argument_problem,
+    groups_hint,
+    lm_eval_argv,
+    lm_eval_namespace,
+    misspelt_task,
+    only_prbench_tasks,
+    requested_tasks,
+    reserved_metadata_keys,
+    verbosity_shown,
+)
+from prbench.commands.eval_output import capture_lm_eval
 
 #: ``prbench.cli`` passes the arguments it does not know (lm-eval's) in ``args.extra_args``
 ACCEPTS_EXTRA_ARGS = True
@@ -55,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged).
 
     ``--tasks`` and ``--model_args`` are lm-eval's flags; they are declared here too so that
-    ``--help`` lists them, and :func:`lm_eval_argv` hands them on to lm-eval as given.
+    ``--help`` lists them, and :func:`~prbench.commands.eval_args.lm_eval_argv` hands them on to
+    lm-eval as given.
     """
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
 
@@ -105,215 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def lm_eval_argv(args: argparse.Namespace) -> list[str]:
-    """The ``lm_eval run`` arguments of a parsed ``prbench eval`` command line.
-
-    ``--tasks`` and ``--model_args`` (declared by prbench for ``--help``) come first, then every
-    flag prbench does not know, in lm-eval's spelling (:func:`lm_eval_spellings`).
-    """
-    given = [
-        item for flag in ("tasks", "model_args") if getattr(args, flag, None) is not None
-        for item in (f"--{flag}", getattr(args, flag))
-    ]
-    return lm_eval_spellings([*given, *(getattr(args, "extra_args", None) or [])])
-
-
-def requested_tasks(tasks: Sequence[str] | None) -> list[str]:
-    """lm-eval's ``--tasks`` value split into names (it accepts spaces and commas)."""
-    return [t.strip() for item in tasks or [] for t in str(item).split(",") if t.strip()]
-
-
-def only_prbench_tasks(requested: Sequence[str], names: set[str]) -> bool:
-    """True when every requested name or pattern matches a name in ``names``.
-
-    ``names`` holds the tasks of prbench's folders (and of ``--include_path``). A YAML path or a
-    name that matches none of them needs lm-eval's own index.
-    """
-    if not requested:
-        return False
-    for item in requested:
-        if item.endswith(".yaml") or Path(item).exists():
-            return False
-        if not fnmatch.filter(sorted(names), item):
-            return False
-    return True
-
-
-def reserved_metadata_keys(metadata: Any) -> list[str]:
-    """Task-fixed ``prbench_`` keys given in ``--metadata`` (lm-eval would crash on them)."""
-    from prbench.harness.tasks import TASK_DEFAULT_KEYS, TASK_KEYS
-
-    if isinstance(metadata, str):
-        try:
-            metadata = json.loads(metadata)
-        except json.JSONDecodeError:
-            return []  # lm-eval reports malformed JSON itself
-    if not isinstance(metadata, dict):
-        return []
-    return [k for k in (*TASK_KEYS, *TASK_DEFAULT_KEYS) if k in metadata]
-
-
-def misspelt_task(requested: Sequence[str], names: set[str]) -> str | None:
-    """An error message for a requested name that looks like a misspelt prbench task, else None.
-
-    A name close to a prbench task (or starting with ``personalized_rewardbench``) that matches
-    none is almost surely a typo; anything else is left to lm-eval's own index.
-    """
-    from prbench.options import suggest
-    from prbench.records import DOMAINS
-
-    for item in requested:
-        if item.endswith(".yaml") or Path(item).exists() or fnmatch.filter(sorted(names), item):
-            continue
-        hint = suggest(item, names)
-        if hint or item.startswith("personalized_rewardbench"):
-            slugs = [d.lower() for d in DOMAINS]
-            groups = sorted(
-                n for n in names
-                if n.startswith("personalized_rewardbench") and not any(d in n for d in slugs)
-            )
-            return f"unknown task {item!r}{hint}; prbench's groups: {', '.join(groups)}"
-    return None
-
-
-def lm_eval_spellings(extra: Sequence[str]) -> list[str]:
-    """lm-eval's flags in the spelling lm-eval parses: ``--output-path`` -> ``--output_path``.
-
-    prbench accepts both spellings of every flag; lm-eval only its own (underscores). A dash
-    spelling of one of ``lm_eval run``'s flags is rewritten, and the old output flags
-    (``--output``, ``--output_dir``) become ``--output_path`` with a deprecation note.
-    """
-    from lm_eval._cli.harness import HarnessCLI
-
-    from prbench.commands import OLD_OUTPUT_FLAGS, spellings
-
-    run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
-    known = set(run_parser._option_string_actions)
-    out: list[str] = []
-    for arg in extra:
-        flag, eq, value = arg.partition("=")
-        if flag.startswith("--") and flag not in known:
-            if flag in OLD_OUTPUT_FLAGS:
-                print(f"prbench: note: {flag} is deprecated; use -o/--output_path",
-                      file=sys.stderr)
-                flag = "--output_path"
-            elif spellings(flag)[0] in known:
-                flag = spellings(flag)[0]
-        out.append(flag + eq + value)
-    return out
-
-
-def _verbose(extra: Sequence[str]) -> str | None:
-    """lm-eval's ``--verbosity``/``-v`` level when it is INFO or DEBUG (lm-eval's logs shown)."""
-    for i, arg in enumerate(extra):
-        flag, eq, value = arg.partition("=")
-        if flag in ("--verbosity", "-v"):
-            level = (value if eq else (extra[i + 1] if i + 1 < len(extra) else "")).upper()
-            if level in ("INFO", "DEBUG"):
-                return level
-    return None
-
-
-class _HideTables(io.TextIOBase):
-    """Standard output without lm-eval's results tables and its run line above them."""
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-        self.pending = ""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        self.pending += text
-        *lines, self.pending = self.pending.split("\n")
-        for line in lines:
-            if line == HIDDEN_TABLE or RUN_LINE in line:
-                continue
-            self.target.write(line + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        if self.pending and self.pending != HIDDEN_TABLE:
-            self.target.write(self.pending)
-        self.pending = ""
-        self.target.flush()
-
-
-#: what lm-eval's ``make_table`` returns under ``prbench eval`` without --show_lm_eval_tables
-HIDDEN_TABLE = "\x00prbench: lm-eval table hidden\x00"
-#: a piece of the line lm-eval prints above its tables (model, model args, limit, batch size)
-RUN_LINE = "), gen_kwargs: ("
-
-
-@contextlib.contextmanager
-def _capture(*, tables: bool = True) -> Iterator[dict[str, Any]]:
-    """Capture the results lm-eval saves and where it saves them; name unnamed prbench runs.
-
-    Args:
-        tables: print lm-eval's results tables (and the run line above them); otherwise only
-            prbench's summary is the results table.
-    """
-    import lm_eval.utils
-    from lm_eval.loggers.evaluation_tracker import EvaluationTracker
-
-    from prbench.harness.bridge import patch_model_name
-    from prbench.harness.manifest import save_results_strictly, save_samples_strictly
-    from prbench.harness.summary import table_view
-
-    patch_model_name()  # an unnamed prbench run's folder: prbench-<scorer>
-    captured: dict[str, Any] = {}
-    save = EvaluationTracker.save_results_aggregated
-    save_samples = EvaluationTracker.save_results_samples
-    original_table = lm_eval.utils.make_table
-
-    def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
-        if not tables:
-            return HIDDEN_TABLE
-        return original_table(table_view(result_dict), column, sort_results)
-
-    def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
-        save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
-        captured["results"] = results
-        captured["output_path"] = self.output_path
-        captured["date_id"] = getattr(self, "date_id", None)
-        captured["model_dir"] = self.general_config_tracker.model_name_sanitized
-
-    def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
-        save_samples_strictly(save_samples, self, task_name, samples)
-
-    EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
-    EvaluationTracker.save_results_samples = save_results_samples  # type: ignore[method-assign]
-    lm_eval.utils.make_table = make_table
-    hide = contextlib.nullcontext() if tables else contextlib.redirect_stdout(
-        _HideTables(sys.stdout))
-    try:
-        with hide as stream:
-            yield captured
-            if stream is not None:
-                stream.flush()
-    finally:
-        EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
-        EvaluationTracker.save_results_samples = save_samples  # type: ignore[method-assign]
-        lm_eval.utils.make_table = original_table
-
-
-def _lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Namespace:
-    from lm_eval._cli.harness import HarnessCLI
-
-    cli = HarnessCLI()
-    argv = list(extra)
-    if argv and argv[0] == "run":
-        argv = argv[1:]
-    if show_help:
-        argv = ["--help"]
-    return cli._parser.parse_args(["run", *argv])
-
-
 def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
     """The scorer's options that differ from their defaults (for the summary's title line)."""
     import dataclasses
-    import json
 
     try:
         cls = registry.get("scorer", scorer["qualified_id"]).options
@@ -350,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
     extra = lm_eval_argv(args)
     args.extra_args = extra
-    verbose = _verbose(extra)
+    verbose = verbosity_shown(extra)
     setup_logging(logging.DEBUG if verbose == "DEBUG" else logging.INFO if verbose
                   else logging.WARNING)
     problem = json_flag_problem(extra)
@@ -358,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 1
     try:
-        ns = _lm_eval_namespace(extra, show_help=args.lm_eval_help)
+        ns = lm_eval_namespace(extra, show_help=args.lm_eval_help)
     except SystemExit as exc:  # --help, or an argparse error already printed
         return int(exc.code or 0)
     if not getattr(ns, "config", None):  # a --config YAML sets these itself
@@ -366,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
             ns.model = "prbench"
         if ns.model == "prbench" and not hasattr(ns, "batch_size"):
             ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
-        problem = argument_problem(ns, tasks_hint=_groups_hint)
+        problem = argument_problem(ns, tasks_hint=groups_hint)
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 1
@@ -417,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     # not read them (the next scorer would see them empty)
     tasks.reset()
     try:
-        with _capture(tables=args.show_lm_eval_tables) as captured:
+        with capture_lm_eval(tables=args.show_lm_eval_tables) as captured:
             ns.func(ns)
     except expected as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
@@ -524,43 +328,3 @@ def samples_files(results_path: Path, date_id: Any) -> list[Path]:
     return sorted(results_path.parent.glob(f"samples_*_{date_id}.jsonl"))
 
 
-def _groups_hint() -> str:
-    from prbench.harness import tasks
-    from prbench.records import DOMAINS
-
-    slugs = [d.lower() for d in DOMAINS]
-    groups = sorted(
-        n for n in tasks.task_names()
-        if n.startswith("personalized_rewardbench") and not any(d in n for d in slugs)
-    )
-    return ", ".join(groups)
-
-
-def argument_problem(ns: argparse.Namespace, *, tasks_hint: Any = None) -> str | None:
-    """A one-line error with the fix for lm-eval arguments it would reject with a traceback.
-
-    Args:
-        ns: the parsed ``lm_eval run`` arguments.
-        tasks_hint: a callable returning the task groups to suggest when ``--tasks`` is missing.
-    """
-    if getattr(ns, "config", None):
-        return None  # a --config YAML may set these; lm-eval checks the merged result
-    if not requested_tasks(getattr(ns, "tasks", None)):
-        groups = tasks_hint() if tasks_hint is not None else ""
-        example = "personalized_rewardbench_sample"
-        listing = f" (prbench's groups: {groups})" if groups else ""
-        return f"no --tasks given: name the tasks to run, e.g. --tasks {example}{listing}"
-    wants_samples = getattr(ns, "log_samples", False) or getattr(ns, "predict_only", False)
-    limit = getattr(ns, "limit", None)
-    if limit is not None and not limit > 0:
-        return (
-            f"--limit {limit:g} leaves no pair to evaluate: give a number of pairs per task "
-            "(e.g. --limit 10) or a fraction of them (e.g. --limit 0.5), or leave it out"
-        )
-    if wants_samples and not getattr(ns, "output_path", None):
-        flag = "--predict_only" if getattr(ns, "predict_only", False) else "--log_samples"
-        return (
-            f"{flag} writes per-pair samples files and needs a folder for them: add "
-            "--output_path DIR (e.g. --output_path results)"
-        )
-    return None

@@ -7,7 +7,8 @@ default judge, oracle-rubric, works offline and is DIAGNOSTIC (it reads the
 hidden rubric); pass --judge_args judge=rubric-judge,backend=hf,model=PATH for a real judge. Needs
 the 'rl' extra (trl).
 
-Example: prbench rl --policy PATH --model_args scorer=length -o rl_out --max_steps 2 --limit 4
+Example: prbench rl --policy_args model=PATH --model_args scorer=length -o rl_out --max_steps 2
+--limit 4
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ import sys
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "dir"}
 
+#: the options of ``--policy_args`` (the policy is trained in-process, so no backend or sampling
+#: options: those are ``--temperature``, ``--top_p`` and ``--seed``)
+POLICY_OPTIONS = ("model", "gguf_file")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
-    from prbench.commands import add_component_argument, add_scorer_argument
-    from prbench.downstream.rl import ALGORITHMS, RLConfig
+    from prbench.commands import add_component_argument, add_refused_flag, add_scorer_argument
+    from prbench.downstream.rl_config import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
-    parser.add_argument("--policy", required=True,
-                        help="causal LM folder or hub id (the policy to train)")
-    parser.add_argument("--gguf_file", default="", help="a GGUF file inside --policy")
+    add_component_argument(parser, "policy", default="", required=True,
+                           help="the policy to train: model= a causal LM folder or hub id, "
+                           "gguf_file= a GGUF file inside it, e.g. model=PATH,gguf_file=F.gguf")
+    add_refused_flag(parser, "--policy", "--policy_args model={value}")
+    add_refused_flag(parser, "--gguf_file", "--policy_args model=PATH,gguf_file={value}")
     parser.add_argument("--trust_remote_code", action="store_true",
                         help="run code shipped with the policy (an auto_map in its config); only "
                         "for code you have read and trust")
@@ -99,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from prbench.downstream.rl import format_summary
 
+    policy = policy_options(args)
     scorer, scorer_options = parse_scorer_spec(scorer_specs(args)[0])
     judge, judge_options = component_args(args, "judge")
     if judge in ("", "none"):
@@ -112,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: judge {judge!r} is DIAGNOSTIC (it reads the hidden rubric); for a real "
               "judge pass --judge_args judge=rubric-judge,backend=hf,model=PATH", file=sys.stderr)
     options = {
-        "policy": args.policy, "output_dir": args.output_path, "scorer": scorer,
-        "scorer_options": scorer_options, "gguf_file": args.gguf_file,
+        "policy": policy["model"], "output_dir": args.output_path, "scorer": scorer,
+        "scorer_options": scorer_options, "gguf_file": policy.get("gguf_file", ""),
         "algorithm": args.algorithm, "num_generations": args.num_generations,
         "prompts_per_step": args.prompts_per_step, "max_steps": args.max_steps,
         "epochs": args.epochs, "learning_rate": args.learning_rate, "beta": args.beta,
@@ -137,3 +146,27 @@ def run(args: argparse.Namespace) -> int:
     print(format_summary(results))
     print(f"results: {args.output_path}/rl_results.json; policy: {results['final_policy']}")
     return 0
+
+
+def policy_options(args: argparse.Namespace) -> dict[str, str]:
+    """The policy of ``--policy_args model=PATH[,gguf_file=F]``.
+
+    Raises:
+        OptionsError: an option other than :data:`POLICY_OPTIONS`, or no ``model``.
+    """
+    from prbench.commands import component_args
+    from prbench.options import OptionsError, suggest
+
+    _, options = component_args(args, "policy")
+    for name in options:
+        if name not in POLICY_OPTIONS:
+            raise OptionsError(
+                f"--policy_args: unknown option {name!r}{suggest(name, POLICY_OPTIONS)}; the "
+                f"policy takes {', '.join(POLICY_OPTIONS)} (sampling is set by --temperature, "
+                "--top_p and --seed)"
+            )
+    model = str(options.get("model", "")).strip()
+    if not model:
+        raise OptionsError("--policy_args names no model: write --policy_args model=PATH (a "
+                           "causal LM folder or hub id)[,gguf_file=F.gguf]")
+    return {**{name: str(value) for name, value in options.items()}, "model": model}

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def runtime_option_rows() -> list[dict[str, str]]:
     """Option rows of the scorer runtime (cache, chunking, progress), shared by every scorer."""
     from prbench.options import describe_options
-    from prbench.scoring.runtime import RuntimeOptions
+    from prbench.scoring.runtime_options import RuntimeOptions
 
     return describe_options(RuntimeOptions)
 

@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
     from prbench.commands import check_scorer, scorer_specs
     from prbench.downstream.evaluator import parse_scorer_spec
-    from prbench.downstream.serve import ServerConfig, create_app, runtime_factory, startup_error
+    from prbench.downstream.serve import create_app, runtime_factory, startup_error
+    from prbench.downstream.serve_batcher import ServerConfig
     from prbench.options import OptionsError
     from prbench.plugins import get_registry
 

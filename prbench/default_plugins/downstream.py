@@ -11,7 +11,7 @@ Registration imports only the options dataclass; the evaluator module loads when
 from __future__ import annotations
 
 from prbench.downstream.evaluator import BestOfNOptions
-from prbench.downstream.rl import RLConfig
+from prbench.downstream.rl_config import RLConfig
 from prbench.hookspecs import ComponentRegister, hookimpl
 
 

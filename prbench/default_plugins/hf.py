@@ -14,7 +14,7 @@ Registering imports neither torch nor transformers; they load when a scorer is b
 
 from __future__ import annotations
 
-from prbench.backends.hf_classifier import HFClassifierOptions
+from prbench.backends.hf_classifier_options import HFClassifierOptions
 from prbench.backends.served_rm import ServedRMOptions
 from prbench.hookspecs import hookimpl
 

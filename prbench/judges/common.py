@@ -43,6 +43,37 @@ def _help(text: str) -> dict[str, str]:
     return {"help": text}
 
 
+#: The most characters of one judge reply kept for reports (the samples file, the explorer):
+#: replies can be long (RM-R1 traces run to 50k tokens), so a longer one keeps its first and
+#: last halves around a visible ``[cut: N more characters]`` marker (the verdict is at the end).
+REPLY_KEEP_CHARS = 4000
+
+
+def kept_reply(reply: Reply | None, limit: int = REPLY_KEEP_CHARS) -> str | None:
+    """The text of a judge's reply as reports keep it, at most ``limit`` characters of it.
+
+    Args:
+        reply: the backend's reply: text, or a
+            :class:`~prbench.backends.base.GenerationFailure` (its :attr:`text` when the reply
+            was cut at ``max_new_tokens``; no text otherwise).
+        limit: the characters kept; a longer reply keeps its first ``limit // 2`` and last
+            ``limit - limit // 2`` characters, a line ``[cut: N more characters]`` between.
+
+    Returns:
+        The kept text, or ``None`` when no text came back (a failed generation).
+    """
+    if reply is None:
+        return None
+    text = reply.text if isinstance(reply, GenerationFailure) else str(reply)
+    if isinstance(reply, GenerationFailure) and not text:
+        return None
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n[cut: {len(text) - limit} more characters]\n{text[len(text) - tail:]}"
+
+
 @dataclasses.dataclass(frozen=True)
 class BackendOptions:
     """The backend and decoding options of an LLM-backed component.
@@ -296,23 +327,31 @@ class OrderTally:
         self.details: list[dict[str, Any]] = []
         self.outcomes: list[dict[str, Any]] = []
 
-    def order(self, shown_first: str, verdict: Any) -> dict[str, Any]:
+    def order(self, shown_first: str, verdict: Any, reply: Reply | None = None) -> dict[str, Any]:
         """Count one order's verdict and return its detail row.
 
         Args:
             shown_first: ``"first"`` or ``"second"``: which answer of the pair was shown as A.
             verdict: ``"A"``/``"B"``, or a :class:`ParseFailure` (no verdict: never guessed).
+            reply: the reply the verdict was read from (text or the backend's failure); kept,
+                capped by :func:`kept_reply`, as the row's ``reply`` so that the samples file
+                and the pair explorer show what the judge said. ``None``: not recorded.
+
+        Returns:
+            ``shown_first``, ``verdict``, ``winner``, ``failure``, ``failure_detail`` and
+            ``reply`` (the kept text; ``None`` when no text came back or none was given).
         """
         self.orders += 1
+        text = kept_reply(reply)
         if isinstance(verdict, ParseFailure):
             return {"shown_first": shown_first, "verdict": None, "winner": None,
-                    "failure": verdict.reason, "failure_detail": verdict.detail}
+                    "failure": verdict.reason, "failure_detail": verdict.detail, "reply": text}
         self.verdicts += 1
         self.first_shown_won += verdict == "A"
         other = "second" if shown_first == "first" else "first"
         return {"shown_first": shown_first, "verdict": verdict,
                 "winner": shown_first if verdict == "A" else other,
-                "failure": None, "failure_detail": None}
+                "failure": None, "failure_detail": None, "reply": text}
 
     def pair(self, record_id: str, orders: Sequence[Mapping[str, Any]], **extra: Any) -> float:
         """P(first ≻ second) for one pair from its order rows; keeps a detail entry."""

@@ -89,6 +89,13 @@ COUNT_KEYS = (
 #: The one fallback verdict an outcome may carry (the released script's).
 FALLBACK_VERDICTS = ("A",)
 
+#: What an outcome's ``replies`` hold per order (:func:`order_outcome`).
+REPLY_KEYS = ("verdict", "reply", "failure", "detail")
+
+#: The key of a samples-file line that holds the pair's judged orders with the judge's replies
+#: (:func:`annotate_samples`).
+SAMPLE_KEY = "judge_replies"
+
 _SIDES = ("first", "second")
 
 
@@ -107,11 +114,24 @@ def order_outcome(
     Returns:
         ``{"orders": [[shown_first, winner], ...]}`` (no orders when the judge could not ask
         at all, e.g. a persona that failed: the pair then earns nothing), plus
-        ``"fallback": "A"`` under the released protocol.
+        ``"fallback": "A"`` under the released protocol, plus ``"replies"`` when the order
+        rows carry the judge's reply (:meth:`prbench.judges.common.OrderTally.order`): per
+        order, in the same order, :data:`REPLY_KEYS` -- the parsed ``verdict`` (``"A"``/``"B"``
+        or ``None``), the kept ``reply`` text (``None`` when none came back), the ``failure``
+        reason and its ``detail`` (``None`` when the reply was read). The metrics never read
+        the replies; the samples file and the pair explorer show them
+        (:func:`annotate_samples`).
     """
-    out: dict[str, Any] = {"orders": [[str(o["shown_first"]), o.get("winner")] for o in orders]}
+    rows = list(orders)
+    out: dict[str, Any] = {"orders": [[str(o["shown_first"]), o.get("winner")] for o in rows]}
     if fallback is not None:
         out["fallback"] = fallback
+    if any("reply" in o for o in rows):
+        out["replies"] = [
+            {"verdict": o.get("verdict"), "reply": o.get("reply"), "failure": o.get("failure"),
+             "detail": o.get("failure_detail")}
+            for o in rows
+        ]
     return out
 
 
@@ -317,6 +337,60 @@ def judge_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, float]]:
     return {d: add_counts(by_domain[d]) for d in sorted(by_domain)}
 
 
+def _count(n: float, one: str, many: str) -> str:
+    return f"{int(n)} {one if int(n) == 1 else many}"
+
+
+def explain_pair(outcome: Any) -> list[dict[str, Any]]:
+    """Why one pair counted as it did under each per-pair judge metric, in words.
+
+    The values are this module's own (:func:`strict_win`, :func:`pair_counts`,
+    :func:`pair_metrics`); the words say which rule gave them.
+
+    Returns:
+        ``[{"metric", "value", "why"}]``: ``acc`` (strict), ``acc_single_order``, then
+        ``n_order_flips`` when the two orders were read and disagree, and ``released_acc``
+        (the pair's ``[orders credited, orders]``) under the released protocol.
+
+    Raises:
+        ValueError: ``outcome`` is malformed.
+    """
+    rows = check_outcome(outcome)
+    c = pair_counts(outcome)
+    n = c["n_orders"]
+    rejected = [s for s, w in rows if w is not None and w != "first"]
+    if not rows:
+        strict_why = "the judge asked no order of this pair (e.g. its persona failed): never a win"
+    elif c["n_unreadable"]:
+        strict_why = (f"{_count(c['n_unreadable'], 'order', 'orders')} of {int(n)} gave no "
+                      "verdict; a pair counts only when every order judged picked the chosen "
+                      "answer, and an unreadable order never does")
+    elif rejected:
+        where = " and ".join(f"with the chosen answer shown {s}" for s in rejected)
+        strict_why = f"the order {where} picked the rejected answer"
+    else:
+        strict_why = f"every order judged ({int(n)}) picked the chosen answer"
+    won = c["n_chosen_first_won"] + c["n_chosen_second_won"]
+    single_why = (f"{int(won)} of {int(n)} orders picked the chosen answer (an unreadable order "
+                  "counts 0)" if rows else "no order was judged: 0")
+    out: list[dict[str, Any]] = [
+        {"metric": "acc", "value": strict_win(outcome), "why": strict_why},
+        {"metric": "acc_single_order", "value": c["single_order_credit"], "why": single_why},
+    ]
+    if c["n_order_flips"]:
+        shown = "first" if rows[0][1] == rows[0][0] else "second"
+        out.append({"metric": "n_order_flips", "value": c["n_order_flips"],
+                    "why": "both orders were read and preferred different answers: the answer "
+                           f"shown {shown} won both times"})
+    if c["n_released"]:
+        credited, asked = pair_metrics(outcome)["released_acc"]
+        out.append({"metric": "released_acc", "value": [credited, asked],
+                    "why": f"{int(credited)} of {int(asked)} orders credited under "
+                           "protocol=released, where an unreadable order counts as the "
+                           "verdict 'A' (the answer shown first)"})
+    return out
+
+
 def aggregate(outcomes: Iterable[Any]) -> dict[str, float]:
     """Every judge metric of a list of pair outcomes (the same numbers as the task's).
 
@@ -352,23 +426,75 @@ def doc_metrics(doc: Mapping[str, Any]) -> dict[str, Any]:
     return pair_metrics(outcome, str(doc.get("domain", ""))) if outcome is not None else {}
 
 
+def sample_orders(outcome: Any) -> list[dict[str, Any]] | None:
+    """A pair's judged orders with the judge's replies, as a samples-file line holds them.
+
+    Returns:
+        Per order: ``shown_first``, ``winner`` and the :data:`REPLY_KEYS`; ``None`` when the
+        outcome carries no replies (a judge that does not record them, or a score cache
+        written before replies were kept).
+    """
+    if not isinstance(outcome, Mapping) or not isinstance(outcome.get("replies"), list):
+        return None
+    return [{"shown_first": shown, "winner": winner,
+             **{k: (r.get(k) if isinstance(r, Mapping) else None) for k in REPLY_KEYS}}
+            for (shown, winner), r in zip(outcome["orders"], outcome["replies"], strict=True)]
+
+
+def outcome_of_sample(rows: Any) -> dict[str, Any]:
+    """The order outcome of a samples-file line's :data:`SAMPLE_KEY` rows.
+
+    Raises:
+        ValueError: the rows are not a list of ``{"shown_first", "winner", ...}`` orders.
+    """
+    if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+        raise ValueError(f"{SAMPLE_KEY} is a list of orders, got {rows!r:.200}")
+    outcome = {"orders": [[r.get("shown_first"), r.get("winner")] for r in rows]}
+    check_outcome(outcome)
+    return outcome
+
+
+def annotate_samples(samples: Sequence[Any]) -> list[Any]:
+    """The samples (lm-eval's logged lines), each judged pair's with its orders and replies.
+
+    A line whose document has a recorded order outcome with replies (:data:`PAIR_OUTCOMES`,
+    filled while this process judged it) gets :data:`SAMPLE_KEY` (:func:`sample_orders`);
+    other lines are returned unchanged.
+    """
+    if not PAIR_OUTCOMES:
+        return list(samples)
+    out = []
+    for sample in samples:
+        doc = sample.get("doc") if isinstance(sample, Mapping) else None
+        rows = sample_orders(PAIR_OUTCOMES.get(doc_key(doc))) if isinstance(doc, Mapping) \
+            else None
+        out.append({**sample, SAMPLE_KEY: rows} if rows is not None else sample)
+    return out
+
+
 __all__ = [
     "COUNT_KEYS",
     "ORDER_METRICS",
     "PAIR_OUTCOMES",
     "RELEASED_METRICS",
+    "REPLY_KEYS",
+    "SAMPLE_KEY",
     "add_counts",
     "aggregate",
+    "annotate_samples",
     "check_outcome",
     "doc_key",
     "doc_metrics",
+    "explain_pair",
     "judge_counts",
     "metrics_from_counts",
     "order_outcome",
+    "outcome_of_sample",
     "pair_counts",
     "pair_metrics",
     "position_bias",
     "ratio_of_sums",
+    "sample_orders",
     "strict_win",
     "total",
 ]

@@ -163,7 +163,7 @@ class LLMPairwiseJudge(LLMJudgeBase):
         per_pair: list[list[dict[str, Any]]] = [[] for _ in pairs]
         for (i, shown_first), reply in zip(plan, replies, strict=True):
             parsed = self._read(reply, parse, pairs[i].record_id, shown_first=shown_first)
-            per_pair[i].append(self._tally.order(shown_first, parsed))
+            per_pair[i].append(self._tally.order(shown_first, parsed, reply))
         return [
             self._tally.pair(pair.record_id, orders)
             for pair, orders in zip(pairs, per_pair, strict=True)

@@ -112,7 +112,7 @@ class _UserIds:
 
     def issue(self, row: Row, value: Any) -> Issue | None:
         """The issue of this row's ``user_id`` (None: fine)."""
-        from prbench.record_schema import id_character_problem, invisible_only
+        from prbench.unicode_text import id_character_problem, invisible_only
 
         text = str(value)
         if not text.strip() or invisible_only(text):
@@ -132,7 +132,7 @@ class _UserIds:
 
 
 def _blank(text: str) -> bool:
-    from prbench.record_schema import invisible_only
+    from prbench.unicode_text import invisible_only
 
     return not text.strip() or invisible_only(text)
 

@@ -92,7 +92,8 @@ class DenseBuilder:
     """Ranks each user's posts against the question with an embedding model; keeps the top k.
 
     Raises:
-        prbench.profiles.embed.ModelUnavailableError: the model cannot be found (at construction).
+        prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found (at
+            construction).
     """
 
     def __init__(self, options: DenseOptions | None = None) -> None:

@@ -87,7 +87,7 @@ class EncoderOptions:
             model: the model to load instead of ``self.model`` (e.g. a synonym option's value).
 
         Raises:
-            prbench.profiles.embed.ModelUnavailableError: the model cannot be found.
+            prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found.
         """
         return Encoder(
             EncoderSpec(

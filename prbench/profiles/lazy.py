@@ -143,7 +143,7 @@ class ProfileStore:
                 model cannot be found, say); the builder is named.
         """
         from prbench.options import OptionsError
-        from prbench.profiles.embed import ModelUnavailableError
+        from prbench.profiles.model_ref import ModelUnavailableError
 
         with self._lock:
             if spec not in self._builders:

@@ -85,9 +85,9 @@ def dense_identity(options: Any, *, encoder: Any = None) -> dict[str, Any]:
             it the model is looked up without loading it, and what cannot be known on this
             machine (a hub model that is not in the local cache) is ``None``: not checked.
     """
-    from prbench.profiles.embed import (
+    from prbench.profiles.embed import KNOWN_KINDS
+    from prbench.profiles.model_ref import (
         HUB_ALIASES,
-        KNOWN_KINDS,
         MINILM_ALIASES,
         ModelUnavailableError,
         resolve_model,

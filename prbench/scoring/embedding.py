@@ -84,7 +84,8 @@ class EmbeddingSimilarityScorer:
     """cosine(embed(query), embed(answer)); higher means the answer is closer to the query.
 
     Raises:
-        prbench.profiles.embed.ModelUnavailableError: the model cannot be found (at construction).
+        prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found (at
+            construction).
     """
 
     def __init__(self, options: EmbeddingSimilarityOptions | None = None) -> None:

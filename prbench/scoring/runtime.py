@@ -5,7 +5,7 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
 
 - **request keys**: each request is hashed with everything in it (question, response or both
   answers, profile text and items, category, domain, record id, hidden fields) — see
-  :func:`request_key`;
+  :func:`prbench.scoring.request_key.request_key`;
 - **dedup**: a key asked for twice in one call is computed once;
 - **persistent score cache**: for scorers that have ``fingerprint()`` (see
   :class:`prbench.scoring.base.Fingerprinted`), scores are stored under (fingerprint, request key)
@@ -51,7 +51,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -60,7 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prbench.interrupts import plugin_escape
-from prbench.options import OptionsError, option_fields, options_to_dict, suggest
+from prbench.options import options_to_dict
 from prbench.scoring.base import (
     PairRequest,
     ScoreRequest,
@@ -71,151 +70,13 @@ from prbench.scoring.base import (
     scorer_label,
 )
 from prbench.scoring.extras import RequestExtras
-from prbench.scoring.oom import AdaptiveLimit, ScorerOutOfMemoryError, one_request_too_big
+from prbench.scoring.oom import AdaptiveLimit, one_request_too_big
+from prbench.scoring.request_key import KEY_VERSION, request_key
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
+from prbench.scoring.runtime_options import DEFAULT_CHUNK_SIZE, DEFAULT_TIMEOUT, split_options
 from prbench.scoring.timeout import CallTimedOut, call_with_timeout
 
 logger = logging.getLogger(__name__)
-
-#: Requests per chunk sent to the scorer (and committed to the cache) by default.
-DEFAULT_CHUNK_SIZE = 256
-
-#: Seconds one scorer call (one chunk) may take by default: generous, yet never forever.
-DEFAULT_TIMEOUT = 1800.0
-
-#: Bump when :func:`request_key` changes what it hashes (old cache rows then simply miss).
-KEY_VERSION = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class RuntimeOptions:
-    """Options every scorer takes, handled by the runtime rather than the scorer.
-
-    They are given with the scorer's own options (``--model_args``, a reward server's config, ...)
-    and taken out before the rest is validated against the scorer's options. A scorer whose own
-    options declare a field of the same name (e.g. ``progress``) gets the value too.
-    """
-
-    cache: bool = dataclasses.field(
-        default=True,
-        metadata={"help": "use the persistent score cache (scorers with a fingerprint only)"},
-    )
-    cache_path: str = dataclasses.field(
-        default="", metadata={"help": "score-cache SQLite file (default: <prbench cache>/scores/)"}
-    )
-    chunk_size: int = dataclasses.field(
-        default=DEFAULT_CHUNK_SIZE,
-        metadata={"help": "requests per scorer call; each chunk is cached before the next"},
-    )
-    progress: bool = dataclasses.field(default=True, metadata={"help": "show a progress bar"})
-    call_timeout: float = dataclasses.field(
-        default=DEFAULT_TIMEOUT,
-        metadata={"help": "seconds one scorer call (one chunk) may take before the run ends with "
-                  "an error (chunks scored before it stay cached); 0 = no limit. Not `timeout`: "
-                  "judges and served RMs use that name for one HTTP request"},
-    )
-
-
-#: The option names the runtime takes out of a scorer's options.
-RUNTIME_KEYS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RuntimeOptions))
-
-
-def split_options(
-    component: Any, raw: Mapping[str, Any] | None
-) -> tuple[RuntimeOptions, dict[str, Any]]:
-    """Split raw options into the runtime's and the scorer's, and validate both.
-
-    Args:
-        component: the registered scorer (:class:`prbench.plugins.Component`).
-        raw: option names to values (strings are coerced as for any component).
-
-    Returns:
-        The runtime options and the raw scorer options (runtime keys the scorer also declares stay
-        in them).
-
-    Raises:
-        OptionsError: an option neither the runtime nor the scorer knows (with suggestions from
-            both), or a bad runtime value.
-    """
-    from prbench.options import parse_options
-
-    raw = dict(raw or {})
-    scorer_fields = {f.name for f in option_fields(component.options)}
-    known = scorer_fields | set(RUNTIME_KEYS)
-    where = f"{component.kind} {component.name!r}"
-    for key in raw:
-        if key not in known:
-            listing = ", ".join(sorted(known))
-            raise OptionsError(
-                f"{where}: unknown option {key!r}{suggest(key, known)}; its options are: {listing}"
-            )
-    runtime_raw = {k: raw[k] for k in RUNTIME_KEYS if k in raw}
-    runtime = parse_options(RuntimeOptions, runtime_raw, component=f"{where} (runtime)")
-    assert runtime is not None
-    if runtime.chunk_size < 1:
-        raise OptionsError(
-            f"{where}: option 'chunk_size' must be at least 1, got {runtime.chunk_size}"
-        )
-    if not runtime.call_timeout >= 0:  # NaN too
-        raise OptionsError(
-            f"{where}: option 'call_timeout' must be 0 (no limit) or a number of seconds, got "
-            f"{runtime.call_timeout}"
-        )
-    scorer_raw = {k: v for k, v in raw.items() if k not in RUNTIME_KEYS or k in scorer_fields}
-    return runtime, scorer_raw
-
-
-def _canonical(value: Any) -> Any:
-    """A JSON-ready form of a request field (mappings sorted, tuples as lists, dataclasses)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def _profile_part(profile: Any) -> dict[str, Any]:
-    items = [
-        {"id": str(it.id), "category": str(it.category), "text": str(it.text)}
-        for it in getattr(profile, "items", ())
-    ]
-    return {"text": getattr(profile, "text", ""), "items": items}
-
-
-def request_key(request: ScoreRequest | PairRequest) -> str:
-    """A stable hex key of everything in a request (the score cache and dedup key).
-
-    Pointwise and pairwise requests never share a key. The key depends on the record id, the
-    question, the answer(s), the profile text and its items (id, category, text), the category,
-    the domain and the hidden fields; not on the profile's provenance (builder, token count).
-
-    Raises:
-        TypeError: a request that is neither a :class:`ScoreRequest` nor a :class:`PairRequest`.
-    """
-    if isinstance(request, ScoreRequest):
-        kind, answers = "score", [request.response]
-    elif isinstance(request, PairRequest):
-        kind, answers = "pair", [request.first, request.second]
-    else:
-        raise TypeError(
-            f"expected a ScoreRequest or a PairRequest, got {type(request).__name__}"
-        )
-    body = {
-        "v": KEY_VERSION,
-        "kind": kind,
-        "record_id": request.record_id,
-        "question": request.question,
-        "answers": answers,
-        "profile": _profile_part(request.profile),
-        "category": request.category,
-        "domain": request.domain,
-        "hidden": _canonical(request.hidden) if request.hidden is not None else None,
-    }
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
 
 class ScorerRuntime:
     """Dedup, cache, chunks, OOM back-off, progress and stats around one scorer.
@@ -605,7 +466,8 @@ def build_runtime(
 
     Args:
         scorer_id: the scorer id (``length``, ``hf-classifier``, ``plugin/id``, ...).
-        options: raw options; the runtime's keys (:data:`RUNTIME_KEYS`) are taken out first, the
+        options: raw options; the runtime's keys
+            (:data:`~prbench.scoring.runtime_options.RUNTIME_KEYS`) are taken out first, the
             rest is validated against the scorer's options.
         registry: the plugin registry (default :func:`prbench.plugins.get_registry`).
         **runtime_overrides: runtime settings fixed by the caller (e.g. ``progress=False``), over
@@ -638,13 +500,4 @@ def build_runtime(
     )
 
 
-__all__ = [
-    "DEFAULT_CHUNK_SIZE",
-    "RUNTIME_KEYS",
-    "RuntimeOptions",
-    "ScorerOutOfMemoryError",
-    "ScorerRuntime",
-    "build_runtime",
-    "request_key",
-    "split_options",
-]
+__all__ = ["ScorerRuntime", "build_runtime"]

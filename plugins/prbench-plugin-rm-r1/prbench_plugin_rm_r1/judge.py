@@ -162,7 +162,7 @@ class RMR1Judge(LLMJudgeBase):
         for (i, first_is_a), reply in zip(plan, replies, strict=True):
             shown_first = "first" if first_is_a else "second"
             verdict = self._read(reply, self._parse, items[i][0], shown_first=shown_first)
-            per_item[i].append(self._tally.order(shown_first, verdict))
+            per_item[i].append(self._tally.order(shown_first, verdict, reply))
         return [
             self._tally.pair(item[0], orders) for item, orders in zip(items, per_item, strict=True)
         ]

@@ -75,6 +75,11 @@ def test_both_orders_and_invalid_counting() -> None:
     assert stats["order_agreement"] == 1.0
     assert [f["item"] for f in stats["failures"]] == ["r3", "r3"]
     assert rm.details()[2]["orders"][0]["failure"] == "both"
+    # each order's reply reaches the harness with its verdict (the samples file, the explorer)
+    (_, _, broken) = rm.request_extras(pairs)
+    assert [r["reply"] for r in broken["replies"]] == [
+        "Both replies have merit.\n<answer>[[A]] or [[B]]</answer>"] * 2
+    assert [r["failure"] for r in broken["replies"]] == ["both", "both"]
 
 
 def test_position_bias_is_reported() -> None:

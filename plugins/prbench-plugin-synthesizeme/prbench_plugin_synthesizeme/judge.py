@@ -115,8 +115,8 @@ class SynthesizeMeJudge(_SynthesizeMeBase):
         answers = self._ask(chats, parse_pairwise, items, persona=False, desc=self.name,
                             unit="verdict")
         per_pair: list[list[dict[str, Any]]] = [[] for _ in pairs]
-        for (i, _), (_, where), (_, verdict) in zip(plan, items, answers, strict=True):
-            per_pair[i].append(self._tally.order(where["shown_first"], verdict))
+        for (i, _), (_, where), (reply, verdict) in zip(plan, items, answers, strict=True):
+            per_pair[i].append(self._tally.order(where["shown_first"], verdict, reply))
         out = []
         for p, orders in zip(pairs, per_pair, strict=True):
             persona_failed = isinstance(personas[p.record_id], ParseFailure)

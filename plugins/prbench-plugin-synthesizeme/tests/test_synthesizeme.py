@@ -64,6 +64,10 @@ def test_both_orders_and_invalid_verdicts(tmp_path: Path) -> None:
     assert stats["parse_retries"]["replies_retried"] == 2
     assert stats["parse_retries"]["retry_calls"] == 6 and stats["parse_retries"]["recovered"] == 0
     assert stats["fit_modes"] == {"profile": 3}
+    # each order's final reply reaches the harness with its verdict (samples file, explorer)
+    first = rm.request_extras([pair("r1"), pair("r2"), pair("r3")])[0]
+    assert [r["verdict"] for r in first["replies"]] == ["A", "B"]
+    assert first["replies"][0]["reply"] == "This person needs it.\nVerdict: [[A]]"
 
 
 def test_position_bias_split_orders_are_ties(tmp_path: Path) -> None:

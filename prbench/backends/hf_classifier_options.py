@@ -1,0 +1,87 @@
+"""The options of the ``hf-classifier`` scorer (also the base of the plugins built on it).
+
+:class:`HFClassifierOptions` adds the model, precision, pooling, batching and prefix-sharing
+settings to the chat-rendering options every chat-template scorer shares
+(:class:`~prbench.backends.chat_options.ChatRenderOptions`); :func:`check_released_options`
+refuses the combinations ``input_format=released`` cannot honour.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+from prbench.backends.chat_options import ChatRenderOptions
+
+
+def _opt(default: Any, help_text: str) -> Any:
+    return dataclasses.field(default=default, metadata={"help": help_text})
+
+
+@dataclasses.dataclass(frozen=True)
+class HFClassifierOptions(ChatRenderOptions):
+    """Options of the ``hf-classifier`` scorer (also the base of plugins built on it).
+
+    The chat-rendering options (profile placement, template, BOS, truncation, ``input_format``)
+    are :class:`~prbench.backends.chat_options.ChatRenderOptions`, shared with ``served-rm``.
+    """
+
+    pretrained: str = dataclasses.field(
+        metadata={"help": "hub id or local folder of an AutoModelForSequenceClassification RM"}
+    )
+    revision: str = _opt("main", "hub revision (branch, tag or commit); ignored for folders")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = _opt(
+        "auto", "weights/compute dtype; auto = float32 on CPU, bfloat16 (or float16) on GPU"
+    )
+    device: str = _opt("auto", "cpu, cuda, cuda:N or auto (auto: the GPU when there is one, "
+                               "else the CPU; cuda without CUDA is an error)")
+    attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = _opt(
+        "auto", "attention kernel (auto = transformers' default, usually sdpa)"
+    )
+    max_length: int = _opt(
+        8192, "most tokens per input; the profile is cut first, never the answer"
+    )
+    input_format: Literal["prbench", "released", "released_profile"] = dataclasses.field(
+        default="prbench", kw_only=True, metadata={"help": (
+            "prbench (one BOS, profile placement, profile-first truncation), released (the "
+            "paper's pointwise script exactly; no profile) or released_profile (the released "
+            "Best-of-N/PPO reward input: question then 'Post i (Category: c):' posts)"
+        )},
+    )
+    pooling: Literal["model", "last_token"] = _opt(
+        "model", "which token's state is the reward: model (the model's own rule: the last "
+        "token that is not the pad token) or last_token (the last token, even a pad token)"
+    )
+    label_index: int = _opt(0, "which logit is the reward")
+    batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
+    max_batch_size: int = _opt(0, "cap on sequences per batch; 0 = none")
+    prefix_sharing: Literal["auto", "on", "off"] = _opt(
+        "auto", "run a prompt shared by several answers once (auto: where supported and verified)"
+    )
+    prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing")
+    trust_remote_code: bool = _opt(False, "run code shipped with the model (only if you trust it)")
+
+
+def check_released_options(options: HFClassifierOptions) -> None:
+    """Refuse options that ``input_format=released`` cannot honour (it fixes BOS, label, pooling).
+
+    Raises:
+        ValueError: ``bos``, ``label_index``, ``truncation``, ``pooling`` or ``prefix_sharing=on``
+            set with the released format.
+    """
+    clashes = []
+    if options.truncation != "profile_first":
+        clashes.append(f"truncation={options.truncation} (released: the first max_length tokens)")
+    if options.pooling != "model":
+        clashes.append(f"pooling={options.pooling} (released: the model's own forward)")
+    if options.bos != "auto":
+        clashes.append(f"bos={options.bos} (released: the template's and tokenizer's BOS as is)")
+    if options.label_index != 0:
+        clashes.append(
+            f"label_index={options.label_index} (released: the logit for one label, "
+            "softmax[-1] for more)"
+        )
+    if options.prefix_sharing == "on":
+        clashes.append("prefix_sharing=on (released: the model's own forward)")
+    if clashes:
+        raise ValueError("input_format=released cannot be combined with " + "; ".join(clashes))
