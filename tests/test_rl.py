@@ -294,21 +294,58 @@ def test_cli_rl_policy_is_given_as_policy_args(
     assert len(seen) == 2  # no bad form reached the evaluator
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    (["--policy", "/models/p"], "write --policy_args model=/models/p"),
-    (["--policy_args", "model=p", "--gguf_file", "f.gguf"],
-     "write --policy_args model=PATH,gguf_file=f.gguf"),
-    (["--policy_args", "model=p", "--gguf-file", "f.gguf"],
-     "write --policy_args model=PATH,gguf_file=f.gguf"),
+@pytest.mark.parametrize(("old", "policy", "gguf", "new"), [
+    (["--policy", "/models/p"], "/models/p", "", "--policy_args model=/models/p"),
+    (["--policy", "p", "--gguf_file", "f.gguf"], "p", "f.gguf",
+     "--policy_args model=p,gguf_file=f.gguf"),
+    (["--policy_args", "model=p", "--gguf-file", "f.gguf"], "p", "f.gguf",
+     "--policy_args model=p,gguf_file=f.gguf"),
 ])
-def test_cli_rl_refuses_the_old_policy_flags_naming_the_new_form(
-    old: list[str], new: str, capsys: pytest.CaptureFixture[str]
+def test_cli_rl_old_policy_flags_work_with_one_note_naming_the_new_form(
+    old: list[str], policy: str, gguf: str, new: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """``--policy``/``--gguf_file`` read as every command's old flags do: same run, one note."""
+    pytest.importorskip("trl")
+    from prbench.cli import main
+    from prbench.downstream.rl import OnlineRLEvaluator
+
+    seen: list[RLConfig] = []
+
+    class Stop(Exception):
+        pass
+
+    def run(self: OnlineRLEvaluator, *args: object, **kwargs: object) -> None:
+        seen.append(self.options)
+        raise Stop
+
+    monkeypatch.setattr(OnlineRLEvaluator, "run", run)
+    with pytest.raises(Stop):
+        main(["rl", *old, "--model_args", "scorer=length", "-o", "o", "--judge_args",
+              "judge=none", "--limit", "1"])
+    assert (seen[0].policy, seen[0].gguf_file) == (policy, gguf)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+    assert len(notes) == 1 and new in notes[0], notes
+    assert "--policy " not in subprocess_free_usage()  # the old flag is hidden from help
+
+
+def subprocess_free_usage() -> str:
+    """``prbench rl --help`` as text, in-process."""
+    import contextlib
+    import io
+
     from prbench.cli import main
 
-    with pytest.raises(SystemExit) as exc:
-        main(["rl", *old, "--model_args", "scorer=length", "-o", "o"])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert f"is gone: {new}" in err, err
-    assert "--policy " not in err.split("usage:")[1].split("error:")[0]  # hidden from usage
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["rl", "--help"])
+    return out.getvalue()
+
+
+def test_cli_rl_without_a_policy_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+
+    code = main(["rl", "--model_args", "scorer=length", "-o", "o"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1, err
+    assert err[0].startswith("error: --policy_args names no model"), err

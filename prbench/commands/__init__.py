@@ -189,8 +189,9 @@ def add_component_argument(parser: argparse.ArgumentParser, role: str, *, defaul
         role: a key of :data:`ROLES` (``judge``, ``profile``, ``generator``, ``policy``).
         default: the component id used when the flag is not given (``""``: none).
         help: what the component does in this command (the form and default are added).
-        required: the flag must be given (``prbench rl``'s policy); help says so instead of
-            showing a default.
+        required: the component must be given (``prbench rl``'s policy); help says so instead
+            of showing a default. With ``old`` flags the command checks it (either form names
+            it), else argparse does.
         old: the command's older flags for the same thing, still accepted with a note, by how
             their value reads: ``id`` (``ID`` or ``ID:K=V,...``; a value that is itself a
             ``K=V,...`` list gives options only), ``options`` (``K=V,...``), ``item`` (one
@@ -200,44 +201,13 @@ def add_component_argument(parser: argparse.ArgumentParser, role: str, *, defaul
     key = ROLES[role]
     form = f"{key}=ID,K=V,..." if key else "K=V,..."
     shown = f"{key}={default}" if key and default else "none"
-    parser.add_argument(f"--{role}_args", default=None, metavar=form, required=required,
+    parser.add_argument(f"--{role}_args", default=None, metavar=form,
+                        required=required and not old,
                         help=f"{help} ({'required' if required else f'default: {shown}'})")
     for flags, kind in (old or {}).items():
         parser.add_argument(*flags.split("/"), action=_OldComponentFlag, kind=kind,
                             dest=f"prbench_old_{role}", default=None, help=argparse.SUPPRESS)
     parser.set_defaults(**{f"prbench_default_{role}": default})
-
-
-class _RefusedFlag(argparse.Action):
-    """A flag that is gone (hidden): using it is an argparse error naming the new spelling."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str = "",
-                 **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, **kwargs)
-        self.new = new
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        flag = option_string or self.option_strings[0]
-        raise argparse.ArgumentError(
-            self, f"{flag} is gone: write {self.new.format(value=values)}")
-
-
-def add_refused_flag(parser: argparse.ArgumentParser, flag: str, new: str) -> None:
-    """Refuse an old flag (hidden from help) with an error that names its new spelling.
-
-    Unlike the old forms of :func:`add_component_argument`, which still work with a note, a
-    refused flag stops the parse: ``prbench CMD: error: argument FLAG: FLAG is gone: write NEW``.
-
-    Args:
-        parser: the subcommand's parser.
-        flag: the old flag, e.g. ``--policy``.
-        new: the new spelling, with ``{value}`` where the old flag's value goes, e.g.
-            ``--policy_args model={value}``.
-    """
-    parser.add_argument(flag, action=_RefusedFlag, new=new, default=None,
-                        dest=f"prbench_refused_{flag.lstrip('-').replace('-', '_')}",
-                        help=argparse.SUPPRESS)
 
 
 def kv_text(options: dict[str, Any], **first: str) -> str:

@@ -26,15 +26,14 @@ POLICY_OPTIONS = ("model", "gguf_file")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench rl``."""
-    from prbench.commands import add_component_argument, add_refused_flag, add_scorer_argument
+    from prbench.commands import add_component_argument, add_scorer_argument
     from prbench.downstream.rl_config import ALGORITHMS, RLConfig
 
     d = RLConfig(policy="", output_dir="", scorer="")
     add_component_argument(parser, "policy", default="", required=True,
+                           old={"--policy": "option:model", "--gguf_file": "option:gguf_file"},
                            help="the policy to train: model= a causal LM folder or hub id, "
                            "gguf_file= a GGUF file inside it, e.g. model=PATH,gguf_file=F.gguf")
-    add_refused_flag(parser, "--policy", "--policy_args model={value}")
-    add_refused_flag(parser, "--gguf_file", "--policy_args model=PATH,gguf_file={value}")
     parser.add_argument("--trust_remote_code", action="store_true",
                         help="run code shipped with the policy (an auto_map in its config); only "
                         "for code you have read and trust")
