@@ -133,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
               "-e '.[serve]'", file=sys.stderr)
         return 1
     token = api_key(args)
-    check_address(args.host, args.port)  # before the scorer is built
     scorer, options = parse_scorer_spec(scorer_specs(args)[0])
     registry = get_registry(args.plugin)
     check_scorer(registry, scorer, options, what="served scorer")  # before the port is bound
+    check_address(args.host, args.port)  # before the scorer is built
     component = registry.get("scorer", scorer)
     try:
         config = ServerConfig(
