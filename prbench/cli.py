@@ -248,6 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``prbench`` command; returns the exit code."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # the user's Ctrl-C, at any point: also while commands are imported
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(args_list)
@@ -266,9 +274,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with watch_sigint():  # Ctrl-C told apart from a plugin's KeyboardInterrupt
             check_outputs(args)
             return int(args._module.run(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     except PrbenchUserError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1

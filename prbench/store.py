@@ -88,8 +88,26 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._make_folder()
         self._init_db()
+
+    def _make_folder(self) -> None:
+        """Create the file's folder; a path that cannot hold the file is one :class:`StoreError`."""
+        if self.path.is_dir():
+            raise StoreError(
+                f"{self.label} {self.path} is a folder; name a file (e.g. "
+                f"{self.path / 'cache.sqlite'}) or run without it ({self.off_hint})"
+            )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where a folder must be, no permission, ...
+            blocker = next((p for p in self.path.parents if p.exists()), None)
+            why = (f"{blocker} is a file" if blocker is not None and not blocker.is_dir()
+                   else exc.strerror or str(exc))
+            raise StoreError(
+                f"{self.label} {self.path}: cannot create its folder {self.path.parent} ({why}); "
+                f"name another file or run without it ({self.off_hint})"
+            ) from exc
 
     # -- errors ----------------------------------------------------------------------------------
 

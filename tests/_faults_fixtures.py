@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 GROUP = "personalized_rewardbench_sample_noprofile"
@@ -199,3 +201,17 @@ def strict_load(text: str) -> Any:
         raise AssertionError(f"bare {constant} in a JSON file")
 
     return json.loads(text, parse_constant=refuse)
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder nobody may write in: read-only for a user, ``/proc`` for root."""
+    import pytest
+
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        if not Path("/proc/self").is_dir():
+            pytest.skip("root without /proc: no folder root cannot write")
+        return Path("/proc")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder

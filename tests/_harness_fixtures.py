@@ -13,6 +13,25 @@ REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
+#: ``python -c LM_EVAL <argv>`` runs ``lm_eval <argv>`` with this checkout's start-up hook
+#: (``prbench/harness/_startup.py``) instead of the installed one, so a test checks the code under
+#: test even before a reinstall
+LM_EVAL = f"""
+import importlib.util, sys
+try:
+    import _prbench_lm_eval_startup as installed
+    installed.uninstall()
+except ImportError:
+    pass
+spec = importlib.util.spec_from_file_location(
+    "_prbench_lm_eval_startup_tree", {str(REPO / "prbench" / "harness" / "_startup.py")!r})
+hook = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(hook)
+sys.argv = ["lm_eval", *sys.argv[1:]]
+from lm_eval.__main__ import cli_evaluate
+sys.exit(cli_evaluate())
+"""
+
 #: A plugin file: scorers that log every call to a jsonl file, so tests can count scorer calls.
 PLUGIN_SOURCE = '''
 import dataclasses

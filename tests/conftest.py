@@ -3,6 +3,10 @@
 import os
 import sys
 import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from prbench.testing import isolated_tests
 
@@ -20,3 +24,20 @@ if _TESTS not in list(getattr(sys.modules.get("tests"), "__path__", [])):
 #: tests see only prbench's built-in plugins (``PRBENCH_LOAD_PLUGINS`` empty), whatever
 #: third-party plugins are installed; tests of the entry-point path set their own plugin set.
 _isolated = isolated_tests(load_plugins="")
+
+
+@pytest.fixture
+def faulty_plugin(tmp_path: Path) -> Iterator[Path]:
+    """The throwaway faulty plugin (``tests/_faults_fixtures.FAULTY``) as a ``--plugin`` file.
+
+    Saved as ``faulty.py`` under ``tmp_path``, so the plugin is named ``faulty``; the task state
+    is reset around the test, as a run that loads a new plugin file needs.
+    """
+    from prbench.harness import tasks
+    from tests._faults_fixtures import FAULTY
+
+    path = tmp_path / "faulty.py"
+    path.write_text(FAULTY, encoding="utf-8")
+    tasks.reset()
+    yield path
+    tasks.reset()

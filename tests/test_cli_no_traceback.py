@@ -1,8 +1,8 @@
 """Every user-reachable mistake of issue 19 ends in one ``error:`` line, never a traceback.
 
 Each case runs as a user runs it, in a fresh process (``prbench ...`` or plain ``lm_eval ...``).
-Plain ``lm_eval`` runs with this checkout's start-up hook (``prbench/harness/_startup.py``) in
-place of the installed copy, so the test checks the code under test even before a reinstall.
+Plain ``lm_eval`` runs with this checkout's start-up hook in place of the installed copy
+(``tests._harness_fixtures.LM_EVAL``).
 """
 
 from __future__ import annotations
@@ -12,29 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests._harness_fixtures import PYTHON, REPO, subprocess_env
+from tests._harness_fixtures import LM_EVAL, PYTHON, subprocess_env
 
 #: whole commands end to end (lm-eval runs, subprocesses): `make test-fast` leaves them out
 pytestmark = pytest.mark.slow
 
-STARTUP = REPO / "prbench" / "harness" / "_startup.py"
 SAMPLE = "personalized_rewardbench_sample_noprofile"
-
-#: runs ``lm_eval <argv>`` with this checkout's start-up hook instead of the installed one
-LM_EVAL = f"""
-import importlib.util, sys
-try:
-    import _prbench_lm_eval_startup as installed
-    installed.uninstall()
-except ImportError:
-    pass
-spec = importlib.util.spec_from_file_location("_prbench_lm_eval_startup_tree", {str(STARTUP)!r})
-hook = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hook)
-sys.argv = ["lm_eval", *sys.argv[1:]]
-from lm_eval.__main__ import cli_evaluate
-sys.exit(cli_evaluate())
-"""
 
 
 def _run(argv: list[str], tmp_path: Path, *, lm_eval: bool = False) -> tuple[int, str, str]:
@@ -123,73 +106,3 @@ def test_plain_lm_eval_without_model_prbench(tmp_path: Path) -> None:
     assert "add --model prbench" in line and "not by --model hf (lm-eval's default)" in line
 
 
-@pytest.mark.parametrize(
-    ("metadata", "expected"),
-    [
-        ('{"prbench_data": ""}', "error: prbench_data is empty: give a file, a folder, `sample` "
-         "or a hub dataset id, or leave the key out"),  # was: the bundled sample, silently
-        ('{"prbench_data": 123}', "error: prbench_data must be a path string (a file, a folder, "
-         "`sample` or a hub dataset id), got int 123"),  # was: "123: no such file or folder"
-        ("[1, 2]", "error: --metadata must be a JSON object ({\"key\": value, ...}) or "
-         "key=value pairs, got a JSON array: '[1, 2]'"),
-    ],
-)
-def test_eval_metadata_values_that_misled(metadata: str, expected: str, tmp_path: Path) -> None:
-    line = _one_error(["eval", "--tasks", "personalized_rewardbench_sample", "--limit", "1",
-                       "--model_args", "scorer=length", "--metadata", metadata], tmp_path)
-    assert line.startswith(expected), line
-
-
-@pytest.fixture(scope="module")
-def needs_code(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny causal LM whose config names classes only its own (booby-trapped) code has."""
-    import json
-
-    from prbench.testing import build_tiny_causal_lm
-
-    folder = build_tiny_causal_lm(tmp_path_factory.mktemp("remote") / "needs-code")
-    config = json.loads((folder / "config.json").read_text())
-    config["model_type"] = "prbench_untrusted"
-    config["auto_map"] = {
-        "AutoConfig": "configuration_untrusted.UntrustedConfig",
-        "AutoModelForCausalLM": "modeling_untrusted.UntrustedForCausalLM",
-        "AutoModelForSequenceClassification": "modeling_untrusted.UntrustedForScoring",
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    trap = f"from pathlib import Path\nPath({str(folder.parent / 'CODE_RAN')!r}).write_text('x')\n"
-    for name in ("configuration_untrusted.py", "modeling_untrusted.py"):
-        (folder / name).write_text(trap)
-    return folder
-
-
-REMOTE_CODE = ("this model needs code shipped with it (an auto_map in its config) to load, and "
-               "prbench runs such code only with the option trust_remote_code=true")
-NOT_CACHED = ("is not in the local Hugging Face cache and HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) "
-              "is set, so it cannot be downloaded")
-
-
-@pytest.mark.parametrize(
-    ("model_args", "expected"),
-    [
-        # was: "Repo id must use alphanumeric chars" (the path read as a hub id)
-        ("scorer=hf-classifier,pretrained=./no_such_model",
-         "error: hf-classifier pretrained: no such local folder ./no_such_model"),
-        # was: 120-140 traceback lines
-        ("scorer=hf-classifier,pretrained=prbench-test/never-downloaded",
-         f"error: hf-classifier pretrained: 'prbench-test/never-downloaded' {NOT_CACHED}"),
-        ("scorer=llm-judge,backend=hf,model=prbench-test/never-downloaded",
-         f"error: hf backend model: 'prbench-test/never-downloaded' {NOT_CACHED}"),
-        # the same line hf-classifier gives, for the generative judges' hf backend (was a
-        # traceback)
-        ("scorer=hf-classifier,pretrained={needs_code}", f"error: {{needs_code}}: {REMOTE_CODE}"),
-        ("scorer=llm-judge,backend=hf,model={needs_code}",
-         f"error: {{needs_code}}: {REMOTE_CODE}"),
-    ],
-)
-def test_model_loading_errors_are_one_line(model_args: str, expected: str, needs_code: Path,
-                                           tmp_path: Path) -> None:
-    """(The skywork and rm-r1 plugins' tests check the same for them.)"""
-    line = _one_error(["eval", "--tasks", SAMPLE, "--limit", "1", "--model_args",
-                       model_args.format(needs_code=needs_code)], tmp_path)
-    assert line.startswith(expected.format(needs_code=needs_code)), line
-    assert not (needs_code.parent / "CODE_RAN").exists()

@@ -11,17 +11,11 @@ raises ``KeyboardInterrupt`` is a plugin fault, while the user's Ctrl-C still en
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from prbench.harness import tasks
 from prbench.outputs import (
     OutputPathError,
     OutputWriteError,
@@ -33,36 +27,11 @@ from prbench.outputs import (
 )
 from tests._faults_fixtures import (
     BUILDER,
-    FAULTY,
     GROUP,
-    SCORER,
     one_error_line,
+    unwritable_folder,
 )
 from tests._harness_fixtures import PYTHON, run_eval, subprocess_env
-
-ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
-
-
-@pytest.fixture
-def plugin(tmp_path: Path) -> Path:
-    path = tmp_path / "faulty.py"
-    path.write_text(FAULTY, encoding="utf-8")
-    tasks.reset()
-    yield path
-    tasks.reset()
-
-
-def _unwritable(tmp_path: Path) -> Path:
-    """A folder nobody may write in: read-only for a user, ``/proc`` for root."""
-    if ROOT:
-        if not Path("/proc/self").is_dir():
-            pytest.skip("root without /proc: no folder root cannot write")
-        return Path("/proc")
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    return folder
-
 
 # -- the shared checks ---------------------------------------------------------------------------
 
@@ -86,7 +55,7 @@ def test_output_locations_that_cannot_be_used(tmp_path: Path) -> None:
     with pytest.raises(OutputPathError, match=r"is a folder"):
         check_output_file(f"{tmp_path}/new/", flag="-o")
     with pytest.raises(OutputPathError, match=r"cannot write in"):
-        check_output_dir(_unwritable(tmp_path) / "out")
+        check_output_dir(unwritable_folder(tmp_path) / "out")
 
 
 def test_write_text_is_atomic(tmp_path: Path) -> None:
@@ -154,92 +123,21 @@ def test_files_of_other_writers_are_read_back(tmp_path: Path) -> None:
         check_jsonl_file(tmp_path / "missing.jsonl")
 
 
-# -- every command checks its output before any work ---------------------------------------------
-
-
-def _commands(tmp_path: Path, afile: Path) -> dict[str, list[str]]:
-    sweep = Path(__file__).resolve().parents[1] / "sweeps" / "sample.yaml"
-    return {
-        "bon": ["bon", "--model_args", "scorer=length", "-o", str(afile)],
-        "report": ["report", str(tmp_path), "-o", str(afile / "sub")],
-        "correlate": ["correlate", str(tmp_path / "bon.json"), "-o", str(afile)],
-        "rank": ["rank", "sample", "-o", str(tmp_path) + "/"],
-        "prefs": ["prefs", "convert", "--source", "prism", "--input", str(tmp_path), "-o",
-                  str(tmp_path) + "/"],
-        "build": ["build", "sample", "-o", str(tmp_path)],
-        "rl": ["rl", "--policy_args", "model=x", "--model_args", "scorer=length", "-o", str(afile)],
-        "sweep": ["sweep", str(sweep), "-o", str(afile)],
-        "eval": ["eval", "--tasks", GROUP, "--model_args", "scorer=length", "--output_path",
-                 str(afile)],
-    }
-
-
-@pytest.mark.parametrize("command", ["bon", "report", "correlate", "rank", "prefs", "build",
-                                     "rl", "sweep", "eval"])
-def test_every_command_checks_its_output_first(
-    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    afile = tmp_path / "afile"
-    afile.write_text("x")
-    code, _, err = run_eval(_commands(tmp_path, afile)[command], capsys)
-    assert code == 1
-    line = one_error_line(err)
-    assert "output_path" in line and ("is a file" in line or "is a folder" in line), line
-
-
-def test_eval_checks_a_read_only_output_before_scoring(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    log = tmp_path / "calls.jsonl"
-    code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
-         f"scorer=faulty,cache=false,log={log}", "--output_path",
-         str(_unwritable(tmp_path) / "results")], capsys)
-    assert code == 1
-    assert "cannot write in" in one_error_line(err)
-    assert not log.exists()  # the scorer was never called
-
-
-# -- a file size limit: nothing cut is listed as written ------------------------------------------
-
-
-def _limited(limit: int) -> None:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE semantics of Linux")
-def test_eval_under_a_file_size_limit_is_one_error(tmp_path: Path) -> None:
-    """lm-eval logs a failed write and goes on; prbench reads its files back and says which."""
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [PYTHON, "-m", "prbench.cli", "eval", "--tasks", GROUP, "--model_args",
-         "scorer=length,cache=false", "--log_samples", "--output_path", str(out)],
-        env=subprocess_env(PRBENCH_CACHE_DIR=str(tmp_path / "cache")), cwd=tmp_path,
-        capture_output=True, text=True, timeout=300, check=False,
-        preexec_fn=lambda: _limited(48 * 1024),
-    )
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    line = one_error_line(proc.stderr)
-    # which file the limit cuts first depends on their sizes; the error names it either way
-    assert re.search(r"error: lm-eval's (results|samples) file \S+ was not written in full", line)
-    assert "samples:" not in proc.stdout and "manifest:" not in proc.stdout
-    for path in out.rglob("*.json*"):  # whatever is left is whole
-        if path.suffix == ".json":
-            check_json_file(path)
-        else:
-            check_jsonl_file(path)
+# (every command's output check before any work, a file size limit, a plugin's SystemExit and
+# KeyboardInterrupt, a broken fingerprint, the user's Ctrl-C and call_timeout run through the
+# command line in tests/test_fault_corpus.py)
 
 
 # -- one folder rule ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pretrained", ["..", "/tmp/rmA", "../../elsewhere"])
+@pytest.mark.parametrize("pretrained", ["/tmp/rmA", "../../elsewhere"])  # "..": test_fault_corpus
 def test_pretrained_never_names_the_folder(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], pretrained: str
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], pretrained: str
 ) -> None:
     out = tmp_path / "deep" / "out"
     code, stdout, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          f"scorer=echo,pretrained={pretrained}", "--output_path", str(out)], capsys)
     assert code == 0, err[-3000:]
     written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
@@ -283,35 +181,11 @@ def test_a_task_name_with_path_separators_stays_in_the_folder(tmp_path: Path) ->
 # -- a plugin that exits or interrupts is a plugin fault -----------------------------------------
 
 
-@pytest.mark.parametrize(("mode", "expected"), [
-    ("exit", "SystemExit(0) raised inside the scorer"),
-    ("interrupt", "KeyboardInterrupt('') raised inside the scorer"),
-])
-def test_a_scorer_that_exits_is_a_plugin_fault(
-    plugin: Path, capsys: pytest.CaptureFixture[str], mode: str, expected: str
-) -> None:
-    code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
-         f"scorer=faulty,mode={mode},fail_after=0,cache=false"], capsys)
-    assert code == 1
-    line = one_error_line(err)
-    assert line.startswith(f"error: {SCORER} failed on") and expected in line, line
-
-
-def test_the_users_ctrl_c_still_interrupts(
-    plugin: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
-         "scorer=faulty,mode=sigint,fail_after=0,cache=false"], capsys)
-    assert code == 130 and "interrupted" in err and "error:" not in err
-
-
 def test_a_profile_builder_that_exits_is_a_plugin_fault(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant", "--profile",
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant", "--profile",
          "faulty/garbage", "--profile-options", '{"mode": "exit"}', "-o", str(tmp_path / "bon")],
         capsys,
     )
@@ -320,48 +194,7 @@ def test_a_profile_builder_that_exits_is_a_plugin_fault(
     assert line.startswith(f"error: {BUILDER} failed") and "SystemExit" in line, line
 
 
-@pytest.mark.parametrize(("how", "expected"), [
-    ("raise", "fingerprint() failed: RuntimeError: no fingerprint today"),
-    ("int", "fingerprint() must return a non-empty string (or None: no score cache), got 7"),
-    ("exit", "fingerprint() failed: SystemExit"),
-])
-def test_a_broken_fingerprint_is_one_line_naming_the_plugin(
-    plugin: Path, capsys: pytest.CaptureFixture[str], how: str, expected: str
-) -> None:
-    code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
-         f"scorer=faulty,fingerprint={how}"], capsys)
-    assert code == 1
-    line = one_error_line(err)
-    assert line.startswith(f"error: {SCORER}: ") and expected in line, line
-
-
-
 # -- a bound on every scorer call -----------------------------------------------------------------
-
-
-def test_a_scorer_call_that_never_returns_ends_the_run_with_the_cache_kept(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import sqlite3
-
-    db = tmp_path / "scores.sqlite"
-    log = tmp_path / "calls.jsonl"
-    args = ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
-            f"scorer=faulty,mode=hang,fail_after=2,chunk_size=2,call_timeout=1.5,"
-            f"cache_path={db},log={log}"]
-    code, _, err = run_eval(args, capsys)
-    assert code == 1
-    line = one_error_line(err)
-    assert line.startswith(f"error: {SCORER} failed on 2 request(s)"), line
-    assert "no result within 1.5 s (runtime option call_timeout=SECONDS" in line, line
-    assert "the 4 scores computed before it are kept in the score cache" in line
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM scores").fetchone()[0] == 4
-    log.unlink()  # the rerun without the hang scores only what is missing
-    code, _, err = run_eval([a.replace("fail_after=2", "fail_after=-1") for a in args], capsys)
-    assert code == 0, err[-2000:]
-    assert sum(json.loads(n) for n in log.read_text().splitlines()) == 8
 
 
 def test_the_call_bound_works_outside_the_main_thread() -> None:

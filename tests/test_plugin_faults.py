@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from prbench.harness import tasks
 from prbench.plugins import PluginRegistry
 from prbench.profiles.base import ProfileBuilderFaultError, ProfileView, build_views
 from prbench.records import ProfileItem, load_records
@@ -38,19 +37,9 @@ from tests._harness_fixtures import PYTHON, REPO, run_eval, subprocess_env
 
 
 @pytest.fixture
-def plugin(tmp_path: Path) -> Path:
-    """The faulty plugin as a ``--plugin`` file (its stem, ``faulty``, names the plugin)."""
-    path = tmp_path / "faulty.py"
-    path.write_text(FAULTY, encoding="utf-8")
-    tasks.reset()
-    yield path
-    tasks.reset()
-
-
-@pytest.fixture
-def registry(plugin: Path) -> PluginRegistry:
+def registry(faulty_plugin: Path) -> PluginRegistry:
     """A registry with the built-ins and the faulty plugin."""
-    return PluginRegistry(plugin_files=[str(plugin)])
+    return PluginRegistry(plugin_files=[str(faulty_plugin)])
 
 
 def _requests(n: int) -> list[ScoreRequest]:
@@ -202,10 +191,10 @@ def test_a_valid_view_passes(registry: PluginRegistry) -> None:
     ],
 )
 def test_eval_with_a_faulty_scorer(
-    plugin: Path, capsys: pytest.CaptureFixture[str], scorer_args: str, expected: str
+    faulty_plugin: Path, capsys: pytest.CaptureFixture[str], scorer_args: str, expected: str
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "2", "--model_args",
          f"scorer=faulty,{scorer_args},fail_after=0,cache=false"],
         capsys,
     )
@@ -224,11 +213,11 @@ def test_eval_with_a_faulty_scorer(
     ],
 )
 def test_eval_with_a_garbage_profile_builder(
-    plugin: Path, capsys: pytest.CaptureFixture[str], mode: str, expected: str
+    faulty_plugin: Path, capsys: pytest.CaptureFixture[str], mode: str, expected: str
 ) -> None:
     meta = json.dumps({"prbench_profile": "garbage", "prbench_profile_options": {"mode": mode}})
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", "personalized_rewardbench_sample",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", "personalized_rewardbench_sample",
          # a scorer that reads profiles (none is built for one that does not, e.g. constant)
          "--limit", "1", "--model_args", "scorer=embedding-similarity", "--metadata", meta],
         capsys,
@@ -239,10 +228,10 @@ def test_eval_with_a_garbage_profile_builder(
 
 
 def test_bon_with_a_garbage_profile_builder(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=constant",
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant",
          "--profile_args", "builder=faulty/garbage,mode=dict", "-o", str(tmp_path / "bon")],
         capsys,
     )
@@ -250,14 +239,14 @@ def test_bon_with_a_garbage_profile_builder(
     assert one_error_line(err).startswith(f"error: {BUILDER}, record 'ae-01': returned")
 
 
-def test_eval_subprocess_fault_keeps_cached_chunks(plugin: Path, tmp_path: Path) -> None:
+def test_eval_subprocess_fault_keeps_cached_chunks(faulty_plugin: Path, tmp_path: Path) -> None:
     """``prbench eval`` in a fresh process: one line, exit 1, the first chunks in the cache."""
     db = tmp_path / "scores.sqlite"
     log = tmp_path / "calls.jsonl"
     args = ["--tasks", GROUP, "--limit", "2", "--model_args",
             f"scorer=faulty,mode=raise,fail_after=2,chunk_size=2,cache_path={db},log={log}"]
     proc = subprocess.run(
-        [PYTHON, "-m", "prbench.cli", "--plugin", str(plugin), "eval", *args],
+        [PYTHON, "-m", "prbench.cli", "--plugin", str(faulty_plugin), "eval", *args],
         env=subprocess_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
         check=False,
     )
@@ -271,7 +260,7 @@ def test_eval_subprocess_fault_keeps_cached_chunks(plugin: Path, tmp_path: Path)
     log.unlink()
     rerun = [a.replace("fail_after=2", "fail_after=-1") for a in args]
     proc = subprocess.run(
-        [PYTHON, "-m", "prbench.cli", "--plugin", str(plugin), "eval", *rerun],
+        [PYTHON, "-m", "prbench.cli", "--plugin", str(faulty_plugin), "eval", *rerun],
         env=subprocess_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
         check=False,
     )
@@ -315,12 +304,12 @@ def test_plain_lm_eval_with_a_faulty_scorer(tmp_path: Path) -> None:
 
 
 def test_corrupt_score_cache_is_one_line(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "scores.sqlite"
     db.write_bytes(b"this is not a database" * 100)
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
          f"scorer=faulty,cache_path={db}"],
         capsys,
     )
@@ -328,7 +317,7 @@ def test_corrupt_score_cache_is_one_line(
     line = one_error_line(err)
     assert str(db) in line and "cache=false" in line, line
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", f"scorer=faulty,cache_path={db}",
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", f"scorer=faulty,cache_path={db}",
          "--profile_args", "builder=none", "-o", str(tmp_path / "bon")],
         capsys,
     )

@@ -174,3 +174,25 @@ def test_a_newer_run_of_the_same_scorer_and_tasks_replaces_the_older(tmp_path: P
     assert len(notes) == 2
     assert all("replaced by the newer run" in n and str(files["new"]) in n for n in notes)
     assert str(files["old"]) in notes[0] and str(files["part"]) in notes[1]
+
+
+def test_a_run_saved_under_a_json_output_path_is_found_with_its_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o out/run.json`` makes lm-eval write ``run_<date>.json``: its manifest leads to it."""
+    from prbench.analysis.runs import expand, samples_file
+    from prbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "--tasks", "personalized_rewardbench_sample_art_and_entertainment",
+                 "--model_args", "scorer=length", "-o", "out/run.json", "--log_samples"]) == 0
+    capsys.readouterr()
+    (results,) = expand(["out"])
+    assert results.name.startswith("run_") and results.suffix == ".json"
+    samples = samples_file(results, "personalized_rewardbench_sample_art_and_entertainment")
+    assert samples is not None and samples.is_file()
+    assert main(["report", "out", "-o", "rep"]) == 0
+    assert (tmp_path / "rep" / "report.md").is_file()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no prbench_manifest"):
+        expand(["empty"])

@@ -15,26 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from prbench.harness import task_options, tasks
+from prbench.harness import task_options
 from tests._faults_fixtures import (
     CUSTOM,
-    FAULTY,
     GROUP,
     one_error_line,
     strict_load,
 )
 from tests._harness_fixtures import REPO, run_eval
-
-
-@pytest.fixture
-def plugin(tmp_path: Path) -> Path:
-    """The faulty plugin as a ``--plugin`` file (its stem, ``faulty``, names the plugin)."""
-    path = tmp_path / "faulty.py"
-    path.write_text(FAULTY, encoding="utf-8")
-    tasks.reset()
-    yield path
-    tasks.reset()
-
 
 # -- strict JSON -----------------------------------------------------------------------------------
 
@@ -59,13 +47,13 @@ def test_strict_json_round_trip() -> None:
 
 
 def test_results_samples_and_manifest_are_strict_json(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2", "--max-invalid", "1",
-         "--model_args", "scorer=faulty,mode=nan,fail_after=0", "--log_samples",
-         "--output_path", str(out)],
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "2",
+         "--max-invalid", "1", "--model_args", "scorer=faulty,mode=nan,fail_after=0",
+         "--log_samples", "--output_path", str(out)],
         capsys,
     )
     assert code == 0, err[-2000:]
@@ -92,11 +80,11 @@ def test_results_samples_and_manifest_are_strict_json(
 
 
 def test_declared_str_options_keep_the_users_text(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--output_path",
+        ["--plugin", str(faulty_plugin), "eval", "--tasks", GROUP, "--limit", "1", "--output_path",
          str(out), "--model_args", "scorer=echo,revision=00123456,kind=1e3,n=0012,ratio=1e3"],
         capsys,
     )
@@ -139,21 +127,21 @@ def test_plain_lm_eval_model_args_keep_the_users_text() -> None:
     assert restore_option_text({"revision": 123}, as_json) == {"revision": 123}
 
 
-def test_lm_create_from_arg_string_keeps_text(plugin: Path) -> None:
+def test_lm_create_from_arg_string_keeps_text(faulty_plugin: Path) -> None:
     from prbench.harness.lm import PRBenchLM
     from prbench.plugins import get_registry
 
-    get_registry([str(plugin)])
+    get_registry([str(faulty_plugin)])
     lm = PRBenchLM.create_from_arg_string("scorer=echo,revision=00123456,kind=1e3,n=7")
     assert (lm.options.revision, lm.options.kind, lm.options.n) == ("00123456", "1e3", 7)
 
 
 def test_bon_with_a_qualified_id_when_two_plugins_register_it(
-    plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "bon"
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=prbench/length",
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=prbench/length",
          "--profile_args", "builder=none", "--resamples", "50", "-o", str(out)],
         capsys,
     )
@@ -162,7 +150,7 @@ def test_bon_with_a_qualified_id_when_two_plugins_register_it(
     assert result["scorers"]["prbench/length"]["qualified_id"] == "prbench/length"
     assert "length" in result["baselines"]  # prbench's own baseline, asked for qualified
     code, _, err = run_eval(
-        ["--plugin", str(plugin), "bon", "--model_args", "scorer=length",
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=length",
          "--profile_args", "builder=none", "-o", str(out)],
         capsys,
     )

@@ -245,11 +245,18 @@ def test_bearer_header_parsing_and_loopback_hosts() -> None:
 
 @pytest.fixture
 def fake_uvicorn(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """uvicorn.run replaced by a recorder (the command returns instead of serving)."""
+    """uvicorn.run replaced by a recorder (the command returns instead of serving).
+
+    Nothing listens, so the command's check that the address is free (a real bind, tested in
+    the fault corpus) is skipped too: these tests must not depend on the machine's port 8000.
+    """
     import uvicorn
+
+    from prbench.commands import serve
 
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: calls.append({"app": app, **kw}))
+    monkeypatch.setattr(serve, "check_address", lambda host, port: None)
     return calls
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,11 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files as given; folders replaced by the ``results_*.json`` and ``*_results.json`` in them.
+    """Files as given; folders replaced by the results files in them.
+
+    A folder's results files are lm-eval's ``results_*.json`` and ``*_results.json``, and the
+    file each ``prbench_manifest_<S>.json`` belongs to: ``results_<S>.json`` or, for a run given
+    ``--output_path NAME.json`` (lm-eval then writes ``NAME_<date>.json``), ``<S>.json``.
 
     Raises:
         RunFileError: a path that does not exist or a folder without results files.
@@ -90,10 +95,15 @@ def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted({*path.rglob("results_*.json"), *path.rglob("*_results.json")})
+            found = {*path.rglob("results_*.json"), *path.rglob("*_results.json")}
+            for manifest in path.rglob("prbench_manifest_*.json"):
+                suffix = manifest.stem[len("prbench_manifest_"):]
+                found.update(c for c in (manifest.with_name(f"results_{suffix}.json"),
+                                         manifest.with_name(f"{suffix}.json")) if c.is_file())
             if not found:
-                raise RunFileError(f"{path}: no results_*.json or *_results.json file in it")
-            out.extend(found)
+                raise RunFileError(f"{path}: no results_*.json or *_results.json file in it, "
+                                   "and no prbench_manifest_*.json naming one")
+            out.extend(sorted(found))
         elif path.is_file():
             out.append(path)
         else:
@@ -101,8 +111,15 @@ def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return out
 
 
+#: lm-eval's run id at the end of a file name: the ISO time with ``-`` for ``:``
+_DATE_ID = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?$")
+
+
 def _date_id(path: Path) -> str:
-    return path.stem[len("results_"):] if path.stem.startswith("results_") else ""
+    if path.stem.startswith("results_"):
+        return path.stem[len("results_"):]
+    found = _DATE_ID.search(path.stem)  # NAME_<date>.json, from --output_path NAME.json
+    return found.group(0) if found else ""
 
 
 def _samples(path: Path, task: str) -> Path | None:

@@ -21,8 +21,9 @@
   :class:`~prbench.backends.base.GenerationFailure` (``prompt-too-long``) in its place; the other
   chats are generated. An empty or unreadable output is text like any other: the caller's parser
   counts it as a failure (never a verdict).
-* ``device="auto"`` takes CUDA when present; ``cuda``/``cuda:N`` without CUDA falls back to the CPU
-  with a warning. ``dtype="auto"`` is float32 on the CPU and the checkpoint's dtype on a GPU.
+* ``device="auto"`` takes CUDA when present, else the CPU; ``cuda``/``cuda:N`` without CUDA is an
+  error naming the option (:func:`prbench.devices.resolve_device`). ``dtype="auto"`` is float32
+  on the CPU and the checkpoint's dtype on a GPU.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ class HFClassifierOptions(ChatRenderOptions):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = _opt(
         "auto", "weights/compute dtype; auto = float32 on CPU, bfloat16 (or float16) on GPU"
     )
-    device: str = _opt("auto", "cpu, cuda, cuda:N or auto; CUDA without a GPU falls back to CPU")
+    device: str = _opt("auto", "cpu, cuda, cuda:N or auto (auto: the GPU when there is one, "
+                               "else the CPU; cuda without CUDA is an error)")
     attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = _opt(
         "auto", "attention kernel (auto = transformers' default, usually sdpa)"
     )

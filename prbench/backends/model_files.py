@@ -45,13 +45,21 @@ def check_model_files(model: str, revision: str | None, *, what: str,
         marker: a file every copy of the model has (looked up in the hub cache when offline).
 
     Raises:
-        ModelFilesError: a path that does not exist or is a file, or a hub model that is not in
+        ModelFilesError: a path that does not exist or is a file, a folder without ``marker``
+            (a folder that is not a saved model), or a hub model that is not in
             the local Hugging Face cache while ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` is set.
     """
     from prbench.profiles.model_ref import hub_offline
 
     local = Path(model).expanduser()
-    if local.is_dir() or (local.is_file() and local.suffix == ".gguf"):
+    if local.is_dir():
+        if (local / marker).is_file():
+            return
+        raise ModelFilesError(
+            f"{what}: the folder {model} has no {marker}, so it is not a saved model; name the "
+            f"folder that holds {marker} (the one `save_pretrained` wrote)"
+        )
+    if local.is_file() and local.suffix == ".gguf":
         return
     if local.exists():
         raise ModelFilesError(f"{what}: {model} is a file, not a model folder")

@@ -84,6 +84,39 @@ def api_key(args: argparse.Namespace) -> str | None:
     return None
 
 
+def check_address(host: str, port: int) -> None:
+    """Check that the server can listen on ``host:port`` before the scorer is built.
+
+    A port out of range, a host name that does not resolve and an address already in use would
+    otherwise end the run after the model loaded, with the web server's own log line (and, for
+    the range, a traceback). The probe socket is closed at once; port 0 (any free port) always
+    passes the bind.
+
+    Raises:
+        OptionsError: naming ``--host``/``--port`` and the reason.
+    """
+    import socket
+
+    from prbench.options import OptionsError
+
+    if not 0 <= port <= 65535:
+        raise OptionsError(f"--port {port}: a port is a number from 0 to 65535 (0 = any free "
+                           "port)")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise OptionsError(f"--host {host}: cannot resolve it ({exc.strerror})") from exc
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the web server does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise OptionsError(
+                f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); "
+                "pick another --port, or stop what listens there") from exc
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the scorer runtime and serve it until interrupted."""
     from prbench.commands import check_scorer, scorer_specs
@@ -103,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     scorer, options = parse_scorer_spec(scorer_specs(args)[0])
     registry = get_registry(args.plugin)
     check_scorer(registry, scorer, options, what="served scorer")  # before the port is bound
+    check_address(args.host, args.port)  # before the scorer is built
     component = registry.get("scorer", scorer)
     try:
         config = ServerConfig(

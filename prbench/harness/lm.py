@@ -198,9 +198,14 @@ class PRBenchLM(LM):
         (:func:`prbench.harness.lm_eval_args.restore_option_text`), so each option is read by its
         declared type only (``revision=00123456`` stays ``'00123456'``).
         """
-        from prbench.harness.lm_eval_args import check_no_use_cache, restore_option_text
+        from prbench.harness.lm_eval_args import (
+            check_no_use_cache,
+            check_output_path,
+            restore_option_text,
+        )
 
         check_no_use_cache()  # plain lm_eval: its pickle cache would open after this model
+        check_output_path()  # plain lm_eval: its files are written after the whole run
         arg_dict = restore_option_text(arg_dict)
         given = additional_config or {}
         extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}

@@ -166,6 +166,37 @@ def check_no_use_cache(argv: Sequence[str] | None = None) -> None:
         raise OptionsError(USE_CACHE_REFUSED)
 
 
+def check_output_path(argv: Sequence[str] | None = None) -> None:
+    """Check plain ``lm_eval``'s ``--output_path`` before any work, as ``prbench eval`` does.
+
+    lm-eval writes its files only after the whole run (and only logs a failed write); a path
+    under a file or in a folder that cannot be written is refused here, when the ``prbench``
+    model is built. A path ending in ``.json`` names a file whose folder is checked (lm-eval's
+    own rule for such a path).
+
+    Args:
+        argv: the lm-eval command line (default: this process's, under the ``lm_eval`` command;
+            nothing is checked otherwise).
+
+    Raises:
+        prbench.outputs.OutputPathError: the location cannot take lm-eval's files.
+    """
+    from prbench.outputs import check_output_dir
+
+    if argv is None:
+        if not running_lm_eval_cli():
+            return
+        argv = sys.argv[1:]
+    value = getattr(parse_text(argv), "output_path", None)
+    if not value:
+        return
+    target = Path(str(value))
+    if target.suffix == ".json":
+        check_output_dir(target.parent, flag=f"--output_path {target}: its folder")
+    else:
+        check_output_dir(target, flag="--output_path")
+
+
 def restore_option_text(
     model_args: Mapping[str, Any],
     argv: Sequence[str] | None = None,
@@ -209,6 +240,7 @@ __all__ = [
     "MODEL_NAME",
     "USE_CACHE_REFUSED",
     "check_no_use_cache",
+    "check_output_path",
     "json_flag_problem",
     "model_args_text",
     "option_text",

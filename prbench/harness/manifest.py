@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -179,12 +180,10 @@ def save_samples_strictly(
     from prbench.outputs import check_jsonl_file
 
     safe = safe_task_file_name(task_name)
-    if safe != task_name:
-        import logging
-
-        logging.getLogger(__name__).warning(
-            "prbench: task %r has a path separator in its name; its samples file is named "
-            "samples_%s_<date>.jsonl, inside the output folder", task_name, safe)
+    if safe != task_name:  # a warning line like prbench's others, whatever the log level
+        sys.stderr.write(
+            f"prbench: warning: task {task_name!r} has a path separator in its name; its "
+            f"samples file is named samples_{safe}_<date>.jsonl, inside the output folder\n")
     rows = [strict(restore(sample))
             for sample in annotate_samples(annotate(task_name, samples))]
     save(tracker, task_name=safe, samples=rows)

