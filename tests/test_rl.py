@@ -257,28 +257,37 @@ def test_cli_rl_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--num_generations" in capsys.readouterr().out
 
 
-def test_cli_rl_policy_is_given_as_policy_args(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+class _Stop(Exception):
+    """Raised where the RL run would start: the command line has been read."""
+
+
+@pytest.fixture
+def rl_configs(monkeypatch: pytest.MonkeyPatch) -> list[RLConfig]:
+    """The settings each ``prbench rl`` call hands the evaluator (which then stops: ``_Stop``)."""
     pytest.importorskip("trl")
-    from prbench.cli import main
     from prbench.downstream.rl import OnlineRLEvaluator
 
     seen: list[RLConfig] = []
 
-    class Stop(Exception):
-        pass
-
     def run(self: OnlineRLEvaluator, *args: object, **kwargs: object) -> None:
         seen.append(self.options)
-        raise Stop
+        raise _Stop
 
     monkeypatch.setattr(OnlineRLEvaluator, "run", run)
-    with pytest.raises(Stop):
+    return seen
+
+
+def test_cli_rl_policy_is_given_as_policy_args(
+    rl_configs: list[RLConfig], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prbench.cli import main
+
+    seen = rl_configs
+    with pytest.raises(_Stop):
         main(["rl", "--policy_args", "model=/models/p,gguf_file=p.Q4.gguf", "--model_args",
               "scorer=length", "-o", "o", "--judge_args", "judge=none", "--limit", "1"])
     assert (seen[0].policy, seen[0].gguf_file) == ("/models/p", "p.Q4.gguf")
-    with pytest.raises(Stop):
+    with pytest.raises(_Stop):
         main(["rl", "--policy-args", "model=hub/id", "--model_args", "scorer=length", "-o", "o",
               "--judge_args", "judge=none", "--limit", "1"])
     assert (seen[1].policy, seen[1].gguf_file) == ("hub/id", "")
@@ -302,25 +311,14 @@ def test_cli_rl_policy_is_given_as_policy_args(
      "--policy_args model=p,gguf_file=f.gguf"),
 ])
 def test_cli_rl_old_policy_flags_work_with_one_note_naming_the_new_form(
-    old: list[str], policy: str, gguf: str, new: str, monkeypatch: pytest.MonkeyPatch,
+    old: list[str], policy: str, gguf: str, new: str, rl_configs: list[RLConfig],
     capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--policy``/``--gguf_file`` read as every command's old flags do: same run, one note."""
-    pytest.importorskip("trl")
     from prbench.cli import main
-    from prbench.downstream.rl import OnlineRLEvaluator
 
-    seen: list[RLConfig] = []
-
-    class Stop(Exception):
-        pass
-
-    def run(self: OnlineRLEvaluator, *args: object, **kwargs: object) -> None:
-        seen.append(self.options)
-        raise Stop
-
-    monkeypatch.setattr(OnlineRLEvaluator, "run", run)
-    with pytest.raises(Stop):
+    seen = rl_configs
+    with pytest.raises(_Stop):
         main(["rl", *old, "--model_args", "scorer=length", "-o", "o", "--judge_args",
               "judge=none", "--limit", "1"])
     assert (seen[0].policy, seen[0].gguf_file) == (policy, gguf)

@@ -1,27 +1,7 @@
 """Sweeps: a grid of scorers x conditions, each cell one ``prbench eval`` run, resumable.
 
-The sweep file (scorers x conditions) is read by :mod:`prbench.harness.sweep_file`. This module
-runs its cells.
-
-A sweep file (YAML) lists the scorers (rows of the final table) and the conditions (columns);
-every scorer is evaluated under every condition. A scorer entry is what ``prbench eval`` takes as
-``--model_args`` (plus a row name and, for ``--dry_run``, size hints); a condition entry is what
-it takes as ``--tasks`` and ``--metadata``::
-
-    output_path: results/sweep        # default of -o/--output_path
-    limit: 10                         # optional, for every cell (overridden by --limit)
-    eval_args: ["--batch_size", "8"]  # optional, more `prbench eval` flags for every cell
-    metadata: {}                      # optional, merged under every condition's metadata
-    scorers:
-      - name: length                  # row label (default: the scorer id)
-        model_args: {scorer: length}  # or the string "scorer=length,unit=words"
-        estimate: {params_b: 8.0, tokens_per_s: 20000, generated_tokens: 0}   # --dry_run only
-        stand_in: "what stands in for what"   # optional: labels the row STAND-IN in every table
-    conditions:
-      - name: own
-        tasks: personalized_rewardbench_sample          # a name or a list of names
-        metadata: {prbench_profile_k: 5}                # optional
-        stand_in: "..."                                 # optional, as for a scorer
+The sweep file (scorers x conditions; its format is in :mod:`prbench.harness.sweep_file`) is read
+there. This module runs its cells.
 
 Layout under the output folder: ``cells/<scorer>/<condition>.json`` (one record per cell: status,
 the eval command, the results file, the error), ``runs/<scorer>/<condition>/`` (what
