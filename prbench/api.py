@@ -106,13 +106,9 @@ from prbench.devices import resolve_device, resolve_dtype, torch_device
 from prbench.errors import PrbenchUserError
 from prbench.hashing import seeded_unit, stable_hash
 from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
-from prbench.judges.common import (
-    BackendOptions,
-    LLMJudgeBase,
-    OrderTally,
-    generate_in_batches,
-)
+from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
 from prbench.judges.order_metrics import aggregate as aggregate_order_metrics
+from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import (
     ParseFailure,
     generation_failed,

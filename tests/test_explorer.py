@@ -252,8 +252,8 @@ def _judged_line(pid: str, replies: list[tuple[str, Any]], *,
     ``replies``: per order, which answer was shown first and the judge's reply (text or a
     ``GenerationFailure``), parsed by the judge's parser.
     """
-    from prbench.judges.common import OrderTally
     from prbench.judges.order_metrics import SAMPLE_KEY, pair_metrics, sample_orders
+    from prbench.judges.order_tally import OrderTally
     from prbench.judges.parsing import generation_failed, parse_pairwise
 
     tally = OrderTally("A" if released else None)
@@ -283,7 +283,7 @@ def _replied_pairs() -> list[dict[str, Any]]:
 
 def test_kept_reply_is_capped_head_and_tail_with_a_marker() -> None:
     from prbench.backends.base import GenerationFailure, truncation_failure
-    from prbench.judges.common import REPLY_KEEP_CHARS, kept_reply
+    from prbench.judges.order_tally import REPLY_KEEP_CHARS, kept_reply
 
     assert kept_reply("short") == "short" and kept_reply(None) is None
     kept = kept_reply(LONG)
@@ -471,7 +471,7 @@ def test_prbench_eval_logs_each_replies_and_the_explorer_shows_them(
 def test_samples_lines_get_the_replies_of_the_pairs_judged_in_this_process(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from prbench.judges import order_metrics
-    from prbench.judges.common import OrderTally
+    from prbench.judges.order_tally import OrderTally
     from prbench.judges.parsing import parse_pairwise
 
     monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})

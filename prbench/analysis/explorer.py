@@ -340,7 +340,7 @@ def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
 
     One run: its pairs. Two or more: pick two, side by side on the pairs both scored.
     """
-    from prbench.judges.common import REPLY_KEEP_CHARS
+    from prbench.judges.order_tally import REPLY_KEEP_CHARS
 
     intro = _INTRO.format(keep=REPLY_KEEP_CHARS)
     body = _BODY.format(title=html.escape(title), intro=html.escape(intro))

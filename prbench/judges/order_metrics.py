@@ -107,7 +107,7 @@ def order_outcome(
     Args:
         orders: rows with ``shown_first`` (``"first"``/``"second"``) and ``winner``
             (``"first"``/``"second"``, or ``None`` when the order gave no verdict), as
-            :meth:`prbench.judges.common.OrderTally.order` returns them.
+            :meth:`prbench.judges.order_tally.OrderTally.order` returns them.
         fallback: ``"A"`` when the released protocol's fallback applies to unreadable orders
             (:mod:`prbench.judges.released`); ``None`` otherwise.
 
@@ -115,7 +115,7 @@ def order_outcome(
         ``{"orders": [[shown_first, winner], ...]}`` (no orders when the judge could not ask
         at all, e.g. a persona that failed: the pair then earns nothing), plus
         ``"fallback": "A"`` under the released protocol, plus ``"replies"`` when the order
-        rows carry the judge's reply (:meth:`prbench.judges.common.OrderTally.order`): per
+        rows carry the judge's reply (:meth:`prbench.judges.order_tally.OrderTally.order`): per
         order, in the same order, :data:`REPLY_KEYS` -- the parsed ``verdict`` (``"A"``/``"B"``
         or ``None``), the kept ``reply`` text (``None`` when none came back), the ``failure``
         reason and its ``detail`` (``None`` when the reply was read). The metrics never read

@@ -41,12 +41,8 @@ from typing import Any, Literal
 from prbench.backends.base import Chat
 from prbench.hashing import seeded_unit
 from prbench.judges import prompts, released
-from prbench.judges.common import (
-    BackendOptions,
-    LLMJudgeBase,
-    OrderTally,
-    generate_in_batches,
-)
+from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
+from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import parse_pairwise
 from prbench.scoring.base import PairRequest
 

@@ -171,7 +171,7 @@ class ScorerExtras(Protocol):
         A pairwise judge returns each pair's per-order verdicts
         (:func:`prbench.judges.order_metrics.order_outcome`), from which the tasks compute the
         both-order metrics; :class:`prbench.judges.common.LLMJudgeBase` provides it for judges
-        that keep an :class:`~prbench.judges.common.OrderTally`.
+        that keep an :class:`~prbench.judges.order_tally.OrderTally`.
         """  # noqa: D205
         ...
 
