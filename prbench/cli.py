@@ -37,7 +37,7 @@ import io
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prbench import __version__
@@ -266,23 +266,17 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra_args = extra
     args.plugin = [*args.plugin, *getattr(args, "plugin_files", [])]
-    saved = {k: os.environ.get(k) for k in ("PRBENCH_PROGRESS", "TQDM_DISABLE")}
-    quiet_progress(bool(getattr(args, "no_progress", False)))
     from prbench.interrupts import watch_sigint
 
     try:
-        with watch_sigint():  # Ctrl-C told apart from a plugin's KeyboardInterrupt
+        # Ctrl-C told apart from a plugin's KeyboardInterrupt; in-process callers (tests,
+        # notebooks) get their environment and tqdm back after the command
+        with quiet_progress(bool(getattr(args, "no_progress", False))), watch_sigint():
             check_outputs(args)
             return int(args._module.run(args) or 0)
     except PrbenchUserError as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 1
-    finally:  # in-process callers (tests, notebooks) get their environment back
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 class _Unset:
@@ -356,20 +350,29 @@ def check_outputs(args: argparse.Namespace) -> None:
         (check_output_dir if kind == "dir" else check_output_file)(value, flag=flag)
 
 
-def quiet_progress(no_progress: bool) -> None:
-    """Apply ``--no_progress``: prbench's bars off, and the bars of the libraries it drives.
+@contextlib.contextmanager
+def quiet_progress(no_progress: bool) -> Iterator[None]:
+    """Apply ``--no_progress`` for one command: prbench's bars off, and the libraries' bars.
 
     prbench's own bars read ``PRBENCH_PROGRESS`` (see :mod:`prbench.progress`). lm-eval,
-    datasets and transformers draw plain tqdm bars; ``TQDM_DISABLE=1`` turns those off too, both
-    for ``--no_progress`` and when standard error is not a terminal (unless the user set
-    ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1`` themselves).
+    datasets and transformers draw plain tqdm bars; those are turned off too
+    (:func:`prbench.progress.library_bars_off`), both for ``--no_progress`` and when standard
+    error is not a terminal (unless the user set ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1``
+    themselves). Everything is put back when the command ends.
     """
-    from prbench.progress import disable_progress, progress_enabled
+    from prbench.progress import ENV_VAR, disable_progress, library_bars_off, progress_enabled
 
+    saved = os.environ.get(ENV_VAR)
     if no_progress:
         disable_progress()
-    if not progress_enabled():
-        os.environ.setdefault("TQDM_DISABLE", "1")
+    try:
+        with library_bars_off() if not progress_enabled() else contextlib.nullcontext():
+            yield
+    finally:
+        if saved is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = saved
 
 
 if __name__ == "__main__":  # pragma: no cover

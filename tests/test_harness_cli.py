@@ -404,14 +404,51 @@ def test_no_progress_turns_bars_off_for_the_command_only(
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     seen: dict[str, Any] = {}
 
+    import io
+
+    import tqdm.std
+
+    original_init = tqdm.std.tqdm.__dict__["__init__"]
+
     def record(args: Any) -> int:
         seen["enabled"] = progress_enabled()
         seen["tqdm"] = os.environ.get("TQDM_DISABLE")
+        library_bar = tqdm.std.tqdm(total=3, file=io.StringIO())  # as lm-eval or datasets draw
+        seen["library_bar_off"] = library_bar.disable
+        library_bar.close()
         return 0
 
     monkeypatch.setattr(validate, "run", record)
     assert main(["validate", "sample"]) == 0
-    assert seen == {"enabled": True, "tqdm": None}  # PRBENCH_PROGRESS=1 forces bars on
+    # PRBENCH_PROGRESS=1 forces bars on
+    assert seen == {"enabled": True, "tqdm": None, "library_bar_off": False}
     assert main(["validate", "--no-progress", "sample"]) == 0
-    assert seen == {"enabled": False, "tqdm": "1"}  # prbench's and the libraries' bars off
+    # prbench's and the libraries' bars off: children by the variable, this process by tqdm's
+    # default, which is put back afterwards (tqdm reads TQDM_* only when first imported)
+    assert seen == {"enabled": False, "tqdm": "1", "library_bar_off": True}
     assert os.environ["PRBENCH_PROGRESS"] == "1" and "TQDM_DISABLE" not in os.environ
+    assert tqdm.std.tqdm.__dict__["__init__"] is original_init
+    assert not tqdm.std.tqdm(total=3, file=io.StringIO()).disable
+
+
+def test_a_requested_bar_is_drawn_whatever_tqdm_was_imported_under(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tqdm first imported under ``TQDM_DISABLE=1`` keeps that default: prbench's bars that
+    the user asked for still draw, and a ``TQDM_DISABLE`` the user set turns prbench's off."""
+    import functools
+
+    import tqdm.std
+
+    from prbench.progress import progress_bar, progress_enabled
+
+    baked = functools.partialmethod(tqdm.std.tqdm.__dict__["__init__"], disable=True)
+    monkeypatch.setattr(tqdm.std.tqdm, "__init__", baked)  # what envwrap leaves at import
+    monkeypatch.setenv("PRBENCH_PROGRESS", "1")
+    bar = progress_bar(4, desc="judging", unit="pair")
+    bar.update(2)
+    bar.close()
+    assert "judging" in capsys.readouterr().err
+    monkeypatch.delenv("PRBENCH_PROGRESS")
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    assert not progress_enabled()
