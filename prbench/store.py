@@ -48,6 +48,15 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
 
+def _is_write_failure(exc: BaseException) -> bool:
+    """A write the operating system refused (full disk, ``ulimit -f``, an I/O error), not damage."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR"):
+        return True
+    text = str(exc).lower()
+    return "disk i/o error" in text or "database or disk is full" in text
+
+
 class SQLiteStore:
     """One SQLite file holding one or more namespaced tables (see the module docstring).
 
@@ -119,8 +128,17 @@ class SQLiteStore:
             f"{self.path}.broken`) so prbench starts a new one"
         )
 
+    def write_failed(self, exc: BaseException) -> StoreError:
+        """The error for a write the disk refused: the file is fine, nothing to move aside."""
+        return StoreError(
+            f"cannot write {self.label} {self.path} ({exc}): the disk is full, a file size "
+            "limit (ulimit -f) was reached or the file system failed; what was written before "
+            "is kept, so make room (or raise the limit) and run again to go on from there, or "
+            f"run without it ({self.off_hint})"
+        )
+
     def guard(self, fn: Callable[[], T]) -> T:
-        """Run ``fn``; a damaged database becomes a :class:`StoreError` naming the file.
+        """Run ``fn``; a damaged database or a refused write becomes a :class:`StoreError`.
 
         A write lock held too long by another process stays a ``sqlite3.OperationalError``.
         """
@@ -131,6 +149,8 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             if _is_busy(exc):
                 raise
+            if _is_write_failure(exc):
+                raise self.write_failed(exc) from exc
             raise self.corrupt(exc) from exc
 
     # -- connection ------------------------------------------------------------------------------
