@@ -34,7 +34,6 @@ import copy
 import functools
 import importlib
 import io
-import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -360,19 +359,19 @@ def quiet_progress(no_progress: bool) -> Iterator[None]:
     error is not a terminal (unless the user set ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1``
     themselves). Everything is put back when the command ends.
     """
-    from prbench.progress import ENV_VAR, disable_progress, library_bars_off, progress_enabled
+    from prbench.progress import (
+        ENV_VAR,
+        disable_progress,
+        library_bars_off,
+        progress_enabled,
+        restored_env,
+    )
 
-    saved = os.environ.get(ENV_VAR)
-    if no_progress:
-        disable_progress()
-    try:
+    with restored_env(ENV_VAR):
+        if no_progress:
+            disable_progress()
         with library_bars_off() if not progress_enabled() else contextlib.nullcontext():
             yield
-    finally:
-        if saved is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = saved
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -81,6 +81,20 @@ def progress_bar(total: int | None, *, desc: str, unit: str = "it", enabled: boo
 
 
 @contextlib.contextmanager
+def restored_env(*names: str) -> Iterator[None]:
+    """The environment variables ``names`` put back as they were when the block ends."""
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
 def library_bars_off() -> Iterator[None]:
     """The tqdm bars of the libraries prbench drives off until the block ends.
 
@@ -93,18 +107,14 @@ def library_bars_off() -> Iterator[None]:
 
     import tqdm.std
 
-    saved_env = os.environ.get("TQDM_DISABLE")
     original = tqdm.std.tqdm.__dict__["__init__"]
-    os.environ.setdefault("TQDM_DISABLE", "1")
-    tqdm.std.tqdm.__init__ = functools.partialmethod(original, disable=True)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
-        if saved_env is None:
-            os.environ.pop("TQDM_DISABLE", None)
-        else:
-            os.environ["TQDM_DISABLE"] = saved_env
+    with restored_env("TQDM_DISABLE"):
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        tqdm.std.tqdm.__init__ = functools.partialmethod(original, disable=True)  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
 
 
 def disable_progress() -> None:

@@ -119,17 +119,11 @@ def _steps(records: Sequence[Any], posts: int) -> Iterator[list[Any]]:
 @contextlib.contextmanager
 def _inner_bars_off() -> Iterator[None]:
     """The encoder's own per-call bars off while the command's bar (posts/s, ETA) is shown."""
-    from prbench.progress import ENV_VAR
+    from prbench.progress import ENV_VAR, restored_env
 
-    saved = os.environ.get(ENV_VAR)
-    os.environ[ENV_VAR] = "0"
-    try:
+    with restored_env(ENV_VAR):
+        os.environ[ENV_VAR] = "0"
         yield
-    finally:
-        if saved is None:
-            os.environ.pop(ENV_VAR, None)
-        else:
-            os.environ[ENV_VAR] = saved
 
 
 def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any],
