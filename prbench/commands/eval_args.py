@@ -136,13 +136,9 @@ def lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Name
     """
     from lm_eval._cli.harness import HarnessCLI
 
-    cli = HarnessCLI()
-    argv = list(extra)
-    if argv and argv[0] == "run":
-        argv = argv[1:]
-    if show_help:
-        argv = ["--help"]
-    return cli._parser.parse_args(["run", *argv])
+    from prbench.harness.lm_eval_args import run_argv
+
+    return HarnessCLI()._parser.parse_args(run_argv(["--help"] if show_help else extra))
 
 
 def groups_hint() -> str:

@@ -84,6 +84,12 @@ def option_text(text: str) -> str:
     return text
 
 
+def run_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` as lm-eval's top-level parser takes it: the ``run`` subcommand first, once."""
+    args = list(argv)
+    return ["run", *(args[1:] if args and args[0] == "run" else args)]
+
+
 def parse_text(argv: Sequence[str]) -> Any:
     """``argv`` parsed by lm-eval's own ``run`` parser, ``key=value`` values kept as text.
 
@@ -96,14 +102,11 @@ def parse_text(argv: Sequence[str]) -> Any:
     import lm_eval._cli.utils as cli_utils
     from lm_eval._cli.harness import HarnessCLI
 
-    args = list(argv)
-    if args and args[0] == "run":
-        args = args[1:]
     typed = cli_utils.handle_cli_value_string
     cli_utils.handle_cli_value_string = option_text
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            return HarnessCLI()._parser.parse_args(["run", *args])
+            return HarnessCLI()._parser.parse_args(run_argv(argv))
     except SystemExit:
         return None
     finally:
@@ -246,5 +249,6 @@ __all__ = [
     "option_text",
     "parse_text",
     "restore_option_text",
+    "run_argv",
     "running_lm_eval_cli",
 ]

@@ -217,9 +217,13 @@ def sourced(
 
 
 def _decode(store: RecordTable, index: int, source: str) -> Any:
+    return _record(_unpack(store.table.column("record_zjson")[index].as_py()), source)
+
+
+def _record(text: str, source: str) -> Any:
+    """The :class:`~prbench.records.Record` of stored JSON (``source`` is its ``file:line``)."""
     from prbench.records import Record
 
-    text = _unpack(store.table.column("record_zjson")[index].as_py())
     return Record.from_dict(json.loads(text), source=source)
 
 
@@ -259,9 +263,7 @@ def record(reference: str, source: str) -> Any:
         reference: the row's ``record_ref``.
         source: the row's ``source`` (``file:line``), kept in the record.
     """
-    from prbench.records import Record
-
-    return Record.from_dict(json.loads(record_json(reference)), source=source)
+    return _record(record_json(reference), source)
 
 
 def loader(reference: str, source: str) -> Callable[[], Any]:
