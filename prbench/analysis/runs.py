@@ -81,6 +81,35 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     return restore(data)
 
 
+#: what a prbench manifest's file name starts with
+MANIFEST_PREFIX = "prbench_manifest_"
+
+
+def manifest_path(results_path: Path) -> Path:
+    """The prbench manifest of a results file, in the same folder.
+
+    ``results_<date>.json`` -> ``prbench_manifest_<date>.json``; another name (lm-eval's
+    ``NAME_<date>.json`` of ``--output_path NAME.json``) -> ``prbench_manifest_NAME_<date>.json``.
+    """
+    stem = results_path.stem
+    suffix = stem[len("results_"):] if stem.startswith("results_") else stem
+    return results_path.with_name(f"{MANIFEST_PREFIX}{suffix}.json")
+
+
+def results_of_manifest(manifest: Path) -> Path | None:
+    """The results file a prbench manifest belongs to (the inverse of :func:`manifest_path`).
+
+    Returns:
+        The existing file, or ``None`` when neither name is on disk.
+    """
+    suffix = manifest.stem[len(MANIFEST_PREFIX):]
+    for candidate in (manifest.with_name(f"results_{suffix}.json"),
+                      manifest.with_name(f"{suffix}.json")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Files as given; folders replaced by the results files in them.
 
@@ -96,10 +125,10 @@ def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         path = Path(raw)
         if path.is_dir():
             found = {*path.rglob("results_*.json"), *path.rglob("*_results.json")}
-            for manifest in path.rglob("prbench_manifest_*.json"):
-                suffix = manifest.stem[len("prbench_manifest_"):]
-                found.update(c for c in (manifest.with_name(f"results_{suffix}.json"),
-                                         manifest.with_name(f"{suffix}.json")) if c.is_file())
+            for manifest in path.rglob(f"{MANIFEST_PREFIX}*.json"):
+                results = results_of_manifest(manifest)
+                if results is not None:
+                    found.add(results)
             if not found:
                 raise RunFileError(f"{path}: no results_*.json or *_results.json file in it, "
                                    "and no prbench_manifest_*.json naming one")
@@ -330,6 +359,7 @@ def scorer_options(run: Run) -> Mapping[str, Any]:
 
 
 __all__ = [
+    "MANIFEST_PREFIX",
     "Run",
     "RunFileError",
     "conditions",
@@ -338,8 +368,10 @@ __all__ = [
     "latest_runs",
     "load_any",
     "load_run",
+    "manifest_path",
     "read_json",
     "read_sample_lines",
+    "results_of_manifest",
     "run_identity",
     "samples_file",
     "scorer_options",

@@ -51,13 +51,6 @@ def results_file(output_path: str | None, model_dir: str | None, date_id: str) -
     return path / str(model_dir or "") / f"results_{date_id}.json"
 
 
-def manifest_path(results_path: Path) -> Path:
-    """``results_<date>.json`` -> ``prbench_manifest_<date>.json`` in the same folder."""
-    stem = results_path.stem
-    suffix = stem[len("results_"):] if stem.startswith("results_") else stem
-    return results_path.with_name(f"prbench_manifest_{suffix}.json")
-
-
 def _task_conditions(results: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for task, cfg in (results.get("configs") or {}).items():
@@ -230,6 +223,8 @@ def write_run_manifest(
     Returns:
         The results file and the manifest written next to it.
     """
+    from prbench.analysis.runs import manifest_path
+
     path = results_file(saved.get("output_path"), saved.get("model_dir"), str(saved.get("date_id")))
     if path is None:
         return None
@@ -242,7 +237,6 @@ def write_run_manifest(
 
 __all__ = [
     "build_manifest",
-    "manifest_path",
     "results_file",
     "safe_task_file_name",
     "save_results_strictly",

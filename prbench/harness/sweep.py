@@ -69,21 +69,20 @@ def results_problem(results_file: Path, tasks: Sequence[str]) -> str | None:
     Finished: the results file reads, every task (groups expanded) has an accuracy, its samples
     file and prbench's manifest of the same run are beside it.
     """
-    from prbench.analysis.runs import RunFileError, read_json
+    from prbench.analysis.runs import RunFileError, manifest_path, read_json, samples_file
     from prbench.harness.summary import task_rows
 
     try:
         results = read_json(results_file)
     except RunFileError as exc:
         return str(exc)
-    date = results_file.stem[len("results_"):]
-    if not results_file.with_name(f"prbench_manifest_{date}.json").is_file():
+    if not manifest_path(results_file).is_file():
         return "no prbench manifest beside the results (the run did not end)"
     rows = task_rows(results, length_baseline=False)
     for task in leaf_tasks(results, tasks):
         if task not in rows:
             return f"task {task} has no accuracy in {results_file.name}"
-        if not results_file.with_name(f"samples_{task}_{date}.jsonl").is_file():
+        if samples_file(results_file, task) is None:
             return f"no samples file of {task}"
     return None
 
