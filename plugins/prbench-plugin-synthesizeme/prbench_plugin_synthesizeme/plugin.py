@@ -17,6 +17,11 @@ AUTHORS = {
     "orders": "both",
 }
 
+#: The version of ``protocol=authors``'s fitting procedure (in persona-cache keys and
+#: fingerprints): 2 = labelled-only demos carried but not shown, 12-candidate persona search,
+#: persona from every carried demo, as the reference's code does.
+AUTHORS_FIT_VERSION = 2
+
 
 @dataclasses.dataclass(frozen=True)
 class SynthesizeMeOptions(BackendOptions):
