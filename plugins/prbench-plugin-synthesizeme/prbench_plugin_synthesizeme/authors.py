@@ -19,7 +19,9 @@ can be compared with it pair for pair:
   (:func:`prbench_plugin_synthesizeme.prompts.persona_from_demos_chat`).
 
 For each user, the labelled pairs are split without shuffling: the first ``int(0.7 n)`` train,
-the rest validate. Each pair is shown in one seeded order (its "data order"). Then, twice:
+the rest validate. Each split's pairs are shown in the reference's presentation order
+(:func:`presentation_order`: a fresh ``random.Random(42)`` per split, one ``choice([True,
+False])`` per pair). Then, twice:
 
 1. **Candidate programs** (:func:`candidate_plans`), in this order: zero-shot (no demos; the
    demo search only); labelled only (``random.Random(0).sample`` of 4 training pairs, without
@@ -30,10 +32,10 @@ the rest validate. Each pair is shown in one seeded order (its "data order"). Th
    reasons about each training pair; in the candidate's order, a reasoning is kept when its
    verdict is the user's choice, until ``size`` are kept. Labelled demos of the pairs not kept
    fill the carried set up to 4 (``random.Random(0)`` shuffle and sample, as DSPy does).
-3. **Validation** in one order (the data order): the share of validation pairs the candidate's
-   judge, shown the candidate's demos with a reasoning, gets right. The first candidate with the
-   best score wins; the search stops at the first candidate scoring 80% or more (the
-   reference's ``stop_at_score=80``).
+3. **Validation** in one order (the presentation order): the share of validation pairs the
+   candidate's judge, shown the candidate's demos with a reasoning, gets right. The first
+   candidate with the best score wins; the search stops at the first candidate scoring 80% or
+   more (the reference's ``stop_at_score=80``).
 
 The first search runs the judge without a persona; every demo the winning candidate carries
 induces the persona. The second search runs the persona-conditioned judge (the teacher too) and
@@ -53,7 +55,7 @@ from typing import Any
 
 from prbench.api import ParseFailure, Pref, parse_pairwise, strip_reasoning
 from prbench_plugin_synthesizeme import prompts
-from prbench_plugin_synthesizeme.personas import Persona, seeded_order
+from prbench_plugin_synthesizeme.personas import Persona
 
 #: The reference's settings: labelled demos per teacher / per set, shuffled candidates, early stop.
 MAX_LABELED = 4
@@ -63,6 +65,17 @@ STOP_AT = 0.8
 NO_PERSONA = ("Not described yet: judge from this person's earlier choices shown below, and from "
               "the question.")
 _VERDICT_LINE = re.compile(r"^.*\bverdict\b.*$", re.IGNORECASE | re.MULTILINE)
+
+
+def presentation_order(n: int, seed: int = 42) -> list[bool]:
+    """Whether each of a split's ``n`` pairs shows its chosen answer first, as the reference draws.
+
+    The reference converts each split (training, validation) on its own with a fresh
+    ``random.Random(42)`` and one ``choice([True, False])`` per pair in the data's order (a
+    ``flip`` column would override it; prbench's preference data has none).
+    """
+    rng = random.Random(seed)
+    return [rng.choice([True, False]) for _ in range(n)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +155,8 @@ def candidate_demos(plan: dict[str, Any], train: Sequence[Pref], shown_a: Sequen
     Args:
         plan: the candidate (:func:`candidate_plans`).
         train: the training pairs.
-        shown_a: per training pair, whether its chosen answer is shown as A (the data order).
+        shown_a: per training pair, whether its chosen answer is shown as A
+            (:func:`presentation_order`).
         kept: the teacher's verified reasoning per training pair.
     """
     if plan["kind"] == "zero-shot":
@@ -174,8 +188,7 @@ class AuthorsSearch:
         self.base = base
         self.splits = splits
         seed = base.options.seed
-        self.order = {u: ([seeded_order(seed, "bootstrap", u, j) for j in range(len(t))],
-                          [seeded_order(seed, "validation", u, v) for v in range(len(v_))])
+        self.order = {u: (presentation_order(len(t), seed), presentation_order(len(v_), seed))
                       for u, (t, v_) in splits.items()}
         self.plans = {u: candidate_plans(len(t), zero_shot=zero_shot)
                       for u, (t, _) in splits.items()}

@@ -79,11 +79,12 @@ class SynthesizeMeOptions(BackendOptions):
     )
     protocol: Literal["prbench", "authors"] = dataclasses.field(
         default="prbench",
-        metadata={"help": "'authors': the SynthesizeMe reference's fitting (two random searches: "
-                          "zero-shot, labelled-only, unshuffled and 10 shuffled bootstraps with a "
-                          "4-demo teacher, single-order validation, persona from the winner's "
-                          "demos), 8192 tokens, greedy retries, seed 42; headline "
-                          "acc_single_order"},
+        metadata={"help": "'authors': the SynthesizeMe reference's fitting as its code runs "
+                          "(a 12-candidate persona search: labelled-only, unshuffled and 10 "
+                          "shuffled bootstraps; a 13-candidate demo search with zero-shot first; "
+                          "labelled-only demos carried but not shown; single-order validation; "
+                          "persona from every demo of the winner), 8192 tokens, greedy retries, "
+                          "seed 42; headline acc_single_order"},
     )
     persona_cache: bool = dataclasses.field(
         default=True, metadata={"help": "keep induced personas on disk (per user, prompt, model)"}
