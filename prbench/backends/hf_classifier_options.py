@@ -74,10 +74,14 @@ def check_released_options(options: HFClassifierOptions) -> None:
     ``input_format=released`` (``pointwise.py``) and ``released_bon`` (``BoN/score.py``, the PPO
     reward server) tokenise, cut, pool and read the reward the same way.
 
+    Other formats pass unchecked.
+
     Raises:
         ValueError: ``bos``, ``label_index``, ``truncation``, ``pooling`` or ``prefix_sharing=on``
             set with a released script's format.
     """
+    if options.input_format not in RELEASED_SCRIPT_FORMATS:
+        return
     clashes = []
     if options.truncation != "profile_first":
         clashes.append(f"truncation={options.truncation} (released: the first max_length tokens)")
