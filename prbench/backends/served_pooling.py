@@ -84,7 +84,8 @@ def read_config(source: str, revision: str) -> tuple[dict[str, Any] | None, str]
         try:
             path = Path(hf_hub_download(source, "config.json", revision=revision))
         except (OSError, ValueError, HfHubHTTPError) as exc:
-            return None, f"config.json of {source!r} could not be read: {str(exc).split(chr(10))[0][:160]}"
+            first_line = str(exc).split("\n")[0][:160]
+            return None, f"config.json of {source!r} could not be read: {first_line}"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

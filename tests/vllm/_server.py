@@ -21,6 +21,7 @@ generation prompt it writes a fixed reply and then its end-of-sequence token.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -83,7 +84,7 @@ def build_verdict_lm(path: Path, reply: str = VERDICT_REPLY) -> Path:
         unit = emb / emb.norm(dim=-1, keepdim=True)
         head = model.lm_head.weight
         head.zero_()
-        for current, following in zip(chain, chain[1:], strict=False):
+        for current, following in itertools.pairwise(chain):
             head[following] = 20.0 * unit[current]
     model.save_pretrained(path)
     return path
@@ -168,7 +169,7 @@ class VLLMServer:
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
         began = time.monotonic()
         with self.log.open("wb") as out:
-            self.proc = subprocess.Popen(  # noqa: S603 - our own command line
+            self.proc = subprocess.Popen(
                 self.command(), stdout=out, stderr=subprocess.STDOUT, env=env,
                 cwd=self.log.parent, start_new_session=True,
             )

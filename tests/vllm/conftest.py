@@ -1,4 +1,4 @@
-"""The real-vLLM tests (``make test-vllm``): the engine venv, the two servers, kept out of ``make test``.
+"""The real-vLLM tests (``make test-vllm``): engine venv, servers, kept out of ``make test``.
 
 ``make test-vllm`` builds (or finds) the engine venv with ``.ci/vllm-venv`` and sets
 ``PRBENCH_VLLM_PYTHON`` to its interpreter, or to ``unbuilt: <why>`` when it could not be built.
