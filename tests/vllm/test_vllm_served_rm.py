@@ -82,24 +82,50 @@ def test_served_rm_equals_hf_classifier(rm_server, classifier, template, endpoin
         assert max(abs(a - b) for a, b in zip(at_pad, expected, strict=True)) > 0.1
 
 
-def test_prbench_serve_backed_by_served_rm_answers_score_like_served_rm(rm_server, classifier):
-    """The RL path: ``prbench serve --model_args scorer=served-rm,...`` in front of vLLM."""
-    pytest.importorskip("fastapi")
-    from prbench.downstream.serve import create_app, runtime_factory, start_in_thread
+def test_prbench_serve_backed_by_served_rm_answers_score_like_served_rm(
+        rm_server, classifier, tmp_path):
+    """The RL path: the ``prbench serve`` command, scorer ``served-rm``, in front of vLLM."""
+    import subprocess
+    import sys
+    import time
+
     from prbench.downstream.serve_schema import native_requests
-    from tests.vllm._server import post_json
+    from tests._harness_fixtures import subprocess_env
+    from tests.vllm._server import free_port, get_json, post_json
 
     rng = random.Random(3)
     items = [{"record_id": f"u{i}", "question": sample_text(rng, 8),
               "response": sample_text(rng, rng.randint(4, 30)),
               "profile": sample_text(rng, 12) if i % 2 else ""} for i in range(10)]
-    options = {"base_url": rm_server.base_url, "tokenizer": str(classifier),
-               "chat_template": PAD_ENDING_TEMPLATE, "cache": "false"}
-    app = create_app(runtime_factory("served-rm", options), scorer="served-rm")
-    with start_in_thread(app) as server:
-        status, body = post_json(server.url + "/score", {"items": items})
+    template = tmp_path / "pad-ending.jinja"
+    template.write_text(PAD_ENDING_TEMPLATE, encoding="utf-8")
+    port = free_port()
+    args = (f"scorer=served-rm,base_url={rm_server.base_url},tokenizer={classifier},"
+            f"chat_template={template},cache=false")
+    log = (tmp_path / "serve.log").open("wb")
+    proc = subprocess.Popen(  # bound to 127.0.0.1 (serve's default host), stopped by its PID
+        [sys.executable, "-m", "prbench.cli", "serve", "--model_args", args, "--port", str(port),
+         "--no_progress"], stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(),
+        cwd=tmp_path)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while get_json(url + "/health", timeout=5)[0] != 200:
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline, "prbench serve did not answer /health in 300 s"
+            time.sleep(0.5)
+        status, body = post_json(url + "/score", {"items": items})
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
     assert status == 200, body
     direct = build("served-rm", base_url=rm_server.base_url, tokenizer=str(classifier),
-                   chat_template=PAD_ENDING_TEMPLATE).score(native_requests({"items": items}))
+                   chat_template=str(template)).score(native_requests({"items": items}))
     assert len(body["scores"]) == len(items)
     assert max(abs(a - b) for a, b in zip(body["scores"], direct, strict=True)) <= TOL
+    # the pad-ending template ends every chat with the pad: dropped before vLLM saw it
+    assert direct != pytest.approx(build(
+        "served-rm", base_url=rm_server.base_url, tokenizer=str(classifier),
+        chat_template=str(template), pooling="last_token").score(native_requests(
+            {"items": items})), abs=1e-3)
