@@ -189,6 +189,30 @@ def test_a_pad_ending_input_without_the_models_rule_is_one_error(models, tmp_pat
               chat_template=PAD_ENDING_TEMPLATE, pooling="last_token").score(requests)
 
 
+@pytest.mark.parametrize(("config", "drops", "refuses", "note"), [
+    ({"model_type": "qwen2", "pad_token_id": 5}, 5, None, "last token that is not the pad token 5"),
+    ({"model_type": "llama"}, None, None, "the model's config has no pad token"),
+    ({"model_type": "bert", "pad_token_id": 0}, None, None, "pooler for the bert encoder"),
+    ({"model_type": "internlm2", "pad_token_id": 2, "auto_map": {"AutoModel": "m.M"}}, None, 9,
+     "rule is unknown: model_type 'internlm2' is not a decoder transformers lists (it has code"),
+])
+def test_the_pooling_rule_follows_the_models_config(tmp_path, config, drops, refuses, note):
+    from types import SimpleNamespace
+
+    from prbench.backends.served_pooling import pooling_rule
+
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    tokenizer = SimpleNamespace(pad_token_id=9)
+    rule = pooling_rule(str(tmp_path), revision="main", pooling="model", tokenizer=tokenizer)
+    assert (rule.drop_pad, rule.refuse_pad) == (drops, refuses)
+    assert note in rule.note
+    if drops is not None:
+        assert rule.ids([3, 5, 4, 5, 5], "r", tokenizer) == [3, 5, 4]  # only the trailing pads
+        assert rule.ids([5, 5], "r", tokenizer) == [5]  # never empty
+    last = pooling_rule(str(tmp_path), revision="main", pooling="last_token", tokenizer=tokenizer)
+    assert last.ids([3, 9, 5], "r", tokenizer) == [3, 9, 5]
+
+
 # -- failures: retries, timeouts, malformed replies -----------------------------------------------
 
 
