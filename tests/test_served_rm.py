@@ -234,6 +234,11 @@ def test_non_finite_and_non_number_values_are_invalid_with_their_cause(models):
     assert any(r == "non-finite" and "returned inf as value 0" in d for r, d in details)
     assert any(r == "bad-response" and "data[1].data[0] is 'n/a' (str), not a number" in d
                for r, d in details)
+    # each unscored input carries its reason to the samples file (invalid_reason)
+    extras = scorer.request_extras(requests)
+    assert [bool(e) for e in extras] == [math.isnan(s) for s in got]
+    assert sorted(e["invalid"].split(":")[0] for e in extras if e) == [
+        "bad-response", "bad-response", "non-finite", "non-finite"]
 
 
 

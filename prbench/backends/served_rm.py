@@ -476,7 +476,7 @@ class ServedRMScorer(UnscoredInputs):
     ) -> None:
         self.counts["failed"] += len(batch)
         for r in batch:
-            self._last_invalid.setdefault(id(r), reason)
+            self._last_invalid.setdefault(id(r), f"{reason}: {detail}")  # the samples' reason
             self._failures.append(
                 {"item": r.record_id, "stage": stage, "reason": reason, "detail": detail}
             )
