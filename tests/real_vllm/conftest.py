@@ -6,6 +6,9 @@ Without the variable, a run of the whole suite (``make test``, ``pytest tests``)
 this folder, so no vLLM server starts there; a run that names this folder collects it and every
 test skips with one line saying how to run them.
 
+The folder is not called ``vllm``: ``tests/`` is on ``sys.path`` in a test run, where a folder of
+that name would be found as the ``vllm`` package (trl then takes vLLM for installed and fails).
+
 Each server is started once, for the one test module that uses it, and stopped when that module
 is done (a cold start takes minutes on a CPU; one server at a time): the classifier server
 (``--runner pooling --convert classify``) and the generation server of the judges.
@@ -19,7 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.vllm._server import JUDGE_MODEL_LEN, VLLMServer, build_classifier, build_verdict_lm
+from tests.real_vllm._server import (
+    JUDGE_MODEL_LEN,
+    VLLMServer,
+    build_classifier,
+    build_verdict_lm,
+)
 
 ENV = "PRBENCH_VLLM_PYTHON"
 HERE = Path(__file__).resolve().parent
@@ -59,13 +67,13 @@ def vllm_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny reward model's folder (see :func:`tests.vllm._server.build_classifier`)."""
+    """The tiny reward model's folder (see :func:`tests.real_vllm._server.build_classifier`)."""
     return build_classifier(tmp_path_factory.mktemp("vllm-models") / "rm")
 
 
 @pytest.fixture(scope="session")
 def verdict_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny judge model's folder (see :func:`tests.vllm._server.build_verdict_lm`)."""
+    """The tiny judge model's folder (see :func:`tests.real_vllm._server.build_verdict_lm`)."""
     return build_verdict_lm(tmp_path_factory.mktemp("vllm-models") / "judge")
 
 

@@ -91,7 +91,7 @@ def test_prbench_serve_backed_by_served_rm_answers_score_like_served_rm(
 
     from prbench.downstream.serve_schema import native_requests
     from tests._harness_fixtures import subprocess_env
-    from tests.vllm._server import free_port, get_json, post_json
+    from tests.real_vllm._server import free_port, get_json, post_json
 
     rng = random.Random(3)
     items = [{"record_id": f"u{i}", "question": sample_text(rng, 8),

@@ -1,6 +1,6 @@
 """The LLM judges against a real vLLM generation server: chat completions, ``/tokenize``, the card.
 
-The served model (:func:`tests.vllm._server.build_verdict_lm`) answers every chat with
+The served model (:func:`tests.real_vllm._server.build_verdict_lm`) answers every chat with
 ``Result: A`` (greedy), so each order's verdict is readable and known: the answer shown first
 wins.
 """
@@ -15,7 +15,7 @@ import pytest
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import PairRequest
 from tests._harness_fixtures import results_and_manifest, run_eval
-from tests.vllm._server import JUDGE_MODEL_LEN, get_json
+from tests.real_vllm._server import JUDGE_MODEL_LEN, get_json
 
 TASK = "personalized_rewardbench_sample_noprofile"
 
