@@ -24,7 +24,7 @@ PLUGINS := plugins/prbench-plugin-template plugins/prbench-plugin-skywork \
 	plugins/prbench-plugin-internlm2 plugins/prbench-plugin-rm-r1 plugins/prbench-plugin-gpo \
 	plugins/prbench-plugin-synthesizeme
 
-.PHONY: setup setup-demo check-cpu demo downstream-demo test test-fast lint bench dist clean
+.PHONY: setup setup-demo check-cpu demo downstream-demo test test-fast test-vllm lint bench dist clean
 
 setup: $(STAMP)
 
@@ -116,6 +116,15 @@ test: setup
 # full suite CI runs
 test-fast: setup
 	$(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider -m "not slow" tests
+
+# the tests against a real vLLM server (tests/real_vllm/, left out of `make test`): .ci/vllm-venv
+# builds the vLLM engine venv once per machine, outside the clone (~/.cache/prbench/engines/<pins>),
+# and prints its python; the tests start one classifier and one generation server from it. Where the
+# venv cannot be built the tests skip, each saying why.
+test-vllm: setup
+	@py=$$(bash .ci/vllm-venv) || py="unbuilt: .ci/vllm-venv failed, its output is above"; \
+	PRBENCH_VLLM_PYTHON="$$py" $(OFFLINE) $(BIN)/python -m pytest -q -p no:cacheprovider -rs \
+		--durations=3 tests/real_vllm
 
 lint: setup
 	$(BIN)/ruff check prbench tests plugins benchmarks tasks

@@ -3,7 +3,8 @@
 :class:`FakeRMServer` is a real HTTP server on 127.0.0.1 (port 0) that speaks the published
 request/response schemas the ``served-rm`` scorer uses, and answers with the scores of a tiny
 ``*ForSequenceClassification`` model (from :func:`tests._hf_fixtures.build_tiny_model`) run on
-exactly the token ids it receives, one sequence at a time (no padding):
+exactly the token ids it receives, one sequence at a time (no padding), read at the **last** id
+received, pad or not, as both servers pool a sequence classifier (``LAST`` pooling):
 
 * ``engine="vllm"``: ``GET /v1/models`` (model cards with ``id``, ``root``, ``max_model_len``, ...);
   ``POST /pooling`` (``{"model", "input": [[ids]...], "use_activation", "task"}`` ->
@@ -20,7 +21,8 @@ An unknown model name is a 404, an unknown route a 404, a body without token-id 
 ``faults`` scripts the next POSTs, one entry each: ``"503"`` (HTTP 503), ``"slow"`` (waits
 ``slow_seconds`` before answering), ``"malformed"`` (a 200 whose body breaks the schema),
 ``"short"`` (a well-formed reply with one result too few), ``"dup-index"`` /
-``"extra-index"`` (vLLM: the last result carries the index 0 / one past the last); ``always``
+``"extra-index"`` (vLLM: the last result carries the index 0 / one past the last), ``"nan"`` /
+``"inf"`` / ``"text"`` (the first result's value is NaN / infinite / a string); ``always``
 applies one of them to every POST; ``models_status`` other than 200 answers ``GET /v1/models``
 with that status.
 ``requests`` records ``(method, path, body)`` of every request.
@@ -29,6 +31,7 @@ with that status.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -124,11 +127,12 @@ class FakeRMServer:
             return self.model.score(hidden).float().tolist()
 
     def logits(self, ids: Sequence[int]) -> list[float]:
-        """The model's own logits for ``ids`` (its forward, batch of one)."""
-        import torch
+        """The head's output at the **last** id received, as vLLM and SGLang pool (``LAST``).
 
-        with self._lock, torch.inference_mode():
-            return self.model(input_ids=torch.tensor([list(ids)])).logits[0].float().tolist()
+        The model's own forward would skip pad ids that end the input; the servers do not, and
+        neither does this fake.
+        """
+        return self.head_output(ids)[-1]
 
     @staticmethod
     def activate(values: list[float]) -> list[float]:
@@ -197,6 +201,14 @@ class FakeRMServer:
                 values = self.logits(ids)
                 data.append({"index": i, "object": "pooling",
                              "data": self.activate(values) if activate else values})
+        if fault in ("nan", "inf", "text"):  # the first result's value: NaN, inf or a string
+            bad = {"nan": math.nan, "inf": math.inf, "text": "n/a"}[fault]
+            key = "probs" if path == "/classify" else "data"
+            first = data[0][key]
+            if isinstance(first[0], list):
+                first[-1][0] = bad
+            else:
+                first[0] = bad
         if fault == "dup-index":  # the last result claims the first one's index
             data[-1]["index"] = 0
         if fault == "extra-index":

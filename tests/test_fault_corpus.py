@@ -306,6 +306,22 @@ CORPUS: dict[str, Fault] = {
     "served-rm-duplicate-reply-index": Fault(
         "a served reward model replies with one index twice (and so misses another)",
         covered_by="tests/test_served_rm.py::test_reply_indexes_must_be_each_input_once"),
+    "served-rm-no-verdicts-cause-on-the-error-line": Fault(
+        "every served-rm reply is refused (duplicate indexes): the error line names the cause",
+        covered_by="tests/test_served_rm.py::"
+                   "test_a_run_without_verdicts_names_the_cause_on_its_error_line"),
+    "served-rm-non-finite-or-non-number-value": Fault(
+        "a served reward model answers NaN, inf or a string as a reward",
+        covered_by="tests/test_served_rm.py::"
+                   "test_non_finite_and_non_number_values_are_invalid_with_their_cause"),
+    "served-rm-chat-ends-with-pad-token": Fault(
+        "a chat template ends with the pad token: the server would score the pad",
+        covered_by="tests/test_served_rm.py::"
+                   "test_a_chat_ending_with_the_pad_token_is_read_where_the_model_reads_it"),
+    "served-rm-pad-ending-rule-unknown": Fault(
+        "a pad-ending chat whose model rule cannot be read (no config.json): one error line",
+        covered_by="tests/test_served_rm.py::"
+                   "test_a_pad_ending_input_without_the_models_rule_is_one_error"),
     "scorer-rewrites-its-requests": Fault(
         "a scorer rewrites the request and profile it is handed, through object.__setattr__",
         covered_by="tests/test_plugin_faults.py::"

@@ -32,7 +32,17 @@ def models(tmp_path_factory):
                                     template_adds_bos=True, seed=3),
         "qwen2-2labels": build_tiny_model(root / "qwen2", arch="qwen2", tokenizer_adds_bos=False,
                                           num_labels=2, seed=5),
+        # the pad token <|end|> closes every message: PAD_ENDING_TEMPLATE ends the chat with it
+        "qwen2-pad-end": build_tiny_model(root / "qwen2-pad-end", arch="qwen2",
+                                          tokenizer_adds_bos=False, pad_token="<|end|>", seed=4),
     }
+
+
+#: A SmolLM2/ChatML-style template: every message, the last one too, ends with ``<|end|>``.
+PAD_ENDING_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +127,119 @@ def test_label_index_and_use_activation(models):
     assert soft.fingerprint() != raw.fingerprint()
 
 
+# -- which token is read: the model's own (pad ids that end an input are not sent) ----------------
+
+
+def test_a_chat_ending_with_the_pad_token_is_read_where_the_model_reads_it(models):
+    """The server pools the last id it gets; the model's own forward the last that is not its
+    pad. Trailing pads are not sent, so served-rm equals hf-classifier (pooling=model)."""
+    path = models["qwen2-pad-end"]
+    requests = make_requests()
+    template = {"chat_template": PAD_ENDING_TEMPLATE}
+    expected, ids = local_scores(path, requests, **template)
+    pad = 7  # <|end|>
+    assert all(x[-1] == pad for x in ids)  # every rendered chat ends with the pad
+    at_pad, _ = local_scores(path, requests, pooling="last_token", **template)
+    with FakeRMServer(path) as server:
+        scorer = build("served-rm", base_url=server.base_url, tokenizer=str(path), **template)
+        got = scorer.score(requests)
+        sent = [x for p in server.posts() for x in p["input"]]
+        raw = build("served-rm", base_url=server.base_url, tokenizer=str(path),
+                    pooling="last_token", **template)
+        last = raw.score(requests)
+    assert max(abs(a - b) for a, b in zip(got, expected, strict=True)) < TOL
+    assert max(abs(a - b) for a, b in zip(last, at_pad, strict=True)) < TOL
+    assert max(abs(a - b) for a, b in zip(got, last, strict=True)) > 1e-3  # the pad's differ
+    assert sorted(map(tuple, sent)) == sorted(tuple(x[:-1]) for x in ids)
+    assert scorer.stats()["pad_dropped"] == len(requests) and raw.stats()["pad_dropped"] == 0
+    described = scorer.describe()["resolved"]["pooling"]
+    assert described.startswith("last token that is not the pad token 7 (the model's rule")
+    assert raw.describe()["resolved"]["pooling"].startswith("last token sent, pad tokens included")
+    assert scorer.fingerprint() != raw.fingerprint()
+
+
+def test_a_pad_ending_input_without_the_models_rule_is_one_error(models, tmp_path):
+    """A tokenizer folder without config.json: the model's pooling rule is unknown, so a chat
+    ending with the pad token is refused, naming both fixes; other chats score as before."""
+    import shutil
+
+    from prbench.backends.served_pooling import ServedPoolingError
+
+    path = models["qwen2-pad-end"]
+    tok_only = tmp_path / "tokenizer-only"
+    tok_only.mkdir()
+    for f in path.iterdir():
+        if f.name.startswith(("tokenizer", "chat_template", "special_tokens")):
+            shutil.copy(f, tok_only / f.name)
+    requests = make_requests(2)
+    expected, _ = local_scores(path, requests)
+    with FakeRMServer(path) as server:
+        plain = build("served-rm", base_url=server.base_url, tokenizer=str(tok_only))
+        assert max(abs(a - b) for a, b in zip(plain.score(requests), expected, strict=True)) < TOL
+        assert "rule is unknown" in plain.describe()["resolved"]["pooling"]
+        ending = build("served-rm", base_url=server.base_url, tokenizer=str(tok_only),
+                       chat_template=PAD_ENDING_TEMPLATE)
+        n = len(server.posts())
+        with pytest.raises(ServedPoolingError, match=(
+                r"the input of record 'r0' ends with the pad token 7 \('<\|end\|>'\).*has no "
+                r"config.json\).*Pass tokenizer=.*or pooling=last_token")):
+            ending.score(requests)
+        assert len(server.posts()) == n  # nothing was sent
+        build("served-rm", base_url=server.base_url, tokenizer=str(tok_only),
+              chat_template=PAD_ENDING_TEMPLATE, pooling="last_token").score(requests)
+
+
+@pytest.mark.parametrize(("config", "drops", "refuses", "note"), [
+    ({"model_type": "qwen2", "pad_token_id": 5}, 5, None, "last token that is not the pad token 5"),
+    ({"model_type": "llama"}, None, None, "the model's config has no pad token"),
+    ({"model_type": "bert", "pad_token_id": 0}, None, None, "pooler for the bert encoder"),
+    ({"model_type": "internlm2", "pad_token_id": 2, "auto_map": {"AutoModel": "m.M"}}, None, 9,
+     "rule is unknown: model_type 'internlm2' is not a decoder transformers lists (it has code"),
+])
+def test_the_pooling_rule_follows_the_models_config(tmp_path, config, drops, refuses, note):
+    from types import SimpleNamespace
+
+    from prbench.backends.served_pooling import pooling_rule
+
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    tokenizer = SimpleNamespace(pad_token_id=9)
+    rule = pooling_rule(str(tmp_path), revision="main", pooling="model", tokenizer=tokenizer)
+    assert (rule.drop_pad, rule.refuse_pad) == (drops, refuses)
+    assert note in rule.note
+    if drops is not None:
+        assert rule.ids([3, 5, 4, 5, 5], "r", tokenizer) == [3, 5, 4]  # only the trailing pads
+        assert rule.ids([5, 5], "r", tokenizer) == [5]  # never empty
+    last = pooling_rule(str(tmp_path), revision="main", pooling="last_token", tokenizer=tokenizer)
+    assert last.ids([3, 9, 5], "r", tokenizer) == [3, 9, 5]
+
+
 # -- failures: retries, timeouts, malformed replies -----------------------------------------------
+
+
+def test_non_finite_and_non_number_values_are_invalid_with_their_cause(models):
+    path = models["bothbos"]
+    requests = make_requests(3)  # 6 inputs, batches of 2
+    with FakeRMServer(path) as server:
+        scorer = build("served-rm", base_url=server.base_url, tokenizer=str(path), batch_size=2,
+                       max_retries=0, max_concurrency=1)
+        server.faults = ["nan", "inf", "text"]
+        got = scorer.score(requests)
+    stats = scorer.stats()
+    # a NaN or infinite value fails its own input (never retried: the model gave it); a string
+    # breaks the reply's schema, so the whole batch fails
+    assert sum(math.isnan(s) for s in got) == 4
+    assert stats["failure_reasons"] == {"bad-response": 2, "non-finite": 2}
+    details = [(f["reason"], f["detail"]) for f in stats["failures"]]
+    assert any(r == "non-finite" and "returned nan as value 0" in d for r, d in details)
+    assert any(r == "non-finite" and "returned inf as value 0" in d for r, d in details)
+    assert any(r == "bad-response" and "data[1].data[0] is 'n/a' (str), not a number" in d
+               for r, d in details)
+    # each unscored input carries its reason to the samples file (invalid_reason)
+    extras = scorer.request_extras(requests)
+    assert [bool(e) for e in extras] == [math.isnan(s) for s in got]
+    assert sorted(e["invalid"].split(":")[0] for e in extras if e) == [
+        "bad-response", "bad-response", "non-finite", "non-finite"]
+
 
 
 def test_retries_on_503_and_timeouts(models):
@@ -320,6 +442,25 @@ def test_prbench_eval_and_plain_lm_eval_equal_hf_classifier(models, tmp_path, ca
     described = manifest["scorer"]["runtime"]["scorer"]
     assert described["component"] == "served-rm"
     assert described["resolved"]["model_card"]["id"] == "tiny-rm"
+
+
+@pytest.mark.slow
+def test_a_run_without_verdicts_names_the_cause_on_its_error_line(models, tmp_path, capsys):
+    from tests._harness_fixtures import run_eval
+
+    _rebind_log_streams()
+    path = models["bothbos"]
+    with FakeRMServer(path) as server:
+        server.always = "dup-index"
+        code, _, err = run_eval(
+            ["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--limit", "2",
+             "--model_args", f"scorer=served-rm,base_url={server.base_url},tokenizer={path},"
+             "max_retries=0,progress=false", "--output_path", str(tmp_path / "out")], capsys)
+    assert code == 1
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert "got no verdict" in line
+    assert "causes: bad-response x" in line and "result indexes must be 0.." in line
+    assert "duplicated [0]" in line
 
 
 def _rebind_log_streams() -> None:

