@@ -6,14 +6,16 @@ folder that cannot be created, or one that is read-only is one :class:`OutputPat
 flag and the path, instead of a traceback after the run.
 
 Every file is written to a hidden temporary name in its own folder and renamed over the target
-(:func:`write_text`, :func:`open_atomic`): a reader never sees half a file, and a failed write (a
+(:func:`write_text`, :func:`open_atomic`), with any secret prbench holds masked
+(:mod:`prbench.redaction`; text files): a reader never sees half a file, and a failed write (a
 full disk, a file-size limit, a permission) leaves no file behind and is one
 :class:`OutputWriteError` naming the file. Python ignores ``SIGXFSZ``, so a write beyond
 ``ulimit -f`` raises ``OSError(EFBIG)`` and is caught like any other failed write. Files written
 by another library (lm-eval's results and samples files) are read back with
 :func:`check_json_file` / :func:`check_jsonl_file`.
 
-Ground floor: imports nothing from prbench but :mod:`prbench.errors`.
+Ground floor: imports nothing from prbench but :mod:`prbench.errors` and
+:mod:`prbench.redaction`.
 """
 
 from __future__ import annotations
@@ -89,7 +91,9 @@ def append_line(handle: IO[bytes], text: str, path: str | Path) -> None:
     Raises:
         OutputWriteError: the write failed (:func:`append_failure`).
     """
-    data = memoryview(text.encode("utf-8"))
+    from prbench.redaction import redact_text
+
+    data = memoryview(redact_text(text).encode("utf-8"))  # no secret reaches the disk
     try:
         while data:
             written = handle.write(data)
@@ -203,7 +207,7 @@ def open_atomic(
         tmp = Path(name)
         binary = "b" in mode
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
-            yield handle
+            yield handle if binary else _Redacting(handle)
             handle.flush()
         os.replace(tmp, target)
         tmp = None
@@ -215,6 +219,29 @@ def open_atomic(
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+class _Redacting:
+    """A text file whose writes have the secrets prbench holds masked (:mod:`prbench.redaction`).
+
+    Everything else is the file's own.
+    """
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+
+    def write(self, text: str) -> int:
+        from prbench.redaction import redact_text
+
+        self._handle.write(redact_text(text))
+        return len(text)
+
+    def writelines(self, lines: Iterator[str] | list[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._handle, name)
 
 
 def write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:

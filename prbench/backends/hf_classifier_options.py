@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from prbench.backends.chat_options import ChatRenderOptions
+from prbench.backends.chat_options import ChatRenderOptions, check_max_length
 
 
 def _opt(default: Any, help_text: str) -> Any:
@@ -60,6 +60,17 @@ class HFClassifierOptions(ChatRenderOptions):
     )
     prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing")
     trust_remote_code: bool = _opt(False, "run code shipped with the model (only if you trust it)")
+
+    def __post_init__(self) -> None:
+        """Refuse values and combinations no input can honour, before any model is loaded."""
+        super().__post_init__()
+        check_max_length(self.max_length)
+        if self.label_index < 0:
+            raise ValueError(f"label_index must be >= 0, got {self.label_index}")
+        if self.batch_tokens < 0 or self.max_batch_size < 0:
+            raise ValueError("batch_tokens and max_batch_size must be >= 0")
+        if self.input_format == "released":
+            check_released_options(self)
 
 
 def check_released_options(options: HFClassifierOptions) -> None:

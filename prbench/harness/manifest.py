@@ -137,8 +137,9 @@ def save_results_strictly(
     """
     from prbench.analysis.strict_json import strict
     from prbench.outputs import check_json_file
+    from prbench.redaction import redact
 
-    copy = strict(results)
+    copy = redact(strict(results))  # no secret a server echoed reaches the file
     save(tracker, results=copy, samples=samples)
     for key, value in copy.items():
         results.setdefault(key, value)
@@ -177,7 +178,10 @@ def save_samples_strictly(
         sys.stderr.write(
             f"prbench: warning: task {task_name!r} has a path separator in its name; its "
             f"samples file is named samples_{safe}_<date>.jsonl, inside the output folder\n")
-    rows = [strict(restore(sample))
+    from prbench.redaction import known_secrets, redact
+
+    secrets = known_secrets()  # a judge reply that echoes the API key is written masked
+    rows = [redact(strict(restore(sample)), secrets)
             for sample in annotate_samples(annotate(task_name, samples))]
     save(tracker, task_name=safe, samples=rows)
     if not tracker.output_path:
