@@ -720,11 +720,11 @@ CORPUS: dict[str, Fault] = {
         says="expected a JSON object (a prbench manifest), got list"),
     "eval-ranking-with-another-embed-dtype": Fault(
         "prbench eval read a ranking computed in another embed_dtype without a word",
-        covered_by="tests/test_embed_dtype.py::"
+        covered_by="tests/test_rank.py::"
                    "test_a_ranking_in_another_precision_is_refused_or_warned"),
     "eval-manifest-records-embed-dtype-auto": Fault(
         "the eval manifest recorded embed_dtype auto, never the precision it resolved to",
-        covered_by="tests/test_embed_dtype.py::"
+        covered_by="tests/test_rank.py::"
                    "test_the_eval_manifest_records_the_resolved_precision"),
     "paper-sweep-dry-run-released-judge-both-orders": Fault(
         "the paper sweep's dry run counted the protocol=released judge in both orders",
