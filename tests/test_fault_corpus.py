@@ -659,7 +659,8 @@ CORPUS: dict[str, Fault] = {
     # --- round four: options and combinations
     "model-args-value-with-braces": Fault(
         "--model_args user_format={question}... (lm-eval's JSON reader said 'Invalid JSON')",
-        _braces_in_model_args, code=0, writes="out", result=_user_format_recorded),
+        _braces_in_model_args, code=0, writes="out", result=_user_format_recorded,
+        subprocess=True, slow=True),  # a fresh process: transformers' load report logs
     "released-format-with-truncation-left": Fault(
         "input_format=released with truncation=left (a traceback after the model loaded)",
         _eval("scorer=hf-classifier,pretrained=./no_such_model,input_format=released,"

@@ -6,7 +6,8 @@ Standard library only (``http.client`` and threads). What it does:
   (``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stop``);
 * the API key is read from the environment variable named by ``api_key_env`` at every request and
   sent as ``Authorization: Bearer ...``; it is never stored on the backend, in the cache, in a
-  fingerprint, in a log line or in an error message (any text that echoes it is redacted);
+  fingerprint, in a log line or in an error message (any text that echoes it, a reply included,
+  is masked: :mod:`prbench.redaction`);
 * at most ``max_concurrency`` requests in flight per backend, across threads and calls;
 * retries on HTTP 408/409/429, HTTP 5xx, timeouts, connections that could not be opened,
   connections dropped before the reply was complete (reset, closed without an answer) and
@@ -46,6 +47,10 @@ Standard library only (``http.client`` and threads). What it does:
   costs nothing; with ``temperature > 0`` the same seed gives back the same stored sample, which
   is the backend's contract (outputs are a function of model, chat and config). Only usable
   replies are stored: a failed item is asked again by the next run.
+
+A caller that stops waiting (a scorer call past ``call_timeout``, a Ctrl-C) abandons the
+requests in flight: their connections are shut down (:class:`~prbench.backends.http_exchange.
+InFlight`), no retry starts, and no thread is left waiting for the server's answer.
 
 Identical requests within one call are sent once. The chat API returns log-probabilities only
 for tokens the server generates, so :meth:`OpenAIBackend.logprobs` is not available here.
