@@ -91,9 +91,11 @@ def append_line(handle: IO[bytes], text: str, path: str | Path) -> None:
     Raises:
         OutputWriteError: the write failed (:func:`append_failure`).
     """
-    from prbench.redaction import redact_text
+    from prbench.redaction import redact_text, warn_masked
 
-    data = memoryview(redact_text(text).encode("utf-8"))  # no secret reaches the disk
+    masked = redact_text(text)  # no secret reaches the disk
+    warn_masked(str(path), text, masked)
+    data = memoryview(masked.encode("utf-8"))
     try:
         while data:
             written = handle.write(data)
@@ -207,8 +209,13 @@ def open_atomic(
         tmp = Path(name)
         binary = "b" in mode
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
-            yield handle if binary else _Redacting(handle)
+            masking = None if binary else _Redacting(handle)
+            yield handle if masking is None else masking
             handle.flush()
+        if masking is not None and masking.masked:
+            from prbench.redaction import warn_masked
+
+            warn_masked(str(target), True, False)
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -229,11 +236,15 @@ class _Redacting:
 
     def __init__(self, handle: IO[str]) -> None:
         self._handle = handle
+        #: whether a secret was masked in what was written
+        self.masked = False
 
     def write(self, text: str) -> int:
         from prbench.redaction import redact_text
 
-        self._handle.write(redact_text(text))
+        masked = redact_text(text)
+        self.masked = self.masked or masked != text
+        self._handle.write(masked)
         return len(text)
 
     def writelines(self, lines: Iterator[str] | list[str]) -> None:

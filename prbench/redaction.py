@@ -34,6 +34,7 @@ __all__ = [
     "redact_text",
     "remember",
     "secret_from_env",
+    "warn_masked",
 ]
 
 #: what a secret is replaced with
@@ -84,6 +85,21 @@ def redact_text(text: str, secrets: list[str] | None = None) -> str:
         if secret in text:
             text = text.replace(secret, MASK)
     return text
+
+
+def warn_masked(where: str, before: Any, after: Any) -> None:
+    """Say on stderr that a secret was masked in what is written to ``where`` (it changed).
+
+    A secret in output means something echoed it (a server, a plugin): worth a word, once per
+    file written.
+    """
+    if before != after:
+        import sys
+
+        sys.stderr.write(
+            f"prbench: warning: {where}: a secret prbench holds (an API key or token) was in "
+            f"what is written there (a server or plugin echoed it); it is written as {MASK}\n"
+        )
 
 
 def redact(value: Any, secrets: list[str] | None = None) -> Any:

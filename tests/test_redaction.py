@@ -62,6 +62,7 @@ def test_a_judge_server_that_echoes_the_key_leaves_no_key_on_disk(
     leaked = [p for p, data in files.items() if KEY.encode() in data]
     assert leaked == []
     assert KEY not in err
+    assert "a secret prbench holds (an API key or token) was in what is written there" in err
     samples = [p for p in files if p.name.startswith("samples_")]
     lines = [json.loads(x) for p in samples for x in p.read_text(encoding="utf-8").splitlines()]
     replies = [json.dumps(line["judge_replies"]) for line in lines]

@@ -178,11 +178,12 @@ def save_samples_strictly(
         sys.stderr.write(
             f"prbench: warning: task {task_name!r} has a path separator in its name; its "
             f"samples file is named samples_{safe}_<date>.jsonl, inside the output folder\n")
-    from prbench.redaction import known_secrets, redact
+    from prbench.redaction import known_secrets, redact, warn_masked
 
     secrets = known_secrets()  # a judge reply that echoes the API key is written masked
-    rows = [redact(strict(restore(sample)), secrets)
-            for sample in annotate_samples(annotate(task_name, samples))]
+    whole = [strict(restore(sample)) for sample in annotate_samples(annotate(task_name, samples))]
+    rows = redact(whole, secrets)
+    warn_masked(f"the samples file of {task_name}", whole, rows)
     save(tracker, task_name=safe, samples=rows)
     if not tracker.output_path:
         return
