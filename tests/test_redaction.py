@@ -62,14 +62,15 @@ def test_a_judge_server_that_echoes_the_key_leaves_no_key_on_disk(
     leaked = [p for p, data in files.items() if KEY.encode() in data]
     assert leaked == []
     assert KEY not in err
-    assert "a secret prbench holds (an API key or token) was in what is written there" in err
+    assert err.count("echoed a secret prbench holds (an API key or token) in a reply") == 1
     samples = [p for p in files if p.name.startswith("samples_")]
     lines = [json.loads(x) for p in samples for x in p.read_text(encoding="utf-8").splitlines()]
     replies = [json.dumps(line["judge_replies"]) for line in lines]
     assert replies and all("Bearer ***" in r for r in replies), replies[0][:500]
 
 
-def test_every_place_that_writes_masks_a_remembered_secret(tmp_path: Path) -> None:
+def test_every_place_that_writes_masks_a_remembered_secret(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The file writers (atomic text, appended lines), the store behind every cache and the
     error line all mask a secret once it is known; binary files are left as written."""
     from prbench.errors import PrbenchUserError, one_line
@@ -90,6 +91,9 @@ def test_every_place_that_writes_masks_a_remembered_secret(tmp_path: Path) -> No
     assert (tmp_path / "b.txt").read_text() == "***\nagain ***\n"
     assert json.loads((tmp_path / "c.jsonl").read_text()) == {"k": "***"}
     assert (tmp_path / "d.bin").read_bytes() == secret.encode()  # a PNG is never rewritten
+    said = [x for x in capsys.readouterr().err.splitlines() if "was in what is written" in x]
+    assert [x.split(": ")[2] for x in said] == [str(tmp_path / n) for n in ("a.txt", "b.txt",
+                                                                              "c.jsonl")]
     store = SQLiteStore(tmp_path / "s.sqlite", namespace="test", schema_version=1,
                         tables=["CREATE TABLE IF NOT EXISTS t (a TEXT, b REAL)"],
                         label="test cache", off_hint="none")

@@ -67,6 +67,7 @@ import json
 import logging
 import random
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
@@ -102,7 +103,7 @@ from prbench.backends.http_exchange import (
     retry_after_seconds,
 )
 from prbench.errors import PrbenchUserError
-from prbench.redaction import MIN_SECRET, redact, redact_text, secret_from_env
+from prbench.redaction import MASK, MIN_SECRET, redact, redact_text, secret_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +193,7 @@ class OpenAIBackend:
         root = resolve_cache_dir(spec.cache_dir)
         self.cache: ResponseCache | None = ResponseCache(root) if root else None
         self._api_key()  # the key is a known secret from the start (prbench.redaction)
+        self._echoed = False  # a reply that echoed a secret was said (once)
         self._slots = threading.BoundedSemaphore(spec.max_concurrency)
         self._lock = threading.Lock()
         self.requests_sent = 0
@@ -421,6 +423,18 @@ class OpenAIBackend:
         key = self._api_key()
         return key if len(key) >= MIN_SECRET else ""
 
+    def _echo_warning(self) -> None:
+        """Say once per backend that the server echoed a secret in a reply (kept masked)."""
+        with self._lock:
+            if self._echoed:
+                return
+            self._echoed = True
+        sys.stderr.write(
+            f"prbench: warning: the server at {self.endpoint} echoed a secret prbench holds (an "
+            f"API key or token) in a reply; the reply is read, cached and written with it as "
+            f"{MASK}\n"
+        )
+
     def _redact(self, text: str) -> str:
         """``text`` with every secret prbench holds (this key included) masked."""
         self._api_key()
@@ -479,7 +493,10 @@ class OpenAIBackend:
                     if not problem:
                         assert decoded is not None
                         # a reply that echoes the key is read, cached and written masked
-                        return redact(decoded)
+                        masked = redact(decoded)
+                        if masked != decoded:
+                            self._echo_warning()
+                        return masked
                     code = "bad-response"
                     reason = f"malformed reply: {problem}; it begins {excerpt!r}"
                 elif status in FATAL_STATUSES:
