@@ -9,10 +9,12 @@ Every file is written to a hidden temporary name in its own folder and renamed o
 (:func:`write_text`, :func:`open_atomic`), with any secret prbench holds masked
 (:mod:`prbench.redaction`; text files): a reader never sees half a file, and a failed write (a
 full disk, a file-size limit, a permission) leaves no file behind and is one
-:class:`OutputWriteError` naming the file. Python ignores ``SIGXFSZ``, so a write beyond
-``ulimit -f`` raises ``OSError(EFBIG)`` and is caught like any other failed write. Files written
-by another library (lm-eval's results and samples files) are read back with
-:func:`check_json_file` / :func:`check_jsonl_file`.
+:class:`OutputWriteError` naming the file. The file gets the permissions an ordinary ``open``
+would give it (``0666`` less the umask, so ``0644`` typically, readable by teammates on a shared
+machine; a file being replaced keeps its mode), not the ``0600`` of the temporary file. Python
+ignores ``SIGXFSZ``, so a write beyond ``ulimit -f`` raises ``OSError(EFBIG)`` and is caught like
+any other failed write. Files written by another library (lm-eval's results and samples files)
+are read back with :func:`check_json_file` / :func:`check_jsonl_file`.
 
 Ground floor: imports nothing from prbench but :mod:`prbench.errors` and
 :mod:`prbench.redaction`.
@@ -182,6 +184,25 @@ def check_output_file(path: str | Path, *, flag: str = "-o/--output_path") -> Pa
     return target
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``/proc``)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: the only portable way is to set it and put it back
+    os.umask(mask)
+    return mask
+
+
+def _final_mode(target: Path) -> int:
+    """The mode ``target`` gets: its current mode when it exists, else ``0666`` less the umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def open_atomic(
     path: str | Path, mode: str = "w", *, encoding: str | None = "utf-8"
@@ -212,6 +233,7 @@ def open_atomic(
             masking = None if binary else _Redacting(handle)
             yield handle if masking is None else masking
             handle.flush()
+            os.fchmod(handle.fileno(), _final_mode(target))
         if masking is not None and masking.masked:
             from prbench.redaction import warn_masked
 

@@ -731,6 +731,50 @@ CORPUS: dict[str, Fault] = {
         "the paper sweep's dry run counted the protocol=released judge in both orders",
         covered_by="tests/test_sweep.py::"
                    "test_the_dry_run_counts_a_one_order_judge_once"),
+    # --- issue 35: the authors' exact runs
+    "released-profile-is-not-the-bon-scores": Fault(
+        "input_format=released_profile gives the authors' text but one BOS and logits[label]",
+        covered_by="tests/test_rm_input.py::"
+                   "test_released_bon_scores_as_the_described_released_bon_scorer"),
+    "released-judge-coin-not-the-scripts": Fault(
+        "protocol=released draws its order per pair: only some pairs get the script's order",
+        covered_by="tests/test_judge_metrics.py::"
+                   "test_coin_script_gives_the_scripts_order_pair_for_pair_and_the_group_row"),
+    "coin-script-with-both-orders": Fault(
+        "llm-judge coin=script with orders=both (every pair gets both orders: no coin)",
+        _eval("scorer=llm-judge,backend=openai,model=j,base_url=http://127.0.0.1:9/v1,"
+              "coin=script"),
+        says="coin=script chooses the one order of orders=one"),
+    "released-placeholder-inside-the-question": Fault(
+        "a question holding {Response_A}: the script fills it, a one-pass fill did not",
+        covered_by="tests/test_judge_metrics.py::test_protocol_released_sets_the_released_settings"),
+    "released-empty-position-is-nan": Fault(
+        "no pair with the chosen answer in A: the script prints 0.0, released_* said nan",
+        covered_by="tests/test_judge_metrics.py::"
+                   "test_released_metrics_print_zero_for_an_empty_position"),
+    "group-row-without-judge-metrics": Fault(
+        "the results file's group row lacked acc_chosen_first, position_bias, released_*",
+        covered_by="tests/test_judge_metrics.py::"
+                   "test_every_judge_metric_matches_the_hand_count_per_domain_and_group"),
+    "openrlhf-prompt-cut-below-16-chars": Fault(
+        "OpenRLHF cuts a prompt to under 16 characters: a 400 it turns into a None reward",
+        covered_by="tests/test_peers.py::test_split_query_accepts_the_end_of_the_prompt_only"),
+    "openrlhf-without-the-token": Fault(
+        "OpenRLHF's client sends no bearer token: a 401 it turns into a None reward",
+        covered_by="tests/test_serve_security.py::"
+                   "test_the_token_is_required_everywhere_but_health"),
+    "synthesizeme-authors-shows-labelled-demos": Fault(
+        "protocol=authors showed labelled-only demos the reference's chat adapter drops",
+        covered_by="plugins/prbench-plugin-synthesizeme/tests/test_synthesizeme_authors.py::"
+                   "test_labelled_only_demos_are_carried_but_never_shown"),
+    "synthesizeme-authors-tie-gives-an-empty-persona": Fault(
+        "protocol=authors: 13 persona candidates; a tie picked zero-shot, a persona from nothing",
+        covered_by="plugins/prbench-plugin-synthesizeme/tests/test_synthesizeme_authors.py::"
+                   "test_a_tie_is_won_by_the_first_candidate_and_the_persona_comes_from_its_demos"),
+    "synthesizeme-authors-presentation-order": Fault(
+        "protocol=authors drew each pair's order by hash, the reference a Random(42) per split",
+        covered_by="plugins/prbench-plugin-synthesizeme/tests/test_synthesizeme_authors.py::"
+                   "test_each_split_is_presented_in_the_references_order"),
 }
 
 

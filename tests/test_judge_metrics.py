@@ -143,7 +143,8 @@ def test_every_judge_metric_matches_the_hand_count_per_domain_and_group(tmp_path
     _close(section["accuracy"]["micro"]["value"], want["all"]["acc"])
     group = results["results"][GROUP]
     _close(group["acc,none"], want["all"]["acc"])
-    _close(group["acc_single_order,none"], want["all"]["acc_single_order"])
+    for name in metrics:  # every judge metric on lm-eval's group row, summed from counts
+        _close(group[f"{name},none"], want["all"][name])
     # domain rows: the summary's rows and lm-eval's task rows
     assert len(section["tasks"]) == 3
     for row in section["tasks"]:
@@ -330,16 +331,125 @@ def test_protocol_released_sets_the_released_settings(tmp_path):
         "protocol": "released", "system_prompt_file": str(system),
         "user_prompt_file": str(with_profile)})
     assert "Post 1: I cook on a stove." in judge._chat(_pair("r1"), "x", "y")[1]["content"]
-    # a placeholder's text inside an answer is not filled again
+    # the placeholders are filled one after another, as the script does: a placeholder's text
+    # inside the question or an earlier answer is filled too
     text = judge._chat(_pair("r1"), "see {Response_B}", "y")[1]["content"]
-    assert "<<<see {Response_B}>>>" in text
+    assert "<<<see y>>>" in text
+    judge = get_registry().build("scorer", "llm-judge", {
+        "backend": "openai", "model": "judge", "base_url": "http://127.0.0.1:9/v1",
+        "protocol": "released", "system_prompt_file": str(system),
+        "user_prompt_file": str(user)})
+    tricky = _pair("r2", question="Is {Response_A} better than {profile}?")
+    filled = judge._chat(tricky, "first", "second")[1]["content"]
+    script = RELEASED_USER.strip().replace("{question}", tricky.question)
+    script = script.replace("{Response_A}", "first").replace("{Response_B}", "second")
+    assert filled == script  # no {profile} in the file: the script's text, byte for byte
+    assert "Is first better than {profile}?" in filled
 
 
-def _pair(rid: str):
+def test_released_metrics_print_zero_for_an_empty_position():
+    """The script's accuracy of a position no pair had is 0.0 (prbench's own metric: nan)."""
+    from prbench.judges.order_metrics import (
+        add_counts,
+        metrics_from_counts,
+        pair_counts,
+        pair_metrics,
+        released_position_bias,
+        released_ratio,
+    )
+
+    outcomes = [{"orders": [["second", "first"]], "fallback": "A"},
+                {"orders": [["second", "second"]], "fallback": "A"}]
+    m = metrics_from_counts(add_counts(pair_counts(o) for o in outcomes))
+    assert math.isnan(m["acc_chosen_first"])
+    assert m["released_acc_chosen_a"] == 0.0 and m["released_acc_chosen_b"] == 0.5
+    assert m["released_position_bias"] == 0.5
+    items = [pair_metrics(o) for o in outcomes]
+    assert released_ratio([i["released_acc_chosen_a"] for i in items]) == 0.0
+    assert released_position_bias([i["released_position_bias"] for i in items]) == 0.5
+
+
+def _script_orders() -> dict[str, bool]:
+    """The released pairwise script's order per record, re-done from its description: per
+    domain, reseed with 42, one random.random() per pair in the data's order, the chosen answer
+    in A when the draw is below 0.5."""
+    import random
+
+    by_domain: dict[str, list[str]] = {}
+    for r in _records():
+        by_domain.setdefault(r.domain, []).append(r.id)
+    out = {}
+    for ids in by_domain.values():
+        rng = random.Random(42)
+        for rid in ids:
+            out[rid] = rng.random() < 0.5
+    return out
+
+
+def test_coin_script_gives_the_scripts_order_pair_for_pair_and_the_group_row(tmp_path, capsys):
+    from prbench.testing import LoopbackOpenAI
+
+    plan, answers = _plan(), _answers()
+    system, user = _released_files(tmp_path)
+    seen: dict[str, bool] = {}
+
+    def script(messages):
+        shown_a = re.search(r"Reply A:\n<<<(.*?)>>>", messages[-1]["content"], re.DOTALL)
+        rid, chosen_in_a = answers[shown_a.group(1).strip()]
+        seen[rid] = chosen_in_a
+        return _verdict_text(plan[rid][0 if chosen_in_a else 1], "Result")
+
+    with LoopbackOpenAI(script) as server:
+        args = (f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},"
+                f"cache_dir=,protocol=released,coin=script,system_prompt_file={system},"
+                f"user_prompt_file={user}")
+        results, manifest, printed, _ = _run(tmp_path, capsys, args, "script")
+    want_orders = _script_orders()
+    assert seen == want_orders  # every pair, line by line
+    # the per-pair coin (the default) is another draw: it gives other orders for some pairs
+    from prbench.hashing import seeded_unit
+
+    records = {r.id: r for r in _records()}
+    pair_coin = {rid: seeded_unit("order", 42, rid, r.chosen, r.rejected) < 0.5
+                 for rid, r in records.items()}
+    assert pair_coin != want_orders
+
+    # the released script's numbers per domain and over all pairs, by hand
+    def outputs(rids: list[str]) -> dict[str, float]:
+        def pred(rid: str) -> str:
+            v = plan[rid][0 if want_orders[rid] else 1]
+            return v if v in "AB" else "A"
+
+        right = {rid: pred(rid) == ("A" if want_orders[rid] else "B") for rid in rids}
+        in_a = [right[r] for r in rids if want_orders[r]]
+        in_b = [right[r] for r in rids if not want_orders[r]]
+        acc_a = sum(in_a) / len(in_a) if in_a else 0.0
+        acc_b = sum(in_b) / len(in_b) if in_b else 0.0
+        return {"released_acc": sum(right.values()) / len(rids), "released_acc_chosen_a": acc_a,
+                "released_acc_chosen_b": acc_b, "released_position_bias": abs(acc_a - acc_b),
+                "released_n_pred_a": sum(pred(r) == "A" for r in rids),
+                "released_n_pred_b": sum(pred(r) == "B" for r in rids)}
+
+    (section,) = [s for s in manifest["summary"]["sections"] if s["title"] == GROUP]
+    for row in section["tasks"]:
+        hand = outputs([r.id for r in _records() if r.domain == row["domain"]])
+        for name, value in hand.items():
+            _close(results["results"][row["task"]][f"{name},none"], value)
+    # the lm-eval group row carries every judge metric, from the summed counts, as the summary
+    group = results["results"][GROUP]
+    for name, value in outputs(list(records)).items():
+        _close(group[f"{name},none"], value)
+    for name in ("acc_chosen_first", "acc_chosen_second", "position_bias", "n_unreadable",
+                 "first_shown_win_rate", "n_order_flips"):
+        _close(group[f"{name},none"], section["order_metrics"][name])
+    assert "coin=script" in printed
+
+
+def _pair(rid: str, question: str = "Which pan?"):
     from prbench.profiles.base import ProfileView
     from prbench.scoring.base import PairRequest
 
-    return PairRequest(record_id=rid, question="Which pan?", first="a", second="b",
+    return PairRequest(record_id=rid, question=question, first="a", second="b",
                        profile=ProfileView(text="Post 1: I cook on a stove."))
 
 

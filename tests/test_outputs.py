@@ -66,6 +66,25 @@ def test_write_text_is_atomic(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["f.json"]  # no temporary left
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_written_files_honour_the_umask_and_keep_a_replaced_files_mode(
+        tmp_path: Path, umask: int) -> None:
+    """Files are readable as an ordinary open() would leave them (0644 typically), not 0600."""
+    import os
+
+    old = os.umask(umask)
+    try:
+        new = write_text(tmp_path / "report.html", "x")
+        assert new.stat().st_mode & 0o777 == 0o666 & ~umask
+        kept = tmp_path / "kept.json"
+        kept.write_text("{}")
+        kept.chmod(0o640)
+        write_text(kept, "{\"a\": 1}")
+        assert kept.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+
+
 def test_a_write_beyond_the_file_size_limit_is_one_error(tmp_path: Path) -> None:
     """Python ignores SIGXFSZ: the write raises EFBIG, the old file stays, no temporary left."""
     target = tmp_path / "big.json"

@@ -252,8 +252,22 @@ def test_split_query_accepts_the_end_of_the_prompt_only() -> None:
     assert got.response == tail + "x"
     with pytest.raises(PayloadError, match=r"query\[3\]: the query does not contain its prompt"):
         split_query(prompt[-(MIN_KEPT_PROMPT_CHARS - 1):] + "Rye.", prompt, (), "query[3]")
+    # OpenRLHF turns the 400 into a None reward: the body names the setting to change
+    with pytest.raises(PayloadError, match=r"fewer than 16 characters; raise OpenRLHF's --max_len"):
+        split_query(prompt[-(MIN_KEPT_PROMPT_CHARS - 1):] + "Rye.", prompt, (), "query[3]")
     with pytest.raises(PayloadError, match="nor start with the end of it"):
         split_query("Something else entirely, long enough.", prompt, (), "q")
+
+
+def test_the_openrlhf_docs_say_which_replies_become_none_and_what_to_set() -> None:
+    """OpenRLHF logs a non-200 reply at INFO and uses a None reward: docs/downstream.md says so,
+    with the two settings that cause it (the prompt budget, the token)."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "downstream.md").read_text()
+    section = docs[docs.index("- **OpenRLHF**"):docs.index("- **verl**")]
+    flat = " ".join(section.split())
+    for words in ("into a `None` reward and logs it at INFO", "fewer than 16 characters",
+                  "raise OpenRLHF's `--max_len`", "**401**", "`PRBENCH_REWARD_API_KEY`"):
+        assert words in flat, words
 
 
 def test_openrlhf_batch_marks_each_cut_query() -> None:

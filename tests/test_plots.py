@@ -185,3 +185,23 @@ def test_binned_panels_show_n_and_do_not_join_categories(tmp_path: Path,
     colour = {ax.get_title(): [c.get_color() for c in ax.lines if c.get_marker() == "o"]
               for ax in axes[:2]}
     assert colour["own profile"][0] == colour["no profile"][0]
+
+
+def test_plots_leave_the_users_matplotlib_backend_and_pyplot_alone(tmp_path: Path) -> None:
+    """A notebook user's backend is not switched and no figure stays open in pyplot."""
+    import subprocess
+    import sys
+
+    code = (
+        "import matplotlib\n"
+        "matplotlib.use('svg')\n"
+        "import matplotlib.pyplot as plt\n"
+        "from prbench.analysis import plots\n"
+        "import tests.test_plots as t\n"
+        f"plots.correlation_figure(t._correlation(points=True), {str(tmp_path / 'c.png')!r})\n"
+        "print(matplotlib.get_backend(), len(plt.get_fignums()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.split() == ["svg", "0"]
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

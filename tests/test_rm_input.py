@@ -283,3 +283,111 @@ def test_served_rm_renders_released_profile_and_skips_answers_too_long(models):
     stats = scorer.stats()
     assert stats["failure_reasons"] == {"too-long": 1} and stats["inputs_sent"] == 2
     assert scorer.request_extras(batch)[2]["invalid"] == local.failures()[0]["detail"]
+
+
+# -- input_format=released_bon: the released BoN/score.py, re-implemented from docs/scorers.md ----
+
+#: A ChatML template (Qwen-style: no BOS anywhere).
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def bon_models(tmp_path_factory):
+    """A Llama-3-style model (the template writes the BOS and the tokenizer adds another), a
+    ChatML model (no BOS) and a two-label head."""
+    root = tmp_path_factory.mktemp("released-bon")
+    return {
+        "llama3-style": build_tiny_model(root / "l3", arch="llama", template_adds_bos=True,
+                                         tokenizer_adds_bos=True, seed=11),
+        "chatml": build_tiny_model(root / "chatml", arch="qwen2", tokenizer_adds_bos=False,
+                                   template=CHATML_TEMPLATE, seed=12),
+        "two-label": build_tiny_model(root / "two", arch="llama", template_adds_bos=True,
+                                      num_labels=2, seed=13),
+    }
+
+
+def bon_requests(n=8, seed=21):
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        posts = tuple(
+            ProfileItem(id=f"p{i}{k}", category=rng.choice(["Arts", "Lifestyle"]),
+                        text=sample_text(rng, rng.randint(3, 15)))
+            for k in range(rng.randint(1, 3))
+        )
+        view = ProfileView(text=render_posts(posts), items=posts, builder="all")
+        question = sample_text(rng, rng.randint(4, 10)) + "?"
+        for _ in range(2):
+            out.append(ScoreRequest(record_id=f"b{i}", question=question, profile=view,
+                                    response=sample_text(rng, rng.randint(3, 25))))
+    return out
+
+
+def described_bon_scores(path, reqs, *, batch_size=4, max_length=8192):
+    """docs/scorers.md's description of the released BoN scorer, written out: the user turn is
+    the question immediately followed by the posts ('Post i (Category: c):' + newline + text,
+    joined by newlines); the chat goes through the template as text, is tokenised with the
+    tokenizer's default special tokens, padded (pad = eos when there is none) and cut to the
+    first max_length tokens; the reward is the logit of a one-label head, else the last entry of
+    the softmax."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    scores = []
+    for start in range(0, len(reqs), batch_size):
+        texts = []
+        for r in reqs[start:start + batch_size]:
+            posts = "\n".join(f"Post {k} (Category: {p.category}):\n{p.text}"
+                              for k, p in enumerate(r.profile.items, 1))
+            chat = [{"role": "user", "content": r.question + posts},
+                    {"role": "assistant", "content": r.response}]
+            texts.append(tok.apply_chat_template(chat, tokenize=False))
+        inputs = tok(texts, return_tensors="pt", padding=True, truncation=True,
+                     max_length=max_length)
+        with torch.no_grad():
+            logits = model(**inputs).logits
+        if logits.shape[-1] == 1:
+            scores += logits[:, 0].tolist()
+        else:
+            scores += torch.softmax(logits, dim=-1)[:, -1].tolist()
+    return scores
+
+
+@pytest.mark.parametrize("name", ["llama3-style", "chatml", "two-label"])
+def test_released_bon_scores_as_the_described_released_bon_scorer(bon_models, name):
+    path = bon_models[name]
+    reqs = bon_requests()
+    expected = described_bon_scores(path, reqs)
+    scorer = build(path, input_format="released_bon")
+    assert scorer.score(reqs) == pytest.approx(expected, abs=TOL)
+    one_bos = build(path, input_format="released_profile", prefix_sharing="off").score(reqs)
+    if name == "chatml":  # no BOS and one label: the text preset already gives these scores
+        assert one_bos == pytest.approx(expected, abs=TOL)
+    else:  # two BOS, or softmax[-1] of two labels: only released_bon gives them
+        assert max(abs(a - b) for a, b in zip(one_bos, expected, strict=True)) > 1e-3
+    assert scorer.describe()["resolved"]["prefix_sharing"] == "off (input_format=released_bon)"
+
+
+def test_released_bon_keeps_the_two_bos_and_cuts_the_end(bon_models):
+    scorer = build(bon_models["llama3-style"], input_format="released_bon", max_length=24)
+    bos = scorer.tokenizer.bos_token_id
+    ids = scorer.encode(bon_requests(n=2))
+    assert all(x[:2] == [bos, bos] and len(x) <= 24 for x in ids)
+    assert scorer.stats["truncated_end"] == len(ids)
+
+
+def test_released_bon_refuses_what_it_fixes(bon_models):
+    from prbench.options import OptionsError
+
+    for clash, words in (({"profile_position": "system"}, "fixes the user turn"),
+                         ({"bos": "always"}, "cannot be combined with bos=always"),
+                         ({"label_index": 1}, "cannot be combined with label_index=1")):
+        with pytest.raises((OptionsError, ValueError), match=f"input_format=released_bon {words}"):
+            build(bon_models["two-label"], input_format="released_bon", **clash)

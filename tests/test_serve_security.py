@@ -216,6 +216,10 @@ def test_the_token_is_required_everywhere_but_health(
         via_client = (client.score(ONE["items"]), client.get_reward([]), client.metrics())
     for status, answer in (missing, wrong, prefix, basic[::2]):
         assert status == 401 and "bearer token" in answer["error"]
+        # OpenRLHF turns a 401 into a None reward: the body says what to change
+        assert "--api_key_env" in answer["error"]
+        assert "examples/openrlhf_reward_func.py" in answer["error"]
+        assert "PRBENCH_REWARD_API_KEY" in answer["error"]
     assert basic[1]["www-authenticate"].startswith("Bearer")
     assert right == (200, {"scores": [3.0]})
     assert health[0] == 200 and metrics_closed[0] == 401 and metrics_open[0] == 200

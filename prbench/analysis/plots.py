@@ -1,7 +1,10 @@
 """PNG figures for reports: Best-of-N curves, benchmark-vs-downstream scatter, accuracy bars.
 
-matplotlib (the ``plots`` extra) is imported inside each function with the non-interactive Agg
-backend, so importing this module costs nothing and no display is needed.
+matplotlib (the ``plots`` extra) is imported inside each function, so importing this module costs
+nothing. Figures are built as :class:`matplotlib.figure.Figure` objects and written with the Agg
+renderer that ``savefig`` picks for the file type: pyplot is never used, so no display is needed,
+no figure is left open in pyplot's registry, and a notebook user's matplotlib backend is never
+switched.
 
 Every figure carries the flags of the tables it sits beside: the bundled SAMPLE in the title,
 DIAGNOSTIC scorers (that read the hidden rubric) tagged in their labels and drawn apart, and the
@@ -33,17 +36,22 @@ BASELINE_NAMES = {
 SAME_AS_BASELINE = "{label} (scorer = the {baseline} baseline)"
 
 
-def _pyplot() -> Any:
+def _figure(**kwargs: Any) -> Any:
+    """A new :class:`~matplotlib.figure.Figure` (``figsize``, ``layout``, ...), outside pyplot.
+
+    Raises:
+        RuntimeError: matplotlib is not installed (the ``plots`` extra).
+    """
     try:
-        import matplotlib
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError as exc:  # pragma: no cover - the extra is part of the default set-up
         raise RuntimeError(
             "plots need matplotlib: pip install -c constraints-cpu.txt -e '.[plots]'"
         ) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)  # the figure's own canvas: drawn and measured without pyplot
+    return fig
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
@@ -57,12 +65,9 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     target = Path(path)
     if fig.get_layout_engine() is None:
         fig.tight_layout()
-    try:
-        with open_atomic(target, "wb") as handle:
-            fig.savefig(handle, dpi=110, bbox_inches="tight",
-                        format=target.suffix.lstrip(".") or "png")
-    finally:
-        _pyplot().close(fig)
+    with open_atomic(target, "wb") as handle:
+        fig.savefig(handle, dpi=110, bbox_inches="tight",
+                    format=target.suffix.lstrip(".") or "png")
     return target
 
 
@@ -109,8 +114,8 @@ def bon_curves(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     apart from scorers (``random pick (baseline)`` beside the ``random`` scorer); DIAGNOSTIC
     scorers are tagged and drawn dash-dotted; the SAMPLE and the interval level are stated.
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.8, 4.4), layout="constrained")
+    fig = _figure(figsize=(7.8, 4.4), layout="constrained")
+    ax = fig.subplots()
     ks = list(result["ks"])
     scorers = dict(result.get("scorers") or {})
     baselines = dict(result.get("baselines") or {})
@@ -230,8 +235,8 @@ def scatter_with_ci(
         sample: the data is the bundled sample (said in the title).
         diagnostic: labels of diagnostic scorers (tagged, drawn as hollow squares).
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    fig = _figure(figsize=(6.4, 4.8))
+    ax = fig.subplots()
     for p in points:
         xerr = [[p["x"] - p.get("x_low", p["x"])], [p.get("x_high", p["x"]) - p["x"]]]
         yerr = [[p["y"] - p.get("y_low", p["y"])], [p.get("y_high", p["y"]) - p["y"]]]
@@ -312,7 +317,6 @@ def binned_panels(
         sample: the data is the bundled sample (said in the title).
         diagnostic: series labels of diagnostic scorers (tagged, drawn as hollow squares).
     """
-    plt = _pyplot()
     split = []
     for panel in panels:
         series = list(panel["series"])
@@ -324,8 +328,8 @@ def binned_panels(
     colours = {lab: f"C{i % 10}" for i, lab in enumerate(labels)}
     ncols = min(3, len(split))
     nrows = -(-len(split) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 2.6, 3.6 * nrows + 0.8),
-                             sharey=True, squeeze=False, layout="constrained")
+    fig = _figure(figsize=(4.2 * ncols + 2.6, 3.6 * nrows + 0.8), layout="constrained")
+    axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
     handles: dict[str, Any] = {}
     for ax, panel in zip(axes.flat, split, strict=False):
         series = panel["series"]
@@ -387,8 +391,8 @@ def accuracy_bars(
 
     Each bar's value is written at its end, so a 0.00 run shows as a marked 0, not a blank row.
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9.6, 0.45 * len(rows) + 1.8), layout="constrained")
+    fig = _figure(figsize=(9.6, 0.45 * len(rows) + 1.8), layout="constrained")
+    ax = fig.subplots()
     labels = [f"{r['label']}{DIAGNOSTIC_TAG}" if r.get("diagnostic") else str(r["label"])
               for r in rows]
     values = [r["value"] for r in rows]
@@ -443,8 +447,8 @@ def condition_lines(
         sample: the data is the bundled sample (said in the title).
         diagnostic: labels of diagnostic scorers (marked in the legend, drawn dashed).
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8.6, 4.4), layout="constrained")
+    fig = _figure(figsize=(8.6, 4.4), layout="constrained")
+    ax = fig.subplots()
     xs = list(dict.fromkeys(p["x"] for s in series for p in s["points"]))
     offsets = [0.06 * (i - (len(series) - 1) / 2) for i in range(len(series))]
     for s, dx in zip(series, offsets, strict=True):

@@ -316,9 +316,16 @@ class ChatEncoder:
         return EncodedInput(ids[:head] + ids[len(ids) - keep :], "left", len(ids) - head - keep)
 
     def encode_released(
-        self, questions: Sequence[str], responses: Sequence[str]
+        self,
+        questions: Sequence[str],
+        responses: Sequence[str],
+        profiles: Sequence[str] | None = None,
     ) -> list[EncodedInput]:
-        """The released pointwise script's input for each (question, answer); no profile.
+        """The released scripts' input for each (question, answer[, profile]).
+
+        Without ``profiles`` it is the pointwise script's chat (no profile); with them, the
+        profile goes where the encoder's position and user format put it (the released
+        Best-of-N scorer's user turn under ``input_format=released_bon``).
 
         The chat is rendered to text through the template, then tokenised with the tokenizer's
         default special tokens — no BOS policy, so a tokenizer that adds a BOS to a template that
@@ -326,7 +333,10 @@ class ChatEncoder:
         its first ``max_length`` tokens (the tokenizer's own truncation, which cuts the end; the
         answer is the end). Such inputs are marked ``truncated="end"``.
         """
-        texts = [self.render(q, r, "") for q, r in zip(questions, responses, strict=True)]
+        shown = [""] * len(questions) if profiles is None else list(profiles)
+        texts = [
+            self.render(q, r, p) for q, r, p in zip(questions, responses, shown, strict=True)
+        ]
         out = []
         for text, ids in zip(texts, self.tokenizer(texts)["input_ids"], strict=True):
             if len(ids) <= self.max_length:

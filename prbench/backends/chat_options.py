@@ -12,7 +12,10 @@ Best-of-N and PPO reward code (``BoN/score.py``, ``PPO/reward_server.py``): the 
 question immediately followed by the profile, no separator, and the profile is the view's posts
 rendered ``Post i (Category: c):\n{text}``, joined with ``\n`` (a view that is not plain posts,
 e.g. a planner's, keeps its own text). It fixes the profile position and the user turn, so
-setting either with it is an error.
+setting either with it is an error. It is the released *text*: the tokens and the reward stay the
+scorer's own (one BOS, ``logits[label_index]``). ``hf-classifier`` (and ``skywork``, built on it)
+also take ``input_format=released_bon``: the same user turn with the released scripts' own
+tokens, cut and reward rule (:class:`~prbench.backends.hf_classifier_options.HFClassifierOptions`).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class ProfileRenderOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.input_format == "released_profile":
+        if self.released_profile:
             clashes = []
             if self.profile_position != "user":
                 clashes.append(f"profile_position={self.profile_position}")
@@ -60,15 +63,15 @@ class ProfileRenderOptions:
                 clashes.append("user_format")
             if clashes:
                 raise ValueError(
-                    "input_format=released_profile fixes the user turn (question, then the "
+                    f"input_format={self.input_format} fixes the user turn (question, then the "
                     "posts, no separator); drop " + ", ".join(clashes)
                 )
         check_formats(self.profile_position, self.user_format, self.system_format)
 
     @property
     def released_profile(self) -> bool:
-        """Whether the released Best-of-N/PPO with-profile input is asked for."""
-        return self.input_format == "released_profile"
+        """Whether the released Best-of-N/PPO user turn is asked for (text, or the exact run)."""
+        return self.input_format in ("released_profile", "released_bon")
 
     @property
     def effective_user_format(self) -> str:

@@ -27,6 +27,10 @@ default special tokens (a tokenizer that adds a BOS on top of the template's giv
 model's own forward (the last token that is not the pad token),
 and the reward is the logit for one label or ``softmax(logits)[-1]`` for more. That script shows no
 profile, so a request with one is an error unless ``profile_position=none``.
+``input_format=released_bon`` is the same encoding and reward rule with the profile the released
+Best-of-N scorer (``BoN/score.py``, discriminative) and PPO reward server show: the user turn is
+the question immediately followed by the posts (``input_format=released_profile`` is that user
+turn alone, with prbench's one BOS and ``logits[label_index]``).
 """
 
 from __future__ import annotations
@@ -43,10 +47,15 @@ from prbench.backends.chat_inputs import (
     encode_requests,
     encoder_from_options,
     load_tokenizer,
+    profile_texts,
     rendering_description,
     template_sha256,
 )
-from prbench.backends.hf_classifier_options import HFClassifierOptions, check_released_options
+from prbench.backends.hf_classifier_options import (
+    RELEASED_SCRIPT_FORMATS,
+    HFClassifierOptions,
+    check_released_options,
+)
 from prbench.backends.model_files import check_model_files, loading
 from prbench.devices import resolve_dtype, torch_device
 from prbench.scoring.base import ScoreRequest, UnscoredInputs, check_scores
@@ -106,7 +115,7 @@ class HFClassifierScorer(UnscoredInputs):
             raise ValueError(f"label_index must be >= 0, got {options.label_index}")
         if options.batch_tokens < 0 or options.max_batch_size < 0:
             raise ValueError("batch_tokens and max_batch_size must be >= 0")
-        self.released = options.input_format == "released"
+        self.released = options.input_format in RELEASED_SCRIPT_FORMATS
         if self.released:
             check_released_options(options)
         self.options = options
@@ -207,7 +216,7 @@ class HFClassifierScorer(UnscoredInputs):
         self._pool_pad = own_pad if isinstance(own_pad, int) else None
         self._pooling = self._pooling_note()
         if self.released:
-            self._sharing, self._sharing_note = False, "off (input_format=released)"
+            self._sharing, self._sharing_note = False, f"off (input_format={opts.input_format})"
         elif opts.prefix_sharing == "off":
             self._sharing, self._sharing_note = False, "off (option)"
         else:
@@ -470,7 +479,18 @@ class HFClassifierScorer(UnscoredInputs):
         return encoded
 
     def _encode_released(self, requests: Sequence[ScoreRequest]) -> list[EncodedInput]:
-        """The released script's inputs (its chat has no profile: one is an error)."""
+        """The released script's inputs.
+
+        ``released`` (``pointwise.py``) shows no profile: one is an error. ``released_bon``
+        (``BoN/score.py``) shows the question followed by the released posts.
+        """
+        if self.options.input_format == "released_bon":
+            encoded = self.encoder.encode_released(
+                [r.question for r in requests], [r.response for r in requests],
+                profile_texts(self.encoder, requests),
+            )
+            self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated)
+            return encoded
         if self.options.profile_position != "none":
             for i, r in enumerate(requests):
                 if r.profile.text:

@@ -41,12 +41,14 @@ class HFClassifierOptions(ChatRenderOptions):
     max_length: int = _opt(
         8192, "most tokens per input; the profile is cut first, never the answer"
     )
-    input_format: Literal["prbench", "released", "released_profile"] = dataclasses.field(
-        default="prbench", kw_only=True, metadata={"help": (
+    input_format: Literal["prbench", "released", "released_profile", "released_bon"] = (
+        dataclasses.field(default="prbench", kw_only=True, metadata={"help": (
             "prbench (one BOS, profile placement, profile-first truncation), released (the "
-            "paper's pointwise script exactly; no profile) or released_profile (the released "
-            "Best-of-N/PPO reward input: question then 'Post i (Category: c):' posts)"
-        )},
+            "paper's pointwise script exactly; no profile), released_profile (the released "
+            "Best-of-N/PPO user turn: question then 'Post i (Category: c):' posts, with "
+            "prbench's tokens and reward) or released_bon (the released BoN/score.py and "
+            "PPO reward server exactly: that user turn, their tokens, cut and reward rule)"
+        )})
     )
     pooling: Literal["model", "last_token"] = _opt(
         "model", "which token's state is the reward: model (the model's own rule: the last "
@@ -72,17 +74,27 @@ class HFClassifierOptions(ChatRenderOptions):
             raise ValueError(f"label_index must be >= 0, got {self.label_index}")
         if self.batch_tokens < 0 or self.max_batch_size < 0:
             raise ValueError("batch_tokens and max_batch_size must be >= 0")
-        if self.input_format == "released":
-            check_released_options(self)
+        check_released_options(self)  # input_format=released or released_bon
+
+
+#: The ``input_format`` values that run a released script's own encoding and reward rule.
+RELEASED_SCRIPT_FORMATS = ("released", "released_bon")
 
 
 def check_released_options(options: HFClassifierOptions) -> None:
-    """Refuse options that ``input_format=released`` cannot honour (it fixes BOS, label, pooling).
+    """Refuse options a released script's format cannot honour (it fixes BOS, label, pooling).
+
+    ``input_format=released`` (``pointwise.py``) and ``released_bon`` (``BoN/score.py``, the PPO
+    reward server) tokenise, cut, pool and read the reward the same way.
+
+    Other formats pass unchecked.
 
     Raises:
         ValueError: ``bos``, ``label_index``, ``truncation``, ``pooling`` or ``prefix_sharing=on``
-            set with the released format.
+            set with a released script's format.
     """
+    if options.input_format not in RELEASED_SCRIPT_FORMATS:
+        return
     clashes = []
     if options.truncation != "profile_first":
         clashes.append(f"truncation={options.truncation} (released: the first max_length tokens)")
@@ -98,4 +110,6 @@ def check_released_options(options: HFClassifierOptions) -> None:
     if options.prefix_sharing == "on":
         clashes.append("prefix_sharing=on (released: the model's own forward)")
     if clashes:
-        raise ValueError("input_format=released cannot be combined with " + "; ".join(clashes))
+        raise ValueError(
+            f"input_format={options.input_format} cannot be combined with " + "; ".join(clashes)
+        )

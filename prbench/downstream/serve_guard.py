@@ -127,7 +127,10 @@ class RequestGuard:
         if scope.get("path") not in self.open_paths and not self.authorized(headers):
             self._count("unauthorized")
             await reply_json(send, 401, "missing or wrong bearer token (send the header "
-                             "'Authorization: Bearer <token>' with the server's token)",
+                             "'Authorization: Bearer <token>' with the token in the server's "
+                             "--api_key_env variable; OpenRLHF's own HTTP client sends none: "
+                             "give OpenRLHF prbench's examples/openrlhf_reward_func.py with "
+                             "PRBENCH_REWARD_API_KEY set to the token)",
                              ((b"www-authenticate", b'Bearer realm="prbench"'),))
             return
         declared = next((v for k, v in headers if k.lower() == b"content-length"), None)

@@ -263,7 +263,10 @@ def split_query(query: str, prompt: str, strip: Sequence[str], where: str) -> Qu
             raise PayloadError(
                 f"{where}: the query does not contain its prompt, nor start with the end of it "
                 f"(at least {MIN_KEPT_PROMPT_CHARS} characters, as when a client cuts a long "
-                "prompt from the left); send the prompt exactly as it appears in the query"
+                "prompt from the left). From OpenRLHF: its prompt was cut to fewer than "
+                f"{MIN_KEPT_PROMPT_CHARS} characters; raise OpenRLHF's --max_len (its prompt "
+                "budget) or shorten the prompts. Other clients: send the prompt exactly as it "
+                "appears in the query"
             )
         cut = True
     response = query[end:]

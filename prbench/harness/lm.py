@@ -446,8 +446,10 @@ class PRBenchLM(LM):
             if key not in unique:
                 self._forget_outcomes(doc)
                 docs[key] = doc
+                position = doc.get("domain_position")
                 unique[key] = PairRequest(
-                    first=doc["chosen"], second=doc["rejected"], **self._context(doc)
+                    first=doc["chosen"], second=doc["rejected"], **self._context(doc),
+                    domain_position=position if isinstance(position, int) else None,
                 )
         batch = list(unique.values())
         probs = self.runtime.compare(batch)  # checked by the runtime

@@ -127,7 +127,9 @@ def save_results_strictly(
     """Call lm-eval's ``save_results_aggregated`` so that the results file is strict JSON.
 
     lm-eval writes ``NaN`` for a metric without a value (e.g. the mean margin when no pair got a
-    verdict). It is given a copy with :func:`prbench.analysis.strict_json.strict` applied; the
+    verdict). A pairwise judge's group rows first get every judge metric from their tasks'
+    counts (:func:`prbench.judges.order_metrics.add_group_metrics`). It is given a copy with
+    :func:`prbench.analysis.strict_json.strict` applied; the
     keys lm-eval adds while saving (task hashes, its config tracker) are copied back to
     ``results``, which keeps its own numbers for the summary. The file is then read back.
 
@@ -136,9 +138,11 @@ def save_results_strictly(
             as a warning and goes on); a cut file is removed.
     """
     from prbench.analysis.strict_json import strict
+    from prbench.judges.order_metrics import add_group_metrics
     from prbench.outputs import check_json_file
     from prbench.redaction import redact
 
+    add_group_metrics(results)  # a judge's group rows: every judge metric, from counts
     copy = redact(strict(results))  # no secret a server echoed reaches the file
     save(tracker, results=copy, samples=samples)
     for key, value in copy.items():

@@ -172,6 +172,21 @@ def select(
     return table.take(pa.array(picks, pa.int64())), picks
 
 
+def domain_positions(store: RecordTable, picks: Sequence[int] | None) -> list[int]:
+    """Each picked record's 0-based place among the records of its domain, in ``store``'s order.
+
+    That is the place a script that walks one domain's records in the data's order gives it
+    (the released pairwise script draws each pair's order from it); ``picks`` as :func:`select`
+    returns them (``None``: every record).
+    """
+    seen: dict[str, int] = {}
+    places = []
+    for domain in store.column("domain"):
+        places.append(seen.get(domain, 0))
+        seen[domain] = places[-1] + 1
+    return places if picks is None else [places[i] for i in picks]
+
+
 def sourced(
     store: RecordTable,
     picks: Sequence[int] | None,

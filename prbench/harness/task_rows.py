@@ -90,7 +90,8 @@ def build_rows(req: DataRequest) -> Any:
     ``swapped``, drawn from every record of the domain whatever a run scores; ``k`` random own
     posts for ``shuffled``). A row's ``record_ref`` names the record as the builder reads it
     (its JSON goes back into logged samples as ``record_json``); ``profile_source``,
-    ``profile_user`` and ``profile_donor`` say whose posts they are.
+    ``profile_user`` and ``profile_donor`` say whose posts they are; ``domain_position`` is the
+    record's place among its domain's records in the data's order (a judge's ``coin=script``).
     The rows of the question-only condition hold their (empty) view; the others carry a
     ``profile_key`` and ``profile_status`` ``pending``: the profile is built when the row is
     scored (:func:`prepare_profiles`) or its prompt is first rendered (:func:`doc_to_text`), see
@@ -109,6 +110,7 @@ def build_rows(req: DataRequest) -> Any:
     except (TypeError, ValueError):
         k = DEFAULT_PROFILE_K
     store, table, picks = _records(req)
+    positions = record_store.domain_positions(store, picks)  # before another source's records
     if req.profile_source in ("swapped", "shuffled"):
         store = record_store.sourced(store, picks, req.profile_source, seed=req.swap_seed, k=k)
         table, picks = record_store.select(store, None, _ROW_SOURCE)
@@ -155,6 +157,7 @@ def build_rows(req: DataRequest) -> Any:
         "profile_donor": table.column("donor"),
         "n_posts": table.column("n_posts"),
         "source": table.column("source"),
+        "domain_position": pa.array(positions, pa.int64()),
         "record_ref": pa.array(refs, pa.string()),
     }
     rows = pa.Table.from_arrays(list(columns.values()), names=list(columns))

@@ -33,9 +33,11 @@ Under ``protocol=released`` (:mod:`prbench.judges.released`) the outcome also sa
 released script's fallback applies: an unreadable order counts as the verdict "A". The
 script's own outputs are then reported beside the metrics above (:data:`RELEASED_METRICS`):
 ``released_acc`` (accuracy with the fallback), ``released_acc_chosen_a`` /
-``released_acc_chosen_b`` (the chosen answer shown as A / B), ``released_position_bias``
-(their absolute difference) and ``released_n_pred_a`` / ``released_n_pred_b`` (predictions);
-``n_unreadable`` is the script's "failed parses".
+``released_acc_chosen_b`` (the chosen answer shown as A / B; 0.0 when no pair had it there, as
+the script prints), ``released_position_bias`` (their absolute difference) and
+``released_n_pred_a`` / ``released_n_pred_b`` (predictions); ``n_unreadable`` is the script's
+"failed parses". The lm-eval group rows get all of them from counts too
+(:func:`add_group_metrics`).
 
 Pointwise scorers have no orders: the harness emits none of these metrics for them, so they are
 absent from the results rather than zero.
@@ -212,6 +214,11 @@ def _ratio(num: float, den: float) -> float:
     return num / den if den else math.nan
 
 
+def _script_ratio(num: float, den: float) -> float:
+    """The released script's ratio: 0.0 where there is nothing to divide by."""
+    return num / den if den else 0.0
+
+
 def metrics_from_counts(counts: Mapping[str, float]) -> dict[str, float]:
     """Every judge metric of a set of pairs from their summed counts.
 
@@ -234,7 +241,11 @@ def metrics_from_counts(counts: Mapping[str, float]) -> dict[str, float]:
         "n_order_flips": int(c["n_order_flips"]),
     }
     if c["n_pairs"] and c["n_released"] == c["n_pairs"]:
-        in_a = _ratio(c["n_chosen_first_won"] + c["n_chosen_first_unreadable"], c["n_chosen_first"])
+        # the script's accuracy of an empty position is 0.0, not undefined: its outputs as printed
+        in_a = _script_ratio(
+            c["n_chosen_first_won"] + c["n_chosen_first_unreadable"], c["n_chosen_first"]
+        )
+        second = _script_ratio(c["n_chosen_second_won"], c["n_chosen_second"])
         out.update({
             "released_acc": _ratio(
                 c["n_chosen_first_won"] + c["n_chosen_first_unreadable"] + c["n_chosen_second_won"],
@@ -318,6 +329,72 @@ def position_bias(items: Sequence[Sequence[float]]) -> float:
     first = ratio_of_sums([(i[1], i[0]) for i in items])
     second = ratio_of_sums([(i[3], i[2]) for i in items])
     return abs(first - second)
+
+
+def _leaf_tasks(group: str, subtasks: Mapping[str, Any], seen: frozenset[str]) -> list[str]:
+    """The tasks under ``group`` of lm-eval's ``group_subtasks`` (nested groups walked)."""
+    out: list[str] = []
+    for name in subtasks.get(group) or ():
+        if name in seen:
+            continue
+        out += _leaf_tasks(name, subtasks, seen | {name}) if subtasks.get(name) else [name]
+    return out
+
+
+def add_group_metrics(results: Mapping[str, Any]) -> list[str]:
+    """Put every judge metric on the group rows of an lm-eval results dict, from counts.
+
+    lm-eval gives a group row only the metrics its ``aggregate_metric_list`` names, as
+    size-weighted means of the task rows. For a group whose every task carries ``judge_counts``
+    (a pairwise judge's run), the :data:`ORDER_METRICS` and, under the released protocol, the
+    :data:`RELEASED_METRICS` are computed here from the tasks' summed counts
+    (:func:`metrics_from_counts`), as prbench's summary computes its group row, and written to
+    the group's entry in ``results["results"]`` and ``results["groups"]`` (``nan`` where a
+    ratio has no denominator; the results file writes it as null). The dict is changed in place.
+
+    Returns:
+        The names of the groups given the metrics.
+    """
+    rows = results.get("results")
+    subtasks = results.get("group_subtasks")
+    if not isinstance(rows, dict) or not isinstance(subtasks, Mapping):
+        return []
+    done = []
+    for group in subtasks:
+        tasks = _leaf_tasks(group, subtasks, frozenset({group}))
+        counts = [(rows.get(t) or {}).get("judge_counts,none") for t in tasks]
+        if not tasks or not all(isinstance(c, Mapping) and c for c in counts):
+            continue
+        summed = add_counts(c for per_domain in counts for c in per_domain.values())
+        values = {
+            name: value for name, value in metrics_from_counts(summed).items()
+            if name in ORDER_METRICS or name in RELEASED_METRICS
+        }
+        for table in (rows, results.get("groups")):
+            if isinstance(table, dict) and isinstance(table.get(group), dict):
+                row = table[group]
+                for name, value in values.items():
+                    row[f"{name},none"] = value
+                    row.setdefault(f"{name}_stderr,none", "N/A")
+        done.append(group)
+    return done
+
+
+def released_ratio(items: Sequence[Sequence[float]]) -> float:
+    """The released accuracies of a task: :func:`ratio_of_sums`, but 0.0 when nothing to divide
+    (the script prints 0.0 for a position no pair had).
+    """  # noqa: D205
+    den = sum(float(i[1]) for i in items)
+    return ratio_of_sums(items) if den else 0.0
+
+
+def released_position_bias(items: Sequence[Sequence[float]]) -> float:
+    """``released_position_bias`` of a task: the script's ``|acc_A - acc_B|``, an empty
+    position's accuracy 0.0 (items as :func:`position_bias`'s).
+    """  # noqa: D205
+    in_a = released_ratio([(i[1], i[0]) for i in items])
+    in_b = released_ratio([(i[3], i[2]) for i in items])
+    return abs(in_a - in_b)
 
 
 def total(items: Sequence[float]) -> int:

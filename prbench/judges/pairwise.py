@@ -10,8 +10,11 @@ from the orders, not from this probability: a pair counts only when every order 
 chosen answer (:mod:`prbench.judges.order_metrics`).
 
 ``orders="one"`` judges a single order per pair; which answer is shown first is a seeded choice
-that depends only on the seed and the pair (not on the batch), as in the released evaluation,
-which shuffles positions with a fixed seed.
+that depends only on the seed and the pair (not on the batch, nor on the other pairs of the data:
+``coin="pair"``, the default), as in the released evaluation, which shuffles positions with a fixed
+seed. ``coin="script"`` draws it as the released script does instead: the seed's sequential
+``random.random()`` stream, restarted for each domain, one draw per pair in the data's order
+(:func:`prbench.judges.released.script_coin`).
 
 ``protocol="released"`` is the released evaluation as one switch (:mod:`prbench.judges.released`):
 the authors' prompt files (``system_prompt_file``, ``user_prompt_file``; prbench ships no copy),
@@ -44,6 +47,7 @@ from prbench.judges import prompts, released
 from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
 from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import parse_pairwise
+from prbench.options import OptionsError
 from prbench.scoring.base import PairRequest
 
 #: What ``protocol=released`` fixes: option -> (prbench's default, the released value).
@@ -63,6 +67,13 @@ class LLMJudgeOptions(BackendOptions):
     orders: Literal["both", "one"] = dataclasses.field(
         default="both",
         metadata={"help": "'both' judges each pair in both orders; 'one' a seeded single order"},
+    )
+    coin: Literal["pair", "script"] = dataclasses.field(
+        default="pair",
+        metadata={"help": "orders=one: which answer is shown first; 'pair' (a seeded coin per "
+                          "pair, whatever else the data holds) or 'script' (the released "
+                          "pairwise.py's draws: the seed's random() stream restarted per "
+                          "domain, one draw per pair in the data's order)"},
     )
     protocol: Literal["prbench", "released"] = dataclasses.field(
         default="prbench",
@@ -84,6 +95,9 @@ class LLMJudgeOptions(BackendOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.coin != "pair" and self.orders != "one" and self.protocol != "released":
+            raise ValueError(f"coin={self.coin} chooses the one order of orders=one (or "
+                             "protocol=released); with orders=both every pair gets both orders")
         if self.protocol != "released":
             for name in ("system_prompt_file", "user_prompt_file"):
                 if getattr(self, name):
@@ -148,6 +162,16 @@ class LLMPairwiseJudge(LLMJudgeBase):
     def _orders(self, pair: PairRequest) -> list[str]:
         if self.options.orders == "both":
             return ["first", "second"]
+        if self.options.coin == "script":
+            if pair.domain_position is None:
+                raise OptionsError(
+                    f"llm-judge: coin=script draws each pair's order from its place among its "
+                    f"domain's records, and pair {pair.record_id!r} has none (the prbench tasks "
+                    "give it; a pair built by hand needs PairRequest.domain_position), or use "
+                    "coin=pair"
+                )
+            in_a = released.script_coin(self.options.seed, pair.domain_position)
+            return ["first" if in_a else "second"]
         u = seeded_unit("order", self.options.seed, pair.record_id, pair.first, pair.second)
         return ["first" if u < 0.5 else "second"]
 
@@ -193,6 +217,7 @@ class LLMPairwiseJudge(LLMJudgeBase):
             **self._stats_head(),
             "protocol": self.options.protocol,
             "orders": self.options.orders,
+            "coin": self.options.coin,
             "seed": self.options.seed,
             **self._tally.stats(),
             **self._stats_tail(),
@@ -214,9 +239,15 @@ class LLMPairwiseJudge(LLMJudgeBase):
             else "no profile shown (the user prompt has no {profile})"
         )
         unreadable = self._tally.orders - self._tally.verdicts
+        coin = (
+            "coin=script: the script's draws, restarted per domain, in the data's order"
+            if self.options.coin == "script" else
+            "coin=pair: drawn per pair, not the script's sequence"
+        )
         return [
             f"protocol=released: {files}; one order per pair from a coin seeded with "
-            f"{released.SEED}, greedy, max_new_tokens {released.MAX_NEW_TOKENS}; {profile}",
+            f"{released.SEED} ({coin}), greedy, max_new_tokens {released.MAX_NEW_TOKENS}; "
+            f"{profile}",
             "protocol=released: an unreadable reply is the fallback 'A' only in the released_* "
             f"metrics; every other metric counts it unreadable ({unreadable} so far, "
             "n_unreadable)",

@@ -22,17 +22,26 @@ What differs, on purpose, and is said where results are shown:
   :class:`~prbench.judges.parsing.ParseFailure`, the order is unreadable (``n_unreadable``), and
   only the released script's own outputs (``released_*`` metrics,
   :mod:`prbench.judges.order_metrics`) count it as "A";
-- the coin is seeded per pair (seed 42, the pair's id and answers), so it does not depend on the
-  order in which pairs reach the judge; it is a different draw from the script's sequential
-  ``random.random()`` stream, so which pairs have the chosen answer in A differs pair by pair
-  (the share is the same in expectation).
+- by default (``coin=pair``) the coin is seeded per pair (seed 42, the pair's id and answers), so
+  a pair gets the same order whatever else the data holds, in whichever order; it is a different
+  draw from the script's, so which pairs have the chosen answer in A differs pair by pair (the
+  share is the same in expectation). ``coin=script`` draws as the script does
+  (:func:`script_coin`): the script reseeds ``random`` with 42 for each subset (domain) and draws
+  one ``random.random()`` per pair in the data's order, the chosen answer going to A when the draw
+  is below 0.5; the pair's place in its domain (``PairRequest.domain_position``, set by the tasks)
+  picks its draw, so every pair gets the script's order, line by line.
+
+The placeholders are filled as the script fills them, one after another (:meth:`ReleasedPrompts
+.chat`), so a question that contains ``{Response_A}`` is filled again, as there. The script's
+empty position (no pair with the chosen answer in A, or in B) prints 0.0; the ``released_*``
+metrics do the same (:func:`prbench.judges.order_metrics.metrics_from_counts`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
+import random
 from typing import Any
 
 from prbench.backends.base import Chat, GenerationFailure, Reply
@@ -52,9 +61,10 @@ USER_PLACEHOLDERS = ("{question}", "{Response_A}", "{Response_B}")
 #: The placeholder the user prompt file may hold: the task's profile view.
 PROFILE_PLACEHOLDER = "{profile}"
 
-_FILLED = re.compile(
-    "|".join(re.escape(p) for p in (*USER_PLACEHOLDERS, PROFILE_PLACEHOLDER))
-)
+#: The share of the script's ``random.random()`` draws that put the chosen answer in A.
+CHOSEN_IN_A_BELOW = 0.5
+
+_DRAWS: dict[int, tuple[random.Random, list[float]]] = {}
 
 
 class PromptFileError(OptionsError):
@@ -136,14 +146,19 @@ class ReleasedPrompts:
     def chat(self, question: str, profile_text: str, response_a: str, response_b: str) -> Chat:
         """The judge's chat for one order: the system file, then the filled user file.
 
-        The placeholders are filled in one pass, so a question or an answer that happens to
-        contain a placeholder's text is never filled a second time.
+        The placeholders are replaced one after another, everywhere, as the script replaces
+        them: ``{profile}`` first (prbench's addition, only when the file has it, so a file
+        without it gives the script's text exactly), then ``{question}``, ``{Response_A}``,
+        ``{Response_B}``. A question holding ``{Response_A}`` therefore gets answer A there too,
+        as in the script.
         """
-        values = {
-            "{question}": question, "{Response_A}": response_a, "{Response_B}": response_b,
-            PROFILE_PLACEHOLDER: profile_text,
-        }
-        user = _FILLED.sub(lambda m: values[m.group(0)], self.user.text)
+        user = self.user.text
+        if self.reads_profile:
+            user = user.replace(PROFILE_PLACEHOLDER, profile_text)
+        for placeholder, value in zip(
+            USER_PLACEHOLDERS, (question, response_a, response_b), strict=True
+        ):
+            user = user.replace(placeholder, value)
         return [{"role": "system", "content": self.system.text},
                 {"role": "user", "content": user}]
 
@@ -168,6 +183,24 @@ def load_prompts(system_prompt_file: str, user_prompt_file: str) -> ReleasedProm
         system=read_prompt_file(system_prompt_file, "system_prompt_file"),
         user=read_prompt_file(user_prompt_file, "user_prompt_file", USER_PLACEHOLDERS),
     )
+
+
+def script_coin(seed: int, position: int) -> bool:
+    """Whether the script puts the chosen answer in A for the pair at ``position`` of its domain.
+
+    The script seeds ``random`` with ``seed`` for each domain and draws ``random.random()`` once
+    per pair in the data's order; the chosen answer is A when the draw is below 0.5. The draws of
+    a seed are kept, so asking for any position costs one draw per new position.
+
+    Raises:
+        ValueError: a negative position.
+    """
+    if position < 0:
+        raise ValueError(f"a pair's place in its domain is >= 0, got {position}")
+    stream, draws = _DRAWS.setdefault(seed, (random.Random(seed), []))
+    while len(draws) <= position:
+        draws.append(stream.random())
+    return draws[position] < CHOSEN_IN_A_BELOW
 
 
 def parse_released(text: Reply) -> str | ParseFailure:
@@ -210,4 +243,5 @@ __all__ = [
     "load_prompts",
     "parse_released",
     "read_prompt_file",
+    "script_coin",
 ]

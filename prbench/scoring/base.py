@@ -56,6 +56,9 @@ class PairRequest:
     category: str = ""
     domain: str = ""
     hidden: Mapping[str, Any] | None = None
+    #: the pair's 0-based place among its domain's records in the data's order (the prbench tasks
+    #: set it; a judge's ``coin=script`` draws its order from it); ``None`` when unknown
+    domain_position: int | None = None
 
 
 _IMMUTABLE = (str, int, float, bool, bytes, type(None))

@@ -65,6 +65,16 @@ def position_bias(items: Sequence[Sequence[float]]) -> float:
     return _order.position_bias(items)
 
 
+def released_ratio(items: Sequence[Sequence[float]]) -> float:
+    """The released accuracies (with the chosen answer in A / in B): 0.0 for an empty position."""
+    return _order.released_ratio(items)
+
+
+def released_position_bias(items: Sequence[Sequence[float]]) -> float:
+    """``released_position_bias``: the script's ``|acc_A - acc_B|`` (an empty position is 0.0)."""
+    return _order.released_position_bias(items)
+
+
 def total(items: Sequence[float]) -> int:
     """``n_unreadable``, ``n_order_flips`` and the prediction counts: sums over the pairs."""
     return _order.total(items)

@@ -3,33 +3,51 @@
 The reference implementation (SALT-NLP/SynthesizeMe, ``personalrm/synthesizeme.py``) fits a user
 in two DSPy random searches over few-shot programs. This module runs the same searches with
 explicit, seeded steps; Python's ``random`` draws the shuffles and sizes the way DSPy's
-``BootstrapFewShotWithRandomSearch`` and ``BootstrapFewShot`` draw them.
+``BootstrapFewShotWithRandomSearch`` and ``BootstrapFewShot`` draw them. Where the reference's
+code does something its design did not intend, this module does what the code does, so results
+can be compared with it pair for pair:
+
+- **Labelled-only demos are carried, never shown.** The reference's labelled-only demos carry
+  keys that are not the judge signature's output fields, so DSPy's chat adapter leaves them out
+  of every prompt. Its teacher therefore judges with no demos, its "labelled-only" candidate
+  is judged as a zero-shot program, and validation and final prompts show only the demos with a
+  reasoning (:class:`Candidate`: ``carried`` and ``shown``).
+- **The persona search has 12 candidates** (:func:`candidate_plans` with ``zero_shot=False``):
+  labelled-only first, then the bootstraps; the demo search has 13 (zero-shot first).
+- **The persona is induced from every demo the winning candidate carries**: each pair, its
+  reasoning where it has one, and which answer the user chose
+  (:func:`prbench_plugin_synthesizeme.prompts.persona_from_demos_chat`).
 
 For each user, the labelled pairs are split without shuffling: the first ``int(0.7 n)`` train,
-the rest validate. Each pair is shown in one seeded order (its "data order"). Then, twice:
+the rest validate. Each split's pairs are shown in the reference's presentation order
+(:func:`presentation_order`: a fresh ``random.Random(42)`` per split, one ``choice([True,
+False])`` per pair). Then, twice:
 
-1. **Candidate programs** (:func:`candidate_plans`), in this order: zero-shot (no demos);
-   labelled only (``random.Random(0).sample`` of 4 training pairs, without reasoning); the
-   unshuffled bootstrap; and 10 shuffled bootstraps (``random.Random(s).shuffle`` of the training
-   pairs and a size ``random.Random(s).randint(1, n)``, ``s = 0..9``).
-2. **Bootstrap** (:func:`bootstrap_demos`): a *teacher* -- the judge with 4 labelled demos
-   (``random.Random(0).sample`` of the candidate's training order, the pair itself left out) --
-   reasons about each training pair in the candidate's order; a reasoning is kept when its verdict
-   is the user's choice, until ``size`` are kept. Labelled demos of the pairs not kept fill the
-   set up to 4 (``random.Random(0)`` shuffle and sample, as DSPy does).
-3. **Validation** in one order (the data order): the share of validation pairs the candidate's
-   judge gets right. The first candidate with the best score wins; the search stops at the first
-   candidate scoring 80% or more (the reference's ``stop_at_score=80``).
+1. **Candidate programs** (:func:`candidate_plans`), in this order: zero-shot (no demos; the
+   demo search only); labelled only (``random.Random(0).sample`` of 4 training pairs, without
+   reasoning); the unshuffled bootstrap; and 10 shuffled bootstraps
+   (``random.Random(s).shuffle`` of the training pairs and a size
+   ``random.Random(s).randint(1, n)``, ``s = 0..9``).
+2. **Bootstrap** (:func:`bootstrap_demos`): the teacher -- the judge with no demo shown --
+   reasons about each training pair; in the candidate's order, a reasoning is kept when its
+   verdict is the user's choice, until ``size`` are kept. Labelled demos of the pairs not kept
+   fill the carried set up to 4 (``random.Random(0)`` shuffle and sample, as DSPy does).
+3. **Validation** in one order (the presentation order): the share of validation pairs the
+   candidate's judge, shown the candidate's demos with a reasoning, gets right. The first
+   candidate with the best score wins; the search stops at the first candidate scoring 80% or
+   more (the reference's ``stop_at_score=80``).
 
-The first search runs the judge without a persona; the winning candidate's kept reasonings induce
-the persona. The second search runs the persona-conditioned judge (the teacher too) and its winner
-gives the demos of the final judge. Replies are generated for every candidate up front (the
-searches' answers do not depend on the order of generation with greedy decoding), then read in
-the reference's order, so the candidates after an early stop cost generation but are not used.
+The first search runs the judge without a persona; every demo the winning candidate carries
+induces the persona. The second search runs the persona-conditioned judge (the teacher too) and
+the demos its winner shows are the final judge's. Replies are generated for every candidate up
+front (the searches' answers do not depend on the order of generation with greedy decoding),
+then read in the reference's order, so the candidates after an early stop cost generation but
+are not used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Sequence
@@ -37,7 +55,7 @@ from typing import Any
 
 from prbench.api import ParseFailure, Pref, parse_pairwise, strip_reasoning
 from prbench_plugin_synthesizeme import prompts
-from prbench_plugin_synthesizeme.personas import Persona, seeded_order
+from prbench_plugin_synthesizeme.personas import Persona
 
 #: The reference's settings: labelled demos per teacher / per set, shuffled candidates, early stop.
 MAX_LABELED = 4
@@ -49,28 +67,58 @@ NO_PERSONA = ("Not described yet: judge from this person's earlier choices shown
 _VERDICT_LINE = re.compile(r"^.*\bverdict\b.*$", re.IGNORECASE | re.MULTILINE)
 
 
-def candidate_plans(n_train: int, shuffled: int = SHUFFLED_CANDIDATES) -> list[dict[str, Any]]:
+def presentation_order(n: int, seed: int = 42) -> list[bool]:
+    """Whether each of a split's ``n`` pairs shows its chosen answer first, as the reference draws.
+
+    The reference converts each split (training, validation) on its own with a fresh
+    ``random.Random(42)`` and one ``choice([True, False])`` per pair in the data's order (a
+    ``flip`` column would override it; prbench's preference data has none).
+    """
+    rng = random.Random(seed)
+    return [rng.choice([True, False]) for _ in range(n)]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One candidate program's demos.
+
+    Attributes:
+        carried: every demo the program holds (verified reasonings, then labelled-only demos
+            without reasoning): what the persona is induced from.
+        shown: the demos its prompts show: those with a reasoning (the reference's chat adapter
+            leaves the labelled-only ones out).
+    """
+
+    carried: list[prompts.Demo]
+    shown: list[prompts.Demo]
+
+
+def candidate_plans(
+    n_train: int, shuffled: int = SHUFFLED_CANDIDATES, *, zero_shot: bool = True
+) -> list[dict[str, Any]]:
     """The candidate programs of one search over ``n_train`` training pairs, in search order.
 
     Each plan: ``name``, ``kind`` (``zero-shot``, ``labelled``, ``bootstrap``), ``order`` (the
-    training pairs' indices in the candidate's order), ``size`` (most kept reasonings) and
-    ``teacher`` (the indices of the teacher's labelled demos; for ``labelled``, the demos).
+    training pairs' indices in the candidate's order), ``size`` (most kept reasonings) and, for
+    ``labelled``, ``labelled`` (the indices of its demos). ``zero_shot=False`` leaves the
+    zero-shot program out (the reference's persona search: 12 candidates).
     """
     base = list(range(n_train))
     k = min(MAX_LABELED, n_train)
     plans: list[dict[str, Any]] = [
-        {"name": "zero-shot", "kind": "zero-shot", "order": base, "size": 0, "teacher": []},
+        {"name": "zero-shot", "kind": "zero-shot", "order": base, "size": 0},
+    ] if zero_shot else []
+    plans += [
         {"name": "labelled", "kind": "labelled", "order": base, "size": 0,
-         "teacher": random.Random(0).sample(base, k)},
-        {"name": "bootstrap", "kind": "bootstrap", "order": base, "size": n_train,
-         "teacher": random.Random(0).sample(base, k)},
+         "labelled": random.Random(0).sample(base, k)},
+        {"name": "bootstrap", "kind": "bootstrap", "order": base, "size": n_train},
     ]
     for s in range(shuffled):
         order = list(base)
         random.Random(s).shuffle(order)
         size = random.Random(s).randint(1, max(1, n_train))
         plans.append({"name": f"shuffled-{s}", "kind": "bootstrap", "order": order,
-                      "size": size, "teacher": random.Random(0).sample(order, k)})
+                      "size": size})
     return plans
 
 
@@ -85,8 +133,8 @@ def bootstrap_demos(plan: dict[str, Any], kept: dict[int, str]) -> tuple[list[in
 
     Args:
         plan: the candidate (:func:`candidate_plans`).
-        kept: the verified reasoning of each training pair under this candidate's teacher
-            (pairs whose teacher verdict was wrong or unreadable are absent).
+        kept: the verified reasoning of each training pair under the teacher (pairs whose
+            teacher verdict was wrong or unreadable are absent).
     """
     chosen: list[int] = []
     for j in plan["order"]:
@@ -100,6 +148,26 @@ def bootstrap_demos(plan: dict[str, Any], kept: dict[int, str]) -> tuple[list[in
     return chosen, random.Random(0).sample(rest, fill)
 
 
+def candidate_demos(plan: dict[str, Any], train: Sequence[Pref], shown_a: Sequence[bool],
+                    kept: dict[int, str]) -> Candidate:
+    """A candidate's carried and shown demos (see :class:`Candidate`).
+
+    Args:
+        plan: the candidate (:func:`candidate_plans`).
+        train: the training pairs.
+        shown_a: per training pair, whether its chosen answer is shown as A
+            (:func:`presentation_order`).
+        kept: the teacher's verified reasoning per training pair.
+    """
+    if plan["kind"] == "zero-shot":
+        return Candidate([], [])
+    if plan["kind"] == "labelled":
+        return Candidate([_demo(train[i], shown_a[i]) for i in plan["labelled"]], [])
+    boot, raw = bootstrap_demos(plan, kept)
+    reasoned = [_demo(train[j], shown_a[j], kept[j]) for j in boot]
+    return Candidate(reasoned + [_demo(train[j], shown_a[j]) for j in raw], reasoned)
+
+
 def _reasoning(reply: str) -> str:
     return _VERDICT_LINE.sub("", str(strip_reasoning(str(reply)))).strip()
 
@@ -111,16 +179,19 @@ class AuthorsSearch:
         base: the scorer (a ``fitting.SynthesizeMeBase``: its LLM calls with retries, counts and
             options; typed loosely, as this module sits below it).
         splits: per user, ``(training pairs, validation pairs)``.
+        zero_shot: whether the zero-shot program is a candidate (the demo search: yes; the
+            persona search: no).
     """
 
-    def __init__(self, base: Any, splits: dict[str, tuple[list[Pref], list[Pref]]]) -> None:
+    def __init__(self, base: Any, splits: dict[str, tuple[list[Pref], list[Pref]]],
+                 *, zero_shot: bool = True) -> None:
         self.base = base
         self.splits = splits
         seed = base.options.seed
-        self.order = {u: ([seeded_order(seed, "bootstrap", u, j) for j in range(len(t))],
-                          [seeded_order(seed, "validation", u, v) for v in range(len(v_))])
+        self.order = {u: (presentation_order(len(t), seed), presentation_order(len(v_), seed))
                       for u, (t, v_) in splits.items()}
-        self.plans = {u: candidate_plans(len(t)) for u, (t, _) in splits.items()}
+        self.plans = {u: candidate_plans(len(t), zero_shot=zero_shot)
+                      for u, (t, _) in splits.items()}
 
     def _ask(self, requests: list[tuple[str, Any, dict[str, Any]]], desc: str) -> dict[str, Any]:
         """Ask each distinct chat once; ``{chat key: (reply, verdict)}``."""
@@ -134,71 +205,60 @@ class AuthorsSearch:
         return dict(zip(keys, answers, strict=True))
 
     def search(self, personas: dict[str, str], stage: str) -> dict[str, dict[str, Any]]:
-        """One random search per user; ``{user: {"demos", "scores", "chosen", "evaluated"}}``."""
-        # 1. the teachers' reasonings for every (candidate, training pair)
+        """One random search per user.
+
+        Returns:
+            ``{user: {"demos" (shown), "carried", "scores", "chosen", "chosen_name",
+            "evaluated"}}``.
+        """
+        # 1. the teacher's reasoning on every training pair: no demo is shown to it
         wanted: list[tuple[str, Any, dict[str, Any]]] = []
-        for u, plans in self.plans.items():
+        teacher: dict[str, list[str]] = {}
+        for u in self.plans:
             train, _ = self.splits[u]
             shown = self.order[u][0]
-            for c, plan in enumerate(plans):
-                if plan["kind"] != "bootstrap":
-                    continue
-                for j in plan["order"]:
-                    demos = [_demo(train[i], shown[i]) for i in plan["teacher"] if i != j]
-                    chat = prompts.judge_chat(personas[u], train[j].question,
-                                              *_shown(train[j], shown[j]), demos)
-                    wanted.append((_key(chat), chat, {"user": u, "step": f"{stage}-teacher",
-                                                      "set": c, "pair": j}))
+            teacher[u] = []
+            for j, pref in enumerate(train):
+                chat = prompts.judge_chat(personas[u], pref.question, *_shown(pref, shown[j]))
+                teacher[u].append(_key(chat))
+                wanted.append((teacher[u][-1], chat, {"user": u, "step": f"{stage}-teacher",
+                                                      "pair": j}))
         taught = self._ask(wanted, f"synthesizeme {stage} bootstrap")
         # 2. each candidate's demos
-        demos_of: dict[str, list[list[prompts.Demo]]] = {}
+        sets_of: dict[str, list[Candidate]] = {}
         for u, plans in self.plans.items():
             train, _ = self.splits[u]
             shown = self.order[u][0]
-            sets = []
-            for plan in plans:
-                if plan["kind"] == "zero-shot":
-                    sets.append([])
-                    continue
-                if plan["kind"] == "labelled":
-                    sets.append([_demo(train[i], shown[i]) for i in plan["teacher"]])
-                    continue
-                kept = {}
-                for j in plan["order"]:
-                    demos = [_demo(train[i], shown[i]) for i in plan["teacher"] if i != j]
-                    chat = prompts.judge_chat(personas[u], train[j].question,
-                                              *_shown(train[j], shown[j]), demos)
-                    reply, verdict = taught[_key(chat)]
-                    if not isinstance(verdict, ParseFailure) and verdict == (
-                            "A" if shown[j] else "B"):
-                        kept[j] = _reasoning(reply)
-                boot, raw = bootstrap_demos(plan, kept)
-                sets.append([_demo(train[j], shown[j], kept[j]) for j in boot]
-                            + [_demo(train[j], shown[j]) for j in raw])
-            demos_of[u] = sets
-        # 3. validation, one order per pair
+            kept = {}
+            for j, key in enumerate(teacher[u]):
+                reply, verdict = taught[key]
+                if not isinstance(verdict, ParseFailure) and verdict == (
+                        "A" if shown[j] else "B"):
+                    kept[j] = _reasoning(reply)
+            sets_of[u] = [candidate_demos(plan, train, shown, kept) for plan in plans]
+        # 3. validation, one order per pair, with the demos each candidate shows
         wanted = []
-        for u, sets in demos_of.items():
+        for u, sets in sets_of.items():
             _, val = self.splits[u]
             shown = self.order[u][1]
-            for c, demos in enumerate(sets):
+            for c, cand in enumerate(sets):
                 for v, pref in enumerate(val):
                     chat = prompts.judge_chat(personas[u], pref.question,
-                                              *_shown(pref, shown[v]), demos)
+                                              *_shown(pref, shown[v]), cand.shown)
                     wanted.append((_key(chat), chat, {"user": u, "step": f"{stage}-validation",
                                                       "set": c, "pair": v}))
         judged = self._ask(wanted, f"synthesizeme {stage} validation")
         out: dict[str, dict[str, Any]] = {}
-        for u, sets in demos_of.items():
+        for u, sets in sets_of.items():
             _, val = self.splits[u]
             shown = self.order[u][1]
             scores: list[float] = []
             best = 0
-            for c, demos in enumerate(sets):
+            for c, cand in enumerate(sets):
                 right = 0
                 for v, pref in enumerate(val):
                     chat = prompts.judge_chat(personas[u], pref.question,
-                                              *_shown(pref, shown[v]), demos)
+                                              *_shown(pref, shown[v]), cand.shown)
                     verdict = judged[_key(chat)][1]
                     right += (not isinstance(verdict, ParseFailure)
                               and verdict == ("A" if shown[v] else "B"))
@@ -207,7 +267,8 @@ class AuthorsSearch:
                     best = c
                 if scores[-1] >= STOP_AT:
                     break
-            out[u] = {"demos": sets[best], "scores": scores, "chosen": best,
+            out[u] = {"demos": sets[best].shown, "carried": sets[best].carried,
+                      "scores": scores, "chosen": best,
                       "chosen_name": self.plans[u][best]["name"], "evaluated": len(scores)}
         return out
 
@@ -242,7 +303,8 @@ def authors_split(prefs: Sequence[Pref], user: str) -> tuple[list[Pref], list[Pr
 def fit_authors(base: Any, fits: Sequence[Any]) -> list[Persona | ParseFailure]:
     """Fit each user by the reference's procedure (see the module docstring).
 
-    The persona comes from the first search's winner, the demos from the second search.
+    The persona comes from every demo the first search's winner carries, the demos from the
+    second search's winner (the ones it shows).
 
     Args:
         base: the scorer (``fitting.SynthesizeMeBase``).
@@ -251,21 +313,22 @@ def fit_authors(base: Any, fits: Sequence[Any]) -> list[Persona | ParseFailure]:
     """
     splits = {f.subject: authors_split(base.preferences.by_user[f.subject], f.subject)
               for f in fits}
-    search = AuthorsSearch(base, {f.subject: splits[f.subject] for f in fits})
+    search = AuthorsSearch(base, {f.subject: splits[f.subject] for f in fits}, zero_shot=False)
     first = search.search({f.subject: NO_PERSONA for f in fits}, "persona")
     chats, details = [], {}
     for f in fits:
         won = first[f.subject]
-        notes = [d["reasoning"] for d in won["demos"] if d["reasoning"].strip()]
-        chats.append(prompts.persona_from_reasoning_chat(f.posts, notes))
+        carried = won["carried"]
+        notes = sum(1 for d in carried if d["reasoning"].strip())
+        chats.append(prompts.persona_from_demos_chat(f.posts, carried))
         train, val = splits[f.subject]
         details[f.subject] = {
             "protocol": "authors", "split": "temporal", "n_train": len(train),
-            "n_val": len(val), "reasonings_kept": len(notes),
+            "n_val": len(val), "reasonings_kept": notes, "persona_demos": len(carried),
             "persona_search": {k: won[k] for k in ("scores", "chosen", "chosen_name",
                                                    "evaluated")},
         }
-        base._fit["reasonings_kept"] += len(notes)
+        base._fit["reasonings_kept"] += notes
     fitted = base._induce(list(fits), chats, details)
     good = [p for p in fitted if isinstance(p, Persona)]
     if good:

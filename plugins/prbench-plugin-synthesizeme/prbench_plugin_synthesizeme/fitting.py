@@ -53,7 +53,7 @@ from prbench_plugin_synthesizeme.personas import (
     seeded_order,
     split_preferences,
 )
-from prbench_plugin_synthesizeme.plugin import SynthesizeMeOptions
+from prbench_plugin_synthesizeme.plugin import AUTHORS_FIT_VERSION, SynthesizeMeOptions
 
 #: The persona used when nothing at all is known about the user (no posts, no pairs).
 UNKNOWN_PERSONA = ("Nothing is known about this person beyond their question; judge as a typical "
@@ -200,6 +200,8 @@ class SynthesizeMeBase(LLMJudgeBase):
         if mode == "preferences":
             settings += [o.demos, o.demo_candidates, o.val_fraction, o.split, o.max_new_tokens,
                          o.orders, o.protocol]
+            if o.protocol == "authors":
+                settings.append(AUTHORS_FIT_VERSION)
         return stable_hash(prompts.PROMPT_VERSION, mode, subject, posts, prefs, self._model(),
                            settings)
 

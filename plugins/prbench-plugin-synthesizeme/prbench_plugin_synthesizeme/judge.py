@@ -34,7 +34,7 @@ from prbench_plugin_synthesizeme.fitting import (
     seeded_order,
 )
 from prbench_plugin_synthesizeme.personas import Persona
-from prbench_plugin_synthesizeme.plugin import SynthesizeMeRatingOptions
+from prbench_plugin_synthesizeme.plugin import AUTHORS_FIT_VERSION, SynthesizeMeRatingOptions
 
 __all__ = ["UNKNOWN_PERSONA", "SynthesizeMeJudge", "SynthesizeMeRating", "parse_persona"]
 
@@ -58,6 +58,7 @@ class _SynthesizeMeBase(SynthesizeMeBase):
                          o.seed],
             "demos": [o.demos, o.demo_candidates, o.val_fraction, o.split],
             "retries": [o.parse_retries, o.retry_temperature], "protocol": o.protocol,
+            "authors_fit": AUTHORS_FIT_VERSION if o.protocol == "authors" else None,
             "scale": [getattr(o, "low", None), getattr(o, "high", None)],
         })
 

@@ -17,6 +17,11 @@ AUTHORS = {
     "orders": "both",
 }
 
+#: The version of ``protocol=authors``'s fitting procedure (in persona-cache keys and
+#: fingerprints): 2 = labelled-only demos carried but not shown, 12-candidate persona search,
+#: persona from every carried demo, as the reference's code does.
+AUTHORS_FIT_VERSION = 2
+
 
 @dataclasses.dataclass(frozen=True)
 class SynthesizeMeOptions(BackendOptions):
@@ -74,11 +79,12 @@ class SynthesizeMeOptions(BackendOptions):
     )
     protocol: Literal["prbench", "authors"] = dataclasses.field(
         default="prbench",
-        metadata={"help": "'authors': the SynthesizeMe reference's fitting (two random searches: "
-                          "zero-shot, labelled-only, unshuffled and 10 shuffled bootstraps with a "
-                          "4-demo teacher, single-order validation, persona from the winner's "
-                          "demos), 8192 tokens, greedy retries, seed 42; headline "
-                          "acc_single_order"},
+        metadata={"help": "'authors': the SynthesizeMe reference's fitting as its code runs "
+                          "(a 12-candidate persona search: labelled-only, unshuffled and 10 "
+                          "shuffled bootstraps; a 13-candidate demo search with zero-shot first; "
+                          "labelled-only demos carried but not shown; single-order validation; "
+                          "persona from every demo of the winner), 8192 tokens, greedy retries, "
+                          "seed 42; headline acc_single_order"},
     )
     persona_cache: bool = dataclasses.field(
         default=True, metadata={"help": "keep induced personas on disk (per user, prompt, model)"}

@@ -1,8 +1,9 @@
 """The prompts of SynthesizeMe, in this project's own wording.
 
-Four chats: the persona from profile posts (fit mode ``profile``); the bootstrap reasoning over one
-labelled pair and the persona from the kept reasonings (fit mode ``preferences``); the
-persona-conditioned pairwise judge (with optional demonstrations); the persona-conditioned rating.
+Five chats: the persona from profile posts (fit mode ``profile``); the bootstrap reasoning over one
+labelled pair and the persona from the kept reasonings (fit mode ``preferences``); the persona
+from labelled choices with their reasonings (``protocol=authors``); the persona-conditioned
+pairwise judge (with optional demonstrations); the persona-conditioned rating.
 """
 
 from __future__ import annotations
@@ -99,6 +100,35 @@ they really made):
 
 Write a persona of this person in at most eight sentences, built on the observations first and
 the posts second: their situation, experience, constraints, values and the kind of answer they
+reward. Write the persona only, in the third person, with no heading.""")
+
+
+def persona_from_demos_chat(posts: str, demos: Sequence[Demo]) -> Chat:
+    """Persona induction from labelled pairs: each pair as shown, its reasoning where it has one
+    (checked against the user's choice), and the answer the user chose (``protocol=authors``).
+    """  # noqa: D205
+    parts = []
+    for i, d in enumerate(demos, 1):
+        reasoning = f"Reasoning: {d['reasoning'].strip()}\n" if d["reasoning"].strip() else ""
+        parts.append(
+            f"<choice {i}>\nQuestion: {d['question'].strip()}\nAnswer A: "
+            f"{d['answer_a'].strip()}\nAnswer B: {d['answer_b'].strip()}\n{reasoning}"
+            f"They chose: Answer {d['verdict']}\n</choice {i}>"
+        )
+    return _chat(PERSONA_SYSTEM, f"""\
+What we know about a person from their posts:
+<posts>
+{posts.strip() or NO_POSTS}
+</posts>
+
+Choices this person really made between two answers (with the reasoning that predicted the
+choice, where there is one):
+<choices>
+{chr(10).join(parts) or "(no choices)"}
+</choices>
+
+Write a persona of this person in at most eight sentences, built on the choices first and the
+posts second: their situation, experience, constraints, values and the kind of answer they
 reward. Write the persona only, in the third person, with no heading.""")
 
 
