@@ -29,6 +29,9 @@ def one_line(exc: BaseException) -> str:
         exc: the exception to show.
 
     Returns:
-        Its message, or its class name when the message is empty.
+        Its message (any secret prbench holds masked, :mod:`prbench.redaction`), or its class
+        name when the message is empty.
     """
-    return str(exc) or type(exc).__name__
+    from prbench.redaction import redact_text
+
+    return redact_text(str(exc)) or type(exc).__name__  # a secret it quotes is masked

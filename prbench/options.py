@@ -31,12 +31,20 @@ class OptionsError(PrbenchUserError, ValueError):
 OPTION_FILE_LIMIT = 32 * 1024 * 1024
 
 
+#: folders whose files the kernel makes up on reading (never an option file)
+_KERNEL_FOLDERS = ("/proc", "/sys", "/dev")
+
+
 def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) -> str:
     """The UTF-8 text of a file named by an option (``user_prompt_file=``, ``chat_template=``).
 
     Every option that names a file to read goes through here: the path must be a regular file
     (a FIFO would block forever, ``/dev/zero`` never ends, a folder has no text) of at most
-    ``limit`` bytes, checked before it is opened.
+    ``limit`` bytes, checked before it is opened; it must not live under ``/proc``, ``/sys`` or
+    ``/dev`` (their "regular" files are made up by the kernel as they are read:
+    ``/proc/self/environ`` would send the environment, secrets included, wherever the text
+    goes); and what is read must have the size the file system reported (a kernel file reports
+    0 bytes and then yields text). The error says which of these rules refused the file.
 
     Args:
         path: the file (``~`` is expanded).
@@ -63,6 +71,17 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
                 or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
                 else "not a regular file")
         raise OptionsError(f"{where}: is {kind}, not a regular file; name a text file")
+    try:
+        real = file.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise OptionsError(f"{where}: cannot read it ({exc})") from None
+    for root in _KERNEL_FOLDERS:
+        if real == Path(root) or Path(root) in real.parents:
+            shown = "" if str(real) == str(file) else f" (it resolves to {real})"
+            raise OptionsError(
+                f"{where}: lives under {root}{shown}, whose files the kernel makes up as they "
+                "are read (rule: no option file under /proc, /sys or /dev); name a text file"
+            )
     if info.st_size > limit:
         raise OptionsError(
             f"{where}: the file is {info.st_size:,} bytes, more than the {limit:,} an option "
@@ -76,6 +95,12 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
         raise OptionsError(f"{where}: cannot read it ({exc.strerror or exc})") from None
     if len(data) > limit:  # grew since the check
         raise OptionsError(f"{where}: the file is more than {limit:,} bytes")
+    if len(data) != info.st_size:
+        raise OptionsError(
+            f"{where}: {len(data):,} bytes were read where the file system reports "
+            f"{info.st_size:,} (rule: an option file's text is its stated size; a file being "
+            "written, or one made up by the kernel, is refused); name a finished text file"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -245,6 +270,11 @@ def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str
             raise OptionsError(f"{component}: missing required option {f.name!r}")
     try:
         instance = cls(**values)
+        # an options class that must tell a value given from its default (an option another
+        # option fixes may not be written with any other value, even the default's)
+        check_given = getattr(instance, "check_given", None)
+        if callable(check_given):
+            check_given(values)
     except (TypeError, ValueError) as exc:
         raise OptionsError(f"{component}: {exc}") from exc
     return instance
@@ -332,7 +362,7 @@ def parse_kv_string(text: str) -> dict[str, str]:
     commas (``profile_builder_options={"k": 5, "model": "minilm"}``).
 
     Raises:
-        OptionsError: an item without ``=``.
+        OptionsError: an item without ``=``, or a key given twice (the last would silently win).
     """
     out: dict[str, str] = {}
     for item in (p.strip() for p in _kv_items(text)):
@@ -341,5 +371,11 @@ def parse_kv_string(text: str) -> dict[str, str]:
         if "=" not in item:
             raise OptionsError(f"expected key=value, got {item!r} in {text!r}")
         key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
+        key = key.strip()
+        if key in out:
+            raise OptionsError(
+                f"{key!r} is given twice in {text!r} ({key}={out[key]} and {key}={value.strip()}); "
+                "give each option once"
+            )
+        out[key] = value.strip()
     return out

@@ -6,7 +6,8 @@ folder that cannot be created, or one that is read-only is one :class:`OutputPat
 flag and the path, instead of a traceback after the run.
 
 Every file is written to a hidden temporary name in its own folder and renamed over the target
-(:func:`write_text`, :func:`open_atomic`): a reader never sees half a file, and a failed write (a
+(:func:`write_text`, :func:`open_atomic`), with any secret prbench holds masked
+(:mod:`prbench.redaction`; text files): a reader never sees half a file, and a failed write (a
 full disk, a file-size limit, a permission) leaves no file behind and is one
 :class:`OutputWriteError` naming the file. The file gets the permissions an ordinary ``open``
 would give it (``0666`` less the umask, so ``0644`` typically, readable by teammates on a shared
@@ -15,7 +16,8 @@ ignores ``SIGXFSZ``, so a write beyond ``ulimit -f`` raises ``OSError(EFBIG)`` a
 any other failed write. Files written by another library (lm-eval's results and samples files)
 are read back with :func:`check_json_file` / :func:`check_jsonl_file`.
 
-Ground floor: imports nothing from prbench but :mod:`prbench.errors`.
+Ground floor: imports nothing from prbench but :mod:`prbench.errors` and
+:mod:`prbench.redaction`.
 """
 
 from __future__ import annotations
@@ -91,7 +93,11 @@ def append_line(handle: IO[bytes], text: str, path: str | Path) -> None:
     Raises:
         OutputWriteError: the write failed (:func:`append_failure`).
     """
-    data = memoryview(text.encode("utf-8"))
+    from prbench.redaction import redact_text, warn_masked
+
+    masked = redact_text(text)  # no secret reaches the disk
+    warn_masked(str(path), text, masked)
+    data = memoryview(masked.encode("utf-8"))
     try:
         while data:
             written = handle.write(data)
@@ -224,9 +230,14 @@ def open_atomic(
         tmp = Path(name)
         binary = "b" in mode
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as handle:
-            yield handle
+            masking = None if binary else _Redacting(handle)
+            yield handle if masking is None else masking
             handle.flush()
             os.fchmod(handle.fileno(), _final_mode(target))
+        if masking is not None and masking.masked:
+            from prbench.redaction import warn_masked
+
+            warn_masked(str(target), True, False)
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -237,6 +248,33 @@ def open_atomic(
         if tmp is not None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+
+
+class _Redacting:
+    """A text file whose writes have the secrets prbench holds masked (:mod:`prbench.redaction`).
+
+    Everything else is the file's own.
+    """
+
+    def __init__(self, handle: IO[str]) -> None:
+        self._handle = handle
+        #: whether a secret was masked in what was written
+        self.masked = False
+
+    def write(self, text: str) -> int:
+        from prbench.redaction import redact_text
+
+        masked = redact_text(text)
+        self.masked = self.masked or masked != text
+        self._handle.write(masked)
+        return len(text)
+
+    def writelines(self, lines: Iterator[str] | list[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._handle, name)
 
 
 def write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:

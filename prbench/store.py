@@ -243,8 +243,15 @@ class SQLiteStore:
         return self.guard(run)
 
     def write(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
-        """Run ``executemany`` in one transaction; returns the number of rows given."""
-        rows = [tuple(r) for r in rows]
+        """Run ``executemany`` in one transaction; returns the number of rows given.
+
+        Text values have the secrets prbench holds masked (:mod:`prbench.redaction`): no cache
+        keeps a key a server echoed.
+        """
+        from prbench.redaction import known_secrets, redact
+
+        secrets = known_secrets()
+        rows = [tuple(redact(list(r), secrets)) if secrets else tuple(r) for r in rows]
         if not rows:
             return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -552,3 +553,108 @@ def test_fit_budgets_without_a_card_keeps_the_asked_budget() -> None:
         with pytest.raises(ValueError, match="at least 1 token"):
             backend.generate([chat("a")], GREEDY, budgets=[0])
     assert budgets == [300, 300] and "no max_model_len" in info["source"]
+
+
+# -- a call that is given up on ------------------------------------------------------------------
+
+
+class StuckServer:
+    """Accepts each request and answers only after ``answer_after`` seconds; a client that
+    closes its connection before then is counted in ``abandoned`` (the socket reads EOF)."""
+
+    def __init__(self, answer_after: float) -> None:
+        import socket
+
+        self.answer_after = answer_after
+        self.received = 0
+        self.abandoned = 0
+        self.answered = 0
+        self.lock = threading.Lock()
+        self.all_abandoned = threading.Event()
+        self.stop = threading.Event()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.sock.settimeout(0.1)
+        self.base_url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
+        self.expected = 0
+        self.threads = [threading.Thread(target=self._serve, daemon=True)]
+
+    def __enter__(self) -> StuckServer:
+        self.threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in list(self.threads):
+            thread.join(timeout=5)
+        self.sock.close()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            worker = threading.Thread(target=self._handle, args=(conn,), daemon=True)
+            self.threads.append(worker)
+            worker.start()
+
+    def _handle(self, conn) -> None:
+        import select
+        import time
+
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length:
+                body += conn.recv(65536)
+            with self.lock:
+                self.received += 1
+            until = time.monotonic() + self.answer_after
+            while time.monotonic() < until and not self.stop.is_set():
+                readable, _, _ = select.select([conn], [], [], 0.05)
+                if readable and not conn.recv(1):  # EOF: the client gave up on this request
+                    with self.lock:
+                        self.abandoned += 1
+                        if self.abandoned == self.expected:
+                            self.all_abandoned.set()
+                    return
+            reply = b'{"choices": [{"message": {"content": "late"}, "finish_reason": "stop"}]}'
+            with contextlib.suppress(OSError):
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: " + str(len(reply)).encode() + b"\r\n\r\n" + reply)
+                with self.lock:
+                    self.answered += 1
+
+
+def test_a_timed_out_call_abandons_its_requests_in_flight() -> None:
+    """``call_timeout`` ends a call whose HTTP requests are stuck: the requests are abandoned
+    (their connections closed, which the server sees) and no worker thread is left waiting for
+    the server's answer, instead of the run ending only when the server answers."""
+    from prbench.scoring.timeout import CallTimedOut, call_with_timeout
+
+    with StuckServer(answer_after=30.0) as server:
+        server.expected = 2
+        backend = OpenAIBackend(BackendSpec(backend="openai", model="m", base_url=server.base_url,
+                                            cache_dir="", max_retries=0, timeout=60.0,
+                                            max_concurrency=2))
+        with pytest.raises(CallTimedOut):
+            call_with_timeout(lambda chats: backend.generate(chats, GREEDY),
+                              [chat("one"), chat("two")], 1.0)
+        # structure, not speed: both requests reached the server, and the server saw both
+        # connections closed by the client before it answered either
+        assert server.all_abandoned.wait(20), (server.received, server.abandoned)
+        assert server.received == 2 and server.answered == 0
+        workers = [t for t in threading.enumerate() if t.name.startswith("prbench-http")]
+        for worker in workers:
+            worker.join(timeout=10)
+        assert not [t for t in workers if t.is_alive()]
+        assert server.answered == 0  # nobody waited for the answer

@@ -372,11 +372,16 @@ class Checker:
             requested_tasks,
             reserved_metadata_keys,
         )
-        from prbench.harness.lm_eval_args import json_flag_problem, model_args_text, parse_text
+        from prbench.harness.lm_eval_args import (
+            json_flag_problem,
+            model_args_text,
+            parse_text,
+            repeated_key_problem,
+        )
 
         with contextlib.redirect_stderr(io.StringIO()):
             argv = lm_eval_spellings(args) if prbench_eval else list(args)
-        problem = json_flag_problem(argv)
+        problem = json_flag_problem(argv) or repeated_key_problem(argv)
         if problem:
             return [problem]
         ns = parse_text(argv)
@@ -403,6 +408,12 @@ class Checker:
             options = dict(text or (given if isinstance(given, dict) else {}))
             scorer = str(options.pop("scorer", DEFAULT_SCORER))
             out += self._scorer(scorer, ",".join(f"{k}={v}" for k, v in options.items()))
+            # every K=V value reaches the scorer as written (lm-eval read a value holding `{`
+            # as bad JSON; `user_format={question}` could not be given)
+            written = written_model_args(argv)
+            changed = sorted(k for k, v in written.items() if text.get(k) != v)
+            if changed:
+                out.append(f"--model_args {', '.join(changed)}: not handed on as written")
         return out
 
     def _scorer(self, scorer: str, rest: str) -> list[str]:
@@ -424,6 +435,29 @@ class Checker:
         except PrbenchUserError as exc:
             return [f"--model_args scorer={scorer}: {exc}"]
         return []
+
+
+def written_model_args(argv: Sequence[str]) -> dict[str, str]:
+    """The ``K=V`` text of every ``--model_args`` value in ``argv``, as written (JSON left out)."""
+    from prbench.harness.lm_eval_args import option_text
+    from prbench.options import parse_kv_string
+
+    out: dict[str, str] = {}
+    taking = False
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if flag in ("--model_args", "-a"):
+            taking = not eq
+            values = [value] if eq else []
+        elif taking and not arg.startswith("-"):
+            values = [arg]
+        else:
+            taking = False
+            continue
+        for text in values:
+            if not text.lstrip().startswith("{"):
+                out.update({k: option_text(v) for k, v in parse_kv_string(text).items()})
+    return out
 
 
 # -- the set-up the checks run in ---------------------------------------------------------------
@@ -563,6 +597,28 @@ def test_misspelt_flags_ids_options_and_tasks_fail(checker: Checker) -> None:
     assert "lenght" in loop[2][1][0]
     assert "invalid JSON" in by_line[10][1][0]
     assert "tset" in by_line[11][1][0]
+
+
+def test_a_key_twice_fails_and_braces_reach_the_scorer(checker: Checker) -> None:
+    """A documented command that gives a key twice is a problem; one whose value holds ``{``
+    parses and hands the value on as written, for ``prbench eval`` and plain ``lm_eval``."""
+    page = (
+        "```bash\n"
+        "prbench eval --tasks personalized_rewardbench_sample --model_args "
+        "'scorer=hf-classifier,pretrained=MODEL,profile_position=user,"
+        "user_format=Q: {question} P: {profile}'\n"
+        "lm_eval --model prbench --tasks personalized_rewardbench_sample --model_args "
+        "'scorer=hf-classifier,pretrained=MODEL,system_format=Before: {profile}'\n"
+        "prbench eval --tasks personalized_rewardbench_sample --model_args "
+        "scorer=length,unit=words,unit=chars\n"
+        "```\n"
+    )
+    problems = [checker.problems(c) for c in shell_commands("PLANTED.md", page)]
+    assert problems[0] == [] and problems[1] == [], problems
+    assert len(problems[2]) == 1 and "the key 'unit' is given twice" in problems[2][0]
+    braces = [c for c in _page_commands() if "user_format=" in " ".join(c.argv)
+              or "system_format=" in " ".join(c.argv)]
+    assert braces, "the docs show a user_format/system_format command"
 
 
 def test_inline_commands_skip_synopses_and_keep_placeholders(checker: Checker) -> None:

@@ -52,6 +52,8 @@ PREFS_REFUSED = ("tests/test_preference_data.py::"
 RANK_EDITED = "tests/test_rank.py::test_a_hand_edited_ranking_is_refused_naming_line_and_record"
 GPO_OVERLAP = ("plugins/prbench-plugin-gpo/tests/test_gpo_exact.py::"
                "test_overlap_check_normalises_ids_and_hashes_pairs")
+ECHOED_KEY = ("tests/test_redaction.py::"
+              "test_a_judge_server_that_echoes_the_key_leaves_no_key_on_disk")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,6 +293,50 @@ def _fifo(tmp: Path) -> Path:
     path = tmp / "template.fifo"
     os.mkfifo(path)
     return path
+
+
+def _released_judge(options: str) -> Callable[[Path, Path], list[str]]:
+    """``llm-judge`` with ``protocol=released`` (no server: every kind here stops before one),
+    its user prompt a good file under ``tmp``."""
+
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        user = _write(tmp / "prompts" / "user.txt", "{question} A: {Response_A} B: {Response_B}")
+        return ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+                "scorer=llm-judge,backend=openai,model=m,base_url=http://127.0.0.1:9/v1,"
+                f"cache_dir=,protocol=released,user_prompt_file={user},{options}"]
+
+    return argv
+
+
+def _braces_in_model_args(tmp: Path, _plugin: Path) -> list[str]:
+    """The documented ``user_format=`` placeholders written as ``K=V`` (lm-eval's JSON reader
+    raised 'Invalid JSON' on any value with a ``{``)."""
+    template = _write(tmp / "chat.jinja", "{% for m in messages %}{{ m['role'] }}: "
+                      "{{ m['content'] }}\n{% endfor %}")
+    return ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+            f"scorer=hf-classifier,pretrained={_minilm()},chat_template={template},"
+            "profile_position=user,user_format=Q: {question} | posts: {profile}",
+            "--output_path", str(tmp / "out")]
+
+
+def _user_format_recorded(tmp: Path, _stdout: str) -> None:
+    [manifest] = (tmp / "out").rglob("prbench_manifest_*.json")
+    options = json.loads(manifest.read_text(encoding="utf-8"))["scorer"]["options"]
+    assert options["user_format"] == "Q: {question} | posts: {profile}", options
+
+
+def _report_on_a_damaged_manifest(text: str) -> Callable[[Path, Path], list[str]]:
+    """``prbench report`` on a run folder whose manifest holds ``text`` (cut short, or not an
+    object); the run itself is whole."""
+
+    def argv(tmp: Path, _plugin: Path) -> list[str]:
+        assert main(["eval", "--tasks", GROUP, "--limit", "1", "--model_args", "scorer=length",
+                     "--output_path", str(tmp / "out")]) == 0
+        [manifest] = (tmp / "out").rglob("prbench_manifest_*.json")
+        manifest.write_text(text if text else manifest.read_text()[:40], encoding="utf-8")
+        return ["report", str(tmp / "out")]
+
+    return argv
 
 
 # -- the corpus ------------------------------------------------------------------------------------
@@ -614,6 +660,93 @@ CORPUS: dict[str, Fault] = {
         "prbench validate on a folder that holds no data file",
         lambda t, _p: ["validate", str(_mkdir(t / "empty"))],
         says="no .jsonl, .ndjson, .json, .parquet files"),
+    # --- round four (issue 35): secrets and files
+    "judge-reply-echoes-the-api-key": Fault(
+        "a judge server echoes its request, API key included, into its replies",
+        covered_by=ECHOED_KEY),
+    "system-prompt-file-proc-environ": Fault(
+        "system_prompt_file=/proc/self/environ (a 'regular' file of size 0: the environment)",
+        _released_judge("system_prompt_file=/proc/self/environ"),
+        says="llm-judge: system_prompt_file /proc/self/environ: lives under /proc"),
+    "option-file-read-size-differs": Fault(
+        "an option file whose read size is not its stated size (a kernel file elsewhere)",
+        covered_by="tests/test_option_checks.py::"
+                   "test_an_option_file_must_have_its_stated_size"),
+    # --- round four: options and combinations
+    "model-args-value-with-braces": Fault(
+        "--model_args user_format={question}... (lm-eval's JSON reader said 'Invalid JSON')",
+        _braces_in_model_args, code=0, writes="out", result=_user_format_recorded,
+        subprocess=True, slow=True),  # a fresh process: transformers' load report logs
+    "released-format-with-truncation-left": Fault(
+        "input_format=released with truncation=left (a traceback after the model loaded)",
+        _eval("scorer=hf-classifier,pretrained=./no_such_model,input_format=released,"
+              "truncation=left"),
+        says="input_format=released cannot be combined with truncation=left"),
+    "released-format-with-last-token-pooling": Fault(
+        "input_format=released with pooling=last_token (a traceback after the model loaded)",
+        _eval("scorer=hf-classifier,pretrained=./no_such_model,input_format=released,"
+              "pooling=last_token"),
+        says="input_format=released cannot be combined with pooling=last_token"),
+    "max-length-zero": Fault(
+        "hf-classifier max_length=0 (a traceback after the model loaded)",
+        _eval("scorer=hf-classifier,pretrained=./no_such_model,max_length=0"),
+        says="max_length=0: an input needs at least 2 tokens"),
+    "released-judge-orders-both": Fault(
+        "protocol=released with orders=both (it judged one order without a word)",
+        _released_judge("system_prompt_file=/nowhere,orders=both"),
+        says="protocol=released sets orders=one; drop orders=both"),
+    "model-args-key-twice": Fault(
+        "--model_args scorer=length,unit=words,unit=chars (the last one silently won)",
+        _eval("scorer=length,unit=words,unit=chars"),
+        says="--model_args: the key 'unit' is given twice"),
+    "plain-lm-eval-model-args-key-twice": Fault(
+        "plain lm_eval --model_args scorer=length,scorer=random (the last one silently won)",
+        lambda _t, _p: ["--model", "prbench", "--tasks", GROUP, "--limit", "1", "--model_args",
+                        "scorer=length,scorer=random"],
+        says="--model_args: the key 'scorer' is given twice", subprocess=True, lm_eval=True,
+        slow=True),
+    "role-args-key-twice": Fault(
+        "prbench rank --profile_args model=minilm,model=contriever",
+        lambda t, _p: ["rank", "sample", "-o", str(t / "r.jsonl"), "--profile_args",
+                       "builder=dense,model=minilm,model=contriever"],
+        says="'model' is given twice"),
+    "sweep-identical-resolved-scorers": Fault(
+        "sweep scorers {scorer: random, seed: 0} and {scorer: random}: one cell, run twice",
+        _sweep("scorers: [{name: a, model_args: {scorer: random, seed: 0}},\n"
+               "          {name: b, model_args: {scorer: random}}]\n"
+               "conditions: [{tasks: x}]\n"),
+        says="scorers 'a' and 'b' have the same model_args: their cells would be identical"),
+    "call-timeout-waits-for-a-stuck-http-call": Fault(
+        "call_timeout=3 against a server answering after 25 s ended only after 37 s",
+        covered_by="tests/test_backend_http.py::"
+                   "test_a_timed_out_call_abandons_its_requests_in_flight"),
+    # --- round four: inputs that pass one command and fail the next
+    "prefs-convert-answers-equal-up-to-nbsp": Fault(
+        "prefs convert wrote a pair whose answers differ by one NBSP (validate refused it)",
+        covered_by="tests/test_preference_data.py::"
+                   "test_prefs_convert_skips_answers_validate_calls_the_same"),
+    "prefs-convert-user-in-nfc-and-nfd": Fault(
+        "prefs convert kept 'josé' in NFC and in NFD as two users without a word",
+        covered_by=PREFS_REFUSED),
+    "report-truncated-manifest": Fault(
+        "prbench report on a run whose prbench_manifest_*.json is cut short (it was skipped)",
+        _report_on_a_damaged_manifest(""), says="cannot read a JSON prbench manifest"),
+    "report-manifest-not-an-object": Fault(
+        "prbench report on a run whose prbench_manifest_*.json is a JSON array",
+        _report_on_a_damaged_manifest("[1, 2]"),
+        says="expected a JSON object (a prbench manifest), got list"),
+    "eval-ranking-with-another-embed-dtype": Fault(
+        "prbench eval read a ranking computed in another embed_dtype without a word",
+        covered_by="tests/test_rank.py::"
+                   "test_a_ranking_in_another_precision_is_refused_or_warned"),
+    "eval-manifest-records-embed-dtype-auto": Fault(
+        "the eval manifest recorded embed_dtype auto, never the precision it resolved to",
+        covered_by="tests/test_rank.py::"
+                   "test_the_eval_manifest_records_the_resolved_precision"),
+    "paper-sweep-dry-run-released-judge-both-orders": Fault(
+        "the paper sweep's dry run counted the protocol=released judge in both orders",
+        covered_by="tests/test_sweep.py::"
+                   "test_the_dry_run_counts_a_one_order_judge_once"),
     # --- issue 35: the authors' exact runs
     "released-profile-is-not-the-bon-scores": Fault(
         "input_format=released_profile gives the authors' text but one BOS and logits[label]",

@@ -503,11 +503,12 @@ def test_bad_prompt_files_are_one_error_line(tmp_path, capsys, case):
                                 f"user_prompt_file={no_b}: the placeholder {{Response_B}} is "
                                 "missing"),
         "a folder": (f"system_prompt_file={tmp_path},user_prompt_file={user}",
-                     f"system_prompt_file={tmp_path}: not a regular file"),
+                     f"system_prompt_file {tmp_path}: is a folder, not a regular file"),
         "too big": (f"system_prompt_file={system},user_prompt_file={big}",
-                    f"user_prompt_file={big}: {big.stat().st_size} bytes, more than the"),
+                    f"user_prompt_file {big}: the file is {big.stat().st_size:,} bytes, more "
+                    "than the"),
         "no such file": (f"system_prompt_file={missing},user_prompt_file={user}",
-                         f"system_prompt_file={missing}: cannot read it"),
+                         f"system_prompt_file {missing}: cannot read it"),
         "no system file": (f"user_prompt_file={user}",
                            "protocol=released needs system_prompt_file="),
     }[case]

@@ -309,6 +309,9 @@ def _utterance(row: int, utterance: int, key: str, value: Any) -> Any:
          "expected {turn (int)"),
         ("prism", _prism_bad(_set(4, "user_id", "bo\r")), 5, "user_id",
          "contains U+000D"),
+        ("arena", [*_arena_bad(_set(7, "user_id", "jos\u00e9")),
+                   {**_arena_rows()[0], "user_id": "jose\u0301"}], 10, "user_id",
+         "'jose\u0301' (NFD) and 'jos\u00e9' (NFC, at"),
     ],
 )
 def test_prefs_convert_refuses_what_validate_would_reject(
@@ -327,3 +330,21 @@ def test_prefs_convert_refuses_what_validate_would_reject(
     assert lines[0].startswith(f"error: {src}: rows that do not fit the published {source}")
     assert len(lines) == 2, lines
     assert f"{src}:{line}: field '{field}': " in lines[1] and says in lines[1], lines[1]
+
+
+def test_prefs_convert_skips_answers_validate_calls_the_same(tmp_path: Path, capsys) -> None:
+    """Answers that differ only by a no-break space (or another invisible difference that
+    ``prbench validate`` ignores) are not a pair: skipped and counted as identical, so that
+    every record written passes ``validate``."""
+    rows = _arena_rows()
+    rows[3]["rejected"] = {"role": "assistant",
+                           "content": rows[3]["chosen"]["content"].replace(" ", "\u00a0", 1)}
+    rows[4]["rejected"] = {"role": "assistant",
+                           "content": rows[4]["chosen"]["content"] + "\u200b"}
+    src = _write_jsonl(tmp_path / "arena.jsonl", rows)
+    out, report = tmp_path / "o.jsonl", tmp_path / "report.json"
+    assert main(["prefs", "convert", "--source", "arena", "--input", str(src), "-o", str(out),
+                 "--min-fit", "1", "--report", str(report)]) == 0
+    assert json.loads(report.read_text())["skipped_pairs"] == {"identical_answers": 2}
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 0, capsys.readouterr().err

@@ -329,3 +329,74 @@ def test_a_swapped_ranking_serves_the_swapped_condition_only(
     del meta["prbench_profile_source"]
     code, _, err = run_eval([*argv, json.dumps(meta)], capsys)
     assert code == 1 and "ranks the 'swapped' profile source" in err
+
+
+def _eval_ranked(capsys: Any, tmp_path: Path, data: Path, ranking: Path | None,
+                 options: dict[str, Any], *more: str) -> tuple[int, str, str]:
+    """``prbench eval`` of the custom dense condition (k=2) with the counting scorer, reading
+    ``ranking`` (``None``: dense embeds itself)."""
+    plugin = write_plugin(tmp_path)
+    meta: dict[str, Any] = {"prbench_data": str(data), "prbench_profile_k": 2,
+                            "prbench_profile_options": options}
+    if ranking is not None:
+        meta["prbench_ranked"] = str(ranking)
+    tasks.reset()
+    return run_eval(
+        ["--plugin", str(plugin), "eval", "--tasks", "personalized_rewardbench_custom",
+         "--model_args", f"scorer=counting,log={tmp_path / 'calls.jsonl'}", "--metadata",
+         json.dumps(meta), "--no-progress", *more], capsys,
+    )
+
+
+def test_a_ranking_in_another_precision_is_refused_or_warned(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ranking computed in bf16 read by a task that asks for fp32 is an error naming both;
+    with ``embed_dtype=auto`` (which differs between machines) a difference is a warning."""
+    from prbench import devices
+
+    monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: [])  # auto = fp32 here
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(3))
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, data, out, cache, "model=minilm,embed_dtype=bfloat16")[0] == 0
+    code, _, err = _eval_ranked(capsys, tmp_path, data, out, {"embed_dtype": "float32"})
+    assert code == 1
+    [line] = [x for x in err.splitlines() if x.startswith("error:")]
+    assert f"{out} was ranked in bfloat16, and this task asks for embed_dtype=float32" in line
+    code, _, err = _eval_ranked(capsys, tmp_path, data, out, {})  # embed_dtype=auto
+    assert code == 0, err[-2000:]
+    assert (f"prbench: warning: {out} was ranked in bfloat16; embed_dtype=auto would compute "
+            "float32 on this machine") in err
+    code, _, err = _eval_ranked(capsys, tmp_path, data, out, {"embed_dtype": "bfloat16"})
+    assert code == 0 and "was ranked in" not in err, err[-2000:]
+
+
+def test_the_eval_manifest_records_the_resolved_precision(
+    tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every eval manifest records the precision the encoder ran in (``embed_dtype``: float32 or
+    bfloat16) beside the option (``auto``): dense embedding itself, and a ranking read."""
+    from prbench import devices
+
+    monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: [])
+    data = write_jsonl(tmp_path / "mine.jsonl", _rows(3))
+
+    def encoders(output: Path) -> list[dict[str, Any]]:
+        [manifest] = output.rglob("prbench_manifest_*.json")
+        entries = json.loads(manifest.read_text(encoding="utf-8"))["data"]
+        return [e["profile_builder"].get("encoder") for e in entries]
+
+    code, _, err = _eval_ranked(capsys, tmp_path, data, None, {"cache_dir": str(cache)},
+                                "--output_path", str(tmp_path / "dense"))
+    assert code == 0, err[-2000:]
+    [encoder] = encoders(tmp_path / "dense")
+    assert encoder["embed_dtype"] == "float32" and encoder["embed_dtype_option"] == "auto"
+    out = tmp_path / "ranks.jsonl"
+    assert _rank(capsys, data, out, cache, "model=minilm,embed_dtype=bfloat16")[0] == 0
+    code, _, err = _eval_ranked(capsys, tmp_path, data, out, {"embed_dtype": "bfloat16"},
+                                "--output_path", str(tmp_path / "ranked"))
+    assert code == 0, err[-2000:]
+    [encoder] = encoders(tmp_path / "ranked")
+    assert encoder["embed_dtype"] == "bfloat16"

@@ -268,6 +268,41 @@ def test_paper_sweep_dry_run_offline(tmp_path: Path, capsys, monkeypatch, name, 
     assert not (Path.cwd() / "results" / "sweep-paper").exists()
 
 
+def test_the_dry_run_counts_a_one_order_judge_once(capsys, monkeypatch) -> None:
+    """The paper sweep's ``protocol=released`` judge judges one order per pair (its resolved
+    ``orders``): the dry run says so and counts one prompt and one reply per pair."""
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(var, "1")
+    monkeypatch.setenv("PRBENCH_LOAD_PLUGINS", "")
+    code, stdout, err = run_eval(["sweep", str(REPO / "sweeps" / "paper.yaml"), "--dry_run"],
+                                 capsys)
+    assert code == 0, err
+    judge = "llm-judge Qwen2.5-7B-Instruct (released protocol)"
+    row = next(ln for ln in stdout.splitlines() if ln.startswith(f"{judge}/no profile"))
+    # one prompt per pair: question + both answers (11.5 + 2 x 100 words x 1.3), + 512 replied
+    expected = 2830 * ((11.5 + 2 * 100) * 1.3 + 512)
+    assert f"{expected / 1e6:.2f}M" in row, row
+    assert "llm-judge: pairwise judge, one order per pair; 512 generated tokens" in stdout
+    assert "llm-judge: pairwise judge, both orders" not in stdout
+
+
+def test_the_dry_run_counts_both_orders_of_a_prbench_judge(tmp_path: Path, capsys) -> None:
+    """The same judge under prbench's protocol (both orders by default) counts twice as much."""
+    sweep = _sweep_file(tmp_path / "s.yaml", [
+        {"name": "two", "model_args": {"scorer": "llm-judge", "backend": "openai", "model": "m",
+                                       "base_url": "http://127.0.0.1:9/v1"},
+         "estimate": {"generated_tokens": 10}},
+        {"name": "one", "model_args": {"scorer": "llm-judge", "backend": "openai", "model": "m",
+                                       "base_url": "http://127.0.0.1:9/v1", "orders": "one"},
+         "estimate": {"generated_tokens": 10}},
+    ], [{"name": "none", "tasks": NONE}])
+    code, stdout, err = run_eval(["sweep", str(sweep), "--dry_run"], capsys)
+    assert code == 0, err
+    tokens = {ln.split()[0]: float(ln.split()[3].rstrip("M")) for ln in stdout.splitlines()
+              if ln.startswith(("two/", "one/"))}
+    assert tokens["two/none"] == pytest.approx(2 * tokens["one/none"], rel=0.02), tokens
+
+
 def test_dry_run_counts_the_profile_embedding_work(capsys, monkeypatch) -> None:
     """Conditions whose builder embeds posts carry the encoder's work; cells share it once."""
     from prbench.flops import KNOWN_ENCODER_CONFIGS, encoder_flop_model_from_config
@@ -325,6 +360,28 @@ def test_dry_run_counts_the_sample_records(tmp_path: Path, capsys) -> None:
     assert next(ln for ln in stdout.splitlines() if ln.startswith("length/own")).split()[2] \
         == "12"
     assert "give --tokens_per_s" in stdout  # no throughput known: said, not invented
+
+
+@pytest.mark.parametrize(("first", "second", "twins"), [
+    ({"scorer": "random", "seed": 0}, {"scorer": "random"}, True),  # the default written out
+    ({"scorer": "random", "seed": "0"}, "scorer=random,seed=00", True),  # as text, as YAML
+    ({"scorer": "length"}, {"scorer": "length", "unit": "words", "cache": False}, True),
+    ({"scorer": "random", "seed": 0}, {"scorer": "random", "seed": 1}, False),
+    ({"scorer": "random"}, {"scorer": "length"}, False),
+    ({"scorer": "not-installed", "x": 1}, {"scorer": "not-installed", "x": 2}, False),
+])
+def test_identical_cells_are_found_by_their_resolved_options(
+        tmp_path: Path, capsys, first: dict, second: dict | str, twins: bool) -> None:
+    """Two scorers whose options resolve alike (defaults filled in; the runtime's options,
+    which change no score, left out) would be one cell run twice: refused, naming both."""
+    sweep = _sweep_file(tmp_path / "s.yaml", [{"name": "a", "model_args": first},
+                                              {"name": "b", "model_args": second}],
+                        [{"name": "none", "tasks": NONE}])
+    code, _, err = run_eval(["sweep", str(sweep), "--dry_run"], capsys)
+    said = "scorers 'a' and 'b' have the same model_args: their cells would be identical"
+    assert (said in err) is twins, err[-2000:]
+    if twins:
+        assert code == 1 and err.count("error:") == 1
 
 
 def test_default_post_words_is_the_sample_mean() -> None:

@@ -64,8 +64,12 @@ class Run:
         return bool(self.scorer.get("diagnostic"))
 
 
-def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_json(path: str | os.PathLike[str], *, what: str = "results file") -> dict[str, Any]:
     """A JSON object from a file, non-finite numbers restored (see :mod:`.strict_json`).
+
+    Args:
+        path: the file.
+        what: what the file is, in the error (``results file``, ``prbench manifest``).
 
     Raises:
         RunFileError: unreadable, not JSON or not an object (naming the file).
@@ -75,9 +79,10 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise RunFileError(f"{path}: cannot read a JSON results file ({exc})") from exc
+        raise RunFileError(f"{path}: cannot read a JSON {what} ({exc})") from exc
     if not isinstance(data, dict):
-        raise RunFileError(f"{path}: expected a JSON object")
+        raise RunFileError(f"{path}: expected a JSON object (a {what}), got "
+                           f"{type(data).__name__}")
     return restore(data)
 
 
@@ -126,6 +131,7 @@ def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         if path.is_dir():
             found = {*path.rglob("results_*.json"), *path.rglob("*_results.json")}
             for manifest in path.rglob(f"{MANIFEST_PREFIX}*.json"):
+                read_json(manifest, what="prbench manifest")  # damaged: as a damaged results file
                 results = results_of_manifest(manifest)
                 if results is not None:
                     found.add(results)
@@ -223,6 +229,9 @@ def load_run(
 
     file = Path(path)
     results = read_json(file)
+    manifest = manifest_path(file)
+    if manifest.is_file():  # the run's own manifest: damaged is an error, never skipped
+        read_json(manifest, what="prbench manifest")
     if "results" not in results or "configs" not in results:
         raise RunFileError(f"{file}: not an lm-eval results file (no 'results'/'configs')")
     rows = task_rows(results)

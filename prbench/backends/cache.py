@@ -104,7 +104,10 @@ class ResponseCache:
         texts = [json.dumps(request, ensure_ascii=False, sort_keys=True),
                  json.dumps(response, ensure_ascii=False, sort_keys=True)]
         if redact:
-            texts = [t.replace(redact, "***") for t in texts]
+            from prbench.redaction import MASK, remember
+
+            remember(redact)
+            texts = [t.replace(redact, MASK) for t in texts]  # the store masks every other one
         self.store.write(
             "INSERT OR REPLACE INTO responses (key, request, response, created) "
             "VALUES (?, ?, ?, ?)",

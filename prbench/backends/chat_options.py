@@ -96,4 +96,27 @@ class ChatRenderOptions(ProfileRenderOptions):
     )
 
 
-__all__ = ["ChatRenderOptions", "InputFormat", "ProfileRenderOptions"]
+__all__ = [
+    "MIN_MAX_LENGTH",
+    "ChatRenderOptions",
+    "InputFormat",
+    "ProfileRenderOptions",
+    "check_max_length",
+]
+
+
+#: the fewest tokens an input may be cut to (a BOS and one more token)
+MIN_MAX_LENGTH = 2
+
+
+def check_max_length(max_length: int) -> None:
+    """Refuse a ``max_length`` no input fits in (the encoder keeps a BOS and at least one token).
+
+    Raises:
+        ValueError: ``max_length`` below :data:`MIN_MAX_LENGTH`.
+    """
+    if max_length < MIN_MAX_LENGTH:
+        raise ValueError(
+            f"max_length={max_length}: an input needs at least {MIN_MAX_LENGTH} tokens; give "
+            "the most tokens per input, e.g. max_length=8192 (the default)"
+        )

@@ -9,9 +9,9 @@ refuses the combinations ``input_format=released`` cannot honour.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from prbench.backends.chat_options import ChatRenderOptions
+from prbench.backends.chat_options import ChatRenderOptions, check_max_length
 
 
 def _opt(default: Any, help_text: str) -> Any:
@@ -62,6 +62,19 @@ class HFClassifierOptions(ChatRenderOptions):
     )
     prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing")
     trust_remote_code: bool = _opt(False, "run code shipped with the model (only if you trust it)")
+    #: a subclass whose ``max_length=0`` stands for its own default (``skywork``: the variant's)
+    max_length_zero_is_default: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        """Refuse values and combinations no input can honour, before any model is loaded."""
+        super().__post_init__()
+        if not (self.max_length == 0 and self.max_length_zero_is_default):
+            check_max_length(self.max_length)
+        if self.label_index < 0:
+            raise ValueError(f"label_index must be >= 0, got {self.label_index}")
+        if self.batch_tokens < 0 or self.max_batch_size < 0:
+            raise ValueError("batch_tokens and max_batch_size must be >= 0")
+        check_released_options(self)  # input_format=released or released_bon
 
 
 #: The ``input_format`` values that run a released script's own encoding and reward rule.

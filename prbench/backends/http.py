@@ -6,7 +6,8 @@ Standard library only (``http.client`` and threads). What it does:
   (``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stop``);
 * the API key is read from the environment variable named by ``api_key_env`` at every request and
   sent as ``Authorization: Bearer ...``; it is never stored on the backend, in the cache, in a
-  fingerprint, in a log line or in an error message (any text that echoes it is redacted);
+  fingerprint, in a log line or in an error message (any text that echoes it, a reply included,
+  is masked: :mod:`prbench.redaction`);
 * at most ``max_concurrency`` requests in flight per backend, across threads and calls;
 * retries on HTTP 408/409/429, HTTP 5xx, timeouts, connections that could not be opened,
   connections dropped before the reply was complete (reset, closed without an answer) and
@@ -47,6 +48,10 @@ Standard library only (``http.client`` and threads). What it does:
   is the backend's contract (outputs are a function of model, chat and config). Only usable
   replies are stored: a failed item is asked again by the next run.
 
+A caller that stops waiting (a scorer call past ``call_timeout``, a Ctrl-C) abandons the
+requests in flight: their connections are shut down (:class:`~prbench.backends.http_exchange.
+InFlight`), no retry starts, and no thread is left waiting for the server's answer.
+
 Identical requests within one call are sent once. The chat API returns log-probabilities only
 for tokens the server generates, so :meth:`OpenAIBackend.logprobs` is not available here.
 
@@ -60,14 +65,14 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import os
 import random
 import ssl
+import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from prbench import __version__
@@ -89,13 +94,16 @@ from prbench.backends.chat_completion import (
 )
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
 from prbench.backends.http_exchange import (
+    Abandoned,
     ExchangeTimeout,
+    InFlight,
     NotConnected,
     Target,
     exchange,
     retry_after_seconds,
 )
 from prbench.errors import PrbenchUserError
+from prbench.redaction import MASK, MIN_SECRET, redact, redact_text, secret_from_env
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +111,8 @@ RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 #: Statuses no request of the run can get past: the key, or the URL/model name, is wrong.
 FATAL_STATUSES = frozenset({401, 403, 404})
 _EXCERPT = 300
-_MIN_SECRET = 8
+#: seconds between two looks at the requests in flight (see :meth:`OpenAIBackend._send_all`)
+_POLL_S = 0.2
 
 
 class BackendRequestError(BackendFatalError):
@@ -183,6 +192,8 @@ class OpenAIBackend:
         self.fingerprint = f"openai:{spec.model}@{self.base_url}"
         root = resolve_cache_dir(spec.cache_dir)
         self.cache: ResponseCache | None = ResponseCache(root) if root else None
+        self._api_key()  # the key is a known secret from the start (prbench.redaction)
+        self._echoed = False  # a reply that echoed a secret was said (once)
         self._slots = threading.BoundedSemaphore(spec.max_concurrency)
         self._lock = threading.Lock()
         self.requests_sent = 0
@@ -362,31 +373,47 @@ class OpenAIBackend:
         """
         first_error: BaseException | None = None
         workers = min(self.spec.max_concurrency, len(indices))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prbench-http") as pool:
+        flight = InFlight()
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="prbench-http")
+        try:
             futures: dict[Future[dict[str, Any] | GenerationFailure], int] = {
-                pool.submit(self._post, i, bodies[i]): i for i in indices
+                pool.submit(self._post, i, bodies[i], flight): i for i in indices
             }
-            for future in as_completed(futures):
-                i = futures[future]
-                if future.cancelled():
-                    continue
-                error = future.exception()
-                if error is not None:
-                    if first_error is None:
-                        first_error = error
-                        for other in futures:
-                            other.cancel()
-                    continue
-                response = future.result()
-                results[i] = response
-                if self.cache is not None and not isinstance(response, GenerationFailure):
-                    self.cache.put(keyed[i], response, redact=self._secret())
+            pending = set(futures)
+            while pending:
+                # short waits, so that a call_timeout raised in this thread (a signal, or the
+                # watchdog's exception in a worker thread) gets in while nothing completes
+                done, pending = wait(pending, timeout=_POLL_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    i = futures[future]
+                    if future.cancelled():
+                        continue
+                    error = future.exception()
+                    if error is not None:
+                        if first_error is None:
+                            first_error = error
+                            for other in futures:
+                                other.cancel()
+                        continue
+                    response = future.result()
+                    results[i] = response
+                    if self.cache is not None and not isinstance(response, GenerationFailure):
+                        self.cache.put(keyed[i], response, redact=self._secret())
+        except BaseException:
+            # the caller stops waiting (call_timeout, Ctrl-C): the requests in flight are
+            # abandoned (their sockets shut down) instead of waited for until the server answers
+            abandoned = flight.abandon()
+            pool.shutdown(wait=False, cancel_futures=True)
+            if abandoned:
+                logger.warning("%s: %d request(s) in flight abandoned", self.endpoint, abandoned)
+            raise
+        pool.shutdown(wait=True)
         if first_error is not None:
             raise first_error
 
     def _api_key(self) -> str:
-        name = self.spec.api_key_env
-        return os.environ.get(name, "") if name else ""
+        """The key, read now (and known from then on as a secret, :mod:`prbench.redaction`)."""
+        return secret_from_env(self.spec.api_key_env)
 
     def _secret(self) -> str:
         """The key, when it is long enough to be a secret.
@@ -394,17 +421,37 @@ class OpenAIBackend:
         Placeholders such as ``EMPTY`` are not redacted, so that stored answers are not mangled.
         """
         key = self._api_key()
-        return key if len(key) >= _MIN_SECRET else ""
+        return key if len(key) >= MIN_SECRET else ""
+
+    def _echo_warning(self) -> None:
+        """Say once per backend that the server echoed a secret in a reply (kept masked)."""
+        with self._lock:
+            if self._echoed:
+                return
+            self._echoed = True
+        sys.stderr.write(
+            f"prbench: warning: the server at {self.endpoint} echoed a secret prbench holds (an "
+            f"API key or token) in a reply; the reply is read, cached and written with it as "
+            f"{MASK}\n"
+        )
 
     def _redact(self, text: str) -> str:
-        secret = self._secret()
-        return text.replace(secret, "***") if secret else text
+        """``text`` with every secret prbench holds (this key included) masked."""
+        self._api_key()
+        return redact_text(text)
 
-    def _post(self, index: int, body: dict[str, Any]) -> dict[str, Any] | GenerationFailure:
+    def _post(self, index: int, body: dict[str, Any], flight: InFlight | None = None,
+              ) -> dict[str, Any] | GenerationFailure:
         """Send one request with retries: the decoded, usable response, or why there is none.
+
+        Args:
+            index: the request's position (in messages).
+            body: the JSON body.
+            flight: the batch it belongs to; once abandoned, nothing more is sent.
 
         Raises:
             BackendRequestError: a fatal failure (see the module docstring).
+            Abandoned: the batch was abandoned (the caller no longer waits for it).
         """
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         attempts = self.spec.max_retries + 1
@@ -417,7 +464,9 @@ class OpenAIBackend:
                 with self._slots:
                     with self._lock:
                         self.requests_sent += 1
-                    status, headers, data = self._exchange(payload)
+                    status, headers, data = self._exchange(payload, in_flight=flight)
+            except Abandoned:
+                raise
             except ExchangeTimeout:
                 unreachable = False
                 code, reason = "timeout", f"no complete response within {self.spec.timeout:g} s"
@@ -443,7 +492,11 @@ class OpenAIBackend:
                     decoded, problem = self._decode_reply(data)
                     if not problem:
                         assert decoded is not None
-                        return decoded
+                        # a reply that echoes the key is read, cached and written masked
+                        masked = redact(decoded)
+                        if masked != decoded:
+                            self._echo_warning()
+                        return masked
                     code = "bad-response"
                     reason = f"malformed reply: {problem}; it begins {excerpt!r}"
                 elif status in FATAL_STATUSES:
@@ -473,7 +526,12 @@ class OpenAIBackend:
                 self.spec.max_retries,
                 delay,
             )
-            self._sleep(delay)
+            if flight is not None and self._sleep is time.sleep:
+                flight.pause(delay)  # ends early, with Abandoned, if the batch is abandoned
+            else:
+                self._sleep(delay)
+            if flight is not None and flight.abandoned:
+                raise Abandoned()
         if unreachable:
             raise BackendRequestError(
                 f"cannot reach the server at {self.base_url}: {_one_line(reason)} on all "
@@ -568,11 +626,13 @@ class OpenAIBackend:
         return ""
 
     def _exchange(
-        self, payload: bytes, *, method: str = "POST", path: str | None = None
+        self, payload: bytes, *, method: str = "POST", path: str | None = None,
+        in_flight: InFlight | None = None,
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One HTTP exchange with this server (:func:`prbench.backends.http_exchange.exchange`).
 
-        ``path`` (default: the backend's route) is the request path on the server.
+        ``path`` (default: the backend's route) is the request path on the server; ``in_flight``
+        the batch it belongs to.
         """
         headers = {
             "Content-Type": "application/json",
@@ -583,7 +643,7 @@ class OpenAIBackend:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return exchange(self._target, payload, headers, method=method, path=path or self._path,
-                        timeout=self.spec.timeout)
+                        timeout=self.spec.timeout, in_flight=in_flight)
 
 
 def _one_line(text: str) -> str:

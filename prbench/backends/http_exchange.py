@@ -9,14 +9,80 @@ policy built on it is :class:`prbench.backends.http.OpenAIBackend`'s.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
+import socket
 import ssl
+import sys
+import threading
 import time
 
 
 class ExchangeTimeout(Exception):
     """No complete response within the deadline."""
+
+
+class Abandoned(Exception):
+    """The caller stopped waiting for this exchange (its call timed out or was interrupted)."""
+
+
+class InFlight:
+    """The connections of one batch of exchanges, so that the batch can be abandoned at once.
+
+    A caller that stops waiting (a scorer call past its ``call_timeout``, a Ctrl-C) calls
+    :meth:`abandon`: every open connection's socket is shut down, which wakes a thread blocked
+    reading it at once (instead of when the server answers), and no exchange of the batch starts
+    after that (:class:`Abandoned`).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
+        self._stop = threading.Event()
+
+    @property
+    def abandoned(self) -> bool:
+        """Whether :meth:`abandon` was called."""
+        return self._stop.is_set()
+
+    def add(self, conn: http.client.HTTPConnection) -> None:
+        """Track ``conn`` until :meth:`discard`.
+
+        Raises:
+            Abandoned: the batch was abandoned: nothing more is sent.
+        """
+        with self._lock:
+            if self._stop.is_set():
+                raise Abandoned()
+            self._open.add(conn)
+
+    def discard(self, conn: http.client.HTTPConnection) -> None:
+        """Stop tracking ``conn`` (it is closed)."""
+        with self._lock:
+            self._open.discard(conn)
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` (a retry's backoff), or less if the batch is abandoned meanwhile.
+
+        Raises:
+            Abandoned: the batch was abandoned.
+        """
+        if self._stop.wait(seconds):
+            raise Abandoned()
+
+    def abandon(self) -> int:
+        """Stop the batch: shut down every open connection; returns how many there were."""
+        with self._lock:
+            self._stop.set()
+            conns = list(self._open)
+        for conn in conns:
+            sock = conn.sock
+            if sock is None:
+                continue
+            with contextlib.suppress(OSError):  # already closed by its own thread
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(conns)
 
 
 class NotConnected(Exception):
@@ -44,7 +110,7 @@ class Target:
 
 def exchange(
     target: Target, payload: bytes, headers: dict[str, str], *, method: str = "POST",
-    path: str, timeout: float,
+    path: str, timeout: float, in_flight: InFlight | None = None,
 ) -> tuple[int, http.client.HTTPMessage, bytes]:
     """One HTTP exchange with ``target`` under a deadline of ``timeout`` seconds for all of it.
 
@@ -55,12 +121,14 @@ def exchange(
         method: the HTTP method.
         path: the request path on the server.
         timeout: seconds for the whole exchange (connect, send, the full response).
+        in_flight: the batch this exchange belongs to (:meth:`InFlight.abandon` ends it early).
 
     Returns:
         ``(status, headers, body)`` of the response.
 
     Raises:
         ExchangeTimeout: no complete response within ``timeout`` (a connect timeout included).
+        Abandoned: ``in_flight`` was abandoned before or during the exchange.
         NotConnected: the connection could not be opened (refused, unknown host, no route).
         ssl.SSLError: TLS failed.
         OSError, http.client.HTTPException: the server dropped the connection mid-exchange.
@@ -68,6 +136,8 @@ def exchange(
     deadline = time.monotonic() + timeout
     conn_type = http.client.HTTPSConnection if target.https else http.client.HTTPConnection
     conn = conn_type(target.host, target.port, timeout=timeout)
+    if in_flight is not None:
+        in_flight.add(conn)
     try:
         try:
             conn.connect()
@@ -86,10 +156,18 @@ def exchange(
             if not chunk:
                 break
             chunks.append(chunk)
+        if in_flight is not None and in_flight.abandoned:
+            raise Abandoned()  # a reply cut short by the shutdown is no reply
         return response.status, response.headers, b"".join(chunks)
-    except TimeoutError:
-        raise ExchangeTimeout() from None
+    except (OSError, http.client.HTTPException, NotConnected):
+        if in_flight is not None and in_flight.abandoned:
+            raise Abandoned() from None
+        if isinstance(sys.exc_info()[1], TimeoutError):
+            raise ExchangeTimeout() from None
+        raise
     finally:
+        if in_flight is not None:
+            in_flight.discard(conn)
         conn.close()
 
 

@@ -75,7 +75,7 @@ from prbench.backends.chat_inputs import (
     load_tokenizer,
     rendering_description,
 )
-from prbench.backends.chat_options import ChatRenderOptions
+from prbench.backends.chat_options import ChatRenderOptions, check_max_length
 from prbench.backends.http import OpenAIBackend
 from prbench.backends.served_pooling import pooling_rule
 from prbench.options import OptionsError
@@ -140,6 +140,7 @@ class ServedRMOptions(ChatRenderOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_max_length(self.max_length)
         if not self.base_url:
             raise ValueError(
                 "served-rm needs base_url, the server's root URL, e.g. base_url=http://127.0.0.1:8000"

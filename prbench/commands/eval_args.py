@@ -136,8 +136,9 @@ def lm_eval_namespace(extra: Sequence[str], *, show_help: bool) -> argparse.Name
     """
     from lm_eval._cli.harness import HarnessCLI
 
-    from prbench.harness.lm_eval_args import run_argv
+    from prbench.harness.lm_eval_args import allow_braces_in_values, run_argv
 
+    allow_braces_in_values()  # user_format={question} is key=value text
     return HarnessCLI()._parser.parse_args(run_argv(["--help"] if show_help else extra))
 
 

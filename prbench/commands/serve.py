@@ -11,7 +11,6 @@ unless --insecure is given.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
@@ -68,7 +67,9 @@ def api_key(args: argparse.Namespace) -> str | None:
     from prbench.options import OptionsError
 
     if args.api_key_env:
-        token = os.environ.get(args.api_key_env, "").strip()
+        from prbench.redaction import secret_from_env
+
+        token = secret_from_env(args.api_key_env).strip()  # known, so never written
         if not token:
             raise OptionsError(
                 f"--api_key_env {args.api_key_env}: the environment variable "

@@ -52,7 +52,9 @@ class RewardClient:
         self.busy_retries = 0
 
     def _headers(self) -> dict[str, str]:
-        token = os.environ.get(self.api_key_env, "").strip() if self.api_key_env else ""
+        from prbench.redaction import secret_from_env
+
+        token = secret_from_env(self.api_key_env).strip()  # known, so never written
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _post(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -181,7 +181,10 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after ``name`` has been imported."""
     install_clean_errors()
     if name == "lm_eval._cli.utils":
-        return  # only the clean-errors hook: lm-eval is still parsing its command line
+        from prbench.harness.lm_eval_args import allow_braces_in_values
+
+        allow_braces_in_values()  # user_format={question} is key=value text, not bad JSON
+        return  # lm-eval is still parsing its command line
     if name == "lm_eval.config.evaluate_config" and running_lm_eval_cli():
         stop_without_model(sys.argv[1:])
     if running_lm_eval_cli():

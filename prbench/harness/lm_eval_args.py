@@ -72,6 +72,110 @@ def json_flag_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+def allow_braces_in_values() -> bool:
+    """Let a ``key=value`` flag value hold ``{`` (``--model_args user_format={question}``).
+
+    lm-eval 0.4.13 reads every ``--model_args``/``--metadata``/``--gen_kwargs`` value as JSON
+    first and raises ``Invalid JSON`` for any value that is not JSON but holds a ``{`` anywhere,
+    so an option whose documented value holds a placeholder (``user_format``,
+    ``system_format``) could not be given as ``K=V``. After this, a value that does not itself
+    start with ``{`` or ``[`` is ``key=value`` text whatever it holds; one that does is still
+    JSON (a bad one is :func:`json_flag_problem`'s error).
+
+    Returns:
+        ``True`` if lm-eval's reader was replaced now (``False``: before).
+    """
+    import lm_eval._cli.utils as cli_utils
+
+    parse = cli_utils.try_parse_json
+    if getattr(parse, "_prbench_braces", False):
+        return False
+
+    def try_parse_json(value: Any) -> Any:
+        if isinstance(value, str) and not value.lstrip().startswith(("{", "[")):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                return value  # key=value text, braces and all
+        return parse(value)
+
+    try_parse_json._prbench_braces = True  # type: ignore[attr-defined]
+    cli_utils.try_parse_json = try_parse_json
+    return True
+
+
+def _keys_of(value: str) -> list[str]:
+    """The keys of one ``--model_args`` value, in order, repeats kept (JSON or ``k=v,...``)."""
+    from lm_eval._cli.utils import split_top_level
+
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            pairs = json.loads(text, object_pairs_hook=lambda items: items)
+        except json.JSONDecodeError:
+            return []
+        return [str(k) for k, _ in pairs] if isinstance(pairs, list) else []
+    return [item.split("=", 1)[0].strip() for item in split_top_level(text) if "=" in item]
+
+
+def repeated_key_problem(argv: Sequence[str], flag: str = "model_args") -> str | None:
+    """A one-line error for a key that ``--model_args`` gives twice, else ``None``.
+
+    lm-eval keeps the last value of a key given twice (``model=A,model=B``, or in two
+    ``--model_args`` values) with a log line at most; a run would then be labelled with one
+    model and score another. The raw values are read with lm-eval's own parser.
+    """
+    import lm_eval._cli.utils as cli_utils
+    from lm_eval._cli.harness import HarnessCLI
+
+    allow_braces_in_values()
+    seen: list[str] = []
+    action = cli_utils.MergeDictAction
+    original = action.__call__
+
+    def record(self: Any, parser: Any, namespace: Any, values: Any, option_string: Any = None
+               ) -> None:
+        if self.dest == flag and values:
+            for value in [values] if isinstance(values, str) else values:
+                seen.extend(_keys_of(str(value)))
+        original(self, parser, namespace, values, option_string)
+
+    import contextlib
+    import io
+
+    action.__call__ = record  # type: ignore[method-assign]
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            HarnessCLI()._parser.parse_args(run_argv(argv))
+    except SystemExit:
+        pass  # lm-eval's own error comes later
+    finally:
+        action.__call__ = original  # type: ignore[method-assign]
+    for i, key in enumerate(seen):
+        if key in seen[:i]:
+            return (f"--{flag}: the key {key!r} is given twice (lm-eval would keep the last "
+                    f"value without a word); give {key} once")
+    return None
+
+
+def check_keys_once(argv: Sequence[str] | None = None) -> None:
+    """Refuse a ``--model_args`` key given twice under plain ``lm_eval`` (see
+    :func:`repeated_key_problem`); nothing is checked outside the ``lm_eval`` command.
+
+    Raises:
+        OptionsError: a key is given twice.
+    """  # noqa: D205
+    from prbench.options import OptionsError
+
+    if argv is None:
+        if not running_lm_eval_cli():
+            return
+        argv = sys.argv[1:]
+    problem = repeated_key_problem(argv)
+    if problem:
+        raise OptionsError(problem)
+
+
 def _cut(value: str) -> str:
     return value if len(value) <= 80 else value[:79] + "…"
 
@@ -102,6 +206,7 @@ def parse_text(argv: Sequence[str]) -> Any:
     import lm_eval._cli.utils as cli_utils
     from lm_eval._cli.harness import HarnessCLI
 
+    allow_braces_in_values()
     typed = cli_utils.handle_cli_value_string
     cli_utils.handle_cli_value_string = option_text
     try:
@@ -242,12 +347,15 @@ __all__ = [
     "JSON_FLAGS",
     "MODEL_NAME",
     "USE_CACHE_REFUSED",
+    "allow_braces_in_values",
+    "check_keys_once",
     "check_no_use_cache",
     "check_output_path",
     "json_flag_problem",
     "model_args_text",
     "option_text",
     "parse_text",
+    "repeated_key_problem",
     "restore_option_text",
     "run_argv",
     "running_lm_eval_cli",

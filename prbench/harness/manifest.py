@@ -140,9 +140,10 @@ def save_results_strictly(
     from prbench.analysis.strict_json import strict
     from prbench.judges.order_metrics import add_group_metrics
     from prbench.outputs import check_json_file
+    from prbench.redaction import redact
 
     add_group_metrics(results)  # a judge's group rows: every judge metric, from counts
-    copy = strict(results)
+    copy = redact(strict(results))  # no secret a server echoed reaches the file
     save(tracker, results=copy, samples=samples)
     for key, value in copy.items():
         results.setdefault(key, value)
@@ -181,8 +182,12 @@ def save_samples_strictly(
         sys.stderr.write(
             f"prbench: warning: task {task_name!r} has a path separator in its name; its "
             f"samples file is named samples_{safe}_<date>.jsonl, inside the output folder\n")
-    rows = [strict(restore(sample))
-            for sample in annotate_samples(annotate(task_name, samples))]
+    from prbench.redaction import known_secrets, redact, warn_masked
+
+    secrets = known_secrets()  # a judge reply that echoes the API key is written masked
+    whole = [strict(restore(sample)) for sample in annotate_samples(annotate(task_name, samples))]
+    rows = redact(whole, secrets)
+    warn_masked(f"the samples file of {task_name}", whole, rows)
     save(tracker, task_name=safe, samples=rows)
     if not tracker.output_path:
         return

@@ -79,8 +79,9 @@ def refresh_provenance() -> None:
     ``profile_builder`` gets ``status`` (``built``, ``not built: scorer does not read profiles``
     or ``pending``: no record of it was scored), ``n_built`` (records whose profile was built:
     the ones scored, under ``--limit`` fewer than ``n_records``; in a data parallel run, by any
-    process) and ``description`` (the builder's own id with its options, once one view is built
-    here).
+    process), ``description`` (the builder's own id with its options, once one view is built
+    here) and, for a builder that embeds (``dense``, ``ranked``: the ranking's encoder),
+    ``encoder``: the encoder as it ran, its resolved ``embed_dtype`` included.
     """
     from prbench.profiles import lazy
 
@@ -96,6 +97,10 @@ def refresh_provenance() -> None:
             view = next((v for v in map(lazy.STORE.view, built) if v is not None), None)
             if view is not None:
                 info["description"] = view.builder
+                encoder = view.extra.get("encoder") or (
+                    view.extra.get("retrieval") or {}).get("encoder")  # the planner's retriever
+                if isinstance(encoder, dict):  # the precision it ran in, not the option's auto
+                    info["encoder"] = encoder
         elif lazy.STATUS_SKIPPED in statuses:
             info["status"] = lazy.STATUS_SKIPPED
         else:

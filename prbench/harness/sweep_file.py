@@ -246,17 +246,47 @@ def _check_eval_args(eval_args: Sequence[str], path: Path) -> None:
                                           "itself (use scorers/conditions/limit)"))
 
 
+def resolved_scorer(model_args: str) -> dict[str, Any]:
+    """What a cell's scorer computes: its id and every option of it, defaults filled in.
+
+    ``scorer=random,seed=0`` and ``scorer=random`` resolve alike. The runtime's options
+    (``cache``, ``chunk_size``, ``progress``, ``call_timeout``, ...) change how a run goes, not
+    its scores, and are left out. A scorer that is not installed here, or whose options do not
+    resolve (its cells fail when run, with the scorer's own error), is its options as written.
+
+    Raises:
+        prbench.options.OptionsError: ``model_args`` is not ``key=value`` text (a key twice).
+    """
+    from prbench.errors import PrbenchUserError
+    from prbench.harness.lm import DEFAULT_SCORER
+    from prbench.options import options_to_dict, parse_kv_string
+    from prbench.plugins import get_registry
+    from prbench.scoring.runtime_options import split_options
+
+    written = parse_kv_string(model_args)
+    raw = dict(written)
+    scorer = raw.pop("scorer", DEFAULT_SCORER)
+    try:
+        component = get_registry().get("scorer", scorer)
+        _runtime, options = split_options(component, raw)
+        resolved = options_to_dict(component.parse_options(options))
+    except PrbenchUserError:
+        return {"scorer": scorer, "written": raw}
+    return {"scorer": component.qualified_id, "options": resolved}
+
+
 def _no_twins(scorers: Sequence[Scorer], conditions: Sequence[Condition], path: Path) -> None:
     """Refuse two scorers with the same options, or two conditions with equal tasks and metadata.
 
-    They would make identical cells under two labels; the error names both.
+    They would make identical cells under two labels; the error names both. Scorers are compared
+    by their resolved options (:func:`resolved_scorer`), not by how they are written.
     """
-    from prbench.options import OptionsError, parse_kv_string
+    from prbench.options import OptionsError
 
     seen: dict[str, str] = {}
     for scorer in scorers:
         try:
-            key = json.dumps(parse_kv_string(scorer.model_args), sort_keys=True)
+            key = json.dumps(resolved_scorer(scorer.model_args), sort_keys=True, default=str)
         except OptionsError as exc:
             raise SweepFileError(where_in(path, f"scorer {scorer.name!r}: model_args: {exc}")) \
                 from None

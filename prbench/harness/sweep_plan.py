@@ -224,17 +224,28 @@ def _embedding_work(model: str, options: Mapping[str, Any], texts: float, words:
     return texts * fm.bidirectional(max(1, round(min(tokens, float(cap)))))
 
 
-def _scorer_info(model_args: str) -> tuple[str, tuple[str, ...] | None, bool]:
-    """The scorer id, its tags (``None``: not installed here) and whether it reads profiles."""
+def _scorer_info(model_args: str) -> tuple[str, tuple[str, ...] | None, bool, int]:
+    """The scorer id, its tags (``None``: not installed here), whether it reads profiles, and
+    how many orders a pairwise scorer judges each pair in (1 where its resolved options say
+    ``orders=one``, as ``protocol=released`` and the authors' RM-R1 protocol set; else 2).
+    """  # noqa: D205
+    from prbench.harness.sweep_file import resolved_scorer
+    from prbench.options import OptionsError, parse_kv_string
     from prbench.plugins import UnknownComponentError, get_registry
 
-    args = dict(p.split("=", 1) for p in model_args.split(",") if "=" in p)
+    try:
+        args = parse_kv_string(model_args)
+        resolved = resolved_scorer(model_args)
+    except OptionsError:
+        args, resolved = {}, {}
     scorer = args.get("scorer", "")
+    options = resolved.get("options", resolved.get("written")) or {}
+    orders = 1 if options.get("orders") == "one" else 2
     try:
         comp = get_registry().get("scorer", scorer)
     except UnknownComponentError:
-        return scorer, None, True
-    return scorer, tuple(getattr(comp, "tags", ()) or ()), bool(comp.reads_profile)
+        return scorer, None, True, orders
+    return scorer, tuple(getattr(comp, "tags", ()) or ()), bool(comp.reads_profile), orders
 
 
 def estimate_cell(
@@ -254,7 +265,7 @@ def estimate_cell(
     """
     from prbench.harness.task_options import parse_request
 
-    scorer_id, tags, reads_profile = _scorer_info(cell.scorer.model_args)
+    scorer_id, tags, reads_profile, orders = _scorer_info(cell.scorer.model_args)
     pairwise = "pairwise" in (tags or ())
     generated = cell.scorer.estimate.get("generated_tokens", 0.0)
     notes: list[str] = []
@@ -287,8 +298,8 @@ def estimate_cell(
             text = f"post length not in the statistics: {post_words:g} words per post assumed"
             if text not in notes:
                 notes.append(text)
-        if pairwise:
-            per_pair = 2 * (stats.question_words + profile + 2 * stats.answer_words)
+        if pairwise:  # one prompt per order, each with both answers
+            per_pair = orders * (stats.question_words + profile + 2 * stats.answer_words)
         else:
             per_pair = 2 * (stats.question_words + profile + stats.answer_words)
         pairs += n
@@ -311,8 +322,9 @@ def estimate_cell(
                 embed_keys.append((model, req.source, req.domain, work))
     tokens = words * tokens_per_word
     if pairwise:
-        tokens += pairs * 2 * generated
-        notes.append(f"{scorer_id}: pairwise judge, both orders; "
+        tokens += pairs * orders * generated
+        notes.append(f"{scorer_id}: pairwise judge, "
+                     + ("both orders; " if orders == 2 else "one order per pair; ")
                      + (f"{generated:g} generated tokens per prompt counted" if generated
                         else "generated tokens not counted (set estimate.generated_tokens)"))
     if tokens_per_s:

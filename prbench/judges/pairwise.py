@@ -112,6 +112,22 @@ class LLMJudgeOptions(BackendOptions):
                 )
             object.__setattr__(self, name, value)
 
+    def check_given(self, given: dict[str, Any]) -> None:
+        """Refuse, under ``protocol=released``, a fixed option written with another value.
+
+        :meth:`__post_init__` cannot tell ``orders=both`` written by the user from the default;
+        the released script judges one order, so writing ``orders=both`` (or any value the
+        protocol does not use) is an error, not a setting silently replaced.
+        """
+        if self.protocol != "released":
+            return
+        for name, (_default, value) in RELEASED_SETTINGS.items():
+            if name in given and given[name] != value:
+                raise ValueError(
+                    f"protocol=released sets {name}={value}; drop {name}={given[name]} (or use "
+                    "protocol=prbench)"
+                )
+
 
 class LLMPairwiseJudge(LLMJudgeBase):
     """A generative pairwise judge; implements :class:`prbench.scoring.base.PairwiseJudge`.

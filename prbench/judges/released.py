@@ -41,15 +41,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import random
-import stat
-from pathlib import Path
 from typing import Any
 
 from prbench.backends.base import Chat, GenerationFailure, Reply
 from prbench.judges.parsing import ParseFailure, generation_failed
-from prbench.options import OptionsError
+from prbench.options import OptionsError, read_option_file
 
 #: The seed of the released script's coin.
 SEED = 42
@@ -118,26 +115,11 @@ def read_prompt_file(path: str, option: str, placeholders: tuple[str, ...] = ())
             "of the Personalized-RewardBench repository, or your own file)"
         )
     where = f"llm-judge: {option}={path}"
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise PromptFileError(f"{where}: cannot read it ({exc.strerror or exc})") from exc
-    if not stat.S_ISREG(info.st_mode):
-        raise PromptFileError(f"{where}: not a regular file")
-    if info.st_size > MAX_PROMPT_BYTES:
-        raise PromptFileError(
-            f"{where}: {info.st_size} bytes, more than the {MAX_PROMPT_BYTES} a prompt file "
-            "may have"
-        )
-    try:
-        data = Path(path).read_bytes()[: MAX_PROMPT_BYTES + 1]
-        text = data.decode("utf-8")
-    except OSError as exc:
-        raise PromptFileError(f"{where}: cannot read it ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise PromptFileError(f"{where}: not UTF-8 text (byte {exc.start})") from exc
-    if len(data) > MAX_PROMPT_BYTES:
-        raise PromptFileError(f"{where}: grew past {MAX_PROMPT_BYTES} bytes while being read")
+    try:  # the one reader of option files: regular, outside /proc, /sys, /dev, its stated size
+        text = read_option_file(path, f"llm-judge: {option}", limit=MAX_PROMPT_BYTES)
+    except OptionsError as exc:
+        raise PromptFileError(str(exc)) from None
+    data = text.encode("utf-8")  # the file's bytes (valid UTF-8 decodes and encodes back exactly)
     if not text.strip():
         raise PromptFileError(f"{where}: the file is empty")
     for placeholder in placeholders:

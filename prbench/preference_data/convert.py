@@ -33,6 +33,7 @@ import dataclasses
 import json
 import math
 import os
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -109,6 +110,8 @@ class _UserIds:
 
     def __init__(self) -> None:
         self.seen: dict[str, tuple[Any, str]] = {}
+        #: each id's NFC form -> the first text written in that form, and where
+        self.forms: dict[str, tuple[str, str]] = {}
 
     def issue(self, row: Row, value: Any) -> Issue | None:
         """The issue of this row's ``user_id`` (None: fine)."""
@@ -128,7 +131,33 @@ class _UserIds:
                 f"{value!r} ({type(value).__name__}) and {first[0]!r} ({type(first[0]).__name__},"
                 f" at {first[1]}) would become the same user {text!r}; write every user_id the "
                 "same way (as strings)", "user-id-types-merge")
+        other, at = self.forms.setdefault(unicodedata.normalize("NFC", text), (text, where))
+        if other != text:
+            return row.issue(
+                None, "user_id",
+                f"{text!r} ({_form(text)}) and {other!r} ({_form(other)}, at {at}) are one name "
+                "in two Unicode forms, which would be two users that look the same; write every "
+                "user_id in one form (NFC)", "user-id-unicode-forms")
         return None
+
+
+def _form(text: str) -> str:
+    """``NFC``, ``NFD`` or ``mixed``: the Unicode normalisation form ``text`` is written in."""
+    if unicodedata.is_normalized("NFC", text):
+        return "NFC"
+    return "NFD" if unicodedata.is_normalized("NFD", text) else "mixed forms"
+
+
+def _same_answers(chosen: str, rejected: str) -> bool:
+    """Whether the two answers cannot be told apart, by the rule ``prbench validate`` uses.
+
+    That rule (:func:`prbench.unicode_text.comparable`: equal up to NFKC, invisible characters
+    and kinds of space, e.g. one NBSP) refuses such a record, so such a pair is skipped and
+    counted here, never written.
+    """
+    from prbench.unicode_text import comparable
+
+    return comparable(chosen) == comparable(rejected)
 
 
 def _blank(text: str) -> bool:
@@ -273,7 +302,7 @@ def prism_pairs(rows: Iterable[Row], skipped: Counter[str]) -> Iterator[UserPair
                 skipped["single_response"] += 1
             elif models[0][0] == models[-1][0] or models[0][0] == models[1][0]:
                 skipped["tie"] += 1
-            elif models[0][2].strip() == models[-1][2].strip():
+            elif _same_answers(models[0][2], models[-1][2]):
                 skipped["identical_answers"] += 1
             else:
                 yield UserPair(
@@ -338,7 +367,7 @@ def arena_pairs(rows: Iterable[Row], skipped: Counter[str]) -> Iterator[UserPair
                                     "is empty (the question)", "empty-field"))
             continue
         assert chosen is not None and rejected is not None
-        if chosen.strip() == rejected.strip():
+        if _same_answers(chosen, rejected):
             skipped["identical_answers"] += 1
             continue
         yield UserPair(user=str(data["user_id"]), question=render_context(messages),

@@ -40,6 +40,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from prbench.devices import EMBED_DTYPES
 from prbench.profiles.base import ProfileView
 from prbench.profiles.budget import (
     DOC_FIELDS,
@@ -376,8 +377,15 @@ class RankedOptions:
     similarity: str = dataclasses.field(default="dot", metadata={"help": "check: dot or cosine"})
     query_format: str = ranked_option("query_format", help="check: the query template")
     doc_format: str = ranked_option("doc_format", help="check: the post template")
+    embed_dtype: str | None = dataclasses.field(
+        default=None, metadata={"help": (
+            "check: the precision the ranking must be computed in (float32, bfloat16; auto = "
+            "what auto gives on this machine, a difference warned); none = not checked")},
+    )
 
     def __post_init__(self) -> None:
+        if self.embed_dtype is not None and self.embed_dtype not in EMBED_DTYPES:
+            raise ValueError(f"option 'embed_dtype' must be one of {EMBED_DTYPES} or none")
         if not self.path:
             raise ValueError("option 'path' is required: the file written by `prbench rank`")
         check_positive(self.k, "k", allow_none=False)
@@ -409,9 +417,12 @@ class RankedBuilder:
                     + ". Rank the data with the task's encoder options (`prbench rank ... "
                     "--profile_args builder=dense,model=...`), or drop prbench_ranked"
                 )
+        if o.embed_dtype is not None:
+            check_precision(self.ranking, o.embed_dtype)
         self.counter = TokenCounter(o.tokenizer, trust_remote_code=o.trust_remote_code)
         self.id = builder_id(
-            "ranked", o, ["k", "path"], skip=[*IDENTITY_OPTIONS, "trust_remote_code"]
+            "ranked", o, ["k", "path"],
+            skip=[*IDENTITY_OPTIONS, "trust_remote_code", "embed_dtype"],
         )
 
     def build(self, records: Sequence[Record]) -> list[ProfileView]:
@@ -431,14 +442,51 @@ class RankedBuilder:
         ]
 
 
+def check_precision(ranking: Ranking, wanted: str) -> None:
+    """Compare the precision a ranking was computed in with ``embed_dtype=wanted``.
+
+    A ranking records the precision its encoder ran in (``identity.embed_dtype``; a ranking
+    written before the option existed was computed in float32). An explicit ``float32`` or
+    ``bfloat16`` that differs is an error; ``auto`` is resolved as this machine would resolve it
+    for the encoder, and a difference is a warning naming both (``auto`` differs between machines,
+    and a ranking is made once to be read anywhere).
+
+    Raises:
+        RankingError: an explicit precision the ranking was not computed in.
+    """
+    import sys
+
+    from prbench.devices import resolve_device, resolve_embed_dtype
+
+    recorded = ranking.header.get("identity") or {}
+    have = str(recorded.get("embed_dtype") or "float32")
+    if wanted != "auto":
+        if have != wanted:
+            raise RankingError(
+                f"{ranking.path} was ranked in {have}, and this task asks for "
+                f"embed_dtype={wanted}; rank the data again with embed_dtype={wanted} (`prbench "
+                f"rank ... --profile_args builder=dense,embed_dtype={wanted}`), or ask for "
+                f"embed_dtype={have}"
+            )
+        return
+    here, _why = resolve_embed_dtype("auto", resolve_device("auto", explicit=False))
+    if have != here:
+        sys.stderr.write(
+            f"prbench: warning: {ranking.path} was ranked in {have}; embed_dtype=auto would "
+            f"compute {here} on this machine. Its posts are used as ranked (pass "
+            f"embed_dtype={have} to say so, or rank again with embed_dtype={here})\n"
+        )
+
+
 def ranked_options_from_dense(dense: Any, path: str) -> dict[str, Any]:
     """The ``ranked`` options standing for ``dense`` options whose ranking is in ``path``.
 
     Options at ``ranked``'s own default are left out (its defaults are ``dense``'s, except
-    ``model``, which is always set so that the encoder is checked).
+    ``model`` and ``embed_dtype``, which are always set so that the encoder and its precision
+    are checked).
     """
     defaults = {f.name: f.default for f in dataclasses.fields(RankedOptions)}
-    out: dict[str, Any] = {"path": path}
+    out: dict[str, Any] = {"path": path, "embed_dtype": dense.embed_dtype}
     for name in (*IDENTITY_OPTIONS, *VIEW_OPTIONS):
         value = getattr(dense, name)
         if name == "model" or value != defaults[name]:
@@ -454,6 +502,7 @@ __all__ = [
     "RankedOptions",
     "Ranking",
     "RankingError",
+    "check_precision",
     "dense_identity",
     "entry_for",
     "identity_problems",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from prbench.api import ComponentRegister, HFClassifierOptions, hookimpl
 from prbench_plugin_skywork.variants import VARIANTS, SkyworkVariant
@@ -45,6 +45,7 @@ class SkyworkOptions(HFClassifierOptions):
         default=0,
         metadata={"help": "most tokens per input; 0 = the variant's (V2 16384, v0.2 8192)"},
     )
+    max_length_zero_is_default: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         parent = getattr(super(), "__post_init__", None)
