@@ -687,6 +687,11 @@ CORPUS: dict[str, Fault] = {
         _eval("scorer=hf-classifier,pretrained=./no_such_model,input_format=released,"
               "pooling=last_token"),
         says="input_format=released cannot be combined with pooling=last_token"),
+    "hf-classifier-without-a-chat-template": Fault(
+        "hf-classifier on a model whose tokenizer has no chat template (a ValueError traceback)",
+        lambda _t, _p: ["eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+                        f"scorer=hf-classifier,pretrained={_minilm()}"],
+        says="has no (single) chat template", slow=True),
     "max-length-zero": Fault(
         "hf-classifier max_length=0 (a traceback after the model loaded)",
         _eval("scorer=hf-classifier,pretrained=./no_such_model,max_length=0"),

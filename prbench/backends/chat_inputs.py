@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from prbench.errors import PrbenchUserError
+
 ProfilePosition = Literal["none", "system", "user"]
 BosMode = Literal["auto", "always", "never"]
 Truncation = Literal["profile_first", "left"]
@@ -118,6 +120,10 @@ def check_formats(position: str, user_format: str, system_format: str) -> None:
         raise ValueError("user_format must contain {profile} and {question}")
     if position == "system" and "{profile}" not in system_format:
         raise ValueError("system_format must contain {profile}")
+
+
+class NoChatTemplateError(PrbenchUserError, ValueError):
+    """The tokenizer has no chat template to render ``[user, assistant]`` and none was given."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,9 +253,12 @@ class ChatEncoder:
         self.released_profile = released_profile
         self.template = chat_template or getattr(tokenizer, "chat_template", None)
         if not self.template or not isinstance(self.template, str):
-            raise ValueError(
-                "the tokenizer has no (single) chat template; "
-                "pass chat_template=<Jinja text or file>"
+            name = getattr(tokenizer, "name_or_path", "") or "the model"
+            raise NoChatTemplateError(
+                f"the tokenizer of {name} has no (single) chat template, so the chat "
+                "[user: question, assistant: answer] cannot be rendered; pass "
+                "chat_template=<Jinja text or file> (a reward model's own template, or e.g. "
+                "ChatML)"
             )
         sample = self.render("Hello?", "Hi.", "")
         self.bos = resolve_bos(tokenizer, bos, sample)
