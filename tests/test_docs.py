@@ -374,14 +374,14 @@ class Checker:
         )
         from prbench.harness.lm_eval_args import (
             json_flag_problem,
+            model_args_problem,
             model_args_text,
             parse_text,
-            repeated_key_problem,
         )
 
         with contextlib.redirect_stderr(io.StringIO()):
             argv = lm_eval_spellings(args) if prbench_eval else list(args)
-        problem = json_flag_problem(argv) or repeated_key_problem(argv)
+        problem = json_flag_problem(argv) or model_args_problem(argv)
         if problem:
             return [problem]
         ns = parse_text(argv)

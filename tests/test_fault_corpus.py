@@ -704,6 +704,11 @@ CORPUS: dict[str, Fault] = {
         "--model_args scorer=length,unit=words,unit=chars (the last one silently won)",
         _eval("scorer=length,unit=words,unit=chars"),
         says="--model_args: the key 'unit' is given twice"),
+    "model-args-apostrophe-swallows-later-pairs": Fault(
+        "--model_args user_format=It's {question},unit=chars (lm-eval read unit=chars as part "
+        "of user_format without a word)",
+        _eval("scorer=length,user_format=It's {question} {profile},unit=chars"),
+        says="the ' in the value of user_format never closes"),
     "plain-lm-eval-model-args-key-twice": Fault(
         "plain lm_eval --model_args scorer=length,scorer=random (the last one silently won)",
         lambda _t, _p: ["--model", "prbench", "--tasks", GROUP, "--limit", "1", "--model_args",

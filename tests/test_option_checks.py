@@ -133,11 +133,11 @@ def test_a_key_given_twice_in_k_v_text_is_refused() -> None:
     ["--model_args", '{"scorer": "length", "unit": "words", "unit": "chars"}'],
 ])
 def test_a_model_args_key_given_twice_is_found_in_every_spelling(argv: list[str]) -> None:
-    from prbench.harness.lm_eval_args import repeated_key_problem
+    from prbench.harness.lm_eval_args import model_args_problem
 
-    problem = repeated_key_problem(["--model", "prbench", "--tasks", GROUP, *argv])
+    problem = model_args_problem(["--model", "prbench", "--tasks", GROUP, *argv])
     assert problem is not None and "the key 'unit' is given twice" in problem
-    assert repeated_key_problem(["--tasks", GROUP, "--model_args", "scorer=length,unit=words"]) \
+    assert model_args_problem(["--tasks", GROUP, "--model_args", "scorer=length,unit=words"]) \
         is None
 
 
@@ -178,3 +178,33 @@ def test_plain_lm_eval_takes_a_documented_user_format(tmp_path: Path) -> None:
     assert "Invalid JSON" not in proc.stderr
     [manifest] = (tmp_path / "out").rglob("prbench_manifest_*.json")
     assert '"user_format": "Q: {question} P: {profile}"' in manifest.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("value", "char", "key"), [
+    ("scorer=length,user_format=It's {question},unit=chars", "'", "user_format"),
+    ("scorer=length,user_format=Answer (briefly: {question},unit=chars", "(", "user_format"),
+    ('scorer=length,system_format=say "hi {profile},unit=chars', '"', "system_format"),
+])
+def test_a_quote_or_bracket_that_never_closes_is_refused(value: str, char: str, key: str) -> None:
+    """lm-eval would swallow every later pair into the value (unit=chars lost) without a word."""
+    from prbench.harness.lm_eval_args import model_args_problem
+
+    problem = model_args_problem(["--model", "prbench", "--tasks", GROUP, "--model_args", value])
+    assert problem is not None
+    assert f"the {char} in the value of {key} never closes" in problem
+
+
+@pytest.mark.parametrize("value", [
+    'scorer=length,user_format="It\'s {question} {profile}",unit=chars',
+    "scorer=length,user_format=(a) {question} [b] {profile},unit=chars",
+    '{"scorer": "length", "user_format": "It\'s {question} {profile}"}',
+])
+def test_quotes_and_brackets_that_close_pass(value: str) -> None:
+    from lm_eval._cli.utils import key_val_to_dict
+
+    from prbench.harness.lm_eval_args import model_args_problem
+
+    assert model_args_problem(["--model", "prbench", "--tasks", GROUP, "--model_args",
+                               value]) is None
+    if not value.startswith("{"):  # lm-eval reads what was written: three pairs
+        assert len(key_val_to_dict(value)) == 3

@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from prbench.harness.lm_eval_args import (
         USE_CACHE_REFUSED,
         json_flag_problem,
-        repeated_key_problem,
+        model_args_problem,
         restore_option_text,
     )
     from prbench.plugins import get_registry
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     verbose = verbosity_shown(extra)
     setup_logging(logging.DEBUG if verbose == "DEBUG" else logging.INFO if verbose
                   else logging.WARNING)
-    problem = json_flag_problem(extra) or repeated_key_problem(extra)
+    problem = json_flag_problem(extra) or model_args_problem(extra)
     if problem:  # lm-eval would raise a bare ValueError naming no flag, or keep the last key
         print(f"error: {problem}", file=sys.stderr)
         return 1

@@ -199,13 +199,13 @@ class PRBenchLM(LM):
         declared type only (``revision=00123456`` stays ``'00123456'``).
         """
         from prbench.harness.lm_eval_args import (
-            check_keys_once,
+            check_model_args_text,
             check_no_use_cache,
             check_output_path,
             restore_option_text,
         )
 
-        check_keys_once()  # plain lm_eval: model=A,model=B would keep B without a word
+        check_model_args_text()  # plain lm_eval: model=A,model=B would keep B without a word
         check_no_use_cache()  # plain lm_eval: its pickle cache would open after this model
         check_output_path()  # plain lm_eval: its files are written after the whole run
         arg_dict = restore_option_text(arg_dict)

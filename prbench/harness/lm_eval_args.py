@@ -118,18 +118,49 @@ def _keys_of(value: str) -> list[str]:
     return [item.split("=", 1)[0].strip() for item in split_top_level(text) if "=" in item]
 
 
-def repeated_key_problem(argv: Sequence[str], flag: str = "model_args") -> str | None:
-    """A one-line error for a key that ``--model_args`` gives twice, else ``None``.
+def _unclosed(text: str) -> tuple[str, str] | None:
+    """``(character, key)`` when a quote or bracket in ``k=v,...`` text never closes, else None.
 
-    lm-eval keeps the last value of a key given twice (``model=A,model=B``, or in two
-    ``--model_args`` values) with a log line at most; a run would then be labelled with one
-    model and score another. The raw values are read with lm-eval's own parser.
+    lm-eval splits ``--model_args`` on commas outside quotes and brackets, so an apostrophe
+    (``user_format=It's {question},pretrained=M``) or a lone ``(`` turns every pair after it
+    into part of that value, without a word. This scan follows lm-eval's splitter.
+    """
+    quote: str | None = None
+    depth, opened, start = 0, None, 0
+    for i, char in enumerate(text):
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "\"'":
+            quote, opened = char, (opened if depth else i)
+        elif char in "[({":
+            opened = opened if depth else i
+            depth += 1
+        elif char in "])}":
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            start = i + 1
+    if (quote is None and depth == 0) or opened is None:
+        return None
+    item = text[start:opened]
+    return text[opened], item.split("=", 1)[0].strip() if "=" in item else item.strip()
+
+
+def model_args_problem(argv: Sequence[str], flag: str = "model_args") -> str | None:
+    """A one-line error for ``--model_args`` text lm-eval would read otherwise than written.
+
+    Two cases, else ``None``: a key given twice (``model=A,model=B``, or in two ``--model_args``
+    values: lm-eval keeps the last value with a log line at most, so a run would be labelled
+    with one model and score another); a quote or bracket that never closes in ``k=v`` text
+    (lm-eval would swallow every later pair into that value). The raw values are read with
+    lm-eval's own parser.
     """
     import lm_eval._cli.utils as cli_utils
     from lm_eval._cli.harness import HarnessCLI
 
     allow_braces_in_values()
     seen: list[str] = []
+    unclosed: list[tuple[str, str]] = []
     action = cli_utils.MergeDictAction
     original = action.__call__
 
@@ -138,6 +169,8 @@ def repeated_key_problem(argv: Sequence[str], flag: str = "model_args") -> str |
         if self.dest == flag and values:
             for value in [values] if isinstance(values, str) else values:
                 seen.extend(_keys_of(str(value)))
+                if not str(value).strip().startswith("{"):
+                    unclosed.extend(filter(None, [_unclosed(str(value))]))
         original(self, parser, namespace, values, option_string)
 
     import contextlib
@@ -151,6 +184,11 @@ def repeated_key_problem(argv: Sequence[str], flag: str = "model_args") -> str |
         pass  # lm-eval's own error comes later
     finally:
         action.__call__ = original  # type: ignore[method-assign]
+    for char, key in unclosed:
+        other = "'" if char == '"' else '"'
+        return (f"--{flag}: the {char} in the value of {key} never closes, so lm-eval would "
+                f"read every pair after it as part of {key} without a word; put the whole "
+                f"value in {other}quotes{other} ({key}={other}...{other}) or drop the {char}")
     for i, key in enumerate(seen):
         if key in seen[:i]:
             return (f"--{flag}: the key {key!r} is given twice (lm-eval would keep the last "
@@ -158,12 +196,12 @@ def repeated_key_problem(argv: Sequence[str], flag: str = "model_args") -> str |
     return None
 
 
-def check_keys_once(argv: Sequence[str] | None = None) -> None:
-    """Refuse a ``--model_args`` key given twice under plain ``lm_eval`` (see
-    :func:`repeated_key_problem`); nothing is checked outside the ``lm_eval`` command.
+def check_model_args_text(argv: Sequence[str] | None = None) -> None:
+    """Refuse ``--model_args`` text lm-eval would misread under plain ``lm_eval`` (see
+    :func:`model_args_problem`); nothing is checked outside the ``lm_eval`` command.
 
     Raises:
-        OptionsError: a key is given twice.
+        OptionsError: a key is given twice, or a quote or bracket never closes.
     """  # noqa: D205
     from prbench.options import OptionsError
 
@@ -171,7 +209,7 @@ def check_keys_once(argv: Sequence[str] | None = None) -> None:
         if not running_lm_eval_cli():
             return
         argv = sys.argv[1:]
-    problem = repeated_key_problem(argv)
+    problem = model_args_problem(argv)
     if problem:
         raise OptionsError(problem)
 
@@ -348,14 +386,14 @@ __all__ = [
     "MODEL_NAME",
     "USE_CACHE_REFUSED",
     "allow_braces_in_values",
-    "check_keys_once",
+    "check_model_args_text",
     "check_no_use_cache",
     "check_output_path",
     "json_flag_problem",
+    "model_args_problem",
     "model_args_text",
     "option_text",
     "parse_text",
-    "repeated_key_problem",
     "restore_option_text",
     "run_argv",
     "running_lm_eval_cli",
