@@ -66,6 +66,28 @@ def sample_text(rng: random.Random, n_words: int) -> str:
     return " ".join(words)
 
 
+def score_requests(n_questions: int = 8, answers: int = 2, seed: int = 0, *,
+                   question_words: tuple[int, int] = (5, 20),
+                   profile_words: tuple[int, int] = (0, 30),
+                   answer_words: tuple[int, int] = (3, 40)) -> list[Any]:
+    """Random score requests: ``answers`` answers per question (a pair by default), a profile each.
+
+    Word counts are drawn from the given inclusive ranges; the same seed gives the same requests.
+    """
+    from prbench.profiles.base import ProfileView
+    from prbench.scoring.base import ScoreRequest
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n_questions):
+        question = sample_text(rng, rng.randint(*question_words))
+        profile = ProfileView(text=sample_text(rng, rng.randint(*profile_words)))
+        for _ in range(answers):
+            out.append(ScoreRequest(record_id=f"r{i}", question=question, profile=profile,
+                                    response=sample_text(rng, rng.randint(*answer_words))))
+    return out
+
+
 def build_tokenizer(
     path: str | Path,
     *,

@@ -11,7 +11,7 @@ import pytest
 
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from tests._hf_fixtures import build_tiny_model, sample_text
+from tests._hf_fixtures import build_tiny_model, sample_text, score_requests
 
 TOL = 1e-5
 
@@ -42,19 +42,8 @@ def models(tmp_path_factory):
 
 
 def make_requests(n_questions=8, answers=2, seed=0, profile_words=(0, 30), answer_words=(3, 40)):
-    rng = random.Random(seed)
-    out = []
-    for i in range(n_questions):
-        question = sample_text(rng, rng.randint(5, 20))
-        profile = ProfileView(text=sample_text(rng, rng.randint(*profile_words)))
-        for _ in range(answers):
-            out.append(
-                ScoreRequest(
-                    record_id=f"r{i}", question=question, profile=profile,
-                    response=sample_text(rng, rng.randint(*answer_words)),
-                )
-            )
-    return out
+    return score_requests(n_questions, answers, seed, profile_words=profile_words,
+                          answer_words=answer_words)
 
 
 def build(path, **options):

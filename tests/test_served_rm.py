@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from tests._hf_fixtures import build_tiny_model, sample_text
+from tests._hf_fixtures import build_tiny_model, score_requests
 from tests._served_fixtures import FakeRMServer
 
 TOL = 1e-5
@@ -53,15 +52,8 @@ def _fast_backoff(monkeypatch):
 
 
 def make_requests(n_questions=5, seed=0):
-    rng = random.Random(seed)
-    out = []
-    for i in range(n_questions):
-        question = sample_text(rng, rng.randint(5, 15))
-        profile = ProfileView(text=sample_text(rng, rng.randint(0, 25)))
-        for _ in range(2):
-            out.append(ScoreRequest(record_id=f"r{i}", question=question, profile=profile,
-                                    response=sample_text(rng, rng.randint(3, 30))))
-    return out
+    return score_requests(n_questions, seed=seed, question_words=(5, 15), profile_words=(0, 25),
+                          answer_words=(3, 30))
 
 
 def build(kind, **options):

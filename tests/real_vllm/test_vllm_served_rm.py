@@ -12,9 +12,8 @@ import random
 
 import pytest
 
-from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from tests._hf_fixtures import sample_text
+from tests._hf_fixtures import sample_text, score_requests
 
 TOL = 1e-5
 
@@ -28,15 +27,8 @@ TEMPLATES = {"ordinary": "", "pad-ending": PAD_ENDING_TEMPLATE}
 
 def pair_requests(n_pairs: int = 24, seed: int = 0) -> list[ScoreRequest]:
     """Two answers (chosen first) per question, with a profile, as a benchmark pair."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(n_pairs):
-        question = sample_text(rng, rng.randint(5, 15))
-        profile = ProfileView(text=sample_text(rng, rng.randint(0, 40)))
-        for _ in range(2):
-            out.append(ScoreRequest(record_id=f"r{i}", question=question, profile=profile,
-                                    response=sample_text(rng, rng.randint(3, 40))))
-    return out
+    return score_requests(n_pairs, seed=seed, question_words=(5, 15), profile_words=(0, 40),
+                          answer_words=(3, 40))
 
 
 def build(kind: str, **options):
