@@ -103,18 +103,19 @@ the posts second: their situation, experience, constraints, values and the kind 
 reward. Write the persona only, in the third person, with no heading.""")
 
 
+def _demo_text(i: int, d: Demo, tag: str, outcome: str) -> str:
+    """One labelled pair as shown in a prompt: the pair, its reasoning if any, then ``outcome``."""
+    reasoning = f"Reasoning: {d['reasoning'].strip()}\n" if d["reasoning"].strip() else ""
+    return (f"<{tag} {i}>\nQuestion: {d['question'].strip()}\nAnswer A: {d['answer_a'].strip()}\n"
+            f"Answer B: {d['answer_b'].strip()}\n{reasoning}{outcome}\n</{tag} {i}>")
+
+
 def persona_from_demos_chat(posts: str, demos: Sequence[Demo]) -> Chat:
     """Persona induction from labelled pairs: each pair as shown, its reasoning where it has one
     (checked against the user's choice), and the answer the user chose (``protocol=authors``).
     """  # noqa: D205
-    parts = []
-    for i, d in enumerate(demos, 1):
-        reasoning = f"Reasoning: {d['reasoning'].strip()}\n" if d["reasoning"].strip() else ""
-        parts.append(
-            f"<choice {i}>\nQuestion: {d['question'].strip()}\nAnswer A: "
-            f"{d['answer_a'].strip()}\nAnswer B: {d['answer_b'].strip()}\n{reasoning}"
-            f"They chose: Answer {d['verdict']}\n</choice {i}>"
-        )
+    parts = [_demo_text(i, d, "choice", f"They chose: Answer {d['verdict']}")
+             for i, d in enumerate(demos, 1)]
     return _chat(PERSONA_SYSTEM, f"""\
 What we know about a person from their posts:
 <posts>
@@ -142,14 +143,8 @@ JUDGE_SYSTEM = (
 def _demo_block(demos: Sequence[Demo]) -> str:
     if not demos:
         return ""
-    parts = []
-    for i, d in enumerate(demos, 1):
-        reasoning = f"Reasoning: {d['reasoning'].strip()}\n" if d["reasoning"].strip() else ""
-        parts.append(
-            f"<example {i}>\nQuestion: {d['question'].strip()}\nAnswer A: {d['answer_a'].strip()}\n"
-            f"Answer B: {d['answer_b'].strip()}\n{reasoning}"
-            f"Verdict: [[{d['verdict']}]]\n</example {i}>"
-        )
+    parts = [_demo_text(i, d, "example", f"Verdict: [[{d['verdict']}]]")
+             for i, d in enumerate(demos, 1)]
     return ("Earlier choices this person really made (with the reasoning that predicted them, "
             "where there is one):\n"
             + "\n\n".join(parts) + "\n\n")
