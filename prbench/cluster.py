@@ -44,6 +44,8 @@ PROBE_TIMEOUT_S = 120.0
 #: environment passed from the driver to the commands tasks run (caches, offline switches,
 #: plugin selection): names starting with one of these
 PASSED_ENV_PREFIXES = ("PRBENCH_", "HF_", "TRANSFORMERS_", "TOKENIZERS_")
+#: thread limits Ray sets in a task (from its CPUs); a command runs without them, as locally
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: set in a task's command: the executor and the node it ran on (recorded in the manifest)
 EXECUTOR_ENV = "PRBENCH_EXECUTOR"
 NODE_ENV = "PRBENCH_RAY_NODE"
@@ -61,10 +63,12 @@ __all__ = [
     "connect",
     "executor_info",
     "import_ray",
+    "local_env",
     "node_label",
     "passed_env",
     "task_options",
     "this_node",
+    "use_local_threads",
     "wait_ready",
 ]
 
@@ -202,7 +206,50 @@ def executor_info() -> dict[str, Any]:
 
 def passed_env() -> dict[str, str]:
     """The driver's environment a task's command gets (see ``PASSED_ENV_PREFIXES``)."""
-    return {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV_PREFIXES)}
+    out = {k: v for k, v in os.environ.items() if k.startswith(PASSED_ENV_PREFIXES)}
+    for name in THREAD_ENV:
+        if name in os.environ:
+            out[name] = os.environ[name]
+    return out
+
+
+def local_env(passed: Mapping[str, str]) -> dict[str, str]:
+    """Inside a task: the environment of a command run as it would run locally on this node.
+
+    The node's own environment with the driver's ``passed`` over it, less the thread limits Ray
+    sets for a task (``OMP_NUM_THREADS=<its CPUs>``) unless the driver set them too: thread
+    counts change the order of a matmul's sums, and so the last bits of a score.
+    """
+    env = {**os.environ, **passed}
+    for name in THREAD_ENV:
+        if name not in passed:
+            env.pop(name, None)
+    return env
+
+
+def use_local_threads() -> int:
+    """Inside a task: torch's thread count set to what a local process on this node would use.
+
+    That count is read from a fresh interpreter without Ray's thread limits (torch's default
+    depends on the build and the machine), once per worker process.
+    """
+    import subprocess
+    import sys
+
+    import torch
+
+    if "threads" not in _LOCAL_THREADS:
+        env = {k: v for k, v in os.environ.items() if k not in THREAD_ENV}
+        code = "import torch; print(torch.get_num_threads())"
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+        text = proc.stdout.strip()
+        _LOCAL_THREADS["threads"] = int(text) if text.isdigit() else torch.get_num_threads()
+    torch.set_num_threads(_LOCAL_THREADS["threads"])
+    return _LOCAL_THREADS["threads"]
+
+
+_LOCAL_THREADS: dict[str, int] = {}
 
 
 def _probe(folder: str, token: str, driver_file: str) -> dict[str, str]:

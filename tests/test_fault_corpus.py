@@ -598,7 +598,23 @@ CORPUS: dict[str, Fault] = {
         "prbench validate on a folder that holds no data file",
         lambda t, _p: ["validate", str(_mkdir(t / "empty"))],
         says="no .jsonl, .ndjson, .json, .parquet files"),
+    "sweep-ray-address-unreachable": Fault(
+        "prbench sweep --executor ray --ray_address at which no cluster answers",
+        lambda t, p: _sweep(GRID, "--executor", "ray", "--ray_address",
+                            f"127.0.0.1:{_free_port()}")(t, p),
+        says="no Ray cluster answers at --ray_address 127.0.0.1:", needs="ray"),
+    "executor-ray-without-ray": Fault(
+        "prbench sweep/rank --executor ray where Ray is not installed",
+        covered_by="tests/test_ray_executor.py::"
+        "test_without_ray_one_error_line_says_how_to_install"),
 }
+
+
+def _free_port() -> int:
+    """A port on 127.0.0.1 nothing listens at (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # -- the checks ------------------------------------------------------------------------------------

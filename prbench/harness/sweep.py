@@ -132,12 +132,9 @@ def _run_subprocess(argv: list[str], log: Path, *, cwd: str | None = None,
                     env: dict[str, str] | None = None,
                     preexec: Callable[[], None] | None = None) -> tuple[int, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
-    import os
-
     with log.open("w", encoding="utf-8") as fh:
         rc = subprocess.run([sys.executable, "-m", "prbench.cli", *argv], stdout=fh,
-                            stderr=subprocess.STDOUT, check=False, cwd=cwd,
-                            env=None if env is None else {**os.environ, **env},
+                            stderr=subprocess.STDOUT, check=False, cwd=cwd, env=env,
                             preexec_fn=preexec).returncode
     return rc, log.read_text(encoding="utf-8", errors="replace")
 
@@ -148,7 +145,8 @@ def run_cell_command(argv: list[str], folder: Path, log: Path, *, cwd: str | Non
     """The cell command: ``prbench eval ARGV`` in a subprocess, into a fresh ``folder``.
 
     What an earlier attempt left in ``folder`` is removed first. The same command runs locally
-    and as a Ray task (:mod:`prbench.harness.sweep_ray`, with the driver's ``cwd`` and ``env``).
+    and as a Ray task (:mod:`prbench.harness.sweep_ray`, with the driver's ``cwd`` and the
+    whole environment ``env``; ``None``: this process's).
 
     Returns:
         The exit code (negative: killed by that signal) and the command's output.

@@ -101,11 +101,11 @@ def _set_parent_death_signal() -> None:
 def run_job(run: Callable[..., tuple[int, str]], argv: list[str], folder: str, log: str,
             cwd: str, env: dict[str, str]) -> JobResult:
     """Task body: run the cell command on this node; a signal's kill is a machine failure."""
-    from prbench.cluster import EXECUTOR_ENV, NODE_ENV, MachineFailure, this_node
+    from prbench.cluster import EXECUTOR_ENV, NODE_ENV, MachineFailure, local_env, this_node
 
     node = this_node()
     start = time.monotonic()
-    env = {**env, EXECUTOR_ENV: "ray", NODE_ENV: f"{node['id']}@{node['ip']}"}
+    env = {**local_env(env), EXECUTOR_ENV: "ray", NODE_ENV: f"{node['id']}@{node['ip']}"}
     rc, text = run(argv, Path(folder), Path(log), cwd=cwd, env=env,
                    preexec=_set_parent_death_signal)
     if rc < 0:  # killed by a signal: the machine's doing (OOM killer, shutdown), not the input's

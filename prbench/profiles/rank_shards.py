@@ -71,11 +71,12 @@ def split_shards(steps: Sequence[list[Record]], shards: int, identity: dict[str,
 def embed_shard(builder_id: str, options: dict[str, Any], steps: list[list[Record]]
                 ) -> dict[str, Any]:
     """Task body: each step's retrieval scores, computed as a local ``prbench rank`` does."""
-    from prbench.cluster import this_node
+    from prbench.cluster import this_node, use_local_threads
     from prbench.plugins import get_registry
     from prbench.progress import ENV_VAR
 
     os.environ[ENV_VAR] = "0"  # no encoder bars in a worker's log
+    use_local_threads()  # a local rank's thread count, not Ray's per-task limit: the same sums
     builder = get_registry().get("profile-builder", builder_id).build(dict(options))
     before = dataclasses.replace(builder.encoder.stats)
     scores = [builder.score_records(step) for step in steps]
