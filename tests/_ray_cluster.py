@@ -45,6 +45,13 @@ def _wait_for(check: Any, what: str, proc: subprocess.Popen[str] | None = None) 
         time.sleep(0.2)
 
 
+def _fresh_marker(marker: Path) -> None:
+    """Create the blocking scorers' marker; remove what an earlier scenario's cells left."""
+    for old in marker.parent.glob(marker.name + ".*.started"):
+        old.unlink()
+    marker.write_text("x", encoding="utf-8")
+
+
 def sweep(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, str]) -> dict[str, Any]:
     """A sweep with ``--executor ray``; its exit, output and the records it wrote."""
     out = _prbench([*spec["argv"], "--executor", "ray", "--ray_address", cluster.address],
@@ -56,7 +63,7 @@ def kill_worker(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
                 ) -> dict[str, Any]:
     """Kill the second node while a blocking cell runs on it; then let the sweep finish."""
     marker = Path(spec["marker"])
-    marker.write_text("x", encoding="utf-8")
+    _fresh_marker(marker)
     proc = subprocess.Popen(
         [sys.executable, "-m", "prbench.cli", *spec["argv"], "--executor", "ray",
          "--ray_address", cluster.address], env=env, cwd=spec["cwd"], text=True,
@@ -77,6 +84,34 @@ def kill_worker(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
         output, _ = proc.communicate()
     return {"rc": proc.returncode, "stdout": output, "stderr": "",
             "killed_cell": started[0].name, "worker": worker_id}
+
+
+def interrupt(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, str]
+              ) -> dict[str, Any]:
+    """Ctrl-C (SIGINT) to the sweep while a blocking cell runs; its command must end too."""
+    marker = Path(spec["marker"])
+    _fresh_marker(marker)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prbench.cli", *spec["argv"], "--executor", "ray",
+         "--ray_address", cluster.address], env=env, cwd=spec["cwd"], text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    started = _wait_for(lambda: list(marker.parent.glob(marker.name + ".*.started")),
+                        "a blocking cell", proc)
+    pid = int(started[0].read_text(encoding="utf-8"))
+    proc.send_signal(signal.SIGINT)
+    try:
+        output, _ = proc.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+
+    def gone() -> bool:
+        return not Path(f"/proc/{pid}").exists() or \
+            Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+
+    _wait_for(gone, f"the cancelled cell's command (pid {pid}) to end")
+    marker.unlink()
+    return {"rc": proc.returncode, "stdout": output, "stderr": ""}
 
 
 #: ``python -c STOP_AFTER_FIRST_SHARD rank ...``: the rank command, given a real Ctrl-C
@@ -106,7 +141,7 @@ def rank(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, str]) -
     return {"first": first, "second": _prbench(argv, env, spec["cwd"])}
 
 
-SCENARIOS = {"sweep": sweep, "kill_worker": kill_worker, "rank": rank}
+SCENARIOS = {"sweep": sweep, "kill_worker": kill_worker, "interrupt": interrupt, "rank": rank}
 
 
 def main() -> int:

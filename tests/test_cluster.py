@@ -95,3 +95,15 @@ def test_shards_are_whole_steps_in_order_with_stable_digests() -> None:
         [s.digest for s in shards]
     assert split_shards(steps, 2, {"model": "other"})[0].digest != shards[0].digest
     assert len(split_shards(steps[:1], 4, {"model": "m"})) == 1  # never a split step
+
+
+def test_dry_run_names_what_each_cell_asks_of_a_node(tmp_path: Path, capsys) -> None:
+    from tests._harness_fixtures import run_eval
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(GRID, encoding="utf-8")
+    code, stdout, err = run_eval(["sweep", str(path), "--dry_run"], capsys)
+    assert code == 0, err
+    assert "note: --executor ray: each cell of big asks for cpus=2, memory=16 GiB, gpus=1" \
+        in stdout
+    assert "note: --executor ray: each cell of length asks for cpus=2, memory=8 GiB" in stdout

@@ -62,7 +62,7 @@ class Blocking:
         marker = Path(os.environ.get("PRBENCH_TEST_BLOCK", "/nonexistent"))
         if marker.exists():
             node = os.environ.get("PRBENCH_RAY_NODE", "local").split("@")[0]
-            Path(f"{marker}.{self.options.label}-{node}.started").write_text("x")
+            Path(f"{marker}.{self.options.label}-{node}.started").write_text(str(os.getpid()))
             while marker.exists():
                 time.sleep(0.2)
         return [float(len(r.response.split())) for r in requests]
@@ -142,6 +142,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
          {"name": "bad", "model_args": {"scorer": "refuses"}},
          {"name": "length", "model_args": {"scorer": "length"}}],
         [{"name": "none", "tasks": NONE}], limit=1)
+    pair = _sweep_file(
+        tmp / "pair.yaml",
+        [{"name": "block-a", "model_args": {"scorer": "blocking", "label": "a"}},
+         {"name": "length", "model_args": {"scorer": "length"}}],
+        [{"name": "none", "tasks": NONE}], limit=1)
     sample = ["sweep", str(REPO / "sweeps" / "sample.yaml"), "--limit", "1", "--no_report"]
     rank = ["rank", "sample", "--profile_args", "builder=dense,model=minilm,embed_dtype=float32",
             "--device", "cpu", "--step_posts", "100", "--no-progress"]
@@ -156,28 +161,38 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             {"name": "kill", "kind": "kill_worker", "cwd": str(REPO), "marker": str(tmp / "block"),
              "argv": ["--plugin", str(plugin), "sweep", str(small), "-o", str(tmp / "small-ray"),
                       "--no_report"]},
+            {"name": "interrupt", "kind": "interrupt", "cwd": str(REPO),
+             "marker": str(tmp / "block"),
+             "argv": ["--plugin", str(plugin), "sweep", str(pair), "-o",
+                      str(tmp / "pair-ray"), "--no_report"]},
             {"name": "rank", "kind": "rank", "cwd": str(REPO),
              "argv": [*rank, "-o", str(tmp / "rank-ray.jsonl"), "--shards", "2"]},
         ],
     }
     (tmp / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
-    child = subprocess.run(
+    child = subprocess.Popen(
         ["unshare", "-n", PYTHON, "-m", "tests._ray_cluster", str(tmp / "spec.json")],
-        env=subprocess_env(**ray_env), cwd=REPO, capture_output=True, text=True, timeout=1500,
-        check=False)
+        env=subprocess_env(**ray_env), cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
+    try:
+        # the same runs, locally, while the cluster works (outside its namespace: no Ray here)
+        local_env = subprocess_env(PRBENCH_CACHE_DIR=str(tmp / "cache-local"),
+                                   PRBENCH_TEST_BUILDS=str(tmp / "builds-local.txt"))
+        local = {
+            "sample": _cli([*sample, "-o", str(tmp / "sample-local")], local_env),
+            "small": _cli(["--plugin", str(plugin), "sweep", str(small), "-o",
+                           str(tmp / "small-local"), "--no_report"], local_env),
+            "rank": _cli([*rank, "-o", str(tmp / "rank-local.jsonl")], local_env),
+        }
+        output, _ = child.communicate(timeout=1500)
+    finally:
+        if child.poll() is None:
+            child.terminate()  # the child stops its cluster on SIGTERM
+            child.wait(timeout=120)
     assert child.returncode == 0 and (tmp / "result.json").is_file(), \
-        f"the cluster child failed ({child.returncode}):\n{(child.stdout + child.stderr)[-4000:]}"
+        f"the cluster child failed ({child.returncode}):\n{output[-4000:]}"
     result = json.loads((tmp / "result.json").read_text(encoding="utf-8"))
-    # the same runs, locally
-    local_env = subprocess_env(PRBENCH_CACHE_DIR=str(tmp / "cache-local"),
-                               PRBENCH_TEST_BUILDS=str(tmp / "builds-local.txt"))
-    local = {
-        "sample": _cli([*sample, "-o", str(tmp / "sample-local")], local_env),
-        "small": _cli(["--plugin", str(plugin), "sweep", str(small), "-o",
-                       str(tmp / "small-local"), "--no_report"], local_env),
-        "rank": _cli([*rank, "-o", str(tmp / "rank-local.jsonl")], local_env),
-    }
-    return {"tmp": tmp, "ray": result, "local": local}
+    return {"tmp": tmp, "ray": result, "local": local, "plugin": plugin, "pair": pair}
 
 
 def _ok(scenario: dict[str, Any]) -> dict[str, Any]:
@@ -257,6 +272,25 @@ def test_rank_shards_on_ray_equal_local_and_resume(runs: dict[str, Any]) -> None
     assert runs["local"]["rank"].returncode == 0, runs["local"]["rank"].stderr[-3000:]
     assert (tmp / "rank-ray.jsonl").read_bytes() == (tmp / "rank-local.jsonl").read_bytes()
     assert not Path(f"{tmp / 'rank-ray.jsonl'}.shards").exists()
+
+
+def test_ctrl_c_cancels_tasks_keeps_finished_cells_exit_130(runs: dict[str, Any]) -> None:
+    tmp = runs["tmp"]
+    stop = _ok(runs["ray"]["interrupt"])
+    assert stop["rc"] == 130, stop["stdout"][-3000:]
+    assert "Ray task(s) cancelled, finished cells kept" in stop["stdout"]
+    records = _records(tmp / "pair-ray")
+    assert records["block-a/none"]["status"] == "running"  # cancelled: not finished
+    # (the scenario waited for the cancelled cell's command to end)
+    # a local re-run into the same folder runs what was left, skips what was finished
+    done_before = [k for k, r in records.items() if r["status"] == "done"]
+    again = _cli(["--plugin", str(runs["plugin"]), "sweep", str(runs["pair"]), "-o",
+                  str(tmp / "pair-ray"), "--no_report"],
+                 subprocess_env(PRBENCH_CACHE_DIR=str(tmp / "cache-local")))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"cells: {2 - len(done_before)} run, {len(done_before)} already finished" \
+        in again.stdout
+    assert {r["status"] for r in _records(tmp / "pair-ray").values()} == {"done"}
 
 
 def test_no_cluster_at_the_address_is_one_error_line(tmp_path: Path) -> None:

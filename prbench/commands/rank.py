@@ -91,10 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--executor ray: the cluster's head (default: RAY_ADDRESS, else the cluster "
         "`ray start` made on this machine)",
     )
-    parser.add_argument("--shard_resources", default=None, metavar="K=V,...",
-                        help="--executor ray: what each shard asks of a node: gpus, cpus, memory "
-                        "(GiB) (default: 1 CPU, and 1 GPU when the builder's device is not cpu "
-                        "and the cluster has a GPU)")
+    parser.add_argument("--shard_resources", default=None, metavar="SPEC",
+                        help="--executor ray: what each shard asks of a node, e.g. "
+                        "gpus=1,cpus=4,memory=16 (memory in GiB) (default: 1 CPU, and 1 GPU "
+                        "when the builder's device is not cpu and the cluster has a GPU)")
     parser.add_argument("--max_retries", type=int, default=1, metavar="N",
                         help="--executor ray: retries of a shard the machine ended (default: 1)")
     parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
