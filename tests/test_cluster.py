@@ -107,3 +107,63 @@ def test_dry_run_names_what_each_cell_asks_of_a_node(tmp_path: Path, capsys) -> 
     assert "note: --executor ray: each cell of big asks for cpus=2, memory=16 GiB, gpus=1" \
         in stdout
     assert "note: --executor ray: each cell of length asks for cpus=2, memory=8 GiB" in stdout
+
+
+class _Ref:
+    def __init__(self, value: dict) -> None:
+        self.value = value
+
+
+class _FakeRay:
+    """Stands in for a connected ``ray`` in the probe (fault injection only; the real cluster
+    runs in tests/test_ray_executor.py): each "node" runs the probe task here, and the node named
+    ``blind`` sees another folder at the same path, as a node without the shared mount would."""
+
+    def __init__(self, nodes: list[dict], blind: str, elsewhere: Path,
+                 monkeypatch: pytest.MonkeyPatch) -> None:
+        self._nodes, self.blind, self.elsewhere, self.mp = nodes, blind, elsewhere, monkeypatch
+
+    def nodes(self) -> list[dict]:
+        return self._nodes
+
+    def remote(self, fn):
+        fake = self
+
+        class Remote:
+            def options(self, **kw):
+                self.node = kw["scheduling_strategy"].node_id
+                return self
+
+            def remote(self, folder: str, token: str, driver_file: str) -> _Ref:
+                import prbench.cluster as cluster
+
+                fake.mp.setattr(cluster, "this_node", lambda: {"id": self.node, "ip": "10.0.0.9"})
+                if self.node == fake.blind:
+                    seen = fake.elsewhere / Path(folder).name
+                    seen.mkdir(parents=True, exist_ok=True)
+                    folder, driver_file = str(seen), str(seen / "driver.txt")
+                return _Ref(fn(folder, token, driver_file))
+
+        return Remote()
+
+    def wait(self, refs: list, num_returns: int, timeout: float) -> tuple[list, list]:
+        return refs, []
+
+    def get(self, ref: _Ref) -> dict:
+        return ref.value
+
+
+def test_a_node_that_cannot_see_the_output_folder_is_one_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray", reason='Ray is not installed (pip install "prbench[cluster]")')
+    from prbench.cluster import check_shared_folder
+
+    nodes = [_node("a" * 56, 0, 1, 1), _node("b" * 56, 0, 1, 1)]
+    out = tmp_path / "out"
+    seen = check_shared_folder(_FakeRay(nodes, "none", tmp_path / "x", monkeypatch), out)
+    assert seen == nodes and list(out.iterdir()) == []  # the probe files are gone
+    fake = _FakeRay(nodes, "b" * 56, tmp_path / "elsewhere", monkeypatch)
+    with pytest.raises(ClusterError, match=(
+            rf"node 10.0.0.9 \(bbbbbbbb\) cannot share the output folder {out}: .*driver.txt.*; "
+            r"put -o/--output_path on storage every node mounts at the same path")):
+        check_shared_folder(fake, out)

@@ -267,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     )
     before = dataclasses.replace(builder.encoder.stats)
     start = time.perf_counter()
-    if args.executor == "ray":
+    if args.executor == "ray" and todo:
         _rank_on_ray(args, builder_id, raw, identity, source, todo, out, check)
         seconds = time.perf_counter() - start
         print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s on Ray: {out}")

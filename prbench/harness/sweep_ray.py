@@ -148,8 +148,9 @@ def run_jobs(
     remote = ray.remote(run_job)
     cwd, env = os.getcwd(), _env()
     refs: dict[Any, Job] = {}
-    for job in jobs:
-        options = task_options(job.resources, nodes, f"cell {job.key}")
+    # every request checked before the first task is submitted: none runs if one cannot
+    asks = [task_options(job.resources, nodes, f"cell {job.key}") for job in jobs]
+    for job, options in zip(jobs, asks, strict=True):
         ref = remote.options(**options, max_retries=max_retries,
                              retry_exceptions=[MachineFailure]).remote(
             run, job.argv, str(job.folder.resolve()), str(job.log.resolve()), cwd, env)
