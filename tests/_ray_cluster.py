@@ -45,6 +45,14 @@ def _wait_for(check: Any, what: str, proc: subprocess.Popen[str] | None = None) 
         time.sleep(0.2)
 
 
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (gone, or a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def _fresh_marker(marker: Path) -> None:
     """Create the blocking scorers' marker; remove what an earlier scenario's cells left."""
     for old in marker.parent.glob(marker.name + ".*.started"):
@@ -75,7 +83,9 @@ def kill_worker(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
                 if worker_id in p.name]
 
     started = _wait_for(on_worker, "a blocking cell on the second node", proc)
+    pid = int(started[0].read_text(encoding="utf-8"))
     cluster.remove_node(worker, allow_graceful=False)  # the node dies, as a crashed machine
+    _wait_for(lambda: _gone(pid), f"the lost cell's command (pid {pid}) to die with its node")
     marker.unlink()  # the blocking cells go on; the lost one reruns on the head
     try:
         output, _ = proc.communicate(timeout=WAIT_S)
@@ -105,11 +115,7 @@ def interrupt(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, st
         proc.kill()
         output, _ = proc.communicate()
 
-    def gone() -> bool:
-        return not Path(f"/proc/{pid}").exists() or \
-            Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-
-    _wait_for(gone, f"the cancelled cell's command (pid {pid}) to end")
+    _wait_for(lambda: _gone(pid), f"the cancelled cell's command (pid {pid}) to end")
     marker.unlink()
     return {"rc": proc.returncode, "stdout": output, "stderr": ""}
 

@@ -9,9 +9,11 @@ them, reporting JSON back; the local runs they are compared with run here. Witho
 
 Scenarios: the sample sweep (``sweeps/sample.yaml``, one pair per task) cell by cell equal to a
 local run and spread over both nodes; a small sweep whose second node is killed while one of its
-cells runs there (that cell reruns on the head; a cell with bad input fails once, unretried);
-``rank --shards 2`` stopped by Ctrl-C after its first shard and run again (only the other
-shard is embedded; the rank file equals a local rank byte for byte).
+cells runs there (its command dies with the node, the cell reruns on the head; a cell with bad
+input fails once, unretried); Ctrl-C to a sweep (exit 130, the running cell's command ends, a
+local re-run finishes the rest); ``rank --shards 2`` stopped by Ctrl-C after its first shard and
+run again (only the other shard is embedded; the rank file equals a local rank byte for byte).
+The unreachable address and the missing Ray need no cluster.
 """
 
 from __future__ import annotations
