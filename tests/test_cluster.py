@@ -167,3 +167,17 @@ def test_a_node_that_cannot_see_the_output_folder_is_one_error(
             rf"node 10.0.0.9 \(bbbbbbbb\) cannot share the output folder {out}: .*driver.txt.*; "
             r"put -o/--output_path on storage every node mounts at the same path")):
         check_shared_folder(fake, out)
+
+
+def test_reuse_model_and_ray_together_are_one_error(tmp_path: Path, capsys) -> None:
+    from tests._harness_fixtures import run_eval
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(GRID, encoding="utf-8")
+    code, _, err = run_eval(["sweep", str(path), "-o", str(tmp_path / "out"), "--executor", "ray",
+                             "--reuse_model"], capsys)
+    assert code == 1
+    assert err.strip().splitlines() == [
+        "error: --reuse_model runs cells inside this process; with --executor ray each cell is a "
+        "task on a node: drop one of the two"]
+    assert not (tmp_path / "out").exists()
