@@ -9,10 +9,14 @@ fresh folder with a fresh cache:
    scheduling, a worker per task).
 3. ``ray, 2 nodes``: the same cluster with a second node of 1 CPU added: cells run two at a time.
 
-Printed: each run's wall time, ``ray 2 nodes / local`` and ``ray 1 node / local`` (ratios of wall
-times measured in this run), and Ray's added seconds per cell, defined as ``(wall(ray, 1 node) -
-wall(local)) / cells`` (start-up included). ``uptime`` is printed before and after: the machine
-may be shared, so compare the ratios, not the seconds.
+Printed: each run's wall time and the seconds its cell commands took (the sum of the ``seconds``
+of its cell records: ``prbench eval`` itself, timed where it runs), ``ray 2 nodes / local`` and
+``ray 1 node / local`` (ratios of wall times measured in this run), and Ray's added seconds per
+cell: the time a sweep spends outside its cell commands (``wall - sum of cell seconds``: joining
+the cluster, the storage probe, scheduling, starting workers, the driver's bookkeeping), on Ray
+with one node minus locally, over the cells. That difference does not move with how fast the
+commands themselves ran, which a shared machine's load does change from run to run. ``uptime`` is
+printed before and after: compare ratios, not seconds.
 
 The cluster is a real Ray cluster (``ray.cluster_utils.Cluster``) on 127.0.0.1 inside a network
 namespace of this script's own (``unshare -n``, loopback only; needs root): the script re-runs
@@ -51,6 +55,12 @@ def _sweep(out: Path, limit: str, env: dict[str, str], *more: str) -> float:
     return seconds
 
 
+def _cell_seconds(out: Path) -> float:
+    """The sum of the ``seconds`` of a sweep's cell records (its cell commands' own time)."""
+    return sum(float(json.loads(p.read_text(encoding="utf-8"))["seconds"])
+               for p in (out / "cells").glob("*/*.json"))
+
+
 def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
@@ -81,19 +91,24 @@ def _inside(args: argparse.Namespace) -> int:
     finally:
         cluster.shutdown()
     after = _uptime()
-    per_cell = (walls["ray, 1 node"] - walls["local"]) / cells
+    folders = {"local": tmp / "local", "ray, 1 node": tmp / "ray1", "ray, 2 nodes": tmp / "ray2"}
+    inside = {name: _cell_seconds(folder) for name, folder in folders.items()}
+    outside = {name: walls[name] - inside[name] for name in walls}
+    per_cell = (outside["ray, 1 node"] - outside["local"]) / cells
     print(f"sample sweep, {cells} cells, --limit {args.limit}")
     print(f"uptime before: {before}")
     print(f"uptime after:  {after}")
     for name, wall in walls.items():
-        print(f"  {name:<13} {wall:7.1f} s wall")
+        print(f"  {name:<13} {wall:7.1f} s wall, {inside[name]:7.1f} s in cell commands, "
+              f"{outside[name]:5.1f} s outside them")
     print(f"ray 2 nodes / local (wall ratio): {walls['ray, 2 nodes'] / walls['local']:.2f}")
     print(f"ray 1 node / local (wall ratio):  {walls['ray, 1 node'] / walls['local']:.2f}")
-    print(f"Ray's added seconds per cell, (wall(ray, 1 node) - wall(local)) / cells: "
-          f"{per_cell:+.2f} s")
+    print("Ray's added seconds per cell, (outside(ray, 1 node) - outside(local)) / cells, "
+          f"outside = wall - sum of cell seconds: {per_cell:+.2f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "cells": cells, "limit": args.limit, "wall_s": walls, "per_cell_overhead_s": per_cell,
+            "cells": cells, "limit": args.limit, "wall_s": walls, "cell_command_s": inside,
+            "per_cell_overhead_s": per_cell,
             "uptime_before": before, "uptime_after": after}, indent=2) + "\n", encoding="utf-8")
     return 0
 
