@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,7 +68,6 @@ __all__ = [
     "task_options",
     "this_node",
     "use_local_threads",
-    "wait_ready",
 ]
 
 
@@ -349,19 +347,10 @@ def task_options(resources: Mapping[str, float], nodes: list[dict[str, Any]],
             for n in nodes)
         raise ClusterError(
             f"{what} asks for {want['GPU']:g} GPU, {want['CPU']:g} CPU, "
-            f"{want['memory'] / 2**30:g} GiB, which no node of the cluster has ({have}); lower "
-            "its resources: in the sweep file or add such a node"
+            f"{want['memory'] / 2**30:g} GiB, which no node of the cluster has ({have}): ask for "
+            "less (the sweep file's resources:, rank's --shard_resources) or add such a node"
         )
     options: dict[str, Any] = {"num_cpus": want["CPU"], "num_gpus": want["GPU"]}
     if want["memory"]:
         options["memory"] = int(want["memory"])
     return options
-
-
-def wait_ready(ray: ModuleType, refs: list[Any], timeout: float) -> tuple[list[Any], list[Any]]:
-    """``ray.wait`` for the first of ``refs`` to finish, in short slices (Ctrl-C stays live)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        ready, rest = ray.wait(refs, num_returns=1, timeout=min(1.0, timeout))
-        if ready or time.monotonic() >= deadline:
-            return ready, rest
