@@ -70,6 +70,20 @@ class Blocking:
         return [float(len(r.response.split())) for r in requests]
 
 
+class DiesOnce:
+    """Killed by SIGKILL (as by the OOM killer) the first time; scores like length after."""
+
+    def __init__(self, options):
+        self.options = options
+
+    def score(self, requests):
+        flag = Path(os.environ["PRBENCH_TEST_DIED"])
+        if not flag.exists():
+            flag.write_text(os.environ.get("PRBENCH_RAY_NODE", "local"))
+            os.kill(os.getpid(), 9)
+        return [float(len(r.response.split())) for r in requests]
+
+
 class Refuses:
     def __init__(self, options):
         with open(os.environ["PRBENCH_TEST_BUILDS"], "a") as fh:
@@ -84,6 +98,8 @@ class Refuses:
 def register_scorers(register):
     register("blocking", Blocking, options=Options, reads_profile=False,
              description="length, after waiting for a marker file to go")
+    register("dies-once", DiesOnce, options=Options, reads_profile=False,
+             description="killed by a signal on its first run, as by the OOM killer")
     register("refuses", Refuses, options=Options, reads_profile=False,
              description="fails on its input, counting its builds")
 '''
@@ -142,8 +158,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [{"name": "block-a", "model_args": {"scorer": "blocking", "label": "a"}},
          {"name": "block-b", "model_args": {"scorer": "blocking", "label": "b"}},
          {"name": "bad", "model_args": {"scorer": "refuses"}},
+         {"name": "oom", "model_args": {"scorer": "dies-once"}},
          {"name": "length", "model_args": {"scorer": "length"}}],
         [{"name": "none", "tasks": NONE}], limit=1)
+    (tmp / "died-local").write_text("x")  # the local run is not killed
     pair = _sweep_file(
         tmp / "pair.yaml",
         [{"name": "block-a", "model_args": {"scorer": "blocking", "label": "a"}},
@@ -153,7 +171,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rank = ["rank", "sample", "--profile_args", "builder=dense,model=minilm,embed_dtype=float32",
             "--device", "cpu", "--step_posts", "100", "--no-progress"]
     ray_env = {"PRBENCH_CACHE_DIR": str(tmp / "cache-ray"), "PRBENCH_TEST_BLOCK":
-               str(tmp / "block"), "PRBENCH_TEST_BUILDS": str(tmp / "builds-ray.txt")}
+               str(tmp / "block"), "PRBENCH_TEST_BUILDS": str(tmp / "builds-ray.txt"),
+               "PRBENCH_TEST_DIED": str(tmp / "died-ray")}
     spec = {
         "result": str(tmp / "result.json"),
         "env": subprocess_env(**ray_env),
@@ -179,7 +198,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     try:
         # the same runs, locally, while the cluster works (outside its namespace: no Ray here)
         local_env = subprocess_env(PRBENCH_CACHE_DIR=str(tmp / "cache-local"),
-                                   PRBENCH_TEST_BUILDS=str(tmp / "builds-local.txt"))
+                                   PRBENCH_TEST_BUILDS=str(tmp / "builds-local.txt"),
+                                   PRBENCH_TEST_DIED=str(tmp / "died-local"))
         local = {
             "sample": _cli([*sample, "-o", str(tmp / "sample-local")], local_env),
             "small": _cli(["--plugin", str(plugin), "sweep", str(small), "-o",
@@ -243,9 +263,17 @@ def test_killed_node_cells_rerun_on_the_other_node(runs: dict[str, Any]) -> None
     lost = kill["killed_cell"].split(".")[-2].split("-")[0]  # the label of the cell it ran
     assert on_ray[f"block-{lost}/none"]["status"] == "done"
     assert on_ray[f"block-{lost}/none"]["ray_node_id"] == nodes["head"]  # rerun on the head
-    for key in ("block-a/none", "block-b/none", "length/none"):
+    for key in ("block-a/none", "block-b/none", "oom/none", "length/none"):
         assert on_ray[key]["status"] == local[key]["status"] == "done"
     assert _table(tmp / "small-ray") == _table(tmp / "small-local")
+
+
+def test_a_cell_killed_by_a_signal_is_retried(runs: dict[str, Any]) -> None:
+    """A cell command SIGKILLed (as by the OOM killer) is the machine's failure: retried."""
+    tmp = runs["tmp"]
+    _ok(runs["ray"]["kill"])
+    assert (tmp / "died-ray").read_text().startswith(tuple(runs["ray"]["nodes"].values()))
+    assert _records(tmp / "small-ray")["oom/none"]["status"] == "done"
 
 
 def test_bad_input_cell_fails_once_without_retry(runs: dict[str, Any]) -> None:
