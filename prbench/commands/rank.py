@@ -341,6 +341,7 @@ def _rank_on_ray(args: argparse.Namespace, builder_id: str, raw: dict[str, Any],
         shards=args.shards or len(nodes), state_dir=Path(f"{out}.shards"),
         address=args.ray_address, resources=resources, max_retries=args.max_retries,
         say=lambda line: print(line, file=sys.stderr),
+        gpu_batch=GPU_AUTO_BATCH if str(args.batch_size).strip().lower() == "auto" else None,
     )
     with out.open("ab", buffering=0) as fh:
         for step, step_scores in zip(steps, scores, strict=True):
