@@ -8,14 +8,17 @@ fresh folder with a fresh cache:
    after the other: the difference to ``local`` is what Ray adds (joining, the storage probe,
    scheduling, a worker per task).
 3. ``ray, 2 nodes``: the same cluster with a second node of 1 CPU added: cells run two at a time.
+4. ``local again``: run 1 once more, last: on a shared machine the load drifts during the
+   runs, and the two local runs show by how much.
 
 Printed: each run's wall time and the seconds its cell commands took (the sum of the ``seconds``
 of its cell records: ``prbench eval`` itself, timed where it runs), ``ray 2 nodes / local`` and
 ``ray 1 node / local`` (ratios of wall times measured in this run), and Ray's added seconds per
 cell: the time a sweep spends outside its cell commands (``wall - sum of cell seconds``: joining
 the cluster, the storage probe, scheduling, starting workers, the driver's bookkeeping), on Ray
-with one node minus locally, over the cells. That difference does not move with how fast the
-commands themselves ran, which a shared machine's load does change from run to run. ``uptime`` is
+with one node minus locally (the mean of the two local runs), over the cells. That difference
+does not move with how fast the commands themselves ran, which a shared machine's load does
+change from run to run. ``uptime`` is
 printed before and after: compare ratios, not seconds.
 
 The cluster is a real Ray cluster (``ray.cluster_utils.Cluster``) on 127.0.0.1 inside a network
@@ -90,11 +93,15 @@ def _inside(args: argparse.Namespace) -> int:
             "--executor", "ray", "--ray_address", cluster.address)
     finally:
         cluster.shutdown()
+    walls["local again"] = _sweep(tmp / "local2", args.limit,
+                                  {**base, "PRBENCH_CACHE_DIR": str(tmp / "cache-local2")})
     after = _uptime()
-    folders = {"local": tmp / "local", "ray, 1 node": tmp / "ray1", "ray, 2 nodes": tmp / "ray2"}
+    folders = {"local": tmp / "local", "ray, 1 node": tmp / "ray1", "ray, 2 nodes": tmp / "ray2",
+               "local again": tmp / "local2"}
     inside = {name: _cell_seconds(folder) for name, folder in folders.items()}
     outside = {name: walls[name] - inside[name] for name in walls}
-    per_cell = (outside["ray, 1 node"] - outside["local"]) / cells
+    local_outside = (outside["local"] + outside["local again"]) / 2
+    per_cell = (outside["ray, 1 node"] - local_outside) / cells
     print(f"sample sweep, {cells} cells, --limit {args.limit}")
     print(f"uptime before: {before}")
     print(f"uptime after:  {after}")
@@ -102,10 +109,11 @@ def _inside(args: argparse.Namespace) -> int:
         rest = ("cells overlap" if name == "ray, 2 nodes"
                 else f"{outside[name]:5.1f} s outside them")
         print(f"  {name:<13} {wall:7.1f} s wall, {inside[name]:7.1f} s in cell commands, {rest}")
-    print(f"ray 2 nodes / local (wall ratio): {walls['ray, 2 nodes'] / walls['local']:.2f}")
-    print(f"ray 1 node / local (wall ratio):  {walls['ray, 1 node'] / walls['local']:.2f}")
-    print("Ray's added seconds per cell, (outside(ray, 1 node) - outside(local)) / cells, "
-          f"outside = wall - sum of cell seconds: {per_cell:+.2f} s")
+    for local in ("local", "local again"):
+        print(f"ray 2 nodes / {local} (wall ratio): {walls['ray, 2 nodes'] / walls[local]:.2f}; "
+              f"ray 1 node / {local}: {walls['ray, 1 node'] / walls[local]:.2f}")
+    print("Ray's added seconds per cell, (outside(ray, 1 node) - mean outside(local runs)) / "
+          f"cells, outside = wall - sum of cell seconds: {per_cell:+.2f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "cells": cells, "limit": args.limit, "wall_s": walls, "cell_command_s": inside,
