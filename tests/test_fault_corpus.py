@@ -521,6 +521,15 @@ CORPUS: dict[str, Fault] = {
         "a scorer's fingerprint() raises SystemExit",
         _eval("scorer=faulty,fingerprint=exit"), says="fingerprint() failed: SystemExit",
         blames_plugin=True),
+    "sweep-ray-address-unreachable": Fault(
+        "prbench sweep --executor ray --ray_address at which no cluster answers",
+        lambda t, p: _sweep(GRID, "--executor", "ray", "--ray_address",
+                            f"127.0.0.1:{_free_port()}")(t, p),
+        says="no Ray cluster answers at --ray_address 127.0.0.1:", needs="ray"),
+    "executor-ray-without-ray": Fault(
+        "prbench sweep/rank --executor ray where Ray is not installed",
+        covered_by="tests/test_ray_executor.py::"
+        "test_without_ray_one_error_line_says_how_to_install"),
     # --- misleading messages
     "sweep-joined-condition-folders": Fault(
         "sweep conditions a, b and a+b share one folder under --reuse_model",
@@ -598,15 +607,6 @@ CORPUS: dict[str, Fault] = {
         "prbench validate on a folder that holds no data file",
         lambda t, _p: ["validate", str(_mkdir(t / "empty"))],
         says="no .jsonl, .ndjson, .json, .parquet files"),
-    "sweep-ray-address-unreachable": Fault(
-        "prbench sweep --executor ray --ray_address at which no cluster answers",
-        lambda t, p: _sweep(GRID, "--executor", "ray", "--ray_address",
-                            f"127.0.0.1:{_free_port()}")(t, p),
-        says="no Ray cluster answers at --ray_address 127.0.0.1:", needs="ray"),
-    "executor-ray-without-ray": Fault(
-        "prbench sweep/rank --executor ray where Ray is not installed",
-        covered_by="tests/test_ray_executor.py::"
-        "test_without_ray_one_error_line_says_how_to_install"),
 }
 
 
