@@ -181,3 +181,15 @@ def test_reuse_model_and_ray_together_are_one_error(tmp_path: Path, capsys) -> N
         "error: --reuse_model runs cells inside this process; with --executor ray each cell is a "
         "task on a node: drop one of the two"]
     assert not (tmp_path / "out").exists()
+
+
+def test_setup_installs_the_pinned_cluster_extra(tmp_path: Path) -> None:
+    import tomllib
+
+    from tests.test_setup_targets import REPO, _dry_run
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert extras["cluster"] == ["ray==2.60.0"]
+    installs = [line for line in _dry_run("setup", tmp_path).splitlines() if "pip install" in line]
+    assert any(",cluster," in line and "-c constraints-cpu.txt" in line for line in installs)
