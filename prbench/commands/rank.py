@@ -9,6 +9,10 @@ evaluate anywhere. Running it again on the same OUT ranks only the records not i
 that was stopped resumes); OUT made with another encoder or another --profile_source, holding
 other versions of the same records, or edited by hand (each line carries a chained checksum), is
 refused.
+
+``--executor ray --shards N`` embeds the records to rank as N shards, each a Ray task on the
+cluster (:mod:`prbench.profiles.rank_shards`), and writes the same rank file a local run
+would, byte for byte with ``embed_dtype=float32``; a re-run embeds only the unfinished shards.
 """
 
 from __future__ import annotations
@@ -75,6 +79,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the swap derangement's seed (default: the tasks' default, "
         "prbench.profiles.sources.DEFAULT_SWAP_SEED)",
     )
+    parser.add_argument(
+        "--executor", choices=("local", "ray"), default="local",
+        help="where the posts are embedded: local, or ray (--shards tasks on the cluster; "
+        "docs/scale.md \"On a cluster\") (default: local)",
+    )
+    parser.add_argument("--shards", type=int, default=None, metavar="N",
+                        help="--executor ray: shards (tasks) to embed in (default: one per node)")
+    parser.add_argument(
+        "--ray_address", default=None, metavar="HOST:PORT",
+        help="--executor ray: the cluster's head (default: RAY_ADDRESS, else the cluster "
+        "`ray start` made on this machine)",
+    )
+    parser.add_argument("--shard_resources", default=None, metavar="SPEC",
+                        help="--executor ray: what each shard asks of a node, e.g. "
+                        "gpus=1,cpus=4,memory=16 (memory in GiB) (default: 1 CPU, and 1 GPU "
+                        "when the builder's device is not cpu and the cluster has a GPU)")
+    parser.add_argument("--max_retries", type=int, default=1, metavar="N",
+                        help="--executor ray: retries of a shard the machine ended (default: 1)")
     parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
     parser.add_argument("--split", default="test", help="hub split (hub ids only)")
 
@@ -199,6 +221,10 @@ def run(args: argparse.Namespace) -> int:
     from prbench.records import load_records
 
     builder_id, raw = _options(args)
+    if args.executor == "ray":  # Ray missing: one error before any work
+        from prbench.cluster import import_ray
+
+        import_ray()
     if builder_id != "dense":
         raise OptionsError(
             f"--profile_args builder={builder_id}: prbench rank ranks with the 'dense' builder "
@@ -241,6 +267,11 @@ def run(args: argparse.Namespace) -> int:
     )
     before = dataclasses.replace(builder.encoder.stats)
     start = time.perf_counter()
+    if args.executor == "ray" and todo:
+        _rank_on_ray(args, builder_id, raw, identity, source, todo, out, check)
+        seconds = time.perf_counter() - start
+        print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s on Ray: {out}")
+        return 0
     bar = progress_bar(n_posts, desc="rank: dense", unit="post")
     try:
         with out.open("ab", buffering=0) as fh, _inner_bars_off():
@@ -259,6 +290,69 @@ def run(args: argparse.Namespace) -> int:
     print(f"ranked {len(todo)} records ({n_posts} posts) in {seconds:.1f} s"
           f"{embedding_rate(before, builder.encoder.stats, seconds)}: {out}")
     return 0
+
+
+def _shard_resources(args: argparse.Namespace, device: str | None) -> dict[str, float]:
+    """``--shard_resources`` as numbers, with the defaults (see its help)."""
+    from prbench.options import OptionsError, parse_kv_string
+
+    given: dict[str, float] = {}
+    if args.shard_resources:
+        for key, value in parse_kv_string(args.shard_resources).items():
+            if key not in ("gpus", "cpus", "memory"):
+                raise OptionsError(f"--shard_resources: unknown key {key!r}; allowed: gpus, "
+                                   "cpus, memory (GiB)")
+            try:
+                given[key] = float(value)
+            except (TypeError, ValueError):
+                raise OptionsError(f"--shard_resources: {key}={value!r} is not a number") \
+                    from None
+            if given[key] < 0:
+                raise OptionsError(f"--shard_resources: {key} must be >= 0")
+    given.setdefault("cpus", 1.0)
+    given.setdefault("gpus", -1.0 if str(device or "auto").lower() != "cpu" else 0.0)
+    return given
+
+
+def _rank_on_ray(args: argparse.Namespace, builder_id: str, raw: dict[str, Any],
+                 identity: dict[str, Any], source: dict[str, Any], todo: Sequence[Any],
+                 out: Path, check: str) -> None:
+    """Embed ``todo`` as shards on Ray, then append their entries to ``out`` in record order."""
+    import shutil
+
+    from prbench.cluster import alive_nodes, connect
+    from prbench.options import OptionsError
+    from prbench.profiles.rank_shards import embed_on_ray
+    from prbench.profiles.ranked import entry_for, seal
+
+    if args.max_retries < 0:
+        raise OptionsError(f"--max_retries must be >= 0, got {args.max_retries}")
+    if args.shards is not None and args.shards < 1:
+        raise OptionsError(f"--shards must be >= 1, got {args.shards}")
+    resources = _shard_resources(args, raw.get("device"))
+    ray = connect(args.ray_address)
+    nodes = alive_nodes(ray)
+    if resources["gpus"] < 0:  # the default: a GPU when the cluster has one
+        has_gpu = any((n.get("Resources") or {}).get("GPU", 0) >= 1 for n in nodes)
+        resources["gpus"] = 1.0 if has_gpu else 0.0
+    steps = list(_steps(todo, args.step_posts))
+    scores, counts = embed_on_ray(
+        steps, builder_id=builder_id, options=raw, identity={**identity, **source},
+        shards=args.shards or len(nodes), state_dir=Path(f"{out}.shards"),
+        address=args.ray_address, resources=resources, max_retries=args.max_retries,
+        say=lambda line: print(line, file=sys.stderr),
+        gpu_batch=GPU_AUTO_BATCH if str(args.batch_size).strip().lower() == "auto" else None,
+    )
+    with out.open("ab", buffering=0) as fh:
+        for step, step_scores in zip(steps, scores, strict=True):
+            entries = []
+            for r, s in zip(step, step_scores, strict=True):
+                entries.append(seal(entry_for(r, [p.id for p in r.profile], s), check))
+                check = entries[-1]["check"]
+            append_line(fh, "".join(json.dumps(e) + "\n" for e in entries), out)
+    shutil.rmtree(Path(f"{out}.shards"), ignore_errors=True)
+    print(f"rank: shards: {counts['reused']} finished before, {counts['embedded']} embedded now "
+          f"({counts['computed']} texts embedded on the nodes)", file=sys.stderr)
 
 
 def embedding_rate(before: EncodeStats, after: EncodeStats, seconds: float) -> str:

@@ -11,6 +11,10 @@ Examples:
   prbench sweep sweeps/sample.yaml -o results/sweep-sample
   prbench sweep sweeps/paper.yaml --dry_run --tokens_per_s 20000
   prbench sweep sweeps/sample.yaml --reuse_model --limit 5
+  prbench sweep sweeps/sample.yaml --executor ray --ray_address 10.0.0.1:6379
+
+With --executor ray each cell is a Ray task on a node of the cluster (docs/scale.md, "On a
+cluster"; needs `pip install "prbench[cluster]"`); the output folder must be shared storage.
 """
 
 from __future__ import annotations
@@ -67,6 +71,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bootstrap_seed", type=int, default=0, metavar="SEED",
                         help="bootstrap seed (default: 0)")
+    parser.add_argument(
+        "--executor", choices=("local", "ray"), default="local",
+        help="where cells run: local (this machine, one after the other) or ray (each cell a "
+        "Ray task on the cluster; -o must be storage every node sees) (default: local)",
+    )
+    parser.add_argument(
+        "--ray_address", default=None, metavar="HOST:PORT",
+        help="--executor ray: the cluster's head (what `ray start --head` printed; default: "
+        "RAY_ADDRESS, else the cluster `ray start` made on this machine)",
+    )
+    parser.add_argument(
+        "--max_retries", type=int, default=1, metavar="N",
+        help="--executor ray: retries of a cell the machine ended (node died, out of memory); a "
+        "cell that fails on its input is never retried (default: 1)",
+    )
     parser.add_argument("--no_report", action="store_true",
                         help="write the table only, not OUT/report/ (default: write both)")
 
@@ -98,8 +117,14 @@ def run(args: argparse.Namespace) -> int:
         print(format_estimates(estimates, tokens_per_word=args.tokens_per_word))
         return 0
     out = check_output_dir(_output(args, sweep))
+    if args.max_retries < 0:
+        from prbench.options import OptionsError
+
+        raise OptionsError(f"--max_retries must be >= 0, got {args.max_retries}")
     outcome = run_sweep(sweep, out, limit=args.limit, reuse_model=args.reuse_model,
-                        plugins=getattr(args, "plugin", None) or ())
+                        plugins=getattr(args, "plugin", None) or (),
+                        executor=args.executor, ray_address=args.ray_address,
+                        max_retries=args.max_retries)
     from prbench.analysis.sweep_table import to_markdown, write_table
 
     table, md, path_csv = write_table(out, resamples=args.bootstrap_resamples,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.cluster import executor_info
 from prbench.harness.task_options import task_profile, task_profile_source
 
 MANIFEST_VERSION = 1
@@ -110,6 +111,7 @@ def build_manifest(
         "plugins": list(plugins) or prbench_info.get("plugins") or [],
         "seeds": seeds,
         "limit": config.get("limit"),
+        "executor": executor_info(),
         "summary": dict(summary) if summary else None,
     }
 

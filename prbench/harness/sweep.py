@@ -128,12 +128,34 @@ def _error_line(text: str, rc: int) -> str:
     return f"exit code {rc}: {lines[-1] if lines else 'no output'}"
 
 
-def _run_subprocess(argv: list[str], log: Path) -> tuple[int, str]:
+def _run_subprocess(argv: list[str], log: Path, *, cwd: str | None = None,
+                    env: dict[str, str] | None = None,
+                    preexec: Callable[[], None] | None = None) -> tuple[int, str]:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as fh:
         rc = subprocess.run([sys.executable, "-m", "prbench.cli", *argv], stdout=fh,
-                            stderr=subprocess.STDOUT, check=False).returncode
+                            stderr=subprocess.STDOUT, check=False, cwd=cwd, env=env,
+                            preexec_fn=preexec).returncode
     return rc, log.read_text(encoding="utf-8", errors="replace")
+
+
+def run_cell_command(argv: list[str], folder: Path, log: Path, *, cwd: str | None = None,
+                     env: dict[str, str] | None = None,
+                     preexec: Callable[[], None] | None = None) -> tuple[int, str]:
+    """The cell command: ``prbench eval ARGV`` in a subprocess, into a fresh ``folder``.
+
+    What an earlier attempt left in ``folder`` is removed first. The same command runs locally
+    and as a Ray task (:mod:`prbench.harness.sweep_ray`, with the driver's ``cwd`` and the
+    whole environment ``env``; ``None``: this process's).
+
+    Returns:
+        The exit code (negative: killed by that signal) and the command's output.
+    """
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    return _run_subprocess(argv, log, cwd=cwd, env=env, preexec=preexec)
 
 
 def _run_in_process(argv: list[str], log: Path) -> tuple[int, str]:
@@ -238,6 +260,47 @@ class SweepOutcome:
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
+def _start_records(out: Path, group: Sequence[Cell], argv: list[str]) -> None:
+    for cell in group:
+        _write_json(record_path(out, cell), {
+            "scorer": cell.scorer.name, "condition": cell.condition.name,
+            "status": "running", "fingerprint": cell.fingerprint(),
+            "definition": cell.definition(), "argv": ["prbench", *argv],
+        })
+
+
+def _finish_records(out: Path, group: Sequence[Cell], argv: list[str], rc: int, text: str,
+                    info: dict[str, Any], outcome: SweepOutcome,
+                    say: Callable[[str], None]) -> None:
+    """Record each cell of a finished eval call: done, or failed with its one error line."""
+    folder = run_dir(out, group)
+    results = _newest_results(folder) if folder.exists() else None
+    seconds = info.get("seconds")
+    where = ""
+    if info.get("ray_node_id"):
+        where = f" on node {info.get('ray_node_ip')} ({str(info['ray_node_id'])[:8]})"
+    for cell in group:
+        problem = None if results is None else results_problem(results, cell.condition.tasks)
+        if rc == 0 and results is not None and problem is None:
+            status, error = "done", None
+            outcome.done.append(cell.key)
+        else:
+            status = "failed"
+            error = _error_line(text, rc) if rc != 0 else (problem or "no results file")
+            outcome.failed[cell.key] = error
+        _write_json(record_path(out, cell), {
+            "scorer": cell.scorer.name, "condition": cell.condition.name,
+            "status": status, "fingerprint": cell.fingerprint(),
+            "definition": cell.definition(), "argv": ["prbench", *argv],
+            "results": None if results is None else str(results), "error": error,
+            "exit_code": rc, "seconds": seconds,
+            "log": str(log_path(out, group)),
+            **{k: v for k, v in info.items() if k != "seconds"},
+        })
+        took = "" if seconds is None else f" ({seconds:g} s)"
+        say(f"sweep: {status} {cell.key}{where}{took}" + (f": {error}" if error else ""))
+
+
 def run_sweep(
     sweep: Sweep,
     out: Path,
@@ -246,17 +309,35 @@ def run_sweep(
     reuse_model: bool = False,
     plugins: Sequence[str] = (),
     say: Callable[[str], None] = print,
+    executor: str = "local",
+    ray_address: str | None = None,
+    max_retries: int = 1,
 ) -> SweepOutcome:
     """Run every unfinished cell; record each cell's outcome as soon as it is known.
 
     ``reuse_model`` runs the pending conditions of a scorer that share their metadata in one
     ``prbench eval`` call inside this process (the model is loaded once); otherwise every cell is
-    its own ``prbench eval`` process.
+    its own ``prbench eval`` process. ``executor="ray"`` runs those processes as Ray tasks on
+    the cluster at ``ray_address`` (:mod:`prbench.harness.sweep_ray`), retrying a task the
+    machine ended up to ``max_retries`` times.
     """
     cells = sweep.cells(limit)
     clashes = folder_clashes(cells, reuse_model)
     if clashes:
         raise SweepFileError(where_in(sweep.path, clashes[0]))
+    if executor == "ray" and reuse_model:
+        from prbench.options import OptionsError
+
+        raise OptionsError("--reuse_model runs cells inside this process; with --executor ray "
+                           "each cell is a task on a node: drop one of the two")
+    ray = None
+    if executor == "ray":  # before anything is written: the cluster and its view of the folder
+        from prbench.cluster import check_shared_folder, connect
+
+        ray = connect(ray_address)
+        out.mkdir(parents=True, exist_ok=True)
+        nodes = check_shared_folder(ray, out)
+        say(f"sweep: Ray cluster of {len(nodes)} node(s), each sees {out.resolve()}")
     _write_json(out / SWEEP_FILE, {
         "kind": "prbench-sweep", "sweep_file": str(sweep.path),
         "scorers": [s.name for s in sweep.scorers],
@@ -279,6 +360,9 @@ def run_sweep(
                                   [c for c in cells if c not in pending])
         if problem:
             raise SweepFileError(problem)
+    if ray is not None:
+        _run_on_ray(ray, groups, out, plugins, outcome, say, max_retries)
+        return outcome
     for group in groups:
         folder = run_dir(out, group)
         if folder.exists():  # an earlier attempt's files: the new run replaces them
@@ -288,36 +372,45 @@ def run_sweep(
         argv = eval_argv(group, folder, plugins)
         names = ", ".join(c.key for c in group)
         say(f"sweep: run {names}")
-        for cell in group:
-            _write_json(record_path(out, cell), {
-                "scorer": cell.scorer.name, "condition": cell.condition.name,
-                "status": "running", "fingerprint": cell.fingerprint(),
-                "definition": cell.definition(), "argv": ["prbench", *argv],
-            })
+        _start_records(out, group, argv)
         start = time.monotonic()
-        runner = _run_in_process if reuse_model else _run_subprocess
-        rc, text = runner(argv, log_path(out, group))
+        if reuse_model:
+            rc, text = _run_in_process(argv, log_path(out, group))
+        else:
+            rc, text = run_cell_command(argv, folder, log_path(out, group))
         seconds = round(time.monotonic() - start, 2)
-        results = _newest_results(folder) if folder.exists() else None
-        for cell in group:
-            problem = None if results is None else results_problem(results, cell.condition.tasks)
-            if rc == 0 and results is not None and problem is None:
-                status, error = "done", None
-                outcome.done.append(cell.key)
-            else:
-                status = "failed"
-                error = _error_line(text, rc) if rc != 0 else (problem or "no results file")
-                outcome.failed[cell.key] = error
-            _write_json(record_path(out, cell), {
-                "scorer": cell.scorer.name, "condition": cell.condition.name,
-                "status": status, "fingerprint": cell.fingerprint(),
-                "definition": cell.definition(), "argv": ["prbench", *argv],
-                "results": None if results is None else str(results), "error": error,
-                "exit_code": rc, "seconds": seconds,
-                "log": str(log_path(out, group)),
-            })
-            say(f"sweep: {status} {cell.key} ({seconds:g} s)" + (f": {error}" if error else ""))
+        _finish_records(out, group, argv, rc, text, {"seconds": seconds, "executor": "local"},
+                        outcome, say)
     return outcome
+
+
+def _run_on_ray(ray: Any, groups: Sequence[list[Cell]], out: Path, plugins: Sequence[str],
+                outcome: SweepOutcome, say: Callable[[str], None], max_retries: int) -> None:
+    """Every pending eval call as a Ray task; each cell recorded as its task ends."""
+    from prbench.cluster import alive_nodes
+    from prbench.harness.sweep_ray import Job, default_resources, run_jobs
+
+    gpus = sum((n.get("Resources") or {}).get("GPU", 0.0) for n in alive_nodes(ray))
+    jobs, by_job = [], {}
+    for group in groups:
+        folder = run_dir(out, group)
+        argv = eval_argv(group, folder, plugins)
+        job = Job(", ".join(c.key for c in group), argv, folder, log_path(out, group),
+                  default_resources(group[0].scorer.resources, group[0].scorer.model_args, gpus),
+                  len(group))
+        jobs.append(job)
+        by_job[id(job)] = (group, argv)
+    for job in jobs:
+        group, argv = by_job[id(job)]
+        _start_records(out, group, argv)
+    say(f"sweep: {len(jobs)} cell(s) handed to Ray")
+
+    def done(job: Job, rc: int, text: str, info: dict[str, Any]) -> None:
+        group, argv = by_job[id(job)]
+        _finish_records(out, group, argv, rc, text, info, outcome, say)
+
+    run_jobs(jobs, run=run_cell_command, ray=ray, max_retries=max_retries, on_done=done,
+             say=say)
 
 
 __all__ = [
@@ -328,5 +421,6 @@ __all__ = [
     "read_record",
     "record_path",
     "results_problem",
+    "run_cell_command",
     "run_sweep",
 ]

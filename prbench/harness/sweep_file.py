@@ -9,11 +9,13 @@ it takes as ``--tasks`` and ``--metadata``::
     limit: 10                         # optional, for every cell (overridden by --limit)
     eval_args: ["--batch_size", "8"]  # optional, more `prbench eval` flags for every cell
     metadata: {}                      # optional, merged under every condition's metadata
+    resources: {gpus: 1, cpus: 4, memory: 32}   # optional, --executor ray only (memory in GiB)
     scorers:
       - name: length                  # row label (default: the scorer id)
         model_args: {scorer: length}  # or the string "scorer=length,unit=words"
         estimate: {params_b: 8.0, tokens_per_s: 20000, generated_tokens: 0}   # --dry_run only
         stand_in: "what stands in for what"   # optional: labels the row STAND-IN in every table
+        resources: {gpus: 0}          # optional, over the file's resources (--executor ray)
     conditions:
       - name: own
         tasks: personalized_rewardbench_sample          # a name or a list of names
@@ -38,10 +40,12 @@ from typing import Any
 from prbench.records import DataSourceError
 
 SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "conditions",
-              "description")
-SCORER_KEYS = ("name", "model_args", "estimate", "stand_in")
+              "description", "resources")
+SCORER_KEYS = ("name", "model_args", "estimate", "stand_in", "resources")
 CONDITION_KEYS = ("name", "tasks", "metadata", "description", "stand_in")
 ESTIMATE_KEYS = ("params_b", "tokens_per_s", "generated_tokens")
+#: what a cell asks of a Ray node (``--executor ray``); memory in GiB
+RESOURCE_KEYS = ("gpus", "cpus", "memory")
 #: the ``lm_eval run`` options the sweep sets itself (by argparse dest; ``config`` would replace
 #: them all); set in ``eval_args`` under any spelling they are an error
 OWN_OPTIONS = ("tasks", "model", "model_args", "output_path", "metadata", "limit",
@@ -60,6 +64,10 @@ class Scorer:
     model_args: str
     estimate: dict[str, float]
     stand_in: str = ""  # what stands in for what the paper used ("": nothing)
+    #: what its cells ask of a Ray node (the file's ``resources:`` under the scorer's); only the
+    #: keys given (the executor fills in its defaults). Not part of a cell's definition: where a
+    #: cell runs does not change its results.
+    resources: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +134,21 @@ def _stand_in(entry: dict[str, Any], path: Path, where: str) -> str:
     if not isinstance(value, str):
         raise SweepFileError(where_in(path, f"{where}.stand_in must be text"))
     return value.strip()
+
+
+def _resources(value: Any, path: Path, where: str) -> dict[str, float]:
+    """A ``resources:`` mapping: ``gpus``, ``cpus`` (counts) and ``memory`` (GiB), numbers >= 0."""
+    if value is None:
+        return {}
+    entry = _check_keys(value, RESOURCE_KEYS, path, where)
+    out = {}
+    for key, val in entry.items():
+        if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
+            raise SweepFileError(where_in(path, f"{where}.{key} must be a number >= 0 "
+                                              f"({'GiB' if key == 'memory' else 'a count'}), "
+                                              f"got {val!r}"))
+        out[str(key)] = float(val)
+    return out
 
 
 def slug(name: str) -> str:
@@ -332,6 +355,7 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     if not isinstance(eval_args, list) or not all(isinstance(a, str) for a in eval_args):
         raise SweepFileError(where_in(file, "eval_args must be a list of strings"))
     _check_eval_args(eval_args, file)
+    shared_resources = _resources(data.get("resources"), file, "resources")
     scorers = []
     raw_scorers = data.get("scorers")
     if not isinstance(raw_scorers, list) or not raw_scorers:
@@ -349,8 +373,10 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         for key, val in estimate.items():
             if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
                 raise SweepFileError(where_in(file, f"{where}.estimate.{key} must be a number"))
+        resources = {**shared_resources,
+                     **_resources(entry.get("resources"), file, f"{where}.resources")}
         scorers.append(Scorer(name, args, {k: float(v) for k, v in estimate.items()},
-                              _stand_in(entry, file, where)))
+                              _stand_in(entry, file, where), resources))
     conditions = []
     raw_conditions = data.get("conditions")
     if not isinstance(raw_conditions, list) or not raw_conditions:
@@ -381,6 +407,7 @@ __all__ = [
     "CONDITION_KEYS",
     "ESTIMATE_KEYS",
     "OWN_OPTIONS",
+    "RESOURCE_KEYS",
     "SCORER_KEYS",
     "SWEEP_KEYS",
     "Cell",

@@ -393,6 +393,12 @@ def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: floa
              "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     notes = list(dict.fromkeys(n for e in estimates for n in e.notes))
+    asks = {e.cell.scorer.name: e.cell.scorer.resources for e in estimates
+            if e.cell.scorer.resources}
+    for name, ask in asks.items():  # what --executor ray asks of a node for each of its cells
+        notes.append(f"--executor ray: each cell of {name} asks for "
+                     + ", ".join(f"{k}={v:g}" + (" GiB" if k == "memory" else "")
+                                 for k, v in ask.items()))
     lines += ["", f"tokens = words x {tokens_per_word:g} (approximation; chat-template tokens not "
               "counted); pairs and words from: "
               + "; ".join(dict.fromkeys(s for e in estimates for s in e.data_sources))]
