@@ -714,8 +714,7 @@ CORPUS: dict[str, Fault] = {
         _eval("scorer=length,unit=words,unit=chars"),
         says="--model_args: the key 'unit' is given twice"),
     "model-args-apostrophe-swallows-later-pairs": Fault(
-        "--model_args user_format=It's {question},unit=chars (lm-eval read unit=chars as part "
-        "of user_format without a word)",
+        "--model_args user_format=It's {question},unit=chars (unit=chars silently swallowed)",
         _eval("scorer=length,user_format=It's {question} {profile},unit=chars"),
         says="the ' in the value of user_format never closes"),
     "plain-lm-eval-model-args-key-twice": Fault(
