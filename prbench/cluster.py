@@ -26,7 +26,7 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -57,6 +57,7 @@ __all__ = [
     "RAY_VERSION",
     "ClusterError",
     "MachineFailure",
+    "RayTasks",
     "alive_nodes",
     "check_shared_folder",
     "connect",
@@ -176,6 +177,32 @@ def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> Modul
 def alive_nodes(ray: ModuleType) -> list[dict[str, Any]]:
     """The cluster's alive nodes (Ray's ``ray.nodes()`` entries)."""
     return [n for n in ray.nodes() if n.get("Alive")]
+
+
+class RayTasks:
+    """Submitted Ray tasks, handed back one at a time as each finishes; the rest can be cancelled.
+
+    A sweep's cells and a rank's shards both wait this way. ``pending`` is updated before a
+    finished task is handed back, so a Ctrl-C that lands while the caller handles it cancels
+    exactly the tasks not finished.
+    """
+
+    def __init__(self, ray: ModuleType, refs: Iterable[Any]) -> None:
+        self.ray = ray
+        self.pending = list(refs)
+
+    def finished(self) -> Iterator[Any]:
+        """Each task's ref as it finishes (waits in 1 s slices so Ctrl-C is seen)."""
+        while self.pending:
+            ready, self.pending = self.ray.wait(self.pending, num_returns=1, timeout=1.0)
+            yield from ready
+
+    def cancel_rest(self) -> int:
+        """Cancel (force) every task not finished; returns how many there were."""
+        for ref in self.pending:
+            with contextlib.suppress(Exception):  # a task that ended meanwhile
+                self.ray.cancel(ref, force=True)
+        return len(self.pending)
 
 
 def node_label(node_id: str, ip: str | None = None) -> str:

@@ -60,6 +60,24 @@ def _fresh_marker(marker: Path) -> None:
     marker.write_text("x", encoding="utf-8")
 
 
+def _start_sweep(spec: dict[str, Any], cluster: Any, env: dict[str, str]) -> subprocess.Popen:
+    """The sweep with ``--executor ray`` on ``cluster``, started (output on one pipe)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "prbench.cli", *spec["argv"], "--executor", "ray",
+         "--ray_address", cluster.address], env=env, cwd=spec["cwd"], text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    """The started sweep's output once it ends (killed after :data:`WAIT_S`)."""
+    try:
+        output, _ = proc.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        output, _ = proc.communicate()
+    return output
+
+
 def sweep(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, str]) -> dict[str, Any]:
     """A sweep with ``--executor ray``; its exit, output and the records it wrote."""
     out = _prbench([*spec["argv"], "--executor", "ray", "--ray_address", cluster.address],
@@ -72,10 +90,7 @@ def kill_worker(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
     """Kill the second node while a blocking cell runs on it; then let the sweep finish."""
     marker = Path(spec["marker"])
     _fresh_marker(marker)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prbench.cli", *spec["argv"], "--executor", "ray",
-         "--ray_address", cluster.address], env=env, cwd=spec["cwd"], text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = _start_sweep(spec, cluster, env)
     worker_id = worker.node_id
 
     def on_worker() -> list[Path]:
@@ -87,11 +102,7 @@ def kill_worker(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
     cluster.remove_node(worker, allow_graceful=False)  # the node dies, as a crashed machine
     _wait_for(lambda: _gone(pid), f"the lost cell's command (pid {pid}) to die with its node")
     marker.unlink()  # the blocking cells go on; the lost one reruns on the head
-    try:
-        output, _ = proc.communicate(timeout=WAIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate()
+    output = _finish(proc)
     return {"rc": proc.returncode, "stdout": output, "stderr": "",
             "killed_cell": started[0].name, "worker": worker_id}
 
@@ -101,19 +112,12 @@ def interrupt(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, st
     """Ctrl-C (SIGINT) to the sweep while a blocking cell runs; its command must end too."""
     marker = Path(spec["marker"])
     _fresh_marker(marker)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prbench.cli", *spec["argv"], "--executor", "ray",
-         "--ray_address", cluster.address], env=env, cwd=spec["cwd"], text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = _start_sweep(spec, cluster, env)
     started = _wait_for(lambda: list(marker.parent.glob(marker.name + ".*.started")),
                         "a blocking cell", proc)
     pid = int(started[0].read_text(encoding="utf-8"))
     proc.send_signal(signal.SIGINT)
-    try:
-        output, _ = proc.communicate(timeout=WAIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        output, _ = proc.communicate()
+    output = _finish(proc)
 
     _wait_for(lambda: _gone(pid), f"the cancelled cell's command (pid {pid}) to end")
     marker.unlink()

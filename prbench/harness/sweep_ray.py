@@ -141,7 +141,7 @@ def run_jobs(
     Raises:
         KeyboardInterrupt: after cancelling the tasks not finished (Ctrl-C).
     """
-    from prbench.cluster import MachineFailure, alive_nodes, task_options
+    from prbench.cluster import MachineFailure, RayTasks, alive_nodes, task_options
     from prbench.progress import progress_bar
 
     nodes = alive_nodes(ray)
@@ -157,30 +157,26 @@ def run_jobs(
         refs[ref] = job
     total = sum(j.cells for j in jobs)
     bar = progress_bar(total, desc="sweep (ray)", unit="cell")
-    pending = list(refs)
+    tasks = RayTasks(ray, refs)
     try:
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
-            for ref in ready:
-                job = refs[ref]
-                try:
-                    result: JobResult = ray.get(ref)
-                    rc, text = result.rc, result.text
-                    info = {"seconds": result.seconds, "executor": "ray",
-                            "ray_node_id": result.node_id, "ray_node_ip": result.node_ip}
-                except KeyboardInterrupt:
-                    raise
-                except Exception as exc:  # the machine ended it (node died, OOM), retries spent
-                    rc, text = 1, _failure_line(exc, max_retries)
-                    info = {"seconds": None, "executor": "ray", "ray_node_id": None,
-                            "ray_node_ip": None}
-                on_done(job, rc, text, info)
-                bar.update(job.cells)
+        for ref in tasks.finished():
+            job = refs[ref]
+            try:
+                result: JobResult = ray.get(ref)
+                rc, text = result.rc, result.text
+                info = {"seconds": result.seconds, "executor": "ray",
+                        "ray_node_id": result.node_id, "ray_node_ip": result.node_ip}
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # the machine ended it (node died, OOM), retries spent
+                rc, text = 1, _failure_line(exc, max_retries)
+                info = {"seconds": None, "executor": "ray", "ray_node_id": None,
+                        "ray_node_ip": None}
+            on_done(job, rc, text, info)
+            bar.update(job.cells)
     except KeyboardInterrupt:
-        for ref in pending:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        say(f"sweep: interrupted; {len(pending)} Ray task(s) cancelled, finished cells kept "
+        cancelled = tasks.cancel_rest()
+        say(f"sweep: interrupted; {cancelled} Ray task(s) cancelled, finished cells kept "
             "(a re-run runs the rest)")
         raise
     finally:

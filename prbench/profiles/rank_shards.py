@@ -14,7 +14,6 @@ others. The folder is removed once the rank file holds every record.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -145,7 +144,7 @@ def embed_on_ray(
     Raises:
         KeyboardInterrupt: Ctrl-C; outstanding tasks are cancelled, finished shards kept.
     """
-    from prbench.cluster import alive_nodes, connect, node_label, task_options
+    from prbench.cluster import RayTasks, alive_nodes, connect, node_label, task_options
     from prbench.outputs import write_text
     from prbench.progress import progress_bar
 
@@ -170,29 +169,25 @@ def embed_on_ray(
             builder_id, options, shard.steps, gpu_batch): shard for shard in todo}
         state_dir.mkdir(parents=True, exist_ok=True)
         bar = progress_bar(sum(s.posts for s in todo), desc="rank (ray)", unit="post")
-        pending = list(refs)
+        tasks = RayTasks(ray, refs)
         try:
-            while pending:
-                ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
-                for ref in ready:
-                    shard = refs[ref]
-                    result = ray.get(ref)
-                    write_text(state_dir / f"{shard.digest}.json", json.dumps({
-                        "format": SHARD_FORMAT, "digest": shard.digest,
-                        "scores": result["scores"]}) + "\n")
-                    found[shard.index] = result["scores"]
-                    counts["embedded"] += 1
-                    counts["computed"] += int(result["computed"])
-                    node = result["node"]
-                    say(f"rank: shard {shard.index + 1}/{len(parts)} ({shard.posts} posts) "
-                        f"embedded on node {node_label(node['id'], node['ip'])}: "
-                        f"{result['computed']} texts embedded, {result['cached']} from its cache")
-                    bar.update(shard.posts)
+            for ref in tasks.finished():
+                shard = refs[ref]
+                result = ray.get(ref)
+                write_text(state_dir / f"{shard.digest}.json", json.dumps({
+                    "format": SHARD_FORMAT, "digest": shard.digest,
+                    "scores": result["scores"]}) + "\n")
+                found[shard.index] = result["scores"]
+                counts["embedded"] += 1
+                counts["computed"] += int(result["computed"])
+                node = result["node"]
+                say(f"rank: shard {shard.index + 1}/{len(parts)} ({shard.posts} posts) "
+                    f"embedded on node {node_label(node['id'], node['ip'])}: "
+                    f"{result['computed']} texts embedded, {result['cached']} from its cache")
+                bar.update(shard.posts)
         except KeyboardInterrupt:
-            for ref in pending:
-                with contextlib.suppress(Exception):
-                    ray.cancel(ref, force=True)
-            say(f"rank: interrupted; {len(pending)} shard task(s) cancelled, finished shards "
+            cancelled = tasks.cancel_rest()
+            say(f"rank: interrupted; {cancelled} shard task(s) cancelled, finished shards "
                 f"kept in {state_dir} (a re-run embeds the rest)")
             raise
         finally:
