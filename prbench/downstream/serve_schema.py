@@ -198,15 +198,15 @@ def openapi_body(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]
 
 def _payload_error(error: Mapping[str, Any], where: str = "") -> PayloadError:
     """One pydantic error as prbench's line, at ``where`` + the error's place."""
-    loc = [p for p in error["loc"] if not (isinstance(p, str) and p.startswith("("))]
+    loc = [p for p in error["loc"] if p not in ("(text)", "(post)", "(posts)")]
     at = where + (place(loc) if not where or not loc or isinstance(loc[0], int)
                   else "." + place(loc))
     kind, value = error["type"], error.get("input")
-    if kind == "extra_forbidden":
-        model = ScoreItem if len(loc) > 1 else ScoreBody
-        parent = place(loc[:-1]) or "body"
-        return PayloadError(f"{parent}: unknown key {loc[-1]!r}"
-                            f"{suggest(str(loc[-1]), model.model_fields)}; allowed: "
+    if kind == "extra_forbidden":  # in the body or an item (a post's own keys are ignored)
+        key = str(error["loc"][-1])
+        model = ScoreItem if len(error["loc"]) > 1 else ScoreBody
+        return PayloadError(f"{place(error['loc'][:-1]) or 'body'}: unknown key {key!r}"
+                            f"{suggest(key, model.model_fields)}; allowed: "
                             + ", ".join(model.model_fields))
     if kind == "missing":  # as an explicit null: the field has no text
         return PayloadError(f"{at}: expected a string, got NoneType")
