@@ -187,6 +187,19 @@ def test_openrlhf_payload_errors() -> None:
         openrlhf_requests({"query": ["x"], "prompts": [""], "labels": ["{bad"]})
 
 
+def test_openrlhf_profiles_are_checked_by_the_same_model() -> None:
+    """A profile from a label or a context list: the /score profile model, the item named."""
+    body = {"query": ["PROMPT x"], "prompts": ["PROMPT"]}
+    with pytest.raises(PayloadError, match=re.escape(
+            "item 0: profile: expected a string or a list of posts, got int")):
+        openrlhf_requests({**body, "profiles": [7]})
+    with pytest.raises(PayloadError, match=re.escape(
+            "item 0: profile[0].text: expected a string, got int")):
+        openrlhf_requests({**body, "labels": ['{"profile": [{"text": 1}]}']})
+    req = openrlhf_requests({**body, "profiles": [[{"text": "a", "id": "p"}, "b"]]})[0]
+    assert [p.id for p in req.profile.items] == ["p", "1"]
+
+
 def test_get_reward_with_query_only_is_a_400_naming_prompts() -> None:
     """An old OpenRLHF client sends no prompts: refuse it rather than score the whole chat."""
     app = create_app(runtime_factory("length", {"cache": "false"}), scorer="length")
