@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -460,7 +460,7 @@ def test_backoff_doubles_is_capped_and_yields_to_retry_after() -> None:
 def refused_then_answered(server: KeepAliveServer, status: int, retry_after: str | float,
                           ) -> None:
     """The first request is answered ``status`` with ``Retry-After``: a text as given, or an
-    HTTP date that many seconds from now."""  # noqa: D205
+    HTTP date that many seconds from now."""
     value = retry_after if isinstance(retry_after, str) else http_date(retry_after)
     server.refusals = [(status, {"Retry-After": value})]
 
@@ -510,7 +510,10 @@ def test_the_reward_client_retries_what_the_shared_policy_retries(status: int,
         server.refusals = [(status, {})]
         client = RewardClient(server.url, backoff=0.01)
         client._sleep = lambda seconds: None
-        call: Callable[[], Any] = lambda: client.score([{"question": "q", "response": "a"}])
+
+        def call() -> Any:
+            return client.score([{"question": "q", "response": "a"}])
+
         if retried:
             assert call() == [1.0]
         else:

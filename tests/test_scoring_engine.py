@@ -209,7 +209,7 @@ def test_is_oom_error_recognises_torch_and_allocator_errors():
 
 def test_is_oom_error_asks_accelerate(monkeypatch):
     """accelerate's ``should_reduce_batch_size`` decides first: its list has errors prbench's own
-    words did not (cuDNN refusing an oversized batch, HPU's allocator)."""  # noqa: D205
+    words did not (cuDNN refusing an oversized batch, HPU's allocator)."""
     import accelerate.utils.memory as memory
 
     assert is_oom_error(RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may "

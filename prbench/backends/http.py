@@ -638,9 +638,9 @@ class OpenAIBackend:
     ) -> tuple[int, Any, bytes]:
         """One HTTP exchange with this server through its pooled session.
 
-        Returns ``(status, headers, body)`` (:meth:`prbench.backends.http_exchange.HttpSession.
-        exchange`). ``path`` (default: the backend's route) is the request path on the server; ``in_flight``
-        the batch it belongs to.
+        Returns ``(status, headers, body)`` (see
+        :meth:`prbench.backends.http_exchange.HttpSession.exchange`). ``path`` (default: the
+        backend's route) is the request path on the server; ``in_flight`` the batch it belongs to.
         """
         headers = {
             "Content-Type": "application/json",

@@ -423,8 +423,8 @@ def _classified(exc: httpx.HTTPError) -> BaseException:
 
 
 __all__ = [
-    "CABundleError",
     "Abandoned",
+    "CABundleError",
     "Dropped",
     "ExchangeTimeout",
     "HttpSession",

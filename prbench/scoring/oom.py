@@ -98,7 +98,7 @@ def is_oom_error(exc: BaseException) -> bool:
 
 
 def _accelerate_says_oom(exc: RuntimeError) -> bool:
-    """accelerate's ``should_reduce_batch_size`` (False where accelerate cannot be imported)."""
+    """Accelerate's ``should_reduce_batch_size`` (False where accelerate cannot be imported)."""
     if not (len(exc.args) == 1 and isinstance(exc.args[0], str)):
         return False  # accelerate reads args[0] as text
     try:
