@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -74,8 +74,10 @@ class KeepAliveServer:
         requests: request paths received so far.
     """
 
-    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None,
+                 answer: Callable[[str], str] = lambda text: f"reply to {text}") -> None:
         self.connections = 0
+        self.ended = threading.Semaphore(0)  # released once per connection the client closed
         self.requests: list[str] = []
         self.refusals: list[tuple[int, dict[str, str]]] = []
         self.lock = threading.Lock()
@@ -86,6 +88,10 @@ class KeepAliveServer:
 
             def log_message(self, *args: object) -> None:
                 return
+
+            def finish(self) -> None:
+                super().finish()
+                owner.ended.release()
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -98,7 +104,7 @@ class KeepAliveServer:
                 elif self.path == "/score":
                     self._send(200, {"scores": [float(len(i["response"])) for i in body["items"]]})
                 else:
-                    self._send(200, completion(f"reply to {body['messages'][-1]['content']}"))
+                    self._send(200, completion(answer(body["messages"][-1]["content"])))
 
             def _send(self, status: int, document: Any, headers: dict[str, str] | None = None,
                       ) -> None:
@@ -159,6 +165,24 @@ def test_one_connection_serves_a_runs_requests_and_close_releases_it() -> None:
         assert judge.generate([chat("again")], GREEDY) == ["reply to again"]
         assert server.connections == 2  # closed by close(); the next request opened a new one
         judge.close()
+
+
+def test_a_judge_run_closes_its_connections_when_it_ends() -> None:
+    """Through the scorer runtime, as `prbench eval` runs a judge: one connection, closed at the
+    end (the server sees it end)."""  # noqa: D205
+    from prbench.scoring.base import PairRequest
+    from prbench.scoring.runtime import build_runtime
+
+    pairs = [PairRequest(record_id=f"r{i}", question=f"q{i}", first=f"one {i}",
+                         second=f"two {i}") for i in range(3)]
+    with KeepAliveServer(answer=lambda text: "Result: A") as server:
+        options = {"backend": "openai", "model": "judge", "base_url": f"{server.url}/v1",
+                   "max_concurrency": "1", "cache_dir": "", "progress": "false"}
+        with build_runtime("llm-judge", options) as runtime:
+            assert len(runtime.compare(pairs)) == 3
+            assert not server.ended.acquire(timeout=0.5)  # still open while the run goes on
+        assert server.ended.acquire(timeout=30)  # closed by the run's end
+    assert len(server.requests) == 6 and server.connections == 1  # both orders of 3 pairs
 
 
 def test_the_reward_client_reuses_its_connection() -> None:
