@@ -169,7 +169,7 @@ def test_one_connection_serves_a_runs_requests_and_close_releases_it() -> None:
 
 def test_a_judge_run_closes_its_connections_when_it_ends() -> None:
     """Through the scorer runtime, as `prbench eval` runs a judge: one connection, closed at the
-    end (the server sees it end)."""  # noqa: D205
+    end (the server sees it end)."""
     from prbench.scoring.base import PairRequest
     from prbench.scoring.runtime import build_runtime
 
