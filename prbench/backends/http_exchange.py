@@ -34,10 +34,10 @@ What stays prbench's, on top of httpx:
 The last two need the sockets themselves, which httpx does not hand out: the connection pool of
 each transport gets a network backend (:class:`_Backend`, httpcore's documented extension point)
 that wraps every connection it opens. httpx's ``HTTPTransport`` takes no network backend, so
-:class:`_Transport` sets it on the pool httpx built (``_pool._network_backend``) and
-:class:`_Client` builds its transports -- the direct one and those of the proxies -- through
-``_init_transport`` / ``_init_proxy_transport``. Those three names are the only httpx/httpcore
-internals prbench touches; ``tests/test_http_transport.py`` fails if they move.
+:func:`_with_deadlines` sets it on the pools httpx built -- the direct transport's and each
+proxy's (``client._transport``, ``client._mounts``, ``transport._pool._network_backend``). Those
+are the only httpx/httpcore internals prbench touches (both are pinned exactly);
+``tests/test_http_transport.py`` fails if they move.
 """
 
 from __future__ import annotations
@@ -280,32 +280,15 @@ class _Backend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-class _Transport(httpx.HTTPTransport):
-    """httpx's transport, its pool opening connections through :class:`_Backend`."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        pool = self._pool
-        pool._network_backend = _Backend(pool._network_backend)
-
-
-class _Client(httpx.Client):
-    """httpx's client, every transport (direct or through a proxy) a :class:`_Transport`."""
-
-    def _init_transport(self, verify: Any = True, cert: Any = None, trust_env: bool = True,
-                        http1: bool = True, http2: bool = False,
-                        limits: httpx.Limits | None = None, transport: Any = None,
-                        ) -> httpx.BaseTransport:
-        if transport is not None:
-            return transport  # type: ignore[no-any-return]
-        return _Transport(verify=verify, cert=cert, trust_env=trust_env, http1=http1,
-                          http2=http2, limits=limits or httpx.Limits())
-
-    def _init_proxy_transport(self, proxy: httpx.Proxy, verify: Any = True, cert: Any = None,
-                              trust_env: bool = True, http1: bool = True, http2: bool = False,
-                              limits: httpx.Limits | None = None) -> httpx.BaseTransport:
-        return _Transport(verify=verify, cert=cert, trust_env=trust_env, http1=http1,
-                          http2=http2, limits=limits or httpx.Limits(), proxy=proxy)
+def _with_deadlines(client: httpx.Client) -> httpx.Client:
+    """``client`` with every connection pool (direct, and each proxy's) opening its connections
+    through :class:`_Backend`.
+    """  # noqa: D205
+    for transport in (client._transport, *client._mounts.values()):
+        if isinstance(transport, httpx.HTTPTransport):
+            pool = transport._pool
+            pool._network_backend = _Backend(pool._network_backend)
+    return client
 
 
 class HttpSession:
@@ -331,7 +314,7 @@ class HttpSession:
         """The httpx client (made at the first exchange, again after :meth:`close`)."""
         with self._lock:
             if self._client is None:
-                self._client = _Client(
+                self._client = _with_deadlines(httpx.Client(
                     verify=self._context,
                     trust_env=True,
                     http2=http2_available(),
@@ -339,7 +322,7 @@ class HttpSession:
                                         max_keepalive_connections=self.max_connections),
                     mounts={f"all://{host}": None for host in LOOPBACK_HOSTS},
                     follow_redirects=False,
-                )
+                ))
             return self._client
 
     def close(self) -> None:
