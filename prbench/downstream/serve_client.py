@@ -57,10 +57,11 @@ class RewardClient:
 
     Args:
         url: the server's base URL (``http://host:port``); ``$PRBENCH_REWARD_URL`` when empty.
-        timeout: seconds per HTTP request.
-        retries: tries for busy (503) or unreachable servers before giving up.
-        backoff: first wait in seconds when the server sends no ``Retry-After``; doubled per try,
-            capped at 10 s.
+        timeout: seconds for each whole exchange (connect, send, the full reply).
+        retries: tries before giving up while the server answers a retried status (503 busy,
+            see the module docstring) or cannot be reached.
+        backoff: the first wait in seconds; doubled per try, capped at 10 s, jittered (times 0.5
+            to 1), and never shorter than the server's ``Retry-After`` (capped too).
         api_key_env: the environment variable holding the server's token (unset or empty: no
             ``Authorization`` header).
     """
