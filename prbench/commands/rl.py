@@ -31,7 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     d = RLConfig(policy="", output_dir="", scorer="")
     add_component_argument(parser, "policy", default="", required=True,
-                           old={"--policy": "option:model", "--gguf_file": "option:gguf_file"},
                            help="the policy to train: model= a causal LM folder or hub id, "
                            "gguf_file= a GGUF file inside it, e.g. model=PATH,gguf_file=F.gguf")
     parser.add_argument("--trust_remote_code", action="store_true",
@@ -48,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use only the first N records (0: all)")
     parser.add_argument("--eval_limit", type=int, default=0,
                         help="evaluate on only the first N evaluation records (0: all)")
-    add_component_argument(parser, "profile", default="none", old={"--profile": "id"},
+    add_component_argument(parser, "profile", default="none",
                            help="profile builder for the policy prompt and the reward, and its "
                            "options, e.g. builder=dense,k=10,model=minilm")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default=d.algorithm,
@@ -73,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed, help="training seed")
     parser.add_argument("--save_steps", type=int, default=d.save_steps,
                         help="checkpoint every N steps")
-    add_component_argument(parser, "judge", default=d.judge, old={"--judge": "id"},
+    add_component_argument(parser, "judge", default=d.judge,
                            help="judge (any pointwise scorer) for the before/after evaluation; "
                            "the default oracle-rubric works offline but is DIAGNOSTIC (it reads "
                            "the hidden rubric); a real judge: "
