@@ -221,6 +221,8 @@ def component_args(args: argparse.Namespace, role: str) -> tuple[str, dict[str, 
     key = ROLES[role]
     flag = f"--{role}_args"
     text: str | None = getattr(args, f"{role}_args", None)
+    if key is None and text and "=" not in text:  # --policy_args PATH
+        raise OptionsError(f"{flag} {text!r} is not a K=V list: write {flag} model={text}")
     options: dict[str, Any] = parse_kv_string(text) if text is not None else {}
     ident = str(options.pop(key, "")) if key else ""
     if key and not ident:
