@@ -314,12 +314,20 @@ class PluginRegistry:
     def file_trouble(self) -> str | None:
         """One line for the first ``--plugin`` file that failed or dropped a registration.
 
+        A bare id the file shares with another plugin is no trouble (both stay usable under
+        their qualified ids).
+
         A file the user named on the command line is an error when it does not load whole (an
         installed plugin that fails is only reported: it must not take the others down).
         """
         for info in self.plugins.values():
-            if info.origin == "file" and info.status in ("failed", "partial"):
+            if info.origin != "file":
+                continue
+            if info.status == "failed":
                 return f"--plugin {info.source}: {self.describe_trouble(info)}"
+            dropped = [p for p in info.problems if " dropped" in p]  # not a shared bare id
+            if dropped:
+                return f"--plugin {info.source}: plugin {info.name!r}: {dropped[0]}"
         return None
 
     def _record(self, info: PluginInfo) -> bool:

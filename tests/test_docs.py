@@ -345,23 +345,19 @@ class Checker:
             if getattr(ns, "lm_eval_help", False):
                 return []
             ns.extra_args = extra
-            with contextlib.redirect_stderr(io.StringIO()):  # old-flag notes
-                return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
+            return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
         if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
             return [f"prbench {ns.command}: unrecognized arguments: {' '.join(extra)}"]
         from prbench.commands import ROLES, component_args, scorer_specs
 
         out: list[str] = []
-        notes = io.StringIO()
-        with contextlib.redirect_stderr(notes):  # old-form notes: the docs use the new form
-            for role in ROLES:
-                if role != "model" and hasattr(ns, f"{role}_args"):
-                    component_args(ns, role)
-            if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
-                for spec in scorer_specs(ns):
-                    scorer, _, rest = spec.partition(":")
-                    out += self._scorer(scorer, rest)
-        out += [line for line in notes.getvalue().splitlines() if "is the old form" in line]
+        for role in ROLES:
+            if role != "model" and hasattr(ns, f"{role}_args"):
+                component_args(ns, role)
+        if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
+            for spec in scorer_specs(ns):
+                scorer, _, rest = spec.partition(":")
+                out += self._scorer(scorer, rest)
         return out
 
     def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
@@ -673,4 +669,4 @@ def test_an_old_component_option_form_in_the_docs_fails(checker: Checker) -> Non
     problems = [checker.problems(c) for c in shell_commands("OLD.md", text)]
     assert problems[0] == []
     for found in problems[1:]:
-        assert len(found) == 1 and "is the old form; write '--" in found[0], found
+        assert len(found) == 1 and ": unrecognized arguments: --" in found[0], found
