@@ -107,8 +107,11 @@ def _missing_module(module_name: str) -> str | None:
 
 
 def string_problem(target: str, *, takes_options: bool) -> str | None:
-    """The problem of a ``"module:attribute"`` factory: a module that cannot be found, or a
-    signature that does not fit, read from the module's source text without importing it."""
+    """The problem of a ``"module:attribute"`` factory, found without importing its module.
+
+    A module that cannot be found, or a signature that does not fit (read from the module's
+    source text).
+    """
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         return None

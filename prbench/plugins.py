@@ -530,7 +530,8 @@ class PluginRegistry:
         dropped = [f"{p.name!r}: {why}" for p in self.plugins.values() for why in p.problems
                    if why.startswith(f"{kind} {name!r} dropped")]
         if dropped:
-            raise UnknownComponentError(f"{kind} {component_id!r} was dropped by plugin {dropped[0]}")
+            raise UnknownComponentError(
+                f"{kind} {component_id!r} was dropped by plugin {dropped[0]}")
         choices = sorted({c.name for c in table.values()}) + list(table)
         close = suggest(component_id, choices)
         message = f"unknown {kind} {component_id!r}{close}"

@@ -166,8 +166,8 @@ def test_one_scorer_form(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == ""
     for command in ("bon", "serve", "rl"):  # the old --scorer is no flag of any command
         parser = SUBPARSERS[command]
-        args, extra = parser.parse_known_args([*_required_args(parser, skip=None), "--scorer",
-                                               "length"])
+        _, extra = parser.parse_known_args([*_required_args(parser, skip=None), "--scorer",
+                                            "length"])
         assert extra == ["--scorer", "length"]
     with pytest.raises(OptionsError, match="names no scorer: write --model_args scorer=ID,unit=w"):
         _specs(["--model_args", "unit=w"], "serve")
@@ -375,7 +375,7 @@ def test_old_component_forms_are_refused_naming_the_form_to_write(
     command: str, old: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = SUBPARSERS[command]
-    args, extra = parser.parse_known_args([*_required_args(parser, skip=None), *_split(old)])
+    _, extra = parser.parse_known_args([*_required_args(parser, skip=None), *_split(old)])
     assert extra == _split(old)
     with pytest.raises(SystemExit):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -295,7 +295,9 @@ def profile_metadata(profile_args: str | None, metadata: Any) -> dict[str, Any] 
         ``None`` when ``--profile_args`` is not given.
 
     Raises:
-        OptionsError: a list without ``builder=``, or a profile key also set in ``--metadata``.
+        OptionsError: a list without ``builder=``, a bad option, or a profile key also set in
+            ``--metadata``.
+        UnknownComponentError: no such builder.
     """
     if profile_args is None:
         return None
@@ -310,11 +312,17 @@ def profile_metadata(profile_args: str | None, metadata: Any) -> dict[str, Any] 
     if isinstance(metadata, str):  # lm-eval's text form; its JSON was checked before
         metadata = json.loads(metadata) if metadata.strip() else {}
     meta = dict(metadata or {})
+    # checked and typed by the builder now, before lm-eval starts (k=2 is recorded as 2)
+    from prbench.options import options_to_dict
+    from prbench.plugins import get_registry
+
+    parsed = get_registry().get("profile-builder", builder).parse_options(options)
+    typed = {k: v for k, v in options_to_dict(parsed).items() if k in options}
     keys: dict[str, Any] = {"prbench_profile": builder}
-    if "k" in options:
-        keys["prbench_profile_k"] = options.pop("k")
-    if options:
-        keys["prbench_profile_options"] = options
+    if "k" in typed:
+        keys["prbench_profile_k"] = typed.pop("k")
+    if typed:
+        keys["prbench_profile_options"] = typed
     clash = sorted(k for k in ("prbench_profile", "prbench_profile_k", "prbench_profile_options")
                    if k in meta)
     if clash:
