@@ -216,3 +216,33 @@ def test_scorer_reward_is_public_and_builds_from_a_scorer_id(tmp_path: Path) -> 
     with pytest.raises(OptionsError, match="'llm-judge' is pairwise; a reward needs a pointwise"):
         api.ScorerReward.for_records("llm-judge", records)
     assert json.loads(json.dumps(out)) == out
+
+
+def test_plain_lm_eval_model_args_are_checked_from_the_command_line_alone(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the start-up hook checks when lm-eval imports its evaluate_config, before it builds
+    its TaskManager (no task index, no model): the scorer, its options, --device."""
+    from prbench.harness import lm_eval_messages
+
+    def problem(*argv: str) -> str | None:
+        return lm_eval_messages.model_args_problem_early(["--tasks", GROUP, *argv])
+
+    import lm_eval.tasks
+
+    def no_index(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the check built a TaskManager")
+
+    monkeypatch.setattr(lm_eval.tasks.TaskManager, "__init__", no_index)
+    assert problem("--model", "prbench", "--model_args", "scorer=lenght").startswith(
+        "unknown scorer 'lenght' (did you mean 'length'?)")
+    assert problem("--model", "prbench", "--model_args", "scorer=length,unitt=word").startswith(
+        "scorer 'length': unknown option 'unitt' (did you mean 'unit'?)")
+    assert problem("--model", "prbench", "--model_args",
+                   "scorer=length,pretrained=label,cache=false,prbench_data=x") is None
+    assert problem("--model", "hf", "--model_args", "scorer=lenght") is None  # not ours
+    import torch
+
+    if not torch.cuda.is_available():
+        assert problem("--model", "prbench", "--model_args", "scorer=length", "--device",
+                       "cuda").startswith("--device='cuda' asks for CUDA")

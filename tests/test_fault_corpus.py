@@ -873,6 +873,11 @@ CORPUS: dict[str, Fault] = {
         lambda t, p: ["rl", "--policy_args", "backend=openai,model=m", "--model_args",
                       "scorer=length", "-o", str(t / "rl")],
         needs="trl", writes="rl", says="a served model (backend=openai) can only be sampled"),
+    "plain-lm-eval-scorer-typo-before-indexing": Fault(
+        "lm_eval --model prbench --model_args scorer=lenght: found after lm-eval's task index",
+        lambda t, p: ["--model", "prbench", "--model_args", "scorer=lenght", "--tasks", GROUP,
+                      "--limit", "1"],
+        subprocess=True, lm_eval=True, says="unknown scorer 'lenght' (did you mean 'length'?)"),
 }
 
 
