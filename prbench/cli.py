@@ -45,6 +45,9 @@ from prbench.errors import PrbenchUserError, one_line
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]*)`")
 _LITERAL = re.compile(r"``([^`]*)``")
 _CODE = re.compile(r"`([^`\n]*)`")
+#: argparse's message for a value not among an argument's choices, and a quoted choice in it
+_INVALID_CHOICE = re.compile(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$")
+_QUOTED = re.compile(r"'([^']*)'")
 
 
 def plain_text(text: str) -> str:
@@ -168,6 +171,11 @@ class CommandParser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments: "):
             words = message.removeprefix("unrecognized arguments: ").split()
             message += unknown_flags_hint(words, self.flags())
+        choice = _INVALID_CHOICE.match(message)
+        if choice:  # a misspelt command or choice: the close match
+            from prbench.options import suggest
+
+            message += suggest(choice.group(1), _QUOTED.findall(choice.group(2)))
         self.exit(2, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
 
     def flags(self) -> list[str]:

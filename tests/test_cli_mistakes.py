@@ -246,3 +246,22 @@ def test_plain_lm_eval_model_args_are_checked_from_the_command_line_alone(
     if not torch.cuda.is_available():
         assert problem("--model", "prbench", "--model_args", "scorer=length", "--device",
                        "cuda").startswith("--device='cuda' asks for CUDA")
+
+
+def test_a_misspelt_command_or_choice_is_one_line_with_the_close_match(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prbench.cli import main
+
+    for argv, line in (
+        (["evl"], "error: prbench: argument COMMAND: invalid choice: 'evl' (choose from "),
+        (["bon", "--quality", "gld"], "error: prbench bon: argument --quality: invalid choice: "
+         "'gld' (choose from 'auto', 'gold', 'rubric-judge') (did you mean 'gold'?) (see "
+         "'prbench bon --help')"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(line), err
+        assert "(did you mean '" in err[0]
