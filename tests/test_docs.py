@@ -28,6 +28,7 @@ import contextlib
 import io
 import re
 import shlex
+import sys
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -476,21 +477,30 @@ def make_targets(root: Path = ROOT) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def checker(tmp_path_factory: pytest.TempPathFactory) -> Checker:
+def checker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checker]:
     """A checker over prbench's built-ins, the bundled plugins and CONTRIBUTING's ``mymodel``."""
     from prbench.harness import tasks
     from prbench.plugins import PluginRegistry
 
     snippet = snippet_files("\n".join(
         (ROOT / name).read_text(encoding="utf-8") for name in ("CONTRIBUTING.md", PLUGIN_API)))
-    plugin_file = tmp_path_factory.mktemp("mymodel") / "mymodel_plugin.py"
-    plugin_file.write_text(snippet["prbench_plugin_mymodel/plugin.py"], encoding="utf-8")
-    registry = PluginRegistry(plugin_files=[plugin_file],
+    root = tmp_path_factory.mktemp("mymodel")  # the package, loaded as CONTRIBUTING says
+    for name, text in snippet.items():
+        if name.startswith("prbench_plugin_mymodel/"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
+    (root / "prbench_plugin_mymodel" / "__init__.py").touch()
+    path_before = list(sys.path)
+    registry = PluginRegistry(plugin_files=[root / "prbench_plugin_mymodel" / "plugin.py"],
                               env={"PRBENCH_LOAD_PLUGINS": ",".join(bundled_plugin_names())})
+    assert registry.file_trouble() is None, registry.file_trouble()
     missing = [p for p in bundled_plugin_names() if p not in registry.plugins]
     assert not missing, f"bundled plugins not installed (run `make setup`): {missing}"
     dirs = [path for path, _desc, _plugin in registry.task_dirs if Path(path).is_dir()]
-    return Checker(registry, tasks.task_names(dirs), make_targets())
+    yield Checker(registry, tasks.task_names(dirs), make_targets())
+    sys.path[:] = path_before
+    for name in [m for m in sys.modules if m.startswith("prbench_plugin_mymodel")]:
+        del sys.modules[name]
 
 
 def _page_commands() -> list[Command]:
