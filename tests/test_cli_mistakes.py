@@ -110,7 +110,7 @@ def test_eval_profile_args_set_the_tasks_profile_condition(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`prbench eval --profile_args builder=bm25,k=2` is the --metadata profile keys."""
-    code, out, err = run_eval(
+    code, _, err = run_eval(
         ["eval", "--tasks", PROFILE_TASK, "--limit", "1", "--model_args", "scorer=length",
          "--profile_args", "builder=bm25,k=2", "--output_path", str(tmp_path / "out")], capsys)
     assert code == 0, err[-3000:]
@@ -179,7 +179,7 @@ def test_rl_takes_bons_policy_form_and_says_what_it_cannot_take() -> None:
     with pytest.raises(OptionsError, match="backend=openai: prbench rl trains the policy's "
                        "weights in this process"):
         options("backend=openai,model=m,base_url=http://127.0.0.1:9/v1")
-    with pytest.raises(OptionsError, match="sets sampling with flags: write --temperature 0.7"):
+    with pytest.raises(OptionsError, match=r"sets sampling with flags: write --temperature 0\.7"):
         options("model=P,temperature=0.7")
     with pytest.raises(OptionsError, match="'P' is not a K=V list: write --policy_args model=P"):
         options("P")
