@@ -461,7 +461,7 @@ _GRID = "scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
         ["--model_arg", "scorer=constant"],  # an abbreviation lm-eval's parser accepts
         ["-a", "scorer=constant"],
         ["--batch_size", "2", "-o", "elsewhere"],
-        ["--output", "elsewhere"],  # the old output flag, still read as --output_path
+        ["--output", "elsewhere"],  # lm-eval's parser reads it as an abbreviation of --output_path
         ["--log-samples"],
         ["-t", "personalized_rewardbench_sample"],
         ["--config", "other.yaml"],
