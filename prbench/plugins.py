@@ -295,6 +295,12 @@ class PluginRegistry:
             info.error = f"plugin file not found: {path}"
             self._record(info)
             return
+        if package is not None and stem in self.plugins:  # e.g. the same plugin, installed
+            self._record(info)
+            info.error = (f"a plugin named {stem!r} is already loaded "
+                          f"({_origin(self.plugins[stem])}): if it is this one, installed, drop "
+                          "--plugin; else rename the package")
+            return
 
         def load() -> Any:
             if package is not None:  # a module of a package: imported as such, so that its

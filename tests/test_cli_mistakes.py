@@ -265,3 +265,18 @@ def test_a_misspelt_command_or_choice_is_one_line_with_the_close_match(
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(line), err
         assert "(did you mean '" in err[0]
+
+
+def test_an_installed_plugins_own_file_given_with_plugin_says_to_drop_the_flag() -> None:
+    from prbench.plugins import PluginRegistry
+
+    root = Path(__file__).resolve().parents[1] / "plugins" / "prbench-plugin-template"
+    registry = PluginRegistry(plugin_files=[root / "prbench_plugin_template" / "plugin.py"],
+                              env={"PRBENCH_LOAD_PLUGINS": "template"})
+    if registry.plugins.get("template") is None or registry.plugins["template"].origin != (
+            "entry-point"):
+        pytest.skip("the template plugin is not installed")
+    trouble = registry.file_trouble()
+    assert trouble is not None and "a plugin named 'template' is already loaded" in trouble
+    assert "if it is this one, installed, drop --plugin" in trouble
+    assert registry.get("scorer", "question-overlap").plugin == "template"  # still usable
