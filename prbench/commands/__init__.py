@@ -184,12 +184,12 @@ def add_component_argument(parser: argparse.ArgumentParser, role: str, *, defaul
         default: the component id used when the flag is not given (``""``: none).
         help: what the component does in this command (the form and default are added).
         required: the component must be given (``prbench rl``'s policy); help says so instead
-            of showing a default, and argparse checks it.
+            of showing a default, and the command checks it (its error names the form).
     """
     key = ROLES[role]
     form = f"{key}=ID,K=V,..." if key else "K=V,..."
     shown = f"{key}={default}" if key and default else "none"
-    parser.add_argument(f"--{role}_args", default=None, metavar=form, required=required,
+    parser.add_argument(f"--{role}_args", default=None, metavar=form,
                         help=f"{help} ({'required' if required else f'default: {shown}'})")
     parser.set_defaults(**{f"prbench_default_{role}": default})
 

@@ -140,8 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from prbench.harness.sweep_file import load_sweep
 
     sweep = load_sweep(args.sweep_file)
-    check_cells(sweep, getattr(args, "plugin", None) or ())
-    if args.dry_run:
+    if args.dry_run:  # the file alone (a plan for a machine that may have other plugins)
         from prbench.harness.sweep_plan import estimate_sweep, format_estimates
 
         estimates = estimate_sweep(
@@ -153,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_estimates(estimates, tokens_per_word=args.tokens_per_word))
         return 0
     out = check_output_dir(_output(args, sweep))
+    check_cells(sweep, getattr(args, "plugin", None) or ())
     if args.max_retries < 0:
         from prbench.options import OptionsError
 
