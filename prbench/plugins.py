@@ -288,7 +288,7 @@ class PluginRegistry:
         stem = package[1].split(".")[0].removeprefix("prbench_plugin_") if package else path.stem
         info = PluginInfo(name=stem, namespace=stem, origin="file", source=str(path))
         if path.is_dir():
-            info.error = f"--plugin {path} is a folder: {_folder_hint(path)}"
+            info.error = f"is a folder: {_folder_hint(path)}"
             self._record(info)
             return
         if not path.is_file():
@@ -329,11 +329,9 @@ class PluginRegistry:
         for info in self.plugins.values():
             if info.origin != "file":
                 continue
-            if info.status == "failed":
-                return f"--plugin {info.source}: {self.describe_trouble(info)}"
             dropped = [p for p in info.problems if " dropped" in p]  # not a shared bare id
-            if dropped:
-                return f"--plugin {info.source}: plugin {info.name!r}: {dropped[0]}"
+            if info.error or dropped:
+                return f"--plugin {info.source}: {info.error or dropped[0]}"
         return None
 
     def _record(self, info: PluginInfo) -> bool:
@@ -633,6 +631,8 @@ def _origin(info: PluginInfo) -> str:
 def _format_error(what: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     location = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    if isinstance(exc, SyntaxError) and exc.filename:  # where the text is, not the importer
+        location = f" at {exc.filename}:{exc.lineno}"
     return f"{what}: {type(exc).__name__}: {exc}{location}"
 
 

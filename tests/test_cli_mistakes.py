@@ -101,9 +101,8 @@ def test_a_plugin_folder_names_the_file_to_give(tmp_path: Path) -> None:
     (dist / "pyproject.toml").write_text("[project]\nname = 'prbench-plugin-mine'\n")
     registry = PluginRegistry(plugin_files=[dist], load_entry_points=False)
     trouble = registry.file_trouble()
-    assert trouble == (f"--plugin {dist}: plugin 'prbench-plugin-mine' failed: --plugin {dist} "
-                       f"is a folder: give the plugin's Python file (here: {plugin}) or install "
-                       f"it: pip install -e {dist}")
+    assert trouble == (f"--plugin {dist}: is a folder: give the plugin's Python file (here: "
+                       f"{plugin}) or install it: pip install -e {dist}")
 
 
 def test_eval_profile_args_set_the_tasks_profile_condition(

@@ -847,7 +847,7 @@ CORPUS: dict[str, Fault] = {
         "a --plugin file with a syntax error was a warning and exit 0",
         lambda t, p: ["--plugin", str(_write(t / "broken.py", "def register_scorers(:\n")),
                       "eval", "--tasks", GROUP, "--model_args", "scorer=length"],
-        says="plugin 'broken' failed: import failed: SyntaxError"),
+        says="broken.py: import failed: SyntaxError: invalid syntax (broken.py, line 1) at "),
     "plugin-string-factory-not-importable": Fault(
         "a --plugin file whose factory string names a module nobody can import (a late error)",
         lambda t, p: ["--plugin", str(_write(t / "lone.py", (
