@@ -189,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
         if ns.model == "prbench" and not hasattr(ns, "batch_size"):
             ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
         problem = (argument_problem(ns, tasks_hint=groups_hint) or other_model_problem(ns)
-                   or device_problem(ns, extra))
+                   or device_problem(ns, extra)
+                   or lm_eval_messages.model_args_problem_early(extra, model=ns.model))
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 1

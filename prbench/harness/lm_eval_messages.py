@@ -206,14 +206,14 @@ def stop_without_model(argv: Sequence[str]) -> None:
 _LM_KEYS = ("pretrained", "batch_size", "max_batch_size", "device", "trust_remote_code")
 
 
-def model_args_problem_early(argv: Sequence[str]) -> str | None:
+def model_args_problem_early(argv: Sequence[str], *, model: str | None = None) -> str | None:
     """The error in a plain ``lm_eval --model prbench`` command line that can be found at once.
 
     The scorer id, its option names and values, and an explicit ``--device`` this machine lacks:
     checked as lm-eval reads its flags, before it indexes its ~14.7k tasks (minutes on a busy
     machine), where the ``prbench`` model would find the same mistake only once it is built.
     A command line without ``scorer=`` (the default scorer) or with ``--config`` is left to the
-    model.
+    model. ``model`` stands for ``--model`` where the caller fills it in (``prbench eval``).
     """
     import dataclasses
 
@@ -221,7 +221,8 @@ def model_args_problem_early(argv: Sequence[str]) -> str | None:
     from prbench.harness.lm_eval_args import parse_text
 
     ns = parse_text(argv)
-    if ns is None or getattr(ns, "model", None) != MODEL_NAME or getattr(ns, "config", None):
+    if ns is None or (model or getattr(ns, "model", None)) != MODEL_NAME or getattr(
+            ns, "config", None):
         return None
     given = getattr(ns, "model_args", None)
     if not isinstance(given, dict) or not given.get("scorer"):
