@@ -135,7 +135,9 @@ class EmbeddingModel:
 
 def _fp32_token_states(module: Any, inputs: Any, output: Any) -> Any:
     """Forward hook: a bf16 transformer's token states handed on in fp32 (pooling runs in fp32)."""
-    if isinstance(output, dict) and "token_embeddings" in output:
+    from collections.abc import MutableMapping
+
+    if isinstance(output, MutableMapping) and "token_embeddings" in output:
         output["token_embeddings"] = output["token_embeddings"].float()
     return output
 
