@@ -356,8 +356,13 @@ def main() -> None:
     print("overlap: share of each record's top-k posts (vs the fp32 torch ranking) kept; "
           "MFU: real-token FLOPs (no padding) / wall time / the matmul peak of the row's "
           "precision; full set: 2,830 records x ~125 posts")
-    if first is not None:  # posts/s of default over torch, and default's top-10 overlap
-        print(f"default/fp32 = {first[0]:.2f}× top10 = {first[1]:.3f}")
+    if first is not None:
+        print(summary_line(*first))
+
+
+def summary_line(speedup: float, top10: float) -> str:
+    """The last line: posts/s of ``default`` over ``torch`` and default's top-10 overlap."""
+    return f"default/fp32 = {speedup:.2f}× top10 = {top10:.3f}"
 
 
 def _encoder(model: str, path: str, args: argparse.Namespace):
