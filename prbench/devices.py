@@ -189,9 +189,10 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
     """The precision a profile encoder runs in: ``float32``, ``bfloat16`` or ``bfloat16-weights``.
 
     Args:
-        requested: ``auto`` (bf16 weights on a CPU that computes bf16 natively; fp32 on other
-            CPUs and on GPUs, where bf16 autocast was measured slower for profile encoders and
-            bf16 weights are not measured yet), ``float32``, ``bfloat16`` (fp32 weights under
+        requested: ``auto`` (bf16 weights on a CPU with AMX; fp32 on other CPUs, those with
+            AVX-512 BF16 alone included, where bf16 was measured slower than fp32 for profile
+            encoders, and on GPUs, where bf16 autocast was measured slower and bf16 weights are
+            not measured yet), ``float32``, ``bfloat16`` (fp32 weights under
             bf16 autocast, even where bf16 is emulated, and slow) or ``bfloat16-weights``.
         device: the resolved device the encoder runs on.
 
@@ -213,8 +214,15 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
         return "float32", (f"auto: {why}, but bf16 autocast was slower than fp32 for profile "
                            "encoders on a GPU (0.84-0.92x, H200) and bf16 weights are not "
                            "measured there; pass embed_dtype=bfloat16-weights to use them")
-    # measured (docs/scale.md): on a CPU bf16 weights beat autocast, whose casts ate the gain
-    return ("bfloat16-weights", f"auto: {why}") if native else ("float32", f"auto: {why}")
+    if not native:
+        return "float32", f"auto: {why}"
+    if "amx_bf16" in cpu_bf16_flags():  # AMX tiles: bf16 products far beyond fp32's peak
+        return "bfloat16-weights", f"auto: {why} (AMX)"
+    # measured (docs/scale.md): with AVX-512 BF16 alone, a bf16 product has no more throughput
+    # than an fp32 one, and the encoder cost 1.5x the CPU time of fp32 in bf16
+    return "float32", (f"auto: {why}, but no AMX: bf16 ran the profile encoder at 0.62-0.67x "
+                       "its fp32 speed there (docs/scale.md); pass "
+                       "embed_dtype=bfloat16-weights to use it")
 
 
 def resolve_dtype(requested: str, device: Any) -> str:

@@ -42,16 +42,27 @@ def test_auto_is_float32_where_bf16_is_not_native(monkeypatch: pytest.MonkeyPatc
     assert devices.resolve_embed_dtype("bfloat16", "cpu")[0] == "bfloat16"
 
 
-def test_auto_is_bf16_where_the_cpu_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_is_bf16_where_the_cpu_has_amx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devices, "cpu_bf16_flags",
+                        lambda cpuinfo=None: ["amx_bf16", "avx512_bf16"])
+    dtype, why = devices.resolve_embed_dtype("auto", "cpu")
+    assert dtype == "bfloat16-weights" and "amx_bf16" in why
+    assert devices.resolve_embed_dtype("float32", "cpu")[0] == "float32"
+
+
+def test_auto_is_float32_with_avx512_bf16_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without AMX, bf16 was measured slower than fp32 for the encoders: auto says so."""
     monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
     dtype, why = devices.resolve_embed_dtype("auto", "cpu")
-    assert dtype == "bfloat16-weights" and "avx512_bf16" in why
-    assert devices.resolve_embed_dtype("float32", "cpu")[0] == "float32"
+    assert dtype == "float32" and "no AMX" in why and "bfloat16-weights" in why
+    assert devices.resolve_embed_dtype("bfloat16-weights", "cpu") == ("bfloat16-weights",
+                                                                      "asked for")
 
 
 def test_auto_is_float32_on_a_gpu_even_with_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU with bf16 still gets fp32 from ``auto`` (bf16 measured slower there), with why."""
     monkeypatch.setattr(devices, "native_bf16", lambda device: (True, "GPU X supports bf16"))
+    monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["amx_bf16"])
     dtype, why = devices.resolve_embed_dtype("auto", "cuda:0")
     assert dtype == "float32" and "GPU X supports bf16" in why and "slower" in why
     assert devices.resolve_embed_dtype("bfloat16", "cuda:0") == ("bfloat16", "asked for")

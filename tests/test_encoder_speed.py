@@ -202,7 +202,7 @@ def test_each_precision_has_its_own_cache_entries(tiny_model: Path, tmp_path: Pa
                        cache_dir=tmp_path).key
             for d in ("float32", "bfloat16", "bfloat16-weights")}
     assert len(set(keys.values())) == 3  # autocast and bf16 weights never share vectors
-    monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
+    monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["amx_bf16"])
     auto = Encoder(EncoderSpec(model=str(tiny_model)), device="cpu", cache_dir=tmp_path)
     assert auto.dtype == "bfloat16-weights" and auto.key == keys["bfloat16-weights"]
     texts = ["watercolour on wet paper", "budget for rent"]

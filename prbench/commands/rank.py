@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch_size", default="auto",
         help="texts per forward pass; auto = the builder's batch_size option, else the measured "
-        "default of the device kind (512 on a GPU, 64 on a CPU)",
+        "default of the device kind (512 on a GPU, 16 on a CPU)",
     )
     parser.add_argument("--step_posts", type=int, default=DEFAULT_STEP_POSTS, metavar="N",
                         help="posts embedded per step; each step is written before the next")

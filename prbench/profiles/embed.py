@@ -21,10 +21,11 @@ the model's fingerprint (hub commit, or the files of a local folder), the encode
 truncation length and the precision, and by the sha256 of each text.
 
 Precision (``embed_dtype``): ``auto`` runs the transformer with bf16 weights
-(``bfloat16-weights``) on a CPU that computes bf16 natively (AVX-512 BF16 or AMX) and in fp32
-elsewhere, GPUs included (:func:`prbench.devices.resolve_embed_dtype`); ``bfloat16`` is bf16
-autocast over fp32 weights. On the bundled sample's posts and on synthetic ones both keep the
-top-10 ranking of fp32 (``benchmarks/bench_profiles.py``; the figures are in docs/scale.md).
+(``bfloat16-weights``) on a CPU with AMX and in fp32 elsewhere: CPUs with AVX-512 BF16 alone
+(measured slower in bf16) and GPUs included (:func:`prbench.devices.resolve_embed_dtype`);
+``bfloat16`` is bf16 autocast over fp32 weights. On the bundled sample's posts and on synthetic
+ones both keep the top-10 ranking of fp32 (``benchmarks/bench_profiles.py``; figures in
+docs/scale.md).
 Each precision has cache entries of its own: no vector computed in one is read back for another.
 
 Speed: a call's texts are tokenized once and embedded longest first over the whole call, so each
@@ -81,7 +82,7 @@ _CACHE_FORMAT = "1"
 
 #: Texts per forward pass when ``batch_size`` is not given, per device kind (measured, see
 #: docs/scale.md; the out-of-memory back-off lowers it where a device runs short).
-AUTO_BATCH: dict[str, int] = {"cpu": 64, "cuda": 512}
+AUTO_BATCH: dict[str, int] = {"cpu": 16, "cuda": 512}
 #: the batch size of a device kind missing from :data:`AUTO_BATCH` (mps, ...)
 FALLBACK_BATCH = 32
 
@@ -256,7 +257,6 @@ class Encoder:
             "embed_dtype": dtype,
             "embed_dtype_option": self.spec.embed_dtype,
             "embed_dtype_reason": why,
-            "batch_size": self.batch_size,
         }
 
     @property

@@ -33,15 +33,15 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
     "revision": (None, "hub revision (branch, tag or commit) of the model"),
     "max_length": (None, "encoder truncation in tokens; none = the model's limit"),
     "batch_size": (None, "texts per forward pass; none = the measured default of the device "
-                   "kind (64 on a CPU, 512 on a GPU), halved while a batch runs out of memory"),
+                   "kind (16 on a CPU, 512 on a GPU), halved while a batch runs out of memory"),
     "device": ("auto", "auto | cpu | cuda | cuda:N"),
     "embed_cache": (True, "read/write the on-disk embedding cache (not the score cache: that "
                     "is the runtime option cache)"),
     "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
     "trust_remote_code": RANKED_OPTIONS["trust_remote_code"],
     "embed_dtype": ("auto", "auto | float32 | bfloat16 (autocast) | bfloat16-weights: auto = "
-                    "bf16 weights on a CPU that computes bf16 natively (avx512_bf16/AMX), "
-                    "else float32"),
+                    "bf16 weights on a CPU with AMX, else float32 (bf16 measured slower on "
+                    "CPUs with avx512_bf16 alone and on GPUs)"),
     "embed_threads": ("auto", "CPU threads: auto = torch's count, fewer when other processes "
                       "keep the cores busy (1-minute load average), or a count"),
 }

@@ -52,7 +52,7 @@ class EmbeddingSimilarityOptions(EncoderOptions):
     embed_dtype: str = dataclasses.field(
         default="float32",
         metadata={"help": "float32 | bfloat16 | bfloat16-weights | auto (auto = bf16 weights "
-                          "where the CPU computes bf16 natively); float32 by default: bf16 "
+                          "on a CPU with AMX); float32 by default: bf16 "
                           "scores move by ~1e-3 with the batch's padding"},
     )
     embed_threads: EmbedThreads = encoder_option(  # noqa: RUF009 (it returns a field)
