@@ -46,7 +46,7 @@ def test_auto_is_bf16_where_the_cpu_has_amx(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(devices, "cpu_bf16_flags",
                         lambda cpuinfo=None: ["amx_bf16", "avx512_bf16"])
     dtype, why = devices.resolve_embed_dtype("auto", "cpu")
-    assert dtype == "bfloat16-weights" and "amx_bf16" in why
+    assert dtype == "bfloat16" and "amx_bf16" in why
     assert devices.resolve_embed_dtype("float32", "cpu")[0] == "float32"
 
 
@@ -66,7 +66,7 @@ def test_auto_is_float32_on_a_gpu_even_with_bf16(monkeypatch: pytest.MonkeyPatch
     dtype, why = devices.resolve_embed_dtype("auto", "cuda:0")
     assert dtype == "float32" and "GPU X supports bf16" in why and "slower" in why
     assert devices.resolve_embed_dtype("bfloat16", "cuda:0") == ("bfloat16", "asked for")
-    assert devices.resolve_embed_dtype("auto", "cpu")[0] == "bfloat16-weights"  # the CPU rule
+    assert devices.resolve_embed_dtype("auto", "cpu")[0] == "bfloat16"  # the CPU rule
 
 
 def test_unknown_dtype_is_an_option_error_naming_the_choices() -> None:

@@ -204,7 +204,7 @@ def test_each_precision_has_its_own_cache_entries(tiny_model: Path, tmp_path: Pa
     assert len(set(keys.values())) == 3  # autocast and bf16 weights never share vectors
     monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["amx_bf16"])
     auto = Encoder(EncoderSpec(model=str(tiny_model)), device="cpu", cache_dir=tmp_path)
-    assert auto.dtype == "bfloat16-weights" and auto.key == keys["bfloat16-weights"]
+    assert auto.dtype == "bfloat16" and auto.key == keys["bfloat16"]
     texts = ["watercolour on wet paper", "budget for rent"]
     autocast = Encoder(EncoderSpec(model=str(tiny_model), embed_dtype="bfloat16"), device="cpu",
                        cache_dir=tmp_path)

@@ -40,7 +40,7 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
     "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
     "trust_remote_code": RANKED_OPTIONS["trust_remote_code"],
     "embed_dtype": ("auto", "auto | float32 | bfloat16 (autocast) | bfloat16-weights: auto = "
-                    "bf16 weights on a CPU with AMX, else float32 (bf16 measured slower on "
+                    "bf16 autocast on a CPU with AMX, else float32 (bf16 measured slower on "
                     "CPUs with avx512_bf16 alone and on GPUs)"),
     "embed_threads": ("auto", "CPU threads: auto = torch's count, fewer when other processes "
                       "keep the cores busy (1-minute load average), or a count"),

@@ -51,7 +51,7 @@ class EmbeddingSimilarityOptions(EncoderOptions):
     # the batch's padding, so the scorer stays in fp32 unless asked (profiles rank in auto)
     embed_dtype: str = dataclasses.field(
         default="float32",
-        metadata={"help": "float32 | bfloat16 | bfloat16-weights | auto (auto = bf16 weights "
+        metadata={"help": "float32 | bfloat16 | bfloat16-weights | auto (auto = bf16 autocast "
                           "on a CPU with AMX); float32 by default: bf16 "
                           "scores move by ~1e-3 with the batch's padding"},
     )
