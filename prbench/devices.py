@@ -222,7 +222,7 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
         return "bfloat16", f"auto: {why} (AMX)"
     # measured (docs/scale.md): with AVX-512 BF16 alone, a bf16 product has no more throughput
     # than an fp32 one, and the encoder cost 1.5x the CPU time of fp32 in bf16
-    return "float32", (f"auto: {why}, but no AMX: bf16 ran the profile encoder at 0.62-0.67x "
+    return "float32", (f"auto: {why}, but no AMX: bf16 ran the profile encoder at 0.62-0.71x "
                        "its fp32 speed there (docs/scale.md); pass "
                        "embed_dtype=bfloat16-weights to use it")
 
