@@ -5,12 +5,17 @@ log-normal size with mean ~125 posts, capped by ``--max-posts``; posts of 60-200
 from a few topics per user, so retrieval has something to find) and, for each encoder model:
 
 - ``before``: the order of work before the encoder sorted a call's texts — record order, in steps
-  of 256 (each step sorted by the model itself);
-- ``torch``: the encoder as it runs now in fp32 (``embed_dtype=float32``; texts sorted longest
-  first over the whole call) -- the reference ranking of the overlap columns;
-- ``bf16``: the same encoder under bf16 autocast (``embed_dtype=bfloat16``; what ``auto`` picks
-  on a CPU with ``avx512_bf16``/AMX; on a GPU ``auto`` keeps fp32, since this row ran at
-  0.84-0.92x the fp32 one on an H200): weights stay fp32, the matrix products run in bf16;
+  of 256 (each step sorted by the model itself), fp32;
+- ``torch``: the encoder in fp32 (``embed_dtype=float32``; texts sorted by token count, longest
+  first, over the whole call) -- the reference ranking of the overlap columns;
+- ``bf16``: the same encoder under bf16 autocast (``embed_dtype=bfloat16``): weights stay fp32,
+  the matrix products run in bf16 (on an H200 this row ran at 0.84-0.92x the fp32 one);
+- ``bf16-weights``: the transformer's weights cast to bf16, pooling in fp32
+  (``embed_dtype=bfloat16-weights``; what ``auto`` picks on a CPU with ``avx512_bf16``/AMX);
+- ``default``: exactly what prbench ships on the device: ``embed_dtype=auto``, the device kind's
+  default batch size and ``embed_threads=auto``. Every other row runs at ``--batch-size``
+  (default 32, the encoder's old default) with ``--threads`` (default torch's own count, held
+  fixed), so ``default`` against ``torch`` is what the shipped choices gain over fp32;
 - ``compile``: an experiment that prbench does not ship: ``torch.compile`` of a private copy of
   the transformer, run under the same bf16 autocast (the compile time is printed apart and left
   out of the rate);
@@ -22,11 +27,13 @@ from a few topics per user, so retrieval has something to find) and, for each en
 
 Two data sets, each with its own table (``--data``): ``synthetic`` (above) and ``sample``, the
 real posts of the bundled sample benchmark (its questions against their own users' posts), where
-the overlap of the bf16 ranking with the fp32 one is the acceptance figure.
+the overlap of the bf16 ranking with the fp32 one is the acceptance figure. The run ends with one
+line for the first data set and model: ``default/fp32 = R.RR× top10 = O.OOO`` (posts/s of the
+``default`` row over the ``torch`` row, and its mean top-10 overlap with the fp32 ranking).
 
 Each row prints posts/s, the speed-up over ``before``, the top-k overlap of each record's ranking
 (question vs posts, dot product) with the ``torch`` (fp32) ranking, the achieved GFLOP/s and MFU,
-the fitted cost per post (time = fixed + per-post x posts, from two sizes; ``torch`` and ``bf16``)
+the fitted cost per post (time = fixed + per-post x posts, from two sizes; the shipped precisions)
 and the
 projected time to embed the full test set (2,830 records x ~125 posts = ~354k posts). The cache
 is off for every timing.
@@ -60,11 +67,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import FlopModel, flop_model, measure_peak_flops, timed
 
+from prbench.profiles.embed_models import EmbeddingModel
+
 FULL_SET_POSTS = 2830 * 125
-BACKENDS = ("torch", "bf16", "compile", "int8", "onnx")
-#: the precision each path runs its matrix products in (for the MFU column)
+BACKENDS = ("default", "torch", "bf16", "bf16-weights", "compile", "int8", "onnx")
+#: the ``embed_dtype`` of each path (``default``: the shipped ``auto``)
 PRECISION = {"before": "float32", "torch": "float32", "bf16": "bfloat16",
-             "compile": "bfloat16", "int8": "float32", "onnx": "float32"}
+             "bf16-weights": "bfloat16-weights", "default": "auto", "compile": "bfloat16",
+             "int8": "float32", "onnx": "float32"}
+#: the paths whose cost per post is fitted from two sizes (the shipped precisions)
+FITTED = ("default", "torch", "bf16", "bf16-weights")
 FUNCTION = [
     "the", "a", "of", "to", "in", "and", "with", "for", "on", "my", "i", "it", "is", "was", "have",
     "do", "can", "should", "but", "so", "this", "that", "when", "about", "because", "really",
@@ -198,7 +210,7 @@ def post_flops(flops: FlopModel, lengths: list[int]) -> int:
     return sum(flops.bidirectional(n) for n in lengths)
 
 
-class _OnnxModel:
+class _OnnxModel(EmbeddingModel):
     """The onnx experiment: the transformer on onnxruntime, then the model's own pooling."""
 
     def __init__(self, model: Any) -> None:
@@ -235,26 +247,24 @@ class _OnnxModel:
                                   dynamic_axes=axes, opset_version=17, dynamo=False)
             self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
-    def embed(self, texts: list[str], batch_size: int) -> Any:
-        """Embeddings in input order, longest texts batched first (as the torch path does)."""
+    def token_counts(self, texts: Any) -> list[int]:
+        """Token counts after truncation (the batches sort by them)."""
+        return [len(ids) for ids in self.tokenizer(
+            list(texts), truncation=True, max_length=self.max_length, verbose=False)["input_ids"]]
+
+    def forward(self, texts: Any) -> Any:
+        """One batch's embeddings: onnxruntime's hidden states, the model's pooling."""
         import numpy as np
         import torch
 
-        lengths = self.tokenizer(list(texts), truncation=True, max_length=self.max_length,
-                                 verbose=False)["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: (-len(lengths[i]), i))
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            batch = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                   max_length=self.max_length, return_tensors="np")
-            feeds = {n: batch[n].astype(np.int64) for n in self.names}
-            hidden = self.session.run(None, feeds)[0]
-            with torch.inference_mode():
-                pooled = self.pool(torch.from_numpy(hidden),
-                                   torch.from_numpy(feeds["attention_mask"]))
-            out[idx] = pooled.float().numpy()
-        return out
+        batch = self.tokenizer(list(texts), padding=True, truncation=True,
+                               max_length=self.max_length, return_tensors="np")
+        feeds = {n: batch[n].astype(np.int64) for n in self.names}
+        hidden = self.session.run(None, feeds)[0]
+        with torch.inference_mode():
+            pooled = self.pool(torch.from_numpy(hidden),
+                               torch.from_numpy(feeds["attention_mask"]))
+        return pooled.float().numpy()
 
 
 def _onnx_missing() -> str | None:
@@ -273,7 +283,7 @@ def _before(encoder, texts: list[str]):
 
     model = encoder._get_model()
     step = max(encoder.batch_size * 8, 256)
-    return np.concatenate([model.embed(texts[i : i + step], encoder.batch_size, encoder.dtype)
+    return np.concatenate([model.embed(texts[i : i + step], encoder.batch_size)
                            for i in range(0, len(texts), step)])
 
 
@@ -296,14 +306,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="minilm",
                         help="comma list: minilm, contriever, a hub id or a folder")
-    parser.add_argument("--backends", default="torch,bf16,compile,int8,onnx",
-                        help="comma list: torch (fp32), bf16 (autocast), compile, int8, onnx "
-                             "(compile, int8 and onnx are experiments, not shipped)")
+    parser.add_argument("--backends", default="default,torch,bf16,bf16-weights,compile,int8,onnx",
+                        help="comma list: default (what prbench ships), torch (fp32), bf16 "
+                             "(autocast), bf16-weights, compile, int8, onnx (compile, int8 and "
+                             "onnx are experiments, not shipped)")
     parser.add_argument("--data", default="sample,synthetic",
                         help="comma list: sample (the bundled sample's real posts), synthetic")
     parser.add_argument("--records", type=int, default=4, help="synthetic records")
     parser.add_argument("--max-posts", type=int, default=60, help="posts per synthetic record")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=32,
+                        help="texts per forward pass of every row but default")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads of every row but default (default: torch's count)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--k", default="5,10")
     parser.add_argument("--repeats", type=int, default=3,
@@ -319,32 +333,46 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["PRBENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="prbench-bench-")
 
+    import torch
+
     from prbench.devices import native_bf16, torch_device
 
     device = torch_device(args.device)
+    args.threads = args.threads or torch.get_num_threads()
     native, why = native_bf16(str(device))
     peaks = {d: measure_peak_flops(device, d, exact=True) for d in ("float32", "bfloat16")}
-    print(f"device {args.device}, batch {args.batch_size}; cache off; bf16 native: "
+    print(f"device {args.device}, batch {args.batch_size}, {args.threads} thread(s) (every row "
+          f"but default); cache off; bf16 native: "
           f"{'yes' if native else 'no'} ({why}); matmul peak fp32 "
           f"{peaks['float32'] / 1e9:.1f}, bf16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s; "
           f"load {os.getloadavg()[0]:.1f}")
+    first = None
     for data in datasets:
         records = sample_records() if data == "sample" else make_records(args.records,
                                                                           args.max_posts)
         for model in args.models.split(","):
-            _table(model, data, records, backends, args, device, peaks)
+            got = _table(model, data, records, backends, args, device, peaks)
+            first = first or got
     print("overlap: share of each record's top-k posts (vs the fp32 torch ranking) kept; "
           "MFU: real-token FLOPs (no padding) / wall time / the matmul peak of the row's "
           "precision; full set: 2,830 records x ~125 posts")
+    if first is not None:
+        print(summary_line(*first))
+
+
+def summary_line(speedup: float, top10: float) -> str:
+    """The last line: posts/s of ``default`` over ``torch`` and default's top-10 overlap."""
+    return f"default/fp32 = {speedup:.2f}× top10 = {top10:.3f}"
 
 
 def _encoder(model: str, path: str, args: argparse.Namespace):
     """The encoder of one row, warmed up (``None`` with the reason printed when it cannot run)."""
     from prbench.profiles.embed import Encoder, EncoderSpec
 
-    dtype = PRECISION[path]
-    enc = Encoder(EncoderSpec(model=model, embed_dtype=dtype), device=args.device,
-                  batch_size=args.batch_size, cache=False)
+    if path == "default":  # exactly what prbench ships: every encoder option at its default
+        return Encoder(EncoderSpec(model=model), device=args.device, cache=False)
+    enc = Encoder(EncoderSpec(model=model, embed_dtype=PRECISION[path]), device=args.device,
+                  batch_size=args.batch_size, cache=False, threads=args.threads)
     if path == "int8":  # a private copy of the model, quantised in place
         enc._model = _int8_copy(enc._get_model())
     elif path == "onnx":  # exported into a temporary folder, then loaded
@@ -355,11 +383,15 @@ def _encoder(model: str, path: str, args: argparse.Namespace):
 
 
 def _table(model: str, data: str, records: list, backends: list[str],
-           args: argparse.Namespace, device: Any, peaks: dict[str, float]) -> None:
+           args: argparse.Namespace, device: Any,
+           peaks: dict[str, float]) -> tuple[float, float] | None:
     """Time every path of one encoder on one data set and print its rows and ceilings.
 
     The paths are timed in turns, ``--repeats`` rounds, and each keeps its fastest round: on a
     shared machine a burst of other work then slows one round of one path, not a whole row.
+
+    Returns:
+        ``(default posts/s / torch posts/s, default's top-10 overlap)`` when both rows ran.
     """
     from prbench.profiles.model_ref import ModelUnavailableError
 
@@ -373,30 +405,30 @@ def _table(model: str, data: str, records: list, backends: list[str],
     encoders: dict[str, Any] = {}
     for path in ["before", *backends]:
         if path in ("int8", "onnx") and device.type != "cpu":
-            print(f"{model:<12} {path:<7} skipped: the {path} experiment runs on a CPU only")
+            print(f"{model:<12} {path:<12} skipped: the {path} experiment runs on a CPU only")
             continue
         if path == "onnx" and (why := _onnx_missing()):
-            print(f"{model:<12} {path:<7} {why}")
+            print(f"{model:<12} {path:<12} {why}")
             continue
         try:
             enc = _encoder(model, path, args)
             warm, _ = timed(lambda enc=enc: enc.encode(texts[:8]), args.device)
             if path == "compile":  # every new shape may compile again: one full pass first
                 warm += timed(lambda enc=enc: enc.encode(texts), args.device)[0]
-                print(f"{model:<12} {path:<7} compiled and warmed up in {warm:.1f} s "
+                print(f"{model:<12} {path:<12} compiled and warmed up in {warm:.1f} s "
                       "(not in the rate)")
         except ModelUnavailableError as exc:
             print(f"{model:<12} skipped: {exc}")
             return
         except Exception as exc:  # an experiment that does not run here says why
             if path in ("compile", "int8", "onnx"):
-                print(f"{model:<12} {path:<7} skipped: {type(exc).__name__}: "
+                print(f"{model:<12} {path:<12} skipped: {type(exc).__name__}: "
                       f"{' '.join(str(exc).split())[:120]}")
                 continue
             raise
         encoders[path] = enc
     if "torch" not in encoders or "before" not in encoders:
-        return
+        return None
     transformer, tokenizer, max_length, _ = _parts(encoders["before"]._get_model())
     lengths = [len(ids) for ids in tokenizer(
         texts, truncation=True, max_length=max_length, verbose=False)["input_ids"]]
@@ -411,10 +443,14 @@ def _table(model: str, data: str, records: list, backends: list[str],
                 lambda enc=enc: enc.encode(texts))
             secs, vectors[path] = timed(run, args.device)
             best[path] = min(best.get(path, float("inf")), secs)
-            if path in ("torch", "bf16"):  # time = fixed + per_post x posts, from two sizes
+            if path in FITTED:  # time = fixed + per_post x posts, from two sizes
                 t_half, _ = timed(lambda enc=enc: enc.encode(half), args.device)
                 best_half[path] = min(best_half.get(path, float("inf")), t_half)
-    print(f"{'model':<12} {'path':<7} {'posts/s':>8} {'vs before':>9} {'vs fp32':>8} " + " ".join(
+    if "default" in encoders:
+        enc = encoders["default"]
+        print(f"default: embed_dtype={enc.dtype} ({enc.describe()['embed_dtype_reason']}), "
+              f"batch {enc.batch_size}, threads {enc.threads_used}")
+    print(f"{'model':<12} {'path':<12} {'posts/s':>8} {'vs before':>9} {'vs fp32':>8} " + " ".join(
         f"{'top' + str(k):>6}" for k in ks) + (f" {'GFLOP/s':>8} {'MFU':>6} {'s/post':>8} "
                                                f"{'fixed s':>8} {'full set':>9}"))
     ref_q, ref_p = encoders["torch"].encode(questions), vectors["torch"]
@@ -422,6 +458,7 @@ def _table(model: str, data: str, records: list, backends: list[str],
     # timed again after the rows: on a shared machine the best of the two is the fairer peak
     for dtype in peaks:
         peaks[dtype] = max(peaks[dtype], measure_peak_flops(device, dtype, exact=True))
+    result = None
     for path, enc in encoders.items():
         rate = len(texts) / best[path]
         if path in best_half:
@@ -433,10 +470,13 @@ def _table(model: str, data: str, records: list, backends: list[str],
             fit = f" {'':>8} {'':>8} {FULL_SET_POSTS / rate / 3600:>8.2f}h"
         q = enc.encode(questions)
         overlaps = [_overlap(records, q, vectors[path], ref_q, ref_p, k) for k in ks]
+        if path == "default":
+            result = (rate / fp32, _overlap(records, q, vectors[path], ref_q, ref_p, 10))
         achieved = rate * per_post
-        print(f"{model:<12} {path:<7} {rate:>8.1f} {rate / base:>8.2f}x {rate / fp32:>7.2f}x "
+        peak = peaks["float32" if enc.dtype == "float32" else "bfloat16"]
+        print(f"{model:<12} {path:<12} {rate:>8.1f} {rate / base:>8.2f}x {rate / fp32:>7.2f}x "
               + " ".join(f"{o:>6.3f}" for o in overlaps)
-              + f" {achieved / 1e9:>8.1f} {achieved / peaks[PRECISION[path]]:>6.1%}" + fit)
+              + f" {achieved / 1e9:>8.1f} {achieved / peak:>6.1%}" + fit)
     for dtype, peak in peaks.items():
         ceiling = peak / per_post
         verdict = "ABOVE the ceiling: out of reach" if 3 * base > ceiling else "below the ceiling"
@@ -444,6 +484,7 @@ def _table(model: str, data: str, records: list, backends: list[str],
               f"{per_post / 1e9:.3f} GFLOP/post (mean {tokens:.0f} tokens, truncated at "
               f"{max_length}) -> {ceiling:.1f} posts/s at 100% of the {dtype} peak; 3x before = "
               f"{3 * base:.1f} posts/s is {verdict} ({3 * base / ceiling:.0%} of it)")
+    return result
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ adapter) resolves its ``device`` option with :func:`resolve_device` (a string) o
 
 The precision that goes with a device is chosen here too: :func:`resolve_dtype` (model weights:
 ``auto`` is float32 on a CPU, bf16 or fp16 on CUDA) and :func:`resolve_embed_dtype` (profile
-encoders).
+encoders), and the CPU thread count of the profile encoders (:func:`resolve_threads`: never more
+threads than the cores other processes leave free).
 
 Nothing here imports torch at module import time.
 """
@@ -126,8 +127,9 @@ __all__ = [
 
 # -- precision of the profile encoders ---------------------------------------------------------
 
-#: The values of the encoders' ``embed_dtype`` option.
-EMBED_DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16")
+#: The values of the encoders' ``embed_dtype`` option: ``bfloat16`` is fp32 weights under bf16
+#: autocast, ``bfloat16-weights`` the transformer's weights cast to bf16 (pooling in fp32).
+EMBED_DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "bfloat16-weights")
 
 #: CPU flags (``/proc/cpuinfo``) that mean bf16 matrix products run natively: AVX-512 BF16 (AMD
 #: Zen 4 and later, Intel Cooper Lake) and AMX (Intel Sapphire Rapids and later).
@@ -184,12 +186,14 @@ def native_bf16(device: str) -> tuple[bool, str]:
 
 
 def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
-    """The precision a profile encoder runs in: ``float32`` or ``bfloat16`` (autocast).
+    """The precision a profile encoder runs in: ``float32``, ``bfloat16`` or ``bfloat16-weights``.
 
     Args:
-        requested: ``auto`` (bf16 autocast on a CPU that computes bf16 natively; fp32 on other
-            CPUs and on GPUs, where bf16 was measured slower for profile encoders),
-            ``float32`` or ``bfloat16`` (autocast even where it is emulated, and slow).
+        requested: ``auto`` (bf16 autocast on a CPU with AMX; fp32 on other CPUs, those with
+            AVX-512 BF16 alone included, where bf16 was measured slower than fp32 for profile
+            encoders, and on GPUs, where bf16 autocast was measured slower and bf16 weights are
+            not measured yet), ``float32``, ``bfloat16`` (fp32 weights under
+            bf16 autocast, even where bf16 is emulated, and slow) or ``bfloat16-weights``.
         device: the resolved device the encoder runs on.
 
     Returns:
@@ -208,9 +212,19 @@ def resolve_embed_dtype(requested: str, device: str) -> tuple[str, str]:
         # measured (benchmarks/bench_profiles.py on an H200): the profile encoders are far from
         # compute-bound on a GPU, so autocast's casts cost more than bf16 matmuls save
         return "float32", (f"auto: {why}, but bf16 autocast was slower than fp32 for profile "
-                           "encoders on a GPU (0.84-0.92x, H200); pass embed_dtype=bfloat16 to "
-                           "use it")
-    return ("bfloat16", f"auto: {why}") if native else ("float32", f"auto: {why}")
+                           "encoders on a GPU (0.84-0.92x, H200) and bf16 weights are not "
+                           "measured there; pass embed_dtype=bfloat16-weights to use them")
+    if not native:
+        return "float32", f"auto: {why}"
+    if "amx_bf16" in cpu_bf16_flags():  # AMX tiles: bf16 products far beyond fp32's peak
+        # autocast, not bf16 weights: those kept a top-10 overlap of 0.975 with fp32 on
+        # synthetic posts, below the 0.99 autocast keeps (docs/scale.md)
+        return "bfloat16", f"auto: {why} (AMX)"
+    # measured (docs/scale.md): with AVX-512 BF16 alone, a bf16 product has no more throughput
+    # than an fp32 one, and the encoder cost 1.5x the CPU time of fp32 in bf16
+    return "float32", (f"auto: {why}, but no AMX: bf16 ran the profile encoder at 0.62-0.71x "
+                       "its fp32 speed there (docs/scale.md); pass "
+                       "embed_dtype=bfloat16-weights to use it")
 
 
 def resolve_dtype(requested: str, device: Any) -> str:
@@ -227,3 +241,103 @@ def resolve_dtype(requested: str, device: Any) -> str:
 
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     return "float32"
+
+
+# -- CPU threads of the profile encoders ------------------------------------------------------
+
+#: Seconds over which the kernel's 1-minute load average forgets (its time constant).
+LOAD_WINDOW_S = 60.0
+
+
+class OwnCpu:
+    """This process's own CPU use, averaged the way the kernel averages the 1-minute load.
+
+    The load average counts this process's threads too; :func:`resolve_threads` subtracts this
+    average from it to see what the *other* processes use. Each :meth:`rate` call folds the CPU
+    seconds used since the previous call into an exponential average with the load average's
+    time constant (:data:`LOAD_WINDOW_S`).
+    """
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None
+        self._avg = 0.0
+
+    def rate(self) -> float:
+        """Cores this process kept busy, on average over about the last minute."""
+        import math
+        import time
+
+        now = (time.monotonic(), time.process_time())
+        if self._last is not None:
+            wall, cpu = now[0] - self._last[0], now[1] - self._last[1]
+            if wall > 0:
+                keep = math.exp(-wall / LOAD_WINDOW_S)
+                self._avg = self._avg * keep + (cpu / wall) * (1.0 - keep)
+        self._last = now
+        return self._avg
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), at least 1."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(
+    requested: int | str | None,
+    device: str,
+    *,
+    default: int,
+    own: float = 0.0,
+    load: float | None = None,
+    cpus: int | None = None,
+) -> tuple[int, str]:
+    """The intra-op thread count a CPU encoder runs with, and why (for manifests and logs).
+
+    Args:
+        requested: ``auto`` (or ``None``): torch's own count (``default``), lowered to the cores
+            the other processes leave free when the machine is busy; a positive count is kept.
+        device: the resolved device (on a GPU the count is left as it is).
+        default: torch's thread count before the encoder changes it.
+        own: cores this process itself kept busy lately (:meth:`OwnCpu.rate`), which the load
+            average includes.
+        load: the 1-minute load average (read from the system when ``None``).
+        cpus: the usable CPUs (:func:`usable_cpus` when ``None``).
+
+    Returns:
+        ``(threads, reason)``.
+
+    Raises:
+        ValueError: a count below 1 or a value that is neither a count nor ``auto``.
+    """
+    import os
+
+    text = "auto" if requested is None else str(requested).strip().lower()
+    if text != "auto":
+        try:
+            count = int(text)
+        except ValueError:
+            raise ValueError(
+                f"option 'embed_threads' must be auto or a positive integer, got {requested!r}"
+            ) from None
+        if count < 1:
+            raise ValueError(f"option 'embed_threads' must be at least 1, got {count}")
+        return count, "asked for"
+    if not device.startswith("cpu"):
+        return default, f"auto: {device} computes; torch's {default} thread(s) kept"
+    cpus = usable_cpus() if cpus is None else cpus
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:  # pragma: no cover - no load average on this system
+            return default, "auto: no load average here; torch's count kept"
+    others = max(0.0, load - own)
+    free = cpus - others
+    # measured (docs/scale.md): past the cores, every thread more slows all of them down
+    threads = max(1, min(default, int(free + 0.5)))
+    return threads, (f"auto: {cpus} CPU(s), load {load:.1f} of which this process {own:.1f}, "
+                     f"so ~{max(0.0, free):.1f} free; torch's default {default}")

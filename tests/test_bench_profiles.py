@@ -52,3 +52,20 @@ def test_onnx_row_says_when_onnxruntime_is_missing(monkeypatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "onnxruntime" else real(name, *a))
     assert bench_profiles._onnx_missing() == "onnxruntime not installed"
+
+
+def test_the_default_row_is_what_prbench_ships_and_the_run_ends_with_its_ratio() -> None:
+    import argparse
+
+    from _profiles_fixtures import minilm_dir
+
+    minilm_dir()  # skips when the MiniLM package is missing
+    args = argparse.Namespace(device="cpu", batch_size=32, threads=2)
+    shipped = bench_profiles._encoder("minilm", "default", args)
+    assert (shipped.spec.embed_dtype, shipped.batch_size_option, shipped.threads_option) == (
+        "auto", None, "auto")
+    fp32 = bench_profiles._encoder("minilm", "torch", args)
+    assert (fp32.dtype, fp32.batch_size, fp32.threads_option) == ("float32", 32, 2)
+    weights = bench_profiles._encoder("minilm", "bf16-weights", args)
+    assert weights.dtype == "bfloat16-weights"
+    assert bench_profiles.summary_line(3.214, 0.99512) == "default/fp32 = 3.21× top10 = 0.995"

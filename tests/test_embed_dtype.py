@@ -42,20 +42,31 @@ def test_auto_is_float32_where_bf16_is_not_native(monkeypatch: pytest.MonkeyPatc
     assert devices.resolve_embed_dtype("bfloat16", "cpu")[0] == "bfloat16"
 
 
-def test_auto_is_bf16_where_the_cpu_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_is_bf16_where_the_cpu_has_amx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(devices, "cpu_bf16_flags",
+                        lambda cpuinfo=None: ["amx_bf16", "avx512_bf16"])
+    dtype, why = devices.resolve_embed_dtype("auto", "cpu")
+    assert dtype == "bfloat16" and "amx_bf16" in why
+    assert devices.resolve_embed_dtype("float32", "cpu")[0] == "float32"
+
+
+def test_auto_is_float32_with_avx512_bf16_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without AMX, bf16 was measured slower than fp32 for the encoders: auto says so."""
     monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["avx512_bf16"])
     dtype, why = devices.resolve_embed_dtype("auto", "cpu")
-    assert dtype == "bfloat16" and "avx512_bf16" in why
-    assert devices.resolve_embed_dtype("float32", "cpu")[0] == "float32"
+    assert dtype == "float32" and "no AMX" in why and "bfloat16-weights" in why
+    assert devices.resolve_embed_dtype("bfloat16-weights", "cpu") == ("bfloat16-weights",
+                                                                      "asked for")
 
 
 def test_auto_is_float32_on_a_gpu_even_with_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU with bf16 still gets fp32 from ``auto`` (bf16 measured slower there), with why."""
     monkeypatch.setattr(devices, "native_bf16", lambda device: (True, "GPU X supports bf16"))
+    monkeypatch.setattr(devices, "cpu_bf16_flags", lambda cpuinfo=None: ["amx_bf16"])
     dtype, why = devices.resolve_embed_dtype("auto", "cuda:0")
     assert dtype == "float32" and "GPU X supports bf16" in why and "slower" in why
     assert devices.resolve_embed_dtype("bfloat16", "cuda:0") == ("bfloat16", "asked for")
-    assert devices.resolve_embed_dtype("auto", "cpu")[0] == "bfloat16"  # the CPU rule is kept
+    assert devices.resolve_embed_dtype("auto", "cpu")[0] == "bfloat16"  # the CPU rule
 
 
 def test_unknown_dtype_is_an_option_error_naming_the_choices() -> None:
@@ -94,14 +105,15 @@ def test_bf16_never_reads_fp32_vectors_from_the_cache(tiny_model: Path, tmp_path
     assert np.array_equal(again.encode(texts), first) and again.stats.computed == 0
 
 
-def test_bf16_minilm_keeps_the_sample_rankings() -> None:
-    """bf16 autocast keeps each sample user's top-5 posts of the fp32 ranking (real MiniLM)."""
+@pytest.mark.parametrize("bf16", ["bfloat16", "bfloat16-weights"])
+def test_bf16_minilm_keeps_the_sample_rankings(bf16: str) -> None:
+    """bf16 (autocast or weights) keeps each sample user's top-5 posts of fp32 (real MiniLM)."""
     minilm_dir()  # skips when the MiniLM package is missing
     from prbench.records import load_records
 
     records = [r for r in load_records("sample") if len(r.profile) > 5]
     vectors = {}
-    for dtype in ("float32", "bfloat16"):
+    for dtype in ("float32", bf16):
         enc = Encoder(EncoderSpec(embed_dtype=dtype), device="cpu", cache=False)
         posts = enc.encode([p.text for r in records for p in r.profile])
         vectors[dtype] = (enc.encode([r.question for r in records]), posts)
@@ -111,7 +123,7 @@ def test_bf16_minilm_keeps_the_sample_rankings() -> None:
         top = {}
         for dtype, (q, p) in vectors.items():
             top[dtype] = set(np.argsort(-(p[start : start + n] @ q[i]), kind="stable")[:5])
-        kept.append(len(top["float32"] & top["bfloat16"]) / 5)
+        kept.append(len(top["float32"] & top[bf16]) / 5)
         start += n
     assert np.mean(kept) >= 0.95, kept
 

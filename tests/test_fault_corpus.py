@@ -757,6 +757,10 @@ CORPUS: dict[str, Fault] = {
         "prbench eval read a ranking computed in another embed_dtype without a word",
         covered_by="tests/test_rank.py::"
                    "test_a_ranking_in_another_precision_is_refused_or_warned"),
+    "encoder-one-text-out-of-memory": Fault(
+        "the profile encoder ran out of memory on one text alone and showed a traceback",
+        covered_by="tests/test_encoder_speed.py::"
+                   "test_one_text_that_does_not_fit_alone_is_one_clear_error"),
     "eval-manifest-records-embed-dtype-auto": Fault(
         "the eval manifest recorded embed_dtype auto, never the precision it resolved to",
         covered_by="tests/test_rank.py::"

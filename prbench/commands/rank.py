@@ -35,8 +35,6 @@ from prbench.outputs import append_line, write_text
 
 #: posts embedded per step; each step's records are written before the next starts
 DEFAULT_STEP_POSTS = 4096
-#: texts per forward pass for ``--batch_size auto`` on a GPU (the option's default on a CPU)
-GPU_AUTO_BATCH = 128
 
 
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
@@ -64,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "auto unless --profile_args sets it)")
     parser.add_argument(
         "--batch_size", default="auto",
-        help=f"texts per forward pass; auto = {GPU_AUTO_BATCH} on a GPU, the builder's default "
-        "(32) on a CPU",
+        help="texts per forward pass; auto = the builder's batch_size option, else the measured "
+        "default of the device kind (512 on a GPU, 16 on a CPU)",
     )
     parser.add_argument("--step_posts", type=int, default=DEFAULT_STEP_POSTS, metavar="N",
                         help="posts embedded per step; each step is written before the next")
@@ -104,17 +102,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     """The ranking builder's id and options (``--profile_args`` with the device and batch size)."""
     from prbench.commands import component_args
-    from prbench.devices import resolve_device
     from prbench.options import OptionsError
 
     builder, raw = component_args(args, "profile")
     if args.device:
         raw["device"] = args.device
     size = str(args.batch_size).strip().lower()
-    if size == "auto":
-        if "batch_size" not in raw and resolve_device(raw.get("device")).startswith("cuda"):
-            raw["batch_size"] = GPU_AUTO_BATCH
-    else:
+    if size != "auto":  # auto: the builder's own, which is per device kind where unset
         try:
             raw["batch_size"] = int(size)
         except ValueError:
@@ -261,8 +255,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"prbench rank: {len(records)} records, {len(records) - len(todo)} already in {out}, "
         f"{len(todo)} to rank ({n_posts} posts) with {builder.encoder.ref.label} on {device}, "
-        f"batch size "
-        f"{builder.options.batch_size}",
+        f"batch size {builder.encoder.batch_size}",
         file=sys.stderr,
     )
     before = dataclasses.replace(builder.encoder.stats)
@@ -341,7 +334,6 @@ def _rank_on_ray(args: argparse.Namespace, builder_id: str, raw: dict[str, Any],
         shards=args.shards or len(nodes), state_dir=Path(f"{out}.shards"),
         address=args.ray_address, resources=resources, max_retries=args.max_retries,
         say=lambda line: print(line, file=sys.stderr),
-        gpu_batch=GPU_AUTO_BATCH if str(args.batch_size).strip().lower() == "auto" else None,
     )
     with out.open("ab", buffering=0) as fh:
         for step, step_scores in zip(steps, scores, strict=True):

@@ -24,7 +24,7 @@ from prbench.profiles.budget import (
     ranked_view,
 )
 from prbench.profiles.embed import EncoderKind
-from prbench.profiles.encoder_options import EncoderOptions, encoder_option
+from prbench.profiles.encoder_options import EmbedThreads, EncoderOptions, encoder_option
 from prbench.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: Posts embedded per encoder call (bounds memory on users with thousands of posts).
 _POSTS_PER_CHUNK = 8192
-_RUN_ONLY = ("batch_size", "device", "embed_cache", "cache_dir")
+_RUN_ONLY = ("batch_size", "device", "embed_cache", "cache_dir", "embed_threads")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +64,14 @@ class DenseOptions(EncoderOptions):
     max_tokens: int | None = ranked_option("max_tokens")
     tokenizer: str | None = ranked_option("tokenizer")
     max_length: int | None = encoder_option("max_length")
-    batch_size: int = encoder_option("batch_size")
+    batch_size: int | None = encoder_option("batch_size")
     device: str = encoder_option("device")
     embed_cache: bool = encoder_option("embed_cache")
     cache_dir: str | None = encoder_option("cache_dir")
     trust_remote_code: bool = encoder_option("trust_remote_code")
     embed_dtype: str = encoder_option("embed_dtype")
+    embed_threads: EmbedThreads = encoder_option(  # noqa: RUF009 (it returns a field)
+        "embed_threads")
 
     def __post_init__(self) -> None:
         self.check_encoder_options()

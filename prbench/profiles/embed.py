@@ -20,12 +20,21 @@ Every embedding is cached on disk (:class:`prbench.profiles.embed_cache.Embeddin
 the model's fingerprint (hub commit, or the files of a local folder), the encoder kind, the
 truncation length and the precision, and by the sha256 of each text.
 
-Precision (``embed_dtype``): ``auto`` runs the model under bf16 autocast on a CPU that computes
-bf16 natively (AVX-512 BF16 or AMX) and in fp32 elsewhere, GPUs included, where bf16 was measured
-slower for these encoders (:func:`prbench.devices.resolve_embed_dtype`). Autocast keeps the
-weights in fp32 and runs the matrix products in bf16: on the bundled sample's posts it keeps the
-top-10 ranking of fp32 (see ``benchmarks/bench_profiles.py``). bf16 vectors are cached apart
-from fp32 ones.
+Precision (``embed_dtype``): ``auto`` runs the model under bf16 autocast (``bfloat16``: fp32
+weights, bf16 matrix products) on a CPU with AMX and in fp32 elsewhere: CPUs with AVX-512 BF16
+alone (measured slower in bf16) and GPUs included (:func:`prbench.devices.resolve_embed_dtype`).
+``bfloat16-weights`` casts the transformer's weights to bf16 (asked for only: its top-10
+overlap with fp32 was 0.975 on synthetic posts, against autocast's 1.000; docs/scale.md).
+Each precision has cache entries of its own: no vector computed in one is read back for another.
+
+Speed: a call's texts are tokenized once and embedded longest first over the whole call, so each
+batch pads little; the batch size backs off when a batch runs out of memory (an
+:class:`~prbench.scoring.oom.AdaptiveLimit` kept by the encoder, see
+:mod:`prbench.profiles.embed_models`); ``batch_size`` ``None`` is the measured default of the
+device kind (:data:`AUTO_BATCH`). On a CPU the thread count (``embed_threads``, default ``auto``)
+is torch's own, lowered to the cores other processes leave free
+(:func:`prbench.devices.resolve_threads`), decided again before each step of a call and put back
+after it.
 
 A second run over the same texts loads no model and computes nothing. Loaded models are kept per
 process, so a builder and a scorer that use the same model share one copy.
@@ -33,15 +42,16 @@ process, so a builder and a scorer that use the same model share one copy.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prbench.devices import resolve_device, resolve_embed_dtype
+from prbench.devices import OwnCpu, resolve_device, resolve_embed_dtype, resolve_threads
 from prbench.profiles import embed_models
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.profiles.embed_models import EmbeddingModel
@@ -68,6 +78,15 @@ KNOWN_KINDS = {
     "facebook/contriever": "transformers-mean",
 }
 _CACHE_FORMAT = "1"
+
+#: Texts per forward pass when ``batch_size`` is not given, per device kind (measured, see
+#: docs/scale.md; the out-of-memory back-off lowers it where a device runs short).
+AUTO_BATCH: dict[str, int] = {"cpu": 16, "cuda": 512}
+#: the batch size of a device kind missing from :data:`AUTO_BATCH` (mps, ...)
+FALLBACK_BATCH = 32
+
+#: This process's CPU use, which the load average includes (one per process: threads are too).
+_OWN_CPU = OwnCpu()
 
 
 # -- the encoder ---------------------------------------------------------------------------------
@@ -105,6 +124,7 @@ class EncodeStats:
         cached: distinct texts found in the disk cache.
         computed: distinct texts run through the model.
         model_calls: ``embed`` calls made on the model.
+        oom_retries: batches that ran out of memory and were run again in smaller ones.
     """
 
     requested: int = 0
@@ -112,6 +132,7 @@ class EncodeStats:
     cached: int = 0
     computed: int = 0
     model_calls: int = 0
+    oom_retries: int = 0
 
 
 def text_hash(text: str) -> str:
@@ -125,9 +146,11 @@ class Encoder:
     Args:
         spec: the model and how to run it.
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:0``, ...
-        batch_size: texts per forward pass.
+        batch_size: texts per forward pass; ``None``: :data:`AUTO_BATCH` of the device kind.
         cache: read and write the on-disk embedding cache.
         cache_dir: the cache folder; default ``prbench.paths.cache_dir("embeddings")``.
+        threads: CPU threads: ``auto`` (torch's count, fewer when other processes keep the
+            cores busy) or a count; see :func:`prbench.devices.resolve_threads`.
 
     Raises:
         ModelUnavailableError: the model cannot be found (see :func:`resolve_model`).
@@ -139,21 +162,24 @@ class Encoder:
         spec: EncoderSpec,
         *,
         device: str | None = "auto",
-        batch_size: int = 32,
+        batch_size: int | None = None,
         cache: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
+        threads: int | str | None = "auto",
     ) -> None:
         if spec.encoder not in ENCODER_KINDS:
             raise ValueError(f"encoder must be one of {ENCODER_KINDS}, got {spec.encoder!r}")
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        resolve_threads(threads, "cpu", default=1, load=0.0, cpus=1)  # checks the value
         if spec.max_length is not None and spec.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {spec.max_length}")
         if spec.embed_dtype not in ("auto", "float32", "bfloat16"):
             resolve_embed_dtype(spec.embed_dtype, "cpu")  # raises, naming the choices
         self.spec = spec
         self.device_option = device
-        self.batch_size = batch_size
+        self.batch_size_option = batch_size
+        self.threads_option = threads
         self.use_cache = cache
         self._cache_root = Path(cache_dir) if cache_dir else None
         self.ref = resolve_model(spec.model, spec.revision)
@@ -164,6 +190,8 @@ class Encoder:
         self._key: str | None = None
         self._device: str | None = None
         self._dtype: tuple[str, str] | None = None
+        self._limit: Any = None  # the learned batch size (an AdaptiveLimit), made on first use
+        self.threads_used: tuple[int, str] | None = None  # the last step's count and why
 
     def _resolve_kind(self) -> str:
         if self.spec.encoder != "auto":
@@ -197,8 +225,15 @@ class Encoder:
         return self._device
 
     @property
+    def batch_size(self) -> int:
+        """Texts per forward pass (the option, or :data:`AUTO_BATCH` of the device kind)."""
+        if self.batch_size_option is not None:
+            return self.batch_size_option
+        return AUTO_BATCH.get(self.device.split(":", 1)[0], FALLBACK_BATCH)
+
+    @property
     def dtype(self) -> str:
-        """The precision the model runs in: ``float32`` or ``bfloat16`` (autocast)."""
+        """The precision: ``float32``, ``bfloat16`` (autocast) or ``bfloat16-weights``."""
         return self._precision()[0]
 
     def _precision(self) -> tuple[str, str]:
@@ -249,7 +284,7 @@ class Encoder:
         if self._model is None:
             self._model = embed_models.load_model(
                 self.ref, self.kind, self.device, self.spec.max_length,
-                self.spec.trust_remote_code,
+                self.spec.trust_remote_code, self.dtype,
             )
         return self._model
 
@@ -289,18 +324,36 @@ class Encoder:
         self.stats.unique += len(unique)
         found = self._get_cache().get(list(unique)) if self.use_cache else {}
         self.stats.cached += len(found)
-        # longest first over the whole call, so every step's batches pad little (the model's own
-        # sorting only sees one step); rows are put back in the caller's order by hash below
-        missing = sorted((h for h in unique if h not in found), key=lambda h: -len(unique[h]))
+        missing = [h for h in unique if h not in found]
         if missing:
-            model = self._get_model()
-            step = max(self.batch_size * 8, 256)
-            bar = progress_bar(len(missing), desc="embedding", unit="text")
-            try:
+            self._embed_missing(missing, unique, found)
+        return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def _embed_missing(self, missing: list[str], unique: dict[str, str],
+                       found: dict[str, Any]) -> None:
+        """Embed the texts of ``missing`` (hashes) into ``found``, in cached steps.
+
+        The texts are tokenized once and sorted by token count, longest first, over the whole
+        call, so every step's batches pad little; each step is written to the cache as it ends.
+        """
+        from prbench.scoring.oom import AdaptiveLimit
+
+        model = self._get_model()
+        counts = dict(zip(missing, model.token_counts([unique[h] for h in missing]),
+                          strict=True))
+        missing = sorted(missing, key=lambda h: -counts[h])  # stable: ties keep call order
+        if self._limit is None:
+            self._limit = AdaptiveLimit(self.batch_size)
+        step = max(self.batch_size * 8, 256)
+        bar = progress_bar(len(missing), desc="embedding", unit="text")
+        before = model.oom_retries
+        try:
+            with self._threads() as set_threads:
                 for start in range(0, len(missing), step):
+                    set_threads()
                     chunk = missing[start : start + step]
                     vectors = model.embed([unique[h] for h in chunk], self.batch_size,
-                                          self.dtype)
+                                          lengths=[counts[h] for h in chunk], limit=self._limit)
                     self.stats.model_calls += 1
                     self.stats.computed += len(chunk)
                     new = {h: vectors[j] for j, h in enumerate(chunk)}
@@ -308,6 +361,32 @@ class Encoder:
                         self._get_cache().put(new)
                     found.update(new)
                     bar.update(len(chunk))
-            finally:
-                bar.close()
-        return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
+        finally:
+            self.stats.oom_retries += model.oom_retries - before
+            bar.close()
+
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[Callable[[], None]]:
+        """Yields a function that sets torch's thread count for the next step; restores it after.
+
+        On a CPU with ``threads=auto`` the count is decided again at every step from the load
+        average less this process's own share (:func:`prbench.devices.resolve_threads`).
+        """
+        import torch
+
+        default = torch.get_num_threads()
+
+        def set_threads() -> None:
+            own = _OWN_CPU.rate()
+            count, why = resolve_threads(self.threads_option, self.device, default=default,
+                                         own=own)
+            if count != torch.get_num_threads():
+                logger.info("embedding with %d thread(s): %s", count, why)
+                torch.set_num_threads(count)
+            self.threads_used = (count, why)
+
+        try:
+            yield set_threads
+        finally:
+            if torch.get_num_threads() != default:
+                torch.set_num_threads(default)

@@ -2,7 +2,7 @@
 
 Both components take the same encoder options (``model``, ``encoder``, ``revision``,
 ``max_length``, ``batch_size``, ``device``, ``embed_cache``, ``cache_dir``, ``trust_remote_code``,
-``embed_dtype``).
+``embed_dtype``, ``embed_threads``).
 The embedding cache switch is ``embed_cache``, not ``cache``: a scorer's ``cache`` is the scorer
 runtime's score cache (:mod:`prbench.scoring.runtime`), so ``cache=false`` turns off exactly one
 cache, and ``embed_cache=false`` the other.
@@ -20,7 +20,7 @@ Importing this module is cheap (no numpy or torch).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from prbench.devices import EMBED_DTYPES
 from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
@@ -32,15 +32,22 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
     "encoder": ("auto", "auto | sentence-transformers | transformers-mean (mean pooling)"),
     "revision": (None, "hub revision (branch, tag or commit) of the model"),
     "max_length": (None, "encoder truncation in tokens; none = the model's limit"),
-    "batch_size": (32, "texts per forward pass"),
+    "batch_size": (None, "texts per forward pass; none = the measured default of the device "
+                   "kind (16 on a CPU, 512 on a GPU), halved while a batch runs out of memory"),
     "device": ("auto", "auto | cpu | cuda | cuda:N"),
     "embed_cache": (True, "read/write the on-disk embedding cache (not the score cache: that "
                     "is the runtime option cache)"),
     "cache_dir": (None, "embedding cache folder; none = the prbench cache"),
     "trust_remote_code": RANKED_OPTIONS["trust_remote_code"],
-    "embed_dtype": ("auto", "auto | float32 | bfloat16: auto = bf16 autocast where the device "
-                    "computes bf16 natively (CPU avx512_bf16/AMX, CUDA), else float32"),
+    "embed_dtype": ("auto", "auto | float32 | bfloat16 (autocast) | bfloat16-weights: auto = "
+                    "bf16 autocast on a CPU with AMX, else float32 (bf16 measured slower on "
+                    "CPUs with avx512_bf16 alone and on GPUs)"),
+    "embed_threads": ("auto", "CPU threads: auto = torch's count, fewer when other processes "
+                      "keep the cores busy (1-minute load average), or a count"),
 }
+
+#: The type of the ``embed_threads`` option (a count or ``auto``).
+EmbedThreads = int | Literal["auto"]
 
 
 def encoder_option(name: str, help: str | None = None) -> Any:
@@ -59,15 +66,16 @@ class EncoderOptions:
     encoder: EncoderKind
     revision: str | None
     max_length: int | None
-    batch_size: int
+    batch_size: int | None
     device: str
     embed_cache: bool
     cache_dir: str | None
     trust_remote_code: bool
     embed_dtype: str
+    embed_threads: EmbedThreads
 
     def check_encoder_options(self) -> None:
-        """Check ``encoder``, ``embed_dtype``, ``batch_size`` and ``max_length``.
+        """Check ``encoder``, ``embed_dtype``, ``embed_threads``, ``batch_size``, ``max_length``.
 
         Raises:
             ValueError: an unknown encoder kind or precision, or a size below 1 (naming the
@@ -77,7 +85,9 @@ class EncoderOptions:
             raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
         if self.embed_dtype not in EMBED_DTYPES:
             raise ValueError(f"option 'embed_dtype' must be one of {EMBED_DTYPES}")
-        check_positive(self.batch_size, "batch_size", allow_none=False)
+        check_positive(self.batch_size, "batch_size")
+        check_positive(None if self.embed_threads == "auto" else self.embed_threads,
+                       "embed_threads")
         check_positive(self.max_length, "max_length")
 
     def make_encoder(self, model: str | None = None) -> Encoder:
@@ -102,4 +112,5 @@ class EncoderOptions:
             batch_size=self.batch_size,
             cache=self.embed_cache,
             cache_dir=self.cache_dir,
+            threads=self.embed_threads,
         )

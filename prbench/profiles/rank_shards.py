@@ -67,12 +67,11 @@ def split_shards(steps: Sequence[list[Record]], shards: int, identity: dict[str,
     return out
 
 
-def embed_shard(builder_id: str, options: dict[str, Any], steps: list[list[Record]],
-                gpu_batch: int | None = None) -> dict[str, Any]:
+def embed_shard(builder_id: str, options: dict[str, Any],
+                steps: list[list[Record]]) -> dict[str, Any]:
     """Task body: each step's retrieval scores, computed as a local ``prbench rank`` does.
 
-    ``gpu_batch``: the batch size ``--batch_size auto`` means where the node's device is a GPU
-    (the driver cannot tell; ``None``: the options' own).
+    An unset ``batch_size`` is the default of the node's own device kind (the encoder's).
     """
     from prbench.cluster import this_node, use_local_threads
     from prbench.plugins import get_registry
@@ -80,12 +79,6 @@ def embed_shard(builder_id: str, options: dict[str, Any], steps: list[list[Recor
 
     os.environ[ENV_VAR] = "0"  # no encoder bars in a worker's log
     use_local_threads()  # a local rank's thread count, not Ray's per-task limit: the same sums
-    options = dict(options)
-    if gpu_batch and "batch_size" not in options:
-        from prbench.devices import resolve_device
-
-        if resolve_device(options.get("device")).startswith("cuda"):
-            options["batch_size"] = gpu_batch
     builder = get_registry().get("profile-builder", builder_id).build(options)
     before = dataclasses.replace(builder.encoder.stats)
     scores = [builder.score_records(step) for step in steps]
@@ -121,7 +114,6 @@ def embed_on_ray(
     resources: dict[str, float],
     max_retries: int,
     say: Callable[[str], None],
-    gpu_batch: int | None = None,
 ) -> tuple[list[list[list[float]]], dict[str, int]]:
     """Every step's scores (in order), the unfinished shards embedded as Ray tasks.
 
@@ -136,7 +128,6 @@ def embed_on_ray(
         resources: per shard task (``gpus``, ``cpus``, ``memory`` in GiB).
         max_retries: retries of a task the machine ended (a node died).
         say: where progress lines go.
-        gpu_batch: the batch size of ``--batch_size auto`` on a node whose device is a GPU.
 
     Returns:
         The scores per step, and counts: shards reused, shards embedded, texts embedded now.
@@ -166,7 +157,7 @@ def embed_on_ray(
         opts = task_options(resources, alive_nodes(ray), "a rank shard")
         remote = ray.remote(embed_shard)
         refs = {remote.options(**opts, max_retries=max_retries).remote(
-            builder_id, options, shard.steps, gpu_batch): shard for shard in todo}
+            builder_id, options, shard.steps): shard for shard in todo}
         state_dir.mkdir(parents=True, exist_ok=True)
         bar = progress_bar(sum(s.posts for s in todo), desc="rank (ray)", unit="post")
         tasks = RayTasks(ray, refs)

@@ -379,8 +379,9 @@ class RankedOptions:
     doc_format: str = ranked_option("doc_format", help="check: the post template")
     embed_dtype: str | None = dataclasses.field(
         default=None, metadata={"help": (
-            "check: the precision the ranking must be computed in (float32, bfloat16; auto = "
-            "what auto gives on this machine, a difference warned); none = not checked")},
+            "check: the precision the ranking must be computed in (float32, bfloat16, "
+            "bfloat16-weights; auto = what auto gives on this machine, a difference warned); "
+            "none = not checked")},
     )
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from prbench.profiles.embed import EncoderKind
-from prbench.profiles.encoder_options import EncoderOptions, encoder_option
+from prbench.profiles.encoder_options import EmbedThreads, EncoderOptions, encoder_option
 from prbench.scoring.base import ScoreRequest
 
 QUERY_MODES = ("question+profile", "profile+question", "question")
@@ -42,7 +42,7 @@ class EmbeddingSimilarityOptions(EncoderOptions):
                           "then question, or the question only"},
     )
     max_length: int | None = encoder_option("max_length")
-    batch_size: int = encoder_option("batch_size")
+    batch_size: int | None = encoder_option("batch_size")
     device: str = encoder_option("device")
     embed_cache: bool = encoder_option("embed_cache")
     cache_dir: str | None = encoder_option("cache_dir")
@@ -51,10 +51,12 @@ class EmbeddingSimilarityOptions(EncoderOptions):
     # the batch's padding, so the scorer stays in fp32 unless asked (profiles rank in auto)
     embed_dtype: str = dataclasses.field(
         default="float32",
-        metadata={"help": "float32 | bfloat16 | auto (auto = bf16 autocast where the device "
-                          "computes bf16 natively); float32 by default: bf16 scores move by "
-                          "~1e-3 with the batch's padding"},
+        metadata={"help": "float32 | bfloat16 | bfloat16-weights | auto (auto = bf16 autocast "
+                          "on a CPU with AMX); float32 by default: bf16 "
+                          "scores move by ~1e-3 with the batch's padding"},
     )
+    embed_threads: EmbedThreads = encoder_option(  # noqa: RUF009 (it returns a field)
+        "embed_threads")
 
     def __post_init__(self) -> None:
         if self.pretrained is not None and self.model != "minilm" and self.pretrained != self.model:
