@@ -214,3 +214,17 @@ def test_packed_row_inputs_restart_positions_per_sequence():
     assert ids.tolist() == [[5, 6, 7, 8], [9, 9, 0, 0]]
     assert pos.tolist() == [[0, 1, 2, 4], [2, 3, 0, 1]]
     assert last == [[2, 3], [1]]
+
+
+def test_hf_classifier_names_its_chunk_size_per_device(models):
+    import torch
+
+    from prbench.scoring.runtime import build_runtime
+
+    rt = build_runtime("hf-classifier", {"pretrained": str(models["llama"]), "cache": False,
+                                         "progress": False})
+    assert rt.chunk_size == 256  # a CPU: the runtime's default, measured (docs/scale.md)
+    rt.scorer.device = torch.device("cuda")  # what a GPU run resolves (never loaded here)
+    assert rt.scorer.default_chunk_size() == 2048
+    assert build_runtime("hf-classifier", {"pretrained": str(models["llama"]),
+                                           "chunk_size": 64}).chunk_size == 64
