@@ -73,6 +73,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
             "chunks": "4,16,64", "drift_pairs": 16},
 }
 COLUMNS = ("section", "row", "items", "wall s", "items/s", "MFU", "vs ref", "notes")
+#: ``--sections`` names: the throughput sections, the chunk sweep, drift, OOM back-off, Best-of-N.
+SECTIONS = ("throughput", "chunks", "drift", "oom", "bon")
 
 
 @dataclasses.dataclass
@@ -408,7 +410,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="matmul size for the peak (0: 8192 on CUDA, 1024 on a CPU)")
     parser.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: as is)")
     parser.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)};"
+                        " drift needs throughput)")
     args = parser.parse_args(argv)
+    args.sections = [x.strip() for x in str(args.sections).split(",") if x.strip()]
+    unknown = [x for x in args.sections if x not in SECTIONS]
+    if unknown or not args.sections:
+        parser.error(f"--sections: unknown section {', '.join(unknown) or '(none)'}; choose from "
+                     f"{', '.join(SECTIONS)}")
+    if "drift" in args.sections and "throughput" not in args.sections:
+        parser.error("--sections: drift compares against the throughput section's scores")
     try:
         args.device, args.dtype = resolve(args.device, args.dtype)
     except ValueError as exc:
@@ -475,12 +487,18 @@ def _run_table(args: argparse.Namespace, start: float) -> dict[str, Any]:
             naive_scores(model, tokenizer, table.warm)
             question = make_requests(args.pairs, profile=False, seed=1)
             profile = make_requests(args.profile_pairs, profile=True, seed=2)
-            batched, released = table.throughput("question-only", question)
-            table.throughput("top-10 profile", profile)
-            table.chunk_sweep(question, args.chunks)
-            table.drift(question, batched, released)
-            table.oom(question[: 2 * args.drift_pairs])
-            table.best_of_n(make_groups(args.bon_prompts, args.n, seed=7))
+            wanted = set(args.sections)
+            if "throughput" in wanted:
+                batched, released = table.throughput("question-only", question)
+                table.throughput("top-10 profile", profile)
+            if "chunks" in wanted:
+                table.chunk_sweep(question, args.chunks)
+            if "drift" in wanted:
+                table.drift(question, batched, released)
+            if "oom" in wanted:
+                table.oom(question[: 2 * args.drift_pairs])
+            if "bon" in wanted:
+                table.best_of_n(make_groups(args.bon_prompts, args.n, seed=7))
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
              else f"CPU, {torch.get_num_threads()} thread(s)")
     total = sum(p.numel() for p in model.parameters())

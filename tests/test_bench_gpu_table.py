@@ -148,6 +148,20 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
     assert len([line for line in lines[2:] if line]) == len(rows)
 
 
+def test_sections_run_alone_and_packed_best_of_n_matches_padded() -> None:
+    result = bench_gpu_table.main([
+        "--device", "cpu", "--shape", "tiny", "--sections", "bon", "--bon-prompts", "1",
+        "--n", "3", "--peak-size", "64",
+    ])
+    rows = result["rows"]
+    assert [r["name"] for r in rows] == ["no sharing", "prefix sharing", "prefix sharing, packed",
+                                         "FLOP floor (at the measured peak)"]
+    packed = rows[2]["figures"]
+    assert packed["max_diff_vs_padded"] <= 1e-5
+    assert packed["packing"].startswith("on (option") and "shared prompts packed too" in (
+        packed["packing"])
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -156,6 +170,8 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
         (["--pairs", "0"], "--pairs must be at least 1"),
         (["--dtype", "bf32"], "invalid choice: 'bf32'"),
         (["--json", "/no/such/folder/t.json"], "--json: folder /no/such/folder does not exist"),
+        (["--sections", "throughput,packing"], "--sections: unknown section packing"),
+        (["--sections", "drift"], "--sections: drift compares against the throughput"),
     ],
 )
 def test_mistakes_are_one_error_line(

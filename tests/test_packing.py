@@ -228,3 +228,24 @@ def test_hf_classifier_names_its_chunk_size_per_device(models):
     assert rt.scorer.default_chunk_size() == 2048
     assert build_runtime("hf-classifier", {"pretrained": str(models["llama"]),
                                            "chunk_size": 64}).chunk_size == 64
+
+
+def test_max_batch_size_caps_the_sequences_of_a_packed_forward(models, small_rows):
+    requests = mixed_requests()
+    ref = build(models["qwen2"], packing="off", prefix_sharing="off").score(requests)
+    scorer = build(models["qwen2"], packing="on", prefix_sharing="off", max_batch_size=3)
+    assert max_diff(scorer.score(requests), ref) <= TOL
+    assert scorer.stats["forward_passes"] == 6  # 16 sequences, at most 3 per forward pass
+    assert packing.plan_rows([1, 1, 1, 1, 1], 100, max_items=2) == [[0, 1], [2, 3], [4]]
+    assert packing.plan_shared_rows([0, 0, 0], [1, 1, 1], [5], 100, max_items=2) == [[0, 1], [2]]
+
+
+def test_one_row_kernels_get_every_sequence_of_a_forward_in_one_row(models, monkeypatch):
+    """Flash attention reads packed boundaries only in a batch of one row: so one row it is."""
+    monkeypatch.setattr(packing, "one_row_only", lambda model: True)
+    requests = mixed_requests()
+    ref = build(models["llama"], packing="off", prefix_sharing="off").score(requests)
+    scorer = build(models["llama"], packing="on", prefix_sharing="off", batch_tokens=100_000)
+    assert max_diff(scorer.score(requests), ref) <= TOL
+    assert scorer.stats["forward_passes"] == 1
+    assert "rows of up to 100000 tokens, one per forward pass" in scorer.stats()["packing"]

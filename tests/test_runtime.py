@@ -472,7 +472,8 @@ def test_chunk_size_zero_takes_the_scorers_default():
     rt.score([_req(i, q=str(i)) for i in range(5)])
     assert rt.stats()["chunks"] == 3 and rt.describe()["runtime"]["chunk_size"] == 2
     for bad in (0, "8", True, 2.5):
-        with pytest.raises(ScorerFaultError, match="default_chunk_size.. must return a positive"):
+        with pytest.raises(ScorerFaultError,
+                           match=r"default_chunk_size\(\) must return a positive"):
             ScorerRuntime(OwnChunk(bad), cache=False, progress=False)
 
 

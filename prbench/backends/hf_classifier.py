@@ -251,7 +251,7 @@ class HFClassifierScorer(UnscoredInputs):
         Raises:
             ValueError: ``packing=on`` and the model cannot pack (the reason named).
         """
-        from prbench.scoring.packing import packing_support, shared_packing_support
+        from prbench.scoring.packing import one_row_only, packing_support, shared_packing_support
 
         opts = self.options
         if self.released:
@@ -276,15 +276,22 @@ class HFClassifierScorer(UnscoredInputs):
         self._packing = True
         shared, reason = shared_packing_support(model)
         self._shared_packing = shared
+        one = ", one per forward pass (flash attention)" if one_row_only(model) else ""
         self._packing_note = (
             f"on ({'option' if opts.packing == 'on' else 'auto'}; rows of up to "
-            f"{self._row_tokens()} tokens; shared prompts "
+            f"{self._row_tokens()} tokens{one}; shared prompts "
             + ("packed too)" if shared else f"padded: {reason})"))
 
     def _row_tokens(self) -> int:
-        """The most tokens of a packed row: the module's row size, within the token budget."""
-        from prbench.scoring.packing import PACK_ROW_TOKENS
+        """The most tokens of a packed row: the module's row size, within the token budget.
 
+        A kernel that reads packed boundaries only in one row (flash attention) gets rows as
+        long as the token budget, one per forward pass.
+        """
+        from prbench.scoring.packing import PACK_ROW_TOKENS, one_row_only
+
+        if one_row_only(self.model):
+            return max(1, self._budget.current)
         return max(1, min(PACK_ROW_TOKENS, self._budget.current))
 
     def _packing_probe(self) -> tuple[bool, str]:
@@ -293,12 +300,15 @@ class HFClassifierScorer(UnscoredInputs):
         A model whose code ignores the packed boundaries (e.g. a mask of its own that transformers'
         packed path does not reach) gives other scores packed: it then keeps padded batches.
         """
+        from prbench.scoring.packing import one_row_only
+
         short = self.encoder.encode(["Is this right?"], ["Yes."], [""])[0].ids
         long = self.encoder.encode(["Which one, and why?"], ["The second one, clearly."],
                                    [""])[0].ids
-        seqs = [long, short]
+        seqs = [long, short, short]  # packed as the runs pack: several rows, or one
+        rows = [seqs] if one_row_only(self.model) else [seqs[:2], seqs[2:]]
         padded = self._forward_plain(seqs, count=False)
-        packed = self._forward_packed([seqs], count=False)
+        packed = self._forward_packed(rows, count=False)
         tol = 1e-3 if self.dtype_name == "float32" else 5e-2
         worst = max(abs(a - b) / (1.0 + abs(a)) for a, b in zip(padded, packed, strict=True))
         if not worst <= tol:
@@ -524,10 +534,11 @@ class HFClassifierScorer(UnscoredInputs):
     ) -> list[float]:
         """:meth:`_run_plain` with the sequences packed into rows (``packing`` on)."""
         from prbench.scoring.engine import batch_overhead_tokens, run_batches
-        from prbench.scoring.packing import plan_rows, row_width
+        from prbench.scoring.packing import one_row_only, plan_rows, row_width
 
         lengths = [len(s) for s in seqs]
-        rows = plan_rows(lengths, row_width(lengths, self._row_tokens()))
+        cap = self.options.max_batch_size or None  # sequences per forward: a row, run alone
+        rows = plan_rows(lengths, row_width(lengths, self._row_tokens()), cap)
 
         def forward(batch: list[int]) -> list[list[float]]:
             flat = self._forward_packed([[seqs[i] for i in rows[r]] for r in batch])
@@ -541,9 +552,10 @@ class HFClassifierScorer(UnscoredInputs):
             if on_batch is not None:
                 on_batch([i for r in batch for i in rows[r]], [s for o in out for s in o])
 
+        one_row = one_row_only(self.model) or cap is not None
         per_row = run_batches(
-            [sum(lengths[i] for i in row) for row in rows], forward,
-            token_budget=self._budget, max_batch_size=self.options.max_batch_size or None,
+            [sum(lengths[i] for i in row) for row in rows], forward, token_budget=self._budget,
+            max_batch_size=1 if one_row else None,
             batch_overhead=batch_overhead_tokens(self.device), on_batch=done, stats=stats,
             weights=[len(row) for row in rows],
         )

@@ -56,7 +56,8 @@ class HFClassifierOptions(ChatRenderOptions):
     )
     label_index: int = _opt(0, "which logit is the reward")
     batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
-    max_batch_size: int = _opt(0, "cap on sequences per batch; 0 = none")
+    max_batch_size: int = _opt(0, "cap on sequences per batch (with packing: per packed row, "
+                                  "one row per forward pass); 0 = none")
     prefix_sharing: Literal["auto", "on", "off"] = _opt(
         "auto", "run a prompt shared by several answers once (auto: where supported and verified)"
     )

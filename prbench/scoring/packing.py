@@ -10,7 +10,8 @@ padding. Each sequence sees only its own tokens (and, for prefix sharing, its gr
   (:mod:`transformers.masking_utils`) then makes the mask block-diagonal for every attention
   implementation it knows (``sdpa`` and ``eager`` a dense block-diagonal causal mask,
   ``flex_attention`` a block-sparse document mask, ``flash_attention_2`` variable-length
-  kernels), sliding-window layers included. prbench writes no attention code of its own here;
+  kernels, which read the boundaries only in a batch of one row: see :func:`one_row_only`),
+  sliding-window layers included. prbench writes no attention code of its own here;
 - **prefix sharing** (:mod:`prbench.scoring.prefix`) runs with a key/value cache, where
   transformers does not look for packed sequences: the prompts are packed the same way and the
   continuations of several groups share a row over their groups' cached prompts, with a 4-D mask
@@ -46,8 +47,19 @@ PACK_ROW_TOKENS = 2048
 MASK_KERNELS = ("sdpa", "eager")
 
 
+def one_row_only(model: Any) -> bool:
+    """Whether the kernel finds packed sequences only in a batch of one row.
+
+    transformers' flash-attention kernels read the boundaries from ``position_ids`` only when
+    the batch is a single row (``_is_packed_sequence``); several rows would be read as one
+    sequence each. Such a model gets all of a forward pass's sequences in one row, as long as
+    the token budget (variable-length kernels waste nothing on a long row).
+    """
+    return attention_kind(model).startswith("flash")
+
+
 def attention_kind(model: Any) -> str:
-    """The attention implementation the model runs (``sdpa``, ``eager``, ``flash_attention_2``...)."""
+    """The attention implementation the model runs (``sdpa``, ``eager``, ...)."""
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return str(getattr(text, "_attn_implementation", None) or "eager")
@@ -98,10 +110,13 @@ def row_width(lengths: Sequence[int], limit: int) -> int:
     return max([limit, *lengths]) if lengths else limit
 
 
-def plan_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
+def plan_rows(
+    lengths: Sequence[int], width: int, max_items: int | None = None
+) -> list[list[int]]:
     """Pack items into rows of at most ``width`` tokens (first fit, longest first).
 
-    Deterministic (ties keep input order). An item longer than ``width`` gets a row of its own.
+    Deterministic (ties keep input order). An item longer than ``width`` gets a row of its own;
+    ``max_items`` caps the items of a row (a caller's ``max_batch_size``).
 
     Returns:
         Rows of indices into ``lengths``; every index appears exactly once.
@@ -109,10 +124,11 @@ def plan_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     rows: list[list[int]] = []
     room: list[int] = []
+    cap = max_items or len(lengths) or 1
     for i in order:
         n = max(int(lengths[i]), 1)
         for r, free in enumerate(room):
-            if n <= free:
+            if n <= free and len(rows[r]) < cap:
                 rows[r].append(i)
                 room[r] -= n
                 break
@@ -123,7 +139,8 @@ def plan_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
 
 
 def plan_shared_rows(
-    groups: Sequence[int], lengths: Sequence[int], prefix_lengths: Sequence[int], width: int
+    groups: Sequence[int], lengths: Sequence[int], prefix_lengths: Sequence[int], width: int,
+    max_items: int | None = None,
 ) -> list[list[int]]:
     """Pack continuations into rows that also hold their groups' prompts (next fit).
 
@@ -136,6 +153,7 @@ def plan_shared_rows(
         prefix_lengths: each group's prompt length.
         width: the most tokens (prompts + continuations) per row; one continuation with its
             prompt that is longer gets a row of its own.
+        max_items: the most continuations per row (``None``: no cap).
 
     Returns:
         Rows of continuation indices, in input order.
@@ -145,7 +163,7 @@ def plan_shared_rows(
     seen: set[int] = set()
     for k, (g, n) in enumerate(zip(groups, lengths, strict=True)):
         cost = n + (0 if g in seen else prefix_lengths[g])
-        if rows and used + cost <= width:
+        if rows and used + cost <= width and len(rows[-1]) < (max_items or len(groups)):
             rows[-1].append(k)
             used += cost
         else:
@@ -202,8 +220,8 @@ def block_mask(
     Each row's keys are ``keys_before`` cached positions followed by the row's own ``width``
     tokens. A segment ``(start, length, cached_from, cached_to)`` covers the row's columns
     ``start:start+length``: its queries read the cached keys ``cached_from:cached_to`` and,
-    causally, their own segment. The slack at the end of a row reads only itself (never a fully masked query, whose
-    NaN would reach real tokens through zero weights).
+    causally, their own segment. The slack at the end of a row reads only itself (never a fully
+    masked query, whose NaN would reach real tokens through zero weights).
 
     Args:
         segments: per row, ``(start, length, cached_from, cached_to)`` per segment.
@@ -269,7 +287,8 @@ def packed_shared_hidden(
         counter: as in :func:`~prbench.scoring.prefix.shared_prefix_hidden` (token slots of the
             packed rows, real tokens, forward passes).
         batch_overhead: see :func:`prbench.scoring.engine.plan_batches`.
-        max_batch_size: the most rows per forward pass.
+        max_batch_size: the most prompts (or continuations) per forward pass: with it, a row
+            holds at most that many and runs alone.
         token_budget: the most token slots per forward pass (``None``: no limit).
 
     Returns:
@@ -288,11 +307,12 @@ def packed_shared_hidden(
 
     plens = [len(g.prefix) for g in groups]
     kv: list[list[tuple[Any, Any]]] = [[] for _ in groups]
-    rows = plan_rows(plens, row_width(plens, row_tokens))
+    rows = plan_rows(plens, row_width(plens, row_tokens), max_batch_size)
     sizes = [sum(plens[g] for g in row) for row in rows]
     budget = token_budget or max(sizes) * len(rows)
+    per_batch = 1 if max_batch_size else None
     for sub in plan_batches(sizes, token_budget=budget, batch_overhead=batch_overhead,
-                            max_batch_size=max_batch_size):
+                            max_batch_size=per_batch):
         batch = [rows[r] for r in sub]
         ids, pos, _ = packed_row_inputs(
             [[groups[g].prefix for g in row] for row in batch], pad_id=pad_id, device=device)
@@ -305,13 +325,14 @@ def packed_shared_hidden(
         _check_cache(past)
         for b, row in enumerate(batch):
             for g, (begin, n, _, _) in zip(row, segments[b], strict=True):
-                kv[g] = [(layer.keys[b, :, begin : begin + n], layer.values[b, :, begin : begin + n])
+                span = slice(begin, begin + n)
+                kv[g] = [(layer.keys[b, :, span], layer.values[b, :, span])
                          for layer in past.layers]
         del out, past
 
     conts = [(g, suffix) for g, group in enumerate(groups) for suffix in group.suffixes]
     c_rows = plan_shared_rows([c[0] for c in conts], [len(c[1]) for c in conts], plens,
-                              row_tokens)
+                              row_tokens, max_batch_size)
     layouts: list[list[tuple[int, int]]] = []
     for row in c_rows:
         places: list[tuple[int, int]] = []
@@ -327,7 +348,7 @@ def packed_shared_hidden(
     result: list[Any] = [None] * len(conts)
     budget = token_budget or len(c_rows) * (max(keys_part) + max(own_part))
     for sub in plan_batches(own_part, widths=keys_part, token_budget=budget,
-                            batch_overhead=batch_overhead, max_batch_size=max_batch_size):
+                            batch_overhead=batch_overhead, max_batch_size=per_batch):
         batch = [c_rows[r] for r in sub]
         width = max(keys_part[r] for r in sub)
         ids, pos, last = packed_row_inputs(
