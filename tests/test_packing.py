@@ -249,3 +249,18 @@ def test_one_row_kernels_get_every_sequence_of_a_forward_in_one_row(models, monk
     assert max_diff(scorer.score(requests), ref) <= TOL
     assert scorer.stats["forward_passes"] == 1
     assert "rows of up to 100000 tokens, one per forward pass" in scorer.stats()["packing"]
+
+
+@pytest.mark.parametrize("sharing", ["off", "on"])
+def test_packed_batches_back_off_on_out_of_memory(models, small_rows, sharing):
+    from prbench.testing import token_slot_limit
+
+    requests = best_of_n_requests() + mixed_requests()
+    ref = build(models["llama"], packing="off", prefix_sharing="off").score(requests)
+    scorer = build(models["llama"], packing="on", prefix_sharing=sharing, prefix_min_tokens=4,
+                   batch_tokens=3000)
+    scorer._load()
+    with token_slot_limit(scorer._parts[0], 400) as device:  # one row (<= 300) fits
+        out = scorer.score(requests)
+    assert device["failures"] > 0 and scorer.stats["oom_retries"] > 0
+    assert max_diff(out, ref) <= TOL

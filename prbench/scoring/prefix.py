@@ -22,6 +22,11 @@ once, and a layer assembles the rows' view of them only while it runs (see
 :func:`shared_prefix_hidden`). Whether sharing is exact for a model is checked on a bounded
 sample of a group (:func:`check_sample`), so the check fits the same budget as any batch.
 
+:func:`prbench.scoring.packing.packed_shared_hidden` is the same computation without padding
+(prompts packed in rows, several groups' continuations per row under a block mask), for
+``packing=on``; it reuses this module's cache (:func:`_prefix_cache` takes several prompts side
+by side in a row).
+
 Only models whose every layer uses full attention (no sliding window, no linear/recurrent layers)
 and whose cache is a plain :class:`transformers.DynamicCache` are supported; see
 :func:`prefix_sharing_support`.
