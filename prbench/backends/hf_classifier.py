@@ -19,6 +19,8 @@ appears in the text (pad = eos is common). With ``pooling=model`` the pad tokens
 input are not run (the token read is the one before them, as in the model's own forward; in a
 causal decoder later tokens do not change it), so prefix sharing groups the sequences as scored.
 Other models (BERT-style encoders, custom heads) run their own ``forward`` with right padding.
+With ``packing`` (on by default on a GPU), such decoders run the sequences of a forward pass end
+to end in rows instead of padded batches, prefix sharing included (:mod:`prbench.scoring.packing`).
 
 ``input_format=released`` instead reproduces the paper's released pointwise script exactly: the
 chat ``[user: question, assistant: answer]`` rendered to text, tokenised with the tokenizer's

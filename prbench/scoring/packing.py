@@ -39,8 +39,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-#: The most tokens of one packed row on an accelerator (a longer sequence gets a row of its own).
-#: Measured on one H200 against padded batches: see docs/scale.md.
+#: The most tokens of one packed row (a longer sequence gets a row of its own): bounds the dense
+#: attention of an ``sdpa``/``eager`` row (see above). Not yet measured on a GPU (docs/scale.md).
 PACK_ROW_TOKENS = 2048
 
 #: The attention implementations that take prbench's 4-D mask (packed prefix sharing).
