@@ -247,8 +247,8 @@ def block_mask(
             allowed[r, 0, q, keys_before + begin : keys_before + begin + length] = causal[
                 :length, :length]
             end = max(end, begin + length)
-        for col in range(end, width):
-            allowed[r, 0, col, keys_before + col] = True
+        slack = torch.arange(end, width)
+        allowed[r, 0, slack, keys_before + slack] = True
     allowed = allowed.to(device)
     if not additive:
         return allowed
