@@ -140,10 +140,16 @@ def test_packing_on_without_a_decoder_head_is_one_clear_error(tmp_path):
     tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
                                "{% endfor %}")
     tokenizer.save_pretrained(folder)
-    scorer = build(folder, packing="on")
-    with pytest.raises(ValueError, match=r"packing='on' but this model cannot pack sequences: "
-                                         r"the model pools in its own forward"):
-        scorer.score(mixed_requests()[:2])
+    from prbench.errors import PrbenchUserError
+    from prbench.scoring.runtime import build_runtime
+
+    rt = build_runtime("hf-classifier", {"pretrained": str(folder), "packing": "on",
+                                         "cache": False, "progress": False})
+    with pytest.raises(PrbenchUserError) as error:  # the CLI's one error line, as it is
+        rt.score(mixed_requests()[:2])
+    assert str(error.value) == (
+        "hf-classifier: packing='on' but this model cannot pack sequences: the model pools in "
+        "its own forward (no decoder with a linear score head); use packing=auto or packing=off")
     auto = build(folder, packing="auto")
     auto.score(mixed_requests()[:2])
     assert auto.describe()["resolved"]["packing"].startswith("off: the model pools")

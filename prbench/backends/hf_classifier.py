@@ -251,7 +251,7 @@ class HFClassifierScorer(UnscoredInputs):
         keeps them there. ``on`` packs wherever the model can, else it is an error.
 
         Raises:
-            ValueError: ``packing=on`` and the model cannot pack (the reason named).
+            OptionsError: ``packing=on`` and the model cannot pack (the reason named).
         """
         from prbench.scoring.packing import one_row_only, packing_support, shared_packing_support
 
@@ -272,7 +272,10 @@ class HFClassifierScorer(UnscoredInputs):
             ok, why = self._packing_probe()
         if not ok:
             if opts.packing == "on":
-                raise ValueError(f"packing='on' but this model cannot pack sequences: {why}")
+                from prbench.options import OptionsError
+
+                raise OptionsError(f"{self.component}: packing='on' but this model cannot pack "
+                                   f"sequences: {why}; use packing=auto or packing=off")
             self._packing_note = f"off: {why}"
             return
         self._packing = True
