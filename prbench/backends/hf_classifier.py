@@ -300,7 +300,7 @@ class HFClassifierScorer(UnscoredInputs):
         return max(1, min(PACK_ROW_TOKENS, self._budget.current))
 
     def _packing_probe(self) -> tuple[bool, str]:
-        """Score two probe inputs packed in one row and padded; they must agree.
+        """Score three probe inputs packed (as runs pack them) and padded; they must agree.
 
         A model whose code ignores the packed boundaries (e.g. a mask of its own that transformers'
         packed path does not reach) gives other scores packed: it then keeps padded batches.
