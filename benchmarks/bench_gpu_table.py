@@ -8,15 +8,17 @@ prints one table, the same rows on a CPU and on CUDA:
 
 - ``question-only`` and ``top-10 profile`` throughput: the released path (the authors' plain HF
   forward: dataset order, batches of 8, padded to the longest; same device and dtype), the
-  prbench runtime (``hf-classifier``, score cache off) and the FLOP floor (each prompt once, each
-  answer once, no padding, at the measured peak);
+  prbench runtime (``hf-classifier``, score cache off), the same with ``packing=on`` (sequences
+  packed end to end in rows, no padding; max |Δ| against the padded runtime) and the FLOP floor
+  (each prompt once, each answer once, no padding, at the measured peak);
 - ``chunk sweep``: the runtime's ``chunk_size`` on the question-only pairs;
 - ``drift``: the same pair's scores alone (one sequence per forward) against inside different
   batches — prbench's, other neighbours, the released path's — as max |Δ| and verdict flips;
 - ``oom back-off``: the drift pairs on a simulated device that holds a fixed number of token
   slots (:func:`prbench.testing.token_slot_limit`), against a clean run (question-only: on a
   CPU a profile input is batched alone, so it could never run out of memory in a batch);
-- ``best-of-16``: N candidates of a top-10-profile prompt with prefix sharing against without.
+- ``best-of-16``: N candidates of a top-10-profile prompt with prefix sharing against without,
+  and prefix sharing with ``packing=on``.
 
 Times are wall-clock seconds with CUDA synchronised, after a warm-up, best of ``--repeats``. MFU is
 the floor's FLOPs (see ``_common.py``: ``2 * N * tokens`` with ``N`` the non-embedding parameters,
@@ -71,6 +73,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
             "chunks": "4,16,64", "drift_pairs": 16},
 }
 COLUMNS = ("section", "row", "items", "wall s", "items/s", "MFU", "vs ref", "notes")
+#: ``--sections`` names: the throughput sections, the chunk sweep, drift, OOM back-off, Best-of-N.
+SECTIONS = ("throughput", "chunks", "drift", "oom", "bon")
 
 
 @dataclasses.dataclass
@@ -183,6 +187,7 @@ class Table:
         flops, tokens = self.floor(rt.scorer, requests)
         rt.close()
         diff = _max_diff(released, ours)
+        packed = self.packed_row(section, requests, ours, flops, t_rel)
         self.add(
             Row(section, "released path (HF forward, batch 8)", n, "pairs", t_rel,
                 self.mfu(flops, t_rel), 1.0,
@@ -194,9 +199,32 @@ class Table:
                 f"vs released {diff:.1e}; sharing: {sharing}",
                 {"slots": p_slots // reps, "real_tokens": p_real // reps,
                  "max_diff_vs_released": diff, "prefix_sharing": sharing}),
+            packed,
             self._floor_row(section, n, "pairs", flops, tokens, t_rel),
         )
         return ours, released
+
+    def packed_row(self, section: str, requests: list[Any], padded: list[float], flops: int,
+                   ref: float, unit: str = "pairs", **options: Any) -> Row:
+        """The prbench runtime with ``packing=on`` (rows without padding) against padded batches.
+
+        ``padded`` are the same requests' scores from padded batches (the row reports max |Δ|).
+        """
+        reps, items = self.args.repeats, len(requests) // (2 if unit == "pairs" else 1)
+        rt = self.runtime(packing="on", **options)
+        before = dict(rt.scorer.stats)
+        secs, scores = best_of(reps, lambda: rt.score(requests), self.device)
+        slots = rt.scorer.stats["padded_tokens"] - before["padded_tokens"]
+        real = rt.scorer.stats["real_tokens"] - before["real_tokens"]
+        note = rt.scorer.stats()["packing"]
+        rt.close()
+        diff = _max_diff(padded, scores)
+        name = "prbench runtime, packed" if unit == "pairs" else "prefix sharing, packed"
+        return Row(section, name, items, unit, secs, self.mfu(flops, secs), ref / secs,
+                   f"{slots / reps / 1e3:.1f}k slots, {1 - real / slots:.0%} padding; max|Δ| vs "
+                   f"padded {diff:.1e}; packing: {note}",
+                   {"slots": slots // reps, "real_tokens": real // reps,
+                    "max_diff_vs_padded": diff, "packing": note})
 
     def chunk_sweep(self, requests: list[Any], chunks: Sequence[int]) -> None:
         """The runtime's chunk size: time and MFU per size, against the first size."""
@@ -323,6 +351,8 @@ class Table:
         flops, tokens = self.floor(shared.scorer, flat)
         shared.close()
         diff = _max_diff(s_plain, s_shared)
+        packed = self.packed_row(section, flat, s_shared, flops, t_plain, unit="cands",
+                                 prefix_sharing="auto")
         self.add(
             Row(section, "no sharing", n, "cands", t_plain, self.mfu(flops, t_plain), 1.0,
                 f"{len(groups)} prompt(s) x {len(groups[0])}"),
@@ -330,6 +360,7 @@ class Table:
                 t_plain / t_shared,
                 f"{saved / 1e3:.1f}k tokens saved; max|Δ| {diff:.1e}; sharing: {state}",
                 {"saved_tokens": saved, "max_diff": diff, "prefix_sharing": state}),
+            packed,
             self._floor_row(section, n, "cands", flops, tokens, t_plain),
         )
 
@@ -379,7 +410,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="matmul size for the peak (0: 8192 on CUDA, 1024 on a CPU)")
     parser.add_argument("--threads", type=int, default=0, help="CPU torch threads (0: as is)")
     parser.add_argument("--json", metavar="OUT", help="also write the figures to this JSON file")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)};"
+                        " drift needs throughput)")
     args = parser.parse_args(argv)
+    args.sections = [x.strip() for x in str(args.sections).split(",") if x.strip()]
+    unknown = [x for x in args.sections if x not in SECTIONS]
+    if unknown or not args.sections:
+        parser.error(f"--sections: unknown section {', '.join(unknown) or '(none)'}; choose from "
+                     f"{', '.join(SECTIONS)}")
+    if "drift" in args.sections and "throughput" not in args.sections:
+        parser.error("--sections: drift compares against the throughput section's scores")
     try:
         args.device, args.dtype = resolve(args.device, args.dtype)
     except ValueError as exc:
@@ -446,12 +487,18 @@ def _run_table(args: argparse.Namespace, start: float) -> dict[str, Any]:
             naive_scores(model, tokenizer, table.warm)
             question = make_requests(args.pairs, profile=False, seed=1)
             profile = make_requests(args.profile_pairs, profile=True, seed=2)
-            batched, released = table.throughput("question-only", question)
-            table.throughput("top-10 profile", profile)
-            table.chunk_sweep(question, args.chunks)
-            table.drift(question, batched, released)
-            table.oom(question[: 2 * args.drift_pairs])
-            table.best_of_n(make_groups(args.bon_prompts, args.n, seed=7))
+            wanted = set(args.sections)
+            if "throughput" in wanted:
+                batched, released = table.throughput("question-only", question)
+                table.throughput("top-10 profile", profile)
+            if "chunks" in wanted:
+                table.chunk_sweep(question, args.chunks)
+            if "drift" in wanted:
+                table.drift(question, batched, released)
+            if "oom" in wanted:
+                table.oom(question[: 2 * args.drift_pairs])
+            if "bon" in wanted:
+                table.best_of_n(make_groups(args.bon_prompts, args.n, seed=7))
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
              else f"CPU, {torch.get_num_threads()} thread(s)")
     total = sum(p.numel() for p in model.parameters())

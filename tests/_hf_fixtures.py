@@ -158,7 +158,7 @@ def build_tokenizer(
 def build_tiny_model(
     path: str | Path,
     *,
-    arch: Literal["llama", "qwen2"] = "llama",
+    arch: Literal["llama", "qwen2", "qwen3", "mistral", "gemma2"] = "llama",
     kind: Literal["seq-cls", "causal-lm"] = "seq-cls",
     hidden_size: int = 32,
     num_layers: int = 2,
@@ -178,7 +178,8 @@ def build_tiny_model(
 
     Args:
         path: the folder to write (created); load it with ``from_pretrained(path)``.
-        arch: ``"llama"`` or ``"qwen2"``.
+        arch: ``"llama"``, ``"qwen2"``, ``"qwen3"``, ``"mistral"`` (sliding-window attention) or
+            ``"gemma2"`` (sliding-window and full layers in turn, soft-capped logits).
         kind: ``"seq-cls"`` (``*ForSequenceClassification``, a reward model) or ``"causal-lm"``.
         hidden_size: model width.
         num_layers: decoder layers.
@@ -201,8 +202,11 @@ def build_tiny_model(
     from transformers import (
         AutoModelForCausalLM,
         AutoModelForSequenceClassification,
+        Gemma2Config,
         LlamaConfig,
+        MistralConfig,
         Qwen2Config,
+        Qwen3Config,
     )
 
     path = Path(path)
@@ -215,8 +219,15 @@ def build_tiny_model(
         pad_token=pad_token,
         template=template,
     )
-    config_cls = {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch]
+    config_cls = {"llama": LlamaConfig, "qwen2": Qwen2Config, "qwen3": Qwen3Config,
+                  "mistral": MistralConfig, "gemma2": Gemma2Config}[arch]
+    extra: dict[str, Any] = {}
+    if arch in ("qwen3", "gemma2", "mistral"):  # their default head_dim is a real model's
+        extra["head_dim"] = hidden_size // num_heads
+    if arch in ("mistral", "gemma2"):  # a window shorter than the inputs, so it matters
+        extra["sliding_window"] = 16
     config = config_cls(
+        **extra,
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size or 2 * hidden_size,

@@ -101,11 +101,11 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
     names = {s: [r["name"] for r in rows if r["section"] == s] for s in sections}
     for s in ("question-only", "top-10 profile"):
         assert names[s] == ["released path (HF forward, batch 8)", "prbench runtime",
-                            "FLOP floor (at the measured peak)"]
+                            "prbench runtime, packed", "FLOP floor (at the measured peak)"]
     assert names["chunk sweep"] == ["chunk_size 2", "chunk_size 4"]
     assert names["drift (float32)"][0] == "alone (one sequence per forward)"
     assert len(names["drift (float32)"]) == 4
-    assert names["best-of-3"] == ["no sharing", "prefix sharing",
+    assert names["best-of-3"] == ["no sharing", "prefix sharing", "prefix sharing, packed",
                                   "FLOP floor (at the measured peak)"]
     # MFU is the floor's FLOPs over (wall x the peak timed in this run): positive and finite under
     # any load, but not at most 1 (the peak is timed while other work may slow it down, issue 28)
@@ -116,10 +116,10 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
             assert math.isfinite(r["mfu"]) and r["mfu"] > 0, r
             assert r["rate"] == pytest.approx(r["items"] / r["wall"])
     for s in ("question-only", "top-10 profile"):  # one floor per section: MFU x wall is fixed
-        released, ours, floor = (r for r in rows if r["section"] == s)
+        released, ours, packed, floor = (r for r in rows if r["section"] == s)
         assert floor["mfu"] == 1.0 and floor["wall"] == pytest.approx(
             floor["figures"]["flops"] / peak)
-        for r in (released, ours):
+        for r in (released, ours, packed):
             assert r["mfu"] * r["wall"] == pytest.approx(floor["wall"]), r
     alone, *drift = [r for r in rows if r["section"].startswith("drift")]
     assert all(r["figures"]["flips"] == 0 and r["figures"]["max_diff"] < 1e-4 for r in drift)
@@ -135,11 +135,31 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
     assert oom["max_diff"] < 1e-5
     assert all(r["figures"]["max_diff_vs_released"] < 1e-4 for r in rows
                if r["name"] == "prbench runtime")
+    # packed rows: the padded runtime's scores (float32), without the padding
+    packed_rows = [r for r in rows if r["name"].endswith(", packed")]
+    assert len(packed_rows) == 3
+    for r in packed_rows:
+        assert r["figures"]["max_diff_vs_padded"] <= 1e-5, r
+        assert r["figures"]["packing"].startswith("on (option"), r
     lines = bench_gpu_table.format_table([bench_gpu_table.Row(**{
         k: v for k, v in r.items() if k != "rate"}) for r in rows])
     assert lines[0].split() == ["section", "row", "items", "wall", "s", "items/s", "MFU", "vs",
                                 "ref", "notes"]
     assert len([line for line in lines[2:] if line]) == len(rows)
+
+
+def test_sections_run_alone_and_packed_best_of_n_matches_padded() -> None:
+    result = bench_gpu_table.main([
+        "--device", "cpu", "--shape", "tiny", "--sections", "bon", "--bon-prompts", "1",
+        "--n", "3", "--peak-size", "64",
+    ])
+    rows = result["rows"]
+    assert [r["name"] for r in rows] == ["no sharing", "prefix sharing", "prefix sharing, packed",
+                                         "FLOP floor (at the measured peak)"]
+    packed = rows[2]["figures"]
+    assert packed["max_diff_vs_padded"] <= 1e-5
+    assert packed["packing"].startswith("on (option") and "shared prompts packed too" in (
+        packed["packing"])
 
 
 @pytest.mark.parametrize(
@@ -150,6 +170,8 @@ def test_the_table_runs_on_a_cpu_with_every_section(tmp_path: Path) -> None:
         (["--pairs", "0"], "--pairs must be at least 1"),
         (["--dtype", "bf32"], "invalid choice: 'bf32'"),
         (["--json", "/no/such/folder/t.json"], "--json: folder /no/such/folder does not exist"),
+        (["--sections", "throughput,packing"], "--sections: unknown section packing"),
+        (["--sections", "drift"], "--sections: drift compares against the throughput"),
     ],
 )
 def test_mistakes_are_one_error_line(

@@ -283,7 +283,7 @@ def test_continuations_share_the_prefix_states_and_stay_inside_the_budget(model:
     past = out.past_key_values
     kv = [[(layer.keys[0], layer.values[0]) for layer in past.layers]] * 2
     kv[1] = [(k[:, :30], v[:, :30]) for k, v in kv[0]]
-    cache = _prefix_cache(kv, [0, 0, 1], [40, 30])
+    cache = _prefix_cache(kv, [[(0, 0)], [(0, 0)], [(1, 0)]], 40)  # (group, offset) per row
     for layer, (k, _) in zip(cache.layers, kv[0], strict=True):
         assert layer.keys.untyped_storage().data_ptr() == k.untyped_storage().data_ptr()
     new = torch.randn(3, kv[0][0][0].shape[0], 2, kv[0][0][0].shape[-1])

@@ -412,7 +412,7 @@ def test_installed_template_is_listed_with_version_and_scorer(site: Path) -> Non
     assert "min_word_length: int = 4" in scorers.stdout
     # every scorer's listing ends with the runtime's options (cache, chunking, progress)
     assert "scorer runtime's options" in scorers.stdout
-    assert "chunk_size: int = 256" in scorers.stdout and "cache: bool = True" in scorers.stdout
+    assert "chunk_size: int = 0" in scorers.stdout and "cache: bool = True" in scorers.stdout
 
 
 def test_load_plugins_env_var(site: Path) -> None:

@@ -447,9 +447,34 @@ def test_build_runtime_splits_and_validates_options(tmp_path):
     with pytest.raises(OptionsError, match=r"unknown option 'chunk_sise'.*'chunk_size'"):
         build_runtime("length", {"chunk_sise": 3})
     with pytest.raises(OptionsError, match="chunk_size' must be at least 1"):
-        build_runtime("length", {"chunk_size": 0})
+        build_runtime("length", {"chunk_size": -1})
+    assert build_runtime("length", {"chunk_size": 0}).chunk_size == 256  # no default of its own
     with pytest.raises(OptionsError, match="cache"):
         build_runtime("length", {"cache": "maybe"})
+
+
+class OwnChunk(Fake):
+    """A scorer that names its own chunk size (as ``hf-classifier`` does per device)."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value
+
+    def default_chunk_size(self) -> object:
+        return self.value
+
+
+def test_chunk_size_zero_takes_the_scorers_default():
+    assert ScorerRuntime(OwnChunk(7), cache=False, progress=False).chunk_size == 7
+    assert ScorerRuntime(OwnChunk(7), cache=False, progress=False, chunk_size=3).chunk_size == 3
+    assert ScorerRuntime(Fake(), cache=False, progress=False).chunk_size == 256
+    rt = ScorerRuntime(OwnChunk(2), cache=False, progress=False)
+    rt.score([_req(i, q=str(i)) for i in range(5)])
+    assert rt.stats()["chunks"] == 3 and rt.describe()["runtime"]["chunk_size"] == 2
+    for bad in (0, "8", True, 2.5):
+        with pytest.raises(ScorerFaultError,
+                           match=r"default_chunk_size\(\) must return a positive"):
+            ScorerRuntime(OwnChunk(bad), cache=False, progress=False)
 
 
 # -- a damaged cache ------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ appears in the text (pad = eos is common). With ``pooling=model`` the pad tokens
 input are not run (the token read is the one before them, as in the model's own forward; in a
 causal decoder later tokens do not change it), so prefix sharing groups the sequences as scored.
 Other models (BERT-style encoders, custom heads) run their own ``forward`` with right padding.
+With ``packing`` (on by default on a GPU), such decoders run the sequences of a forward pass end
+to end in rows instead of padded batches, prefix sharing included (:mod:`prbench.scoring.packing`).
 
 ``input_format=released`` instead reproduces the paper's released pointwise script exactly: the
 chat ``[user: question, assistant: answer]`` rendered to text, tokenised with the tokenizer's
@@ -65,6 +67,11 @@ logger = logging.getLogger(__name__)
 
 #: Bump when a change alters scores for the same options (invalidates cached scores).
 SCORER_VERSION = 1
+
+#: Requests per runtime chunk on a CUDA device when ``chunk_size`` is left at 0 (auto). Measured
+#: on one H200 (docs/scale.md, llama-3.1-8b shape, bf16, 1,024 question-only pairs): 84.9 pairs/s
+#: at 2048 against 76.4 at 256 and 78.6 at 512.
+CUDA_CHUNK_SIZE = 2048
 
 
 class RunStats(dict[str, int]):
@@ -162,6 +169,9 @@ class HFClassifierScorer(UnscoredInputs):
         self._sharing_checked = False  # decided by the check (here or by an earlier run)
         self._adopted: bool | None = None  # the check's outcome stored with the score cache
         self._budget: Any = None  # an AdaptiveLimit once loaded: what back-offs learn stays
+        self._packing = False  # plain forwards packed (decided on load)
+        self._shared_packing = False  # prefix sharing's forwards packed too
+        self._packing_note = "not loaded"
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -230,7 +240,86 @@ class HFClassifierScorer(UnscoredInputs):
         self._budget = AdaptiveLimit(opts.batch_tokens or auto_token_budget(
             model, self.device, kv_cache=self._sharing is not False, max_length=opts.max_length
         ))
+        self._decide_packing(model)
         return model
+
+    def _decide_packing(self, model: Any) -> None:
+        """Pack forwards or not (``packing``), and say why in ``resolved.packing``.
+
+        ``auto`` packs on an accelerator where the model supports it and a packed probe scores
+        as a padded one; on a CPU padded batches measured faster (docs/scale.md), so ``auto``
+        keeps them there. ``on`` packs wherever the model can, else it is an error.
+
+        Raises:
+            OptionsError: ``packing=on`` and the model cannot pack (the reason named).
+        """
+        from prbench.scoring.packing import one_row_only, packing_support, shared_packing_support
+
+        opts = self.options
+        if self.released:
+            self._packing_note = f"off (input_format={opts.input_format})"
+            return
+        if opts.packing == "off":
+            self._packing_note = "off (option)"
+            return
+        ok, why = packing_support(model, self._parts[0]) if self._parts else (
+            False, "the model pools in its own forward (no decoder with a linear score head)")
+        if ok and opts.packing == "auto" and self.device.type == "cpu":
+            self._packing_note = ("off (auto: padded batches are faster on a CPU; packing=on "
+                                  "packs)")
+            return
+        if ok:
+            ok, why = self._packing_probe()
+        if not ok:
+            if opts.packing == "on":
+                from prbench.options import OptionsError
+
+                raise OptionsError(f"{self.component}: packing='on' but this model cannot pack "
+                                   f"sequences: {why}; use packing=auto or packing=off")
+            self._packing_note = f"off: {why}"
+            return
+        self._packing = True
+        shared, reason = shared_packing_support(model)
+        self._shared_packing = shared
+        one = ", one per forward pass (flash attention)" if one_row_only(model) else ""
+        self._packing_note = (
+            f"on ({'option' if opts.packing == 'on' else 'auto'}; rows of up to "
+            f"{self._row_tokens()} tokens{one}; shared prompts "
+            + ("packed too)" if shared else f"padded: {reason})"))
+
+    def _row_tokens(self) -> int:
+        """The most tokens of a packed row: the module's row size, within the token budget.
+
+        A kernel that reads packed boundaries only in one row (flash attention) gets rows as
+        long as the token budget, one per forward pass.
+        """
+        from prbench.scoring.packing import PACK_ROW_TOKENS, one_row_only
+
+        if one_row_only(self.model):
+            return max(1, self._budget.current)
+        return max(1, min(PACK_ROW_TOKENS, self._budget.current))
+
+    def _packing_probe(self) -> tuple[bool, str]:
+        """Score three probe inputs packed (as runs pack them) and padded; they must agree.
+
+        A model whose code ignores the packed boundaries (e.g. a mask of its own that transformers'
+        packed path does not reach) gives other scores packed: it then keeps padded batches.
+        """
+        from prbench.scoring.packing import one_row_only
+
+        short = self.encoder.encode(["Is this right?"], ["Yes."], [""])[0].ids
+        long = self.encoder.encode(["Which one, and why?"], ["The second one, clearly."],
+                                   [""])[0].ids
+        seqs = [long, short, short]  # packed as the runs pack: several rows, or one
+        rows = [seqs] if one_row_only(self.model) else [seqs[:2], seqs[2:]]
+        padded = self._forward_plain(seqs, count=False)
+        packed = self._forward_packed(rows, count=False)
+        tol = 1e-3 if self.dtype_name == "float32" else 5e-2
+        worst = max(abs(a - b) / (1.0 + abs(a)) for a, b in zip(padded, packed, strict=True))
+        if not worst <= tol:
+            return False, (f"packed and padded probe scores differ by {worst:.1e} (> {tol:.0e}): "
+                           "the model does not honour packed sequence boundaries")
+        return True, ""
 
     def _pooling_note(self) -> str:
         """Which token is read, in words (the manifest's ``resolved.pooling``)."""
@@ -292,7 +381,7 @@ class HFClassifierScorer(UnscoredInputs):
 
     # -- forward ---------------------------------------------------------------------------------
 
-    def _forward_plain(self, seqs: Sequence[Sequence[int]]) -> list[float]:
+    def _forward_plain(self, seqs: Sequence[Sequence[int]], count: bool = True) -> list[float]:
         import torch
 
         from prbench.scoring.engine import last_token_index, pad_batch
@@ -309,11 +398,41 @@ class HFClassifierScorer(UnscoredInputs):
                 logits = head(hidden[rows, last_token_index(mask)])
             else:
                 logits = self.model(input_ids=ids, attention_mask=mask).logits
-        self.stats["forward_passes"] += 1
-        self.stats["padded_tokens"] += int(mask.numel())
-        self.stats["real_tokens"] += int(mask.sum())
+        if count:
+            self.stats["forward_passes"] += 1
+            self.stats["padded_tokens"] += int(mask.numel())
+            self.stats["real_tokens"] += int(mask.sum())
         if self.released:
             return released_rewards(logits)
+        return logits[:, self.options.label_index].float().cpu().tolist()
+
+    def _forward_packed(
+        self, rows: Sequence[Sequence[Sequence[int]]], count: bool = True
+    ) -> list[float]:
+        """Score sequences packed end to end in rows (transformers' packed path).
+
+        Position ids restart at 0 for each sequence and no attention mask is passed: the model's
+        mask builder then keeps the sequences apart (:mod:`prbench.scoring.packing`).
+
+        Returns:
+            One score per sequence, row by row.
+        """
+        import torch
+
+        from prbench.scoring.packing import packed_row_inputs
+
+        base, head = self._parts  # type: ignore[misc]
+        ids, pos, last = packed_row_inputs(rows, pad_id=self.pad_id, device=self.device)
+        with torch.inference_mode():
+            hidden = base(input_ids=ids, position_ids=pos, use_cache=False).last_hidden_state
+            r_idx = torch.as_tensor([r for r, ends in enumerate(last) for _ in ends],
+                                    device=hidden.device)
+            c_idx = torch.as_tensor([c for ends in last for c in ends], device=hidden.device)
+            logits = head(hidden[r_idx, c_idx])
+        if count:
+            self.stats["forward_passes"] += 1
+            self.stats["padded_tokens"] += int(ids.numel())
+            self.stats["real_tokens"] += sum(len(s) for row in rows for s in row)
         return logits[:, self.options.label_index].float().cpu().tolist()
 
     def _forward_shared(self, groups: Sequence[Any]) -> list[list[float]]:
@@ -324,13 +443,25 @@ class HFClassifierScorer(UnscoredInputs):
 
         base, head = self._parts  # type: ignore[misc]
         with torch.inference_mode():
-            hidden = shared_prefix_hidden(
-                base, groups, pad_id=self.pad_id, device=self.device, counter=self.stats,
-                pad_free_from=pad_free_threshold(self.device),
-                batch_overhead=batch_overhead_tokens(self.device),
-                max_batch_size=self.options.max_batch_size or None,
-                token_budget=self._budget.current,
-            )
+            if self._shared_packing:
+                from prbench.scoring.packing import attention_kind, packed_shared_hidden
+
+                hidden = packed_shared_hidden(
+                    base, groups, pad_id=self.pad_id, device=self.device, counter=self.stats,
+                    row_tokens=self._row_tokens(),
+                    additive=attention_kind(self.model) == "eager",
+                    batch_overhead=batch_overhead_tokens(self.device),
+                    max_batch_size=self.options.max_batch_size or None,
+                    token_budget=self._budget.current,
+                )
+            else:
+                hidden = shared_prefix_hidden(
+                    base, groups, pad_id=self.pad_id, device=self.device, counter=self.stats,
+                    pad_free_from=pad_free_threshold(self.device),
+                    batch_overhead=batch_overhead_tokens(self.device),
+                    max_batch_size=self.options.max_batch_size or None,
+                    token_budget=self._budget.current,
+                )
             logits = head(torch.stack(hidden))[:, self.options.label_index].float().cpu().tolist()
         out, k = [], 0
         for g in groups:
@@ -387,15 +518,57 @@ class HFClassifierScorer(UnscoredInputs):
     def _run_plain(
         self, seqs: Sequence[Sequence[int]], stats: Any, on_batch: Any = None
     ) -> list[float]:
-        """Score whole sequences in token-budgeted batches (the engine backs off on OOM)."""
+        """Score whole sequences in token-budgeted batches (the engine backs off on OOM).
+
+        With packing, the sequences are first packed into rows and the rows are the engine's
+        items (a batch of rows is one forward pass).
+        """
         from prbench.scoring.engine import batch_overhead_tokens, pad_free_threshold, run_batches
 
+        if self._packing:
+            return self._run_packed(seqs, stats, on_batch)
         return run_batches(
             [len(s) for s in seqs], lambda batch: self._forward_plain([seqs[i] for i in batch]),
             token_budget=self._budget, max_batch_size=self.options.max_batch_size or None,
             pad_free_from=pad_free_threshold(self.device),
             batch_overhead=batch_overhead_tokens(self.device), on_batch=on_batch, stats=stats,
         )
+
+    def _run_packed(
+        self, seqs: Sequence[Sequence[int]], stats: Any, on_batch: Any = None
+    ) -> list[float]:
+        """:meth:`_run_plain` with the sequences packed into rows (``packing`` on)."""
+        from prbench.scoring.engine import batch_overhead_tokens, run_batches
+        from prbench.scoring.packing import one_row_only, plan_rows, row_width
+
+        lengths = [len(s) for s in seqs]
+        cap = self.options.max_batch_size or None  # sequences per forward: a row, run alone
+        rows = plan_rows(lengths, row_width(lengths, self._row_tokens()), cap)
+
+        def forward(batch: list[int]) -> list[list[float]]:
+            flat = self._forward_packed([[seqs[i] for i in rows[r]] for r in batch])
+            out, k = [], 0
+            for r in batch:
+                out.append(flat[k : k + len(rows[r])])
+                k += len(rows[r])
+            return out
+
+        def done(batch: list[int], out: list[list[float]]) -> None:
+            if on_batch is not None:
+                on_batch([i for r in batch for i in rows[r]], [s for o in out for s in o])
+
+        one_row = one_row_only(self.model) or cap is not None
+        per_row = run_batches(
+            [sum(lengths[i] for i in row) for row in rows], forward, token_budget=self._budget,
+            max_batch_size=1 if one_row else None,
+            batch_overhead=batch_overhead_tokens(self.device), on_batch=done, stats=stats,
+            weights=[len(row) for row in rows],
+        )
+        scores = [math.nan] * len(seqs)
+        for row, values in zip(rows, per_row, strict=True):
+            for i, value in zip(row, values, strict=True):
+                scores[i] = value
+        return scores
 
     def _run_shared(self, groups: Sequence[Any], stats: Any, on_batch: Any = None) -> list[Any]:
         """Score prefix groups in token-budgeted batches; a group alone may back off inside."""
@@ -506,6 +679,16 @@ class HFClassifierScorer(UnscoredInputs):
         self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated)
         return encoded
 
+    def default_chunk_size(self) -> int:
+        """Requests per runtime chunk when ``chunk_size`` is 0 (auto): per device, measured.
+
+        :data:`CUDA_CHUNK_SIZE` on a CUDA device, the runtime's default (256) elsewhere
+        (docs/scale.md has both tables).
+        """
+        from prbench.scoring.runtime_options import DEFAULT_CHUNK_SIZE
+
+        return CUDA_CHUNK_SIZE if self.device.type == "cuda" else DEFAULT_CHUNK_SIZE
+
     def fingerprint(self) -> str:
         """A hex id of everything that changes the scores (the score-cache key prefix).
 
@@ -565,6 +748,7 @@ class HFClassifierScorer(UnscoredInputs):
             **counts,
             "padded_fraction": 1.0 - real / slots if slots else 0.0,
             "prefix_sharing": self._sharing_state() if self.model_loaded else "not loaded",
+            "packing": self._packing_note,
             "token_budget": self.token_budget,
         }
 
@@ -583,6 +767,7 @@ class HFClassifierScorer(UnscoredInputs):
                 "chat_template_sha256": template_sha256(self.encoder.template),
                 "pooling": self._pooling,
                 "prefix_sharing": self._sharing_state(),
+                "packing": self._packing_note,
                 "token_budget": self.token_budget,
             },
             "stats": dict(self.stats),

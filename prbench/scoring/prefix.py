@@ -22,6 +22,11 @@ once, and a layer assembles the rows' view of them only while it runs (see
 :func:`shared_prefix_hidden`). Whether sharing is exact for a model is checked on a bounded
 sample of a group (:func:`check_sample`), so the check fits the same budget as any batch.
 
+:func:`prbench.scoring.packing.packed_shared_hidden` is the same computation without padding
+(prompts packed in rows, several groups' continuations per row under a block mask), for
+``packing=on``; it reuses this module's cache (:func:`_prefix_cache` takes several prompts side
+by side in a row).
+
 Only models whose every layer uses full attention (no sliding window, no linear/recurrent layers)
 and whose cache is a plain :class:`transformers.DynamicCache` are supported; see
 :func:`prefix_sharing_support`.
@@ -200,27 +205,30 @@ def _check_cache(cache: Any) -> None:
 
 
 def _prefix_cache(
-    kv: Sequence[Sequence[tuple[Any, Any]]], rows: Sequence[int], plens: Sequence[int]
+    kv: Sequence[Sequence[tuple[Any, Any]]], layout: Sequence[Sequence[tuple[int, int]]],
+    width: int,
 ) -> Any:
-    """A cache that shows each row its group's prefix states, without copying them per row.
+    """A cache that shows each row its groups' prefix states, without copying them per row.
 
     Each layer holds the groups' prefix keys and values once. When the layer runs, it builds the
-    tensor attention needs (every row's padded prefix followed by the new states) in one
-    allocation and does not keep it: the continuation's own states are not needed afterwards, so
-    no layer's copy outlives the layer and no second copy exists while it is built.
+    tensor attention needs (every row's prefixes, padded to ``width``, followed by the new
+    states) in one allocation and does not keep it: the continuation's own states are not needed
+    afterwards, so no layer's copy outlives the layer and no second copy exists while it is built.
 
     Args:
         kv: per group, per layer, the prefix ``(keys, values)`` of shape ``[heads, len, dim]``.
-        rows: the group of each row of the batch.
-        plens: each group's prefix length.
+        layout: per row of the batch, ``(group, offset)`` of each prefix it reads (one at offset
+            0 for a padded row; several side by side for a packed row).
+        width: the key positions before the new states (the longest row's prefixes).
     """
     import torch
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
-    width = max(plens[g] for g in rows)
-    by_group: dict[int, list[int]] = {}
-    for r, g in enumerate(rows):
-        by_group.setdefault(g, []).append(r)
+    by_place: dict[tuple[int, int], list[int]] = {}
+    for r, places in enumerate(layout):
+        for place in places:
+            by_place.setdefault(place, []).append(r)
+    first = layout[0][0][0]
 
     class PrefixLayer(DynamicLayer):
         """One layer's shared prefix states, read by every row and never extended."""
@@ -228,7 +236,7 @@ def _prefix_cache(
         def __init__(self, layer: int) -> None:
             super().__init__()
             self.index = layer
-            keys, values = kv[rows[0]][layer]
+            keys, values = kv[first][layer]
             self.lazy_initialization(keys, values)
             self.keys, self.values = keys.unsqueeze(0), values.unsqueeze(0)  # views: no copy
 
@@ -241,15 +249,15 @@ def _prefix_cache(
         def _joined(self, new: Any, part: int) -> Any:
             shape = (new.shape[0], new.shape[1], width + new.shape[2], new.shape[3])
             out = new.new_zeros(shape)
-            for g, members in by_group.items():
+            for (g, offset), members in by_place.items():
                 state = kv[g][self.index][part]
                 index = torch.as_tensor(members, device=new.device)
-                out[index, :, : plens[g]] = state.unsqueeze(0)
+                out[index, :, offset : offset + state.shape[1]] = state.unsqueeze(0)
             out[:, :, width:] = new
             return out
 
     cache = DynamicCache()
-    cache.layers = [PrefixLayer(layer) for layer in range(len(kv[rows[0]]))]
+    cache.layers = [PrefixLayer(layer) for layer in range(len(kv[first]))]
     return cache
 
 
@@ -349,7 +357,7 @@ def shared_prefix_hidden(
     ):
         rows = [conts[k][0] for k in chunk]
         width = max(plens[g] for g in rows)
-        cache = _prefix_cache(kv, rows, plens)
+        cache = _prefix_cache(kv, [[(g, 0)] for g in rows], width)
         prefix_mask = torch.zeros((len(rows), width), dtype=torch.long)
         for r, g in enumerate(rows):
             prefix_mask[r, : plens[g]] = 1

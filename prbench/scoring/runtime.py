@@ -90,7 +90,9 @@ class ScorerRuntime:
             its ``tags`` decide pairwise); ``None`` for an unregistered scorer.
         cache: use the persistent score cache (only if the scorer has ``fingerprint()``).
         cache_path: the score-cache file (default :func:`prbench.scoring.cache.default_cache_path`).
-        chunk_size: requests per scorer call (each chunk is cached before the next).
+        chunk_size: requests per scorer call (each chunk is cached before the next); 0: the
+            scorer's ``default_chunk_size()`` when it has one (e.g. per device), else
+            :data:`~prbench.scoring.runtime_options.DEFAULT_CHUNK_SIZE`.
         progress: show a progress bar.
         options: the scorer's validated options (recorded by :meth:`describe`).
         timeout: seconds one scorer call may take; a longer one ends the run with one
@@ -113,14 +115,15 @@ class ScorerRuntime:
         component: Any = None,
         cache: bool = True,
         cache_path: str | None = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int = 0,
         progress: bool = True,
         options: Any = None,
         pairwise: bool | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+        if chunk_size < 0:
+            raise ValueError(f"chunk_size must be at least 1 (or 0: the scorer's default), got "
+                             f"{chunk_size}")
         if not timeout >= 0:  # NaN too
             from prbench.options import OptionsError
 
@@ -147,7 +150,8 @@ class ScorerRuntime:
                 f"scorer {self.name!r} built a {type(scorer).__name__} without a {method}() method"
             )
         self.options = options
-        self.chunk_size = int(chunk_size)
+        #: requests per scorer call: the option, or the scorer's default when it was 0
+        self.chunk_size = int(chunk_size) or self._default_chunk_size()
         self.progress = bool(progress)
         self.cache_path = cache_path or None
         self.fingerprint = self._fingerprint()
@@ -200,6 +204,28 @@ class ScorerRuntime:
             raise ScorerFaultError(
                 f"{self.label}: fingerprint() must return a non-empty string (or None: no "
                 f"score cache), got {shown} ({type(value).__name__})"
+            )
+        return value
+
+    def _default_chunk_size(self) -> int:
+        """The scorer's ``default_chunk_size()`` (a positive int), else the runtime's default.
+
+        Raises:
+            ScorerFaultError: the scorer's method raised or returned something else.
+        """
+        attr = getattr(self.scorer, "default_chunk_size", None)
+        if not callable(attr):
+            return DEFAULT_CHUNK_SIZE
+        try:
+            value = attr()
+        except Exception as exc:
+            message = " ".join(str(exc).split()) or "(no message)"
+            raise ScorerFaultError(
+                f"{self.label}: default_chunk_size() failed: {type(exc).__name__}: {message}"
+            ) from exc
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ScorerFaultError(
+                f"{self.label}: default_chunk_size() must return a positive int, got {value!r}"
             )
         return value
 

@@ -13,7 +13,9 @@ from typing import Any
 
 from prbench.options import OptionsError, option_fields, suggest
 
-#: Requests per chunk sent to the scorer (and committed to the cache) by default.
+#: Requests per chunk sent to the scorer (and committed to the cache) by default, for a scorer
+#: that names no default of its own (``default_chunk_size()``; ``hf-classifier`` names one per
+#: device, see docs/scale.md).
 DEFAULT_CHUNK_SIZE = 256
 
 #: Seconds one scorer call (one chunk) may take by default: generous, yet never forever.
@@ -36,8 +38,10 @@ class RuntimeOptions:
         default="", metadata={"help": "score-cache SQLite file (default: <prbench cache>/scores/)"}
     )
     chunk_size: int = dataclasses.field(
-        default=DEFAULT_CHUNK_SIZE,
-        metadata={"help": "requests per scorer call; each chunk is cached before the next"},
+        default=0,
+        metadata={"help": "requests per scorer call; each chunk is cached before the next. 0 = "
+                  "auto: the scorer's default for its device (hf-classifier: 2048 on a GPU, "
+                  "256 on a CPU, both measured), else 256"},
     )
     progress: bool = dataclasses.field(default=True, metadata={"help": "show a progress bar"})
     call_timeout: float = dataclasses.field(
@@ -84,9 +88,10 @@ def split_options(
     runtime_raw = {k: raw[k] for k in RUNTIME_KEYS if k in raw}
     runtime = parse_options(RuntimeOptions, runtime_raw, component=f"{where} (runtime)")
     assert runtime is not None
-    if runtime.chunk_size < 1:
+    if runtime.chunk_size < 0:
         raise OptionsError(
-            f"{where}: option 'chunk_size' must be at least 1, got {runtime.chunk_size}"
+            f"{where}: option 'chunk_size' must be at least 1 (or 0: the scorer's default), got "
+            f"{runtime.chunk_size}"
         )
     if not runtime.call_timeout >= 0:  # NaN too
         raise OptionsError(
