@@ -17,8 +17,8 @@ Every markdown page a reader starts from (README.md, CONTRIBUTING.md, docs/*.md)
 
 The scorer ids come from prbench's built-ins, the plugins bundled in ``plugins/`` (``make setup``
 installs them) and the plugin CONTRIBUTING.md builds (``mymodel``, loaded from its snippet as a
-``--plugin`` file). The checker functions take text, so the planted faults below show that each
-check fails.
+``--plugin`` file); the task names also from the package ``prbench plugins new mymodel`` writes.
+The checker functions take text, so the planted faults below show that each check fails.
 """
 
 from __future__ import annotations
@@ -483,6 +483,7 @@ def make_targets(root: Path = ROOT) -> set[str]:
 def checker(tmp_path_factory: pytest.TempPathFactory) -> Checker:
     """A checker over prbench's built-ins, the bundled plugins and CONTRIBUTING's ``mymodel``."""
     from prbench.harness import tasks
+    from prbench.plugin_scaffold import write_plugin
     from prbench.plugins import PluginRegistry
 
     snippet = snippet_files("\n".join(
@@ -494,6 +495,14 @@ def checker(tmp_path_factory: pytest.TempPathFactory) -> Checker:
     missing = [p for p in bundled_plugin_names() if p not in registry.plugins]
     assert not missing, f"bundled plugins not installed (run `make setup`): {missing}"
     dirs = [path for path, _desc, _plugin in registry.task_dirs if Path(path).is_dir()]
+    # and the tasks of the snippet's plugin and of the package `prbench plugins new mymodel`
+    # writes (CONTRIBUTING starts there)
+    snippet_tasks = tmp_path_factory.mktemp("snippet_tasks")
+    for rel, text in snippet.items():
+        if rel.startswith("prbench_plugin_mymodel/tasks/"):
+            (snippet_tasks / Path(rel).name).write_text(text, encoding="utf-8")
+    new, _ = write_plugin("mymodel", tmp_path_factory.mktemp("new") / "prbench-plugin-mymodel")
+    dirs += [str(snippet_tasks), str(new / "prbench_plugin_mymodel" / "tasks")]
     return Checker(registry, tasks.task_names(dirs), make_targets())
 
 
