@@ -148,9 +148,9 @@ def _skipped(rel: Path) -> bool:
                for part in rel.parts)
 
 
-def template_files(source: Path | None = None) -> list[Path]:
+def template_files() -> list[Path]:
     """The template's files, relative to its folder, sorted; caches and build output left out."""
-    root = template_dir() if source is None else source
+    root = template_dir()
     return sorted(p.relative_to(root) for p in root.rglob("*")
                   if p.is_file() and not _skipped(p.relative_to(root)))
 
@@ -169,15 +169,13 @@ def rename(text: str, names: PluginNames) -> str:
     return _TEMPLATE_WORDS.sub(_one, text)
 
 
-def write_plugin(name: str, destination: str | Path | None = None, *,
-                 source: Path | None = None) -> tuple[Path, list[Path]]:
+def write_plugin(name: str, destination: str | Path | None = None) -> tuple[Path, list[Path]]:
     """Write the template plugin renamed after ``name`` to ``destination``.
 
     Args:
         name: the plugin's name (checked by :func:`check_name`).
         destination: the folder to create (default ``prbench-plugin-<name>`` in the working
             folder); it must not exist.
-        source: the template folder (default :func:`template_dir`).
 
     Returns:
         The folder written and its files, relative to it.
@@ -188,7 +186,7 @@ def write_plugin(name: str, destination: str | Path | None = None, *,
         OutputWriteError: a file could not be written (nothing is left behind).
     """
     names = check_name(name)
-    root = template_dir() if source is None else source
+    root = template_dir()
     target = Path(destination) if destination else Path(names.distribution)
     if target.exists() or target.is_symlink():
         raise ScaffoldError(
@@ -197,7 +195,7 @@ def write_plugin(name: str, destination: str | Path | None = None, *,
         )
     check_output_dir(target, flag="-o/--output_path")
     target.parent.mkdir(parents=True, exist_ok=True)
-    files = template_files(root)
+    files = template_files()
     # a hidden folder beside the target (created with the umask's mode), renamed into place
     staging = target.parent / f".{target.name[:80]}.{os.getpid()}.{secrets.token_hex(4)}"
     written: list[Path] = []
