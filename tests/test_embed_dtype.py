@@ -94,6 +94,7 @@ def test_bf16_never_reads_fp32_vectors_from_the_cache(tiny_model: Path, tmp_path
     assert np.array_equal(again.encode(texts), first) and again.stats.computed == 0
 
 
+@pytest.mark.slow
 def test_bf16_minilm_keeps_the_sample_rankings() -> None:
     """bf16 autocast keeps each sample user's top-5 posts of the fp32 ranking (real MiniLM)."""
     minilm_dir()  # skips when the MiniLM package is missing
