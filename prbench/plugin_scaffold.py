@@ -26,6 +26,11 @@ fails when a name the template registers survives the renaming.
 
 The package is written to a hidden folder beside the destination and renamed into place, so an
 interrupted run leaves no half-written plugin; an existing destination is never touched.
+
+Why no template engine (cookiecutter, copier): those render a template written with
+placeholders, which is not itself an installable plugin; here the template is a working plugin
+that ``make setup`` installs, its tests run and CI builds into a wheel, so the renaming is a
+table of whole-word names, not a second, placeholder copy of it (and no new dependency).
 """
 
 from __future__ import annotations

@@ -189,6 +189,11 @@ def test_the_process_group_is_destroyed_before_the_interpreter_exits(tmp_path: P
 
 # -- real 2-process runs (slow) ---------------------------------------------------------------
 
+#: the bound on one run, one process or two: a guard against a hung run, not a speed check. Plain
+#: `lm_eval` indexes lm-eval's ~14.7k tasks before it starts (measured up to ~5 min at load 12-18
+#: on 2 cores), so 300 s cut a healthy one-process reference run short at load ~17
+RUN_TIMEOUT = 900
+
 
 def _launch_two(args: list[str], *, cwd: Path, cache: Path) -> str:
     """``accelerate launch`` 2 CPU processes (gloo) running ``args`` (after ``-m``).
@@ -204,7 +209,7 @@ def _launch_two(args: list[str], *, cwd: Path, cache: Path) -> str:
     ]
     env = subprocess_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
                          PRBENCH_CACHE_DIR=str(cache))
-    return run(cmd, env=env, cwd=cwd, timeout=500)
+    return run(cmd, env=env, cwd=cwd, timeout=RUN_TIMEOUT)
 
 
 def _samples(output: Path) -> dict[str, str]:
@@ -258,7 +263,8 @@ def test_lm_eval_two_processes_write_the_one_process_files(tmp_path: Path, tiny_
     ]
     env = subprocess_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
                          PRBENCH_CACHE_DIR=str(tmp_path / "cache1"))
-    run([PYTHON, "-m", *args, "--output_path", str(tmp_path / "one")], env=env, cwd=tmp_path)
+    run([PYTHON, "-m", *args, "--output_path", str(tmp_path / "one")], env=env, cwd=tmp_path,
+        timeout=RUN_TIMEOUT)
     _launch_two([*args, "--output_path", str(tmp_path / "two")], cwd=tmp_path,
                 cache=tmp_path / "cache2")
     info = _same_run(tmp_path / "one", tmp_path / "two")
