@@ -40,6 +40,7 @@ def one_by_one(backend, method, *args):
     return [getattr(backend, method)(*[[a[i]] for a in args])[0] for i in range(len(args[0]))]
 
 
+@pytest.mark.slow
 def test_greedy_is_batch_invariant(backend, tiny_dir):
     batched = backend.generate(CHATS, GREEDY)
     assert all(isinstance(t, str) and t for t in batched)
@@ -52,6 +53,7 @@ def test_greedy_is_batch_invariant(backend, tiny_dir):
     assert pairs.generate(list(reversed(CHATS)), GREEDY) == list(reversed(batched))
 
 
+@pytest.mark.slow
 def test_absolute_positions_follow_the_padding(tmp_path):
     """GPT-2 has learned absolute positions: left padding needs position ids from the mask."""
     folder = build_tiny_chat_lm(tmp_path / "gpt2", arch="gpt2")
@@ -62,6 +64,7 @@ def test_absolute_positions_follow_the_padding(tmp_path):
     assert one_by_one(gpt2, "logprobs", CHATS, continuations) == pytest.approx(batched, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_seeded_sampling_is_reproducible(backend):
     first = backend.generate(CHATS, SAMPLED)
     assert backend.generate(CHATS, SAMPLED) == first
@@ -80,6 +83,7 @@ def test_sampling_at_low_temperature_approaches_greedy(backend):
     assert backend.generate(CHATS, cold) == backend.generate(CHATS, GREEDY)
 
 
+@pytest.mark.slow
 def test_stop_strings_cut_the_output(backend):
     full = backend.generate(CHATS[:1], GenerationConfig(max_new_tokens=30))[0]
     at, stop = next((i, c) for i, c in enumerate(full) if i >= 2 and c.isascii() and c.isalpha())
@@ -108,6 +112,7 @@ def test_logprobs_match_a_plain_forward_pass(backend):
         assert score == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_the_greedy_token_has_the_highest_logprob(tiny_dir):
     backend = HFCausalBackend(BackendSpec(model=str(tiny_dir), device="cpu", batch_size=128))
     tok = backend.tokenizer

@@ -261,6 +261,7 @@ def test_rubric_judge_filter_drops_leaks_and_unreadable_verdicts(tmp_path):
     assert json.loads((side_dir(out) / "settings.json").read_text())["judge_backend"] == "judge-v1"
 
 
+@pytest.mark.slow
 def test_embedding_leak_check_with_minilm(tmp_path):
     path = write_jsonl(tmp_path / "src.jsonl", [source_row("ok-1"), source_row("leak-1")])
     gen, _ = generator(leak_check="embedding", embedding_threshold=0.6)

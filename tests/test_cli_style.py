@@ -333,8 +333,8 @@ def test_every_output_path_shows_one_metavar() -> None:
     for parser in SUBPARSERS.values():
         parser.add_spellings()
     with_output = [n for n, p in SUBPARSERS.items() if "--output_path" in p._option_string_actions]
-    assert set(with_output) == {"bon", "build", "correlate", "prefs convert", "rank", "report",
-                                "rl", "sweep"}
+    assert set(with_output) == {"bon", "build", "correlate", "plugins new", "prefs convert", "rank",
+                                "report", "rl", "sweep"}
     for name in with_output:
         assert "-o OUTPUT_PATH, --output_path OUTPUT_PATH" in SUBPARSERS[name].format_help(), name
 

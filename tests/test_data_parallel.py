@@ -154,7 +154,45 @@ def test_world_size_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert dp.world_size_from_env() == 1
 
 
+_EXIT_PROBE = """
+import atexit
+import torch.distributed as dist
+# registered first, so it runs after every handler prbench registers (atexit runs them in reverse)
+atexit.register(lambda: print("group alive at exit:", dist.is_initialized(), flush=True))
+from prbench.harness import data_parallel
+data_parallel.world_size_from_env = lambda: 2  # as under a launcher; the group itself has one rank
+accelerator = data_parallel.start("cpu")
+print("group up:", dist.is_initialized(), flush=True)
+"""
+
+
+def test_the_process_group_is_destroyed_before_the_interpreter_exits(tmp_path: Path) -> None:
+    # A process group left alive is torn down during interpreter finalization, where a gloo
+    # worker thread that still holds the last collective's work aborts the process ("terminate
+    # called without an active exception", rank 1 under load). start() has it destroyed at exit.
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = subprocess_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", LOCAL_RANK="0",
+                         WORLD_SIZE="1", LOCAL_WORLD_SIZE="1", OMP_NUM_THREADS="1",
+                         CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-c", _EXIT_PROBE], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["group up: True", "group alive at exit: False"], (
+        done.stdout + done.stderr[-3000:])
+
+
 # -- real 2-process runs (slow) ---------------------------------------------------------------
+
+#: the bound on one run, one process or two: a guard against a hung run, not a speed check. Plain
+#: `lm_eval` indexes lm-eval's ~14.7k tasks before it starts (measured up to ~5 min at load 12-18
+#: on 2 cores), so 300 s cut a healthy one-process reference run short at load ~17
+RUN_TIMEOUT = 900
 
 
 def _launch_two(args: list[str], *, cwd: Path, cache: Path) -> str:
@@ -171,7 +209,7 @@ def _launch_two(args: list[str], *, cwd: Path, cache: Path) -> str:
     ]
     env = subprocess_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
                          PRBENCH_CACHE_DIR=str(cache))
-    return run(cmd, env=env, cwd=cwd, timeout=500)
+    return run(cmd, env=env, cwd=cwd, timeout=RUN_TIMEOUT)
 
 
 def _samples(output: Path) -> dict[str, str]:
@@ -225,7 +263,8 @@ def test_lm_eval_two_processes_write_the_one_process_files(tmp_path: Path, tiny_
     ]
     env = subprocess_env(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1",
                          PRBENCH_CACHE_DIR=str(tmp_path / "cache1"))
-    run([PYTHON, "-m", *args, "--output_path", str(tmp_path / "one")], env=env, cwd=tmp_path)
+    run([PYTHON, "-m", *args, "--output_path", str(tmp_path / "one")], env=env, cwd=tmp_path,
+        timeout=RUN_TIMEOUT)
     _launch_two([*args, "--output_path", str(tmp_path / "two")], cwd=tmp_path,
                 cache=tmp_path / "cache2")
     info = _same_run(tmp_path / "one", tmp_path / "two")

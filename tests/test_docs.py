@@ -17,8 +17,8 @@ Every markdown page a reader starts from (README.md, CONTRIBUTING.md, docs/*.md)
 
 The scorer ids come from prbench's built-ins, the plugins bundled in ``plugins/`` (``make setup``
 installs them) and the plugin CONTRIBUTING.md builds (``mymodel``, loaded from its snippet as a
-``--plugin`` file). The checker functions take text, so the planted faults below show that each
-check fails.
+``--plugin`` file); the task names also from the package ``prbench plugins new mymodel`` writes.
+The checker functions take text, so the planted faults below show that each check fails.
 """
 
 from __future__ import annotations
@@ -480,6 +480,7 @@ def make_targets(root: Path = ROOT) -> set[str]:
 def checker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checker]:
     """A checker over prbench's built-ins, the bundled plugins and CONTRIBUTING's ``mymodel``."""
     from prbench.harness import tasks
+    from prbench.plugin_scaffold import write_plugin
     from prbench.plugins import PluginRegistry
 
     snippet = snippet_files("\n".join(
@@ -497,6 +498,9 @@ def checker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checker]:
     missing = [p for p in bundled_plugin_names() if p not in registry.plugins]
     assert not missing, f"bundled plugins not installed (run `make setup`): {missing}"
     dirs = [path for path, _desc, _plugin in registry.task_dirs if Path(path).is_dir()]
+    # and the tasks of the package `prbench plugins new mymodel` writes (CONTRIBUTING starts there)
+    new, _ = write_plugin("mymodel", tmp_path_factory.mktemp("new") / "prbench-plugin-mymodel")
+    dirs.append(str(new / "prbench_plugin_mymodel" / "tasks"))
     yield Checker(registry, tasks.task_names(dirs), make_targets())
     sys.path[:] = path_before
     for name in [m for m in sys.modules if m.startswith("prbench_plugin_mymodel")]:

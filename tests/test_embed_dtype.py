@@ -105,6 +105,7 @@ def test_bf16_never_reads_fp32_vectors_from_the_cache(tiny_model: Path, tmp_path
     assert np.array_equal(again.encode(texts), first) and again.stats.computed == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bf16", ["bfloat16", "bfloat16-weights"])
 def test_bf16_minilm_keeps_the_sample_rankings(bf16: str) -> None:
     """bf16 (autocast or weights) keeps each sample user's top-5 posts of fp32 (real MiniLM)."""

@@ -386,11 +386,11 @@ CORPUS: dict[str, Fault] = {
         lambda _t, _p: ["eval", "--tasks", GROUP, "--model_args", "scorer=length,cache=false",
                         "--log_samples", "--output_path", "out"],
         says="was not written in full", writes="out", subprocess=True, fsize=48 * 1024,
-        result=_nothing_cut_is_listed),
+        result=_nothing_cut_is_listed, slow=True),
     "file-size-limit-stops-the-score-cache": Fault(
         "ulimit -f stops the score cache's writes part-way through the scoring",
         _faulty_eval("mode=ok"), says="a file size limit (ulimit -f)", subprocess=True,
-        fsize=56 * 1024, rerun_scores=range(1, REQUESTS)),
+        fsize=56 * 1024, rerun_scores=range(1, REQUESTS), slow=True),
     "disk-full-writing-the-manifest": Fault(
         "the disk fills up as the run's manifest is written, after all the scoring",
         _faulty_eval("mode=ok", "--output_path", "out"), patch="replace-fails",

@@ -100,6 +100,7 @@ def test_batch_one_matches_the_models_own_forward(models):
 
 @pytest.mark.parametrize("name", ["llama-tokbos", "qwen2-tplbos"])
 @pytest.mark.parametrize("position", ["user", "system"])
+@pytest.mark.slow
 def test_prefix_sharing_gives_the_plain_scores(models, name, position):
     pairs = make_requests(n_questions=6, answers=2, seed=3)
     best_of_n = make_requests(n_questions=2, answers=16, seed=4)
@@ -251,6 +252,7 @@ def accuracy(scores):
 
 
 @pytest.mark.parametrize("name", ["llama-bothbos-2labels", "llama-tokbos"])
+@pytest.mark.slow
 def test_released_format_reproduces_the_released_script(models, name):
     requests = sample_requests()
     reference = released_reference(models[name], requests)

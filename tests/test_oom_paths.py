@@ -117,6 +117,7 @@ def _encoder(model: Path) -> Any:
         ("auto", 2),  # the sharing check and the groups, all inside the token budget
     ],
 )
+@pytest.mark.slow
 def test_each_path_backs_off_to_the_scores_and_stats_of_a_clean_run(
     model: Path, sharing: str, times: int
 ) -> None:
@@ -137,6 +138,7 @@ def test_each_path_backs_off_to_the_scores_and_stats_of_a_clean_run(
     _assert_like_clean(run, clean)
 
 
+@pytest.mark.slow
 def test_a_best_of_n_group_is_scored_whole_within_the_budget(model: Path) -> None:
     requests = _best_of_n_requests()
     longest = _longest(model, requests)
@@ -153,6 +155,7 @@ def test_a_best_of_n_group_is_scored_whole_within_the_budget(model: Path) -> Non
     _assert_like_clean(run, clean)
 
 
+@pytest.mark.slow
 def test_a_request_that_can_never_fit_is_one_clear_error_naming_it(model: Path) -> None:
     rng = random.Random(5)
     requests = _requests(groups=3, members=2, profile_words=(5, 8))

@@ -239,6 +239,7 @@ def test_bon_with_a_garbage_profile_builder(
     assert one_error_line(err).startswith(f"error: {BUILDER}, record 'ae-01': returned")
 
 
+@pytest.mark.slow
 def test_eval_subprocess_fault_keeps_cached_chunks(faulty_plugin: Path, tmp_path: Path) -> None:
     """``prbench eval`` in a fresh process: one line, exit 1, the first chunks in the cache."""
     db = tmp_path / "scores.sqlite"

@@ -199,6 +199,7 @@ def test_lm_eval_model_path_with_the_bad_plugin(
     assert lm_eval_messages.warn_troubled_plugins() == []  # once per process
 
 
+@pytest.mark.slow
 def test_core_tests_pass_with_third_party_plugins_installed(site: Path) -> None:
     """The suite isolates its plugin set (tests/conftest.py): extra plugins change nothing.
 

@@ -98,6 +98,7 @@ def test_a_scorer_that_reads_no_profile_builds_none(
     assert all(r["doc"]["profile_text"] == "" for r in rows)
 
 
+@pytest.mark.slow
 def test_limit_builds_only_the_requested_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -111,6 +111,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kill_after", [1, 2, 3])
+@pytest.mark.slow
 def test_a_run_killed_after_chunk_k_resumes_to_the_uninterrupted_scores(
     setup: dict[str, Any], tmp_path: Path, kill_after: int
 ) -> None:
@@ -145,6 +146,7 @@ def test_a_run_killed_after_chunk_k_resumes_to_the_uninterrupted_scores(
     assert scorer_stats["shared_groups"] > 0
 
 
+@pytest.mark.slow
 def test_a_stored_sharing_decision_is_taken_by_a_fresh_scorer(
     setup: dict[str, Any], tmp_path: Path
 ) -> None:

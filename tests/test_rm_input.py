@@ -220,6 +220,7 @@ def test_an_answer_too_long_alone_is_one_invalid_input_not_the_end_of_the_run(mo
         [long_answer])[0])
 
 
+@pytest.mark.slow
 def test_invalid_pairs_are_counted_and_explained_in_a_run(models, tmp_path, capsys):
     """An eval where some answers are too long: the run finishes, the others are scored, the
     pairs count as invalid in the results and summary, the samples say why."""

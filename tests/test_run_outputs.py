@@ -207,6 +207,7 @@ def test_bad_limit_and_json_values_are_one_line(
     assert one_error_line(err).startswith(f"error: {expected}")
 
 
+@pytest.mark.slow
 def test_unreadable_task_yaml_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "ptasks"
     folder.mkdir()

@@ -235,6 +235,7 @@ def _count_rows(db: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_kill_minus_nine_then_resume(rm_path, tmp_path):
     db = tmp_path / "scores.sqlite"
     requests = _requests(20, seed=5)

@@ -1,4 +1,6 @@
-"""List the loaded plugins, their versions and the components they registered."""
+"""List the loaded plugins, their versions and the components they registered; ``prbench
+plugins new NAME`` writes a new plugin package from the template plugin.
+"""  # noqa: D205
 
 from __future__ import annotations
 
@@ -22,10 +24,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print pip requirement lines (name==version) of the installed plugin distributions",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="plugins_command", metavar="ACTION")
+    new = sub.add_parser(
+        "new", help="write a new plugin package (prbench-plugin-NAME) from the template plugin",
+        description="Write a ready plugin package from prbench's template plugin, renamed after "
+        "NAME: the distribution prbench-plugin-NAME, the module prbench_plugin_NAME (hyphens as "
+        "underscores), the entry point NAME in group `prbench`, the scorer NAME, the profile "
+        "builder NAME-last-posts, the task NAME_sample_last_posts and a test file.",
+    )
+    new.add_argument("name", metavar="NAME",
+                     help="the plugin's name in kebab-case (e.g. my-rm); it is also the scorer id")
+    new.add_argument("-o", "--output_path", default=None,
+                     help="the folder to create (default: prbench-plugin-NAME here); it must not "
+                     "exist")
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the plugin table; exit 1 when a plugin failed to load or dropped registrations."""
+    if getattr(args, "plugins_command", None) == "new":
+        return new_plugin(args)
     registry = get_registry(args.plugin)
     plugins = list(registry.plugins.values())
     if not args.all:
@@ -71,3 +88,42 @@ def run(args: argparse.Namespace) -> int:
             "'problem' were dropped or need a qualified id; everything else works."
         )
     return 1 if failed or partial else 0
+
+
+def new_plugin(args: argparse.Namespace) -> int:
+    """``prbench plugins new NAME``: write the package, then say how to install and run it.
+
+    Raises:
+        ScaffoldError: a bad name, a name a loaded plugin or component already uses, or an
+            existing destination.
+    """
+    from prbench.plugin_scaffold import ScaffoldError, check_name, write_plugin
+
+    names = check_name(args.name)
+    registry = get_registry(args.plugin)
+    taken: list[str] = [
+        f"the plugin {names.name!r}" if names.name in registry.plugins else "",
+        f"the scorer {names.scorer!r}" if names.scorer in registry.components["scorer"] else "",
+        f"the profile builder {names.builder!r}"
+        if names.builder in registry.components["profile-builder"] else "",
+    ]
+    taken = [t for t in taken if t]  # e.g. the built-in scorer `length`
+    if taken:
+        raise ScaffoldError(
+            f"plugin name {names.name!r} is taken: {' and '.join(taken)} (see `prbench "
+            "plugins`); choose another name (two plugins registering one id make it ambiguous)"
+        )
+    folder, files = write_plugin(names.name, args.output_path)
+    print(f"wrote {folder}/ ({len(files)} files): distribution {names.distribution}, module "
+          f"{names.module}, scorer {names.scorer}, profile builder {names.builder}, task "
+          f"{names.snake}_sample_last_posts")
+    for rel in files:
+        print(f"  {rel.as_posix()}")
+    print("next, in the environment prbench is installed in:")
+    print(f"  pip install -e {folder}")
+    print(f"  prbench eval --tasks {names.snake}_sample_last_posts --model_args "
+          f"scorer={names.scorer} --limit 5")
+    print(f"  python -m pytest {folder / 'tests'}")
+    print(f"then replace {names.module}/scorer.py with your reward model "
+          "(CONTRIBUTING.md, \"A new scorer plugin\")")
+    return 0

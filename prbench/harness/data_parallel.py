@@ -23,10 +23,22 @@ run in three ways, which this module undoes for the ``prbench`` model
 
 The scorer (and its model) is replicated: each process loads it on its own device. A model too
 big for one device is served instead (see "Served reward models" in docs/scale.md).
+
+- **Exit.** Every process destroys its process group before the interpreter shuts down
+  (:func:`finish`, registered with :mod:`atexit` by :func:`start`; plain ``lm_eval`` gives the
+  model no end-of-run call). Left alive, the group is torn down during interpreter finalization:
+  a gloo worker thread that still holds the last collective's work (and with it tensors that
+  hold Python objects) then takes the GIL to release them, the finalizing interpreter ends that
+  thread, and the C++ runtime aborts the process (``terminate called without an active
+  exception``, exit -6). Rank 1 is the one at risk: it exits right after the last gather, while
+  rank 0 writes the files; under load the worker thread is still holding the work when it does.
+  ``torch.distributed.destroy_process_group`` waits for the work and joins the threads while
+  the interpreter is whole.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -57,7 +69,18 @@ def start(device: str | None) -> Any:
     from accelerate import Accelerator
 
     cpu = not torch.cuda.is_available() or str(device or "").startswith("cpu")
-    return Accelerator(cpu=cpu)
+    accelerator = Accelerator(cpu=cpu)
+    atexit.unregister(finish)  # once, however many models this process builds
+    atexit.register(finish)
+    return accelerator
+
+
+def finish() -> None:
+    """Destroy this process's process group, if one is up (see "Exit" above); else nothing."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def process_device(accelerator: Any) -> str:
@@ -216,6 +239,7 @@ def merge_stats(stats: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | N
 
 
 __all__ = [
+    "finish",
     "merge_gathered",
     "merge_stats",
     "padding",

@@ -27,7 +27,7 @@ class QuestionOverlapOptions:
 
 @hookimpl
 def register_scorers(register: ComponentRegister) -> None:
-    """Register the template's scorer; the factory is imported only when it is used."""
+    """Register this plugin's scorer; the factory is imported only when it is used."""
     register(
         "question-overlap",
         "prbench_plugin_template.scorer:QuestionOverlapScorer",
