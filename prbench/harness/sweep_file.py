@@ -29,7 +29,6 @@ it takes as ``--tasks`` and ``--metadata``::
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -37,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.hashing import json_sha256
 from prbench.records import DataSourceError
 
 SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "conditions",
@@ -104,8 +104,7 @@ class Cell:
 
     def fingerprint(self) -> str:
         """A hash of :meth:`definition`."""
-        text = json.dumps(self.definition(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return json_sha256(self.definition(), ascii=True)[:16]
 
 
 @dataclasses.dataclass(frozen=True)
