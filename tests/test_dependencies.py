@@ -5,9 +5,9 @@ Every third-party module ``prbench/`` imports (imports inside functions and unde
 dependencies or in an extra; one that only an extra declares is imported lazily (inside a function
 or a ``try``), so ``import prbench`` works without that extra; ``prbench/testing.py`` (the test
 set-up that plugins' tests share) may import the test extras' distributions. The other way round,
-every declared distribution is imported somewhere: by ``prbench/`` for the core and the feature extras, by
-``tests/`` for the test-only extras, or it is one of the few listed in :data:`NOT_IMPORTED`, each
-with the reason it is declared though nothing imports it.
+every declared distribution is imported somewhere: by ``prbench/`` for the core and the feature
+extras, by ``tests/`` for the test-only extras, or it is one of the few listed in
+:data:`NOT_IMPORTED`, each with the reason it is declared though nothing imports it.
 
 Import names are mapped to distributions by ``importlib.metadata.packages_distributions`` over the
 environment of ``make setup`` (every extra installed).
