@@ -130,3 +130,36 @@ def test_canonical_json_flavours() -> None:
     assert json_sha256(value) == hashlib.sha256(
         json.dumps(value, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
     assert json_sha256({"s": "\ud800"})  # a lone surrogate is hashed, not refused
+
+
+def test_too_deep_names_the_path_and_counts_the_top_as_level_one() -> None:
+    from prbench.nesting import too_deep
+
+    assert too_deep("text", 0) is None
+    assert too_deep([[1]], 2) is None
+    assert too_deep([[1]], 1) == (0,)
+    assert too_deep({"a": [1], "b": {"c": [[]]}}, 3) == ("b", "c", 0)
+    deep: list = []
+    for _ in range(100_000):  # far past the recursion limit: walked without recursion
+        deep = [deep]
+    assert too_deep({"meta": deep}, 64) is not None
+    assert too_deep({"meta": deep}, 64)[0] == "meta"
+
+
+def test_records_and_request_bodies_share_the_depth_check() -> None:
+    from prbench.downstream.serve_schema import MAX_DEPTH, _depth_error
+    from prbench.unicode_text import text_problems
+
+    def nested(levels: int) -> list:
+        value: list = ["x"]
+        for _ in range(levels - 1):
+            value = [value]
+        return value
+
+    assert _depth_error(nested(MAX_DEPTH), "labels") == ""
+    assert _depth_error(nested(MAX_DEPTH + 1), "labels") == (
+        f"labels: nested more than {MAX_DEPTH} levels deep")
+    # a record object is level 1: a field may hold 63 more levels under a limit of 64
+    assert list(text_problems({"meta": nested(63)}, 64)) == []
+    assert list(text_problems({"meta": nested(64)}, 64)) == [
+        ("meta", "is nested more than 64 lists/objects deep", "too-deeply-nested")]

@@ -166,19 +166,37 @@ def test_pretrained_never_names_the_folder(
 
 
 def test_plain_lm_eval_folder_rule() -> None:
-    """The tracker lm-eval uses names a prbench run's folder the same way (plain ``lm_eval``)."""
-    from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
+    """prbench's tracker names a prbench run's folder the same way (plain ``lm_eval``)."""
+    from prbench.harness.run_files import tracker_class
 
-    from prbench.harness.run_files import patch_model_name
-
-    patch_model_name()
-    tracker = GeneralConfigTracker()
+    tracker = tracker_class()().general_config_tracker
     tracker.log_experiment_args("prbench", "scorer=hf-classifier,pretrained=/tmp/rmA", None,
                                 None, False)
     assert tracker.model_name_sanitized == "prbench-hf-classifier"
-    other = GeneralConfigTracker()
+    other = tracker_class()().general_config_tracker
     other.log_experiment_args("hf", "pretrained=/tmp/rmA", None, None, False)
     assert other.model_name_sanitized == "__tmp__rmA"  # lm-eval's rule for its own models
+
+
+def test_prbench_subclasses_lm_evals_tracker_and_patches_none_of_its_methods() -> None:
+    """lm-eval's run command builds prbench's subclass for one run; its own class is intact."""
+    import lm_eval.loggers
+    from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
+
+    from prbench.commands.eval_output import capture_lm_eval
+    from prbench.harness.run_files import tracker_class
+
+    methods = (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,
+               GeneralConfigTracker.log_experiment_args)
+    before = lm_eval.loggers.EvaluationTracker
+    with capture_lm_eval() as captured:
+        cls = lm_eval.loggers.EvaluationTracker  # what lm-eval's run command builds
+        assert issubclass(cls, tracker_class()) and issubclass(cls, EvaluationTracker)
+        assert cls.captured is captured
+    assert lm_eval.loggers.EvaluationTracker is before
+    assert (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,
+            GeneralConfigTracker.log_experiment_args) == methods
+    assert tracker_class().captured is None  # plain lm_eval's: hands nothing back
 
 
 def test_a_task_name_with_path_separators_stays_in_the_folder(tmp_path: Path) -> None:

@@ -112,9 +112,12 @@ def test_names_removed_in_api_2_are_gone_and_each_has_a_replacement() -> None:
 def test_record_user_is_the_user_id_field_else_the_id() -> None:
     from prbench.api import Record
 
-    assert Record(id="r1", question="q", extra={"user_id": 7}).user == "7"
-    assert Record(id="r1", question="q", extra={"user_id": "  "}).user == "r1"  # blank: no user
-    assert Record(id="r2", question="q").user == "r2"
+    def record(rid: str, **extra: object) -> Record:
+        return Record(id=rid, question="q", profile=(), chosen="a", rejected="b", extra=extra)
+
+    assert record("r1", user_id=7).user == "7"
+    assert record("r1", user_id="  ").user == "r1"  # blank: no user
+    assert record("r2").user == "r2"
 
 
 def test_testing_module_exports_what_plugin_tests_use() -> None:

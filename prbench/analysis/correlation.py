@@ -241,34 +241,46 @@ def correlate(
     }
 
 
-def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
-    """The correlation statistics and the per-scorer values, as markdown (or plain text)."""
+def tables(result: Mapping[str, Any]) -> list[tuple[list[str], list[list[str]]]]:
+    """The correlation result as two tables: the statistics with their CIs, the scorers' values."""
     conf = round(100 * float(result["bootstrap"]["confidence"]))
-    lines = []
-    if markdown:
-        lines += [f"| statistic | value | {conf}% CI |", "|---|---|---|"]
+    stats = []
     for name in STATISTICS:
         s = result["statistics"][name]
         value = "undefined" if not math.isfinite(s["value"]) else f"{s['value']:.3f}"
         ci = "-" if not math.isfinite(s["low"]) else f"[{s['low']:.3f}, {s['high']:.3f}]"
-        label = f"rbo (p={result['rbo_p']})" if name == "rbo" else name
-        plain = f"{label:<20} {value:>9}  {ci}"
-        lines.append(f"| {label} | {value} | {ci} |" if markdown else plain)
-    lines.append("")
+        stats.append([f"rbo (p={result['rbo_p']})" if name == "rbo" else name, value, ci])
     b, d = result["benchmark"], result["downstream"]
-    if markdown:
-        lines += [f"| scorer | {b['what']} | {d['what']} |", "|---|---|---|"]
-    for lab in result["scorers"]:
-        row = (lab, f"{b['values'][lab]:.3f}", f"{d['values'][lab]:.3f}")
-        lines.append("| " + " | ".join(row) + " |" if markdown else "  ".join(row))
-    lines.append("")
-    lines.append(
+    values = [[lab, f"{b['values'][lab]:.3f}", f"{d['values'][lab]:.3f}"]
+              for lab in result["scorers"]]
+    return [(["statistic", "value", f"{conf}% CI"], stats),
+            (["scorer", b["what"], d["what"]], values)]
+
+
+def note(result: Mapping[str, Any]) -> str:
+    """The line under the tables: how many scorers, how the CIs were drawn."""
+    return (
         f"{len(result['scorers'])} scorers; CI: bootstrap over items "
         f"({result['bootstrap']['resamples']} resamples, seed {result['bootstrap']['seed']}), "
         "pairs for the benchmark and records "
         "downstream; with few scorers every statistic is coarse."
     )
-    return "\n".join(lines)
+
+
+def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
+    """The correlation statistics and the per-scorer values (:func:`tables`), as markdown or text.
+
+    Plain text aligns each table's columns under its head (:func:`prbench.tables.text_table`).
+    """
+    from prbench.tables import markdown_table, text_table
+
+    def write(head: list[str], rows: list[list[str]]) -> str:
+        return markdown_table(head, rows) if markdown else text_table(head, rows, strip=True)
+
+    lines = []
+    for head, rows in tables(result):
+        lines += [write(head, rows), ""]
+    return "\n".join([*lines, note(result)])
 
 
 __all__ = [
@@ -280,7 +292,9 @@ __all__ = [
     "correlate",
     "format_table",
     "ndcg",
+    "note",
     "ranking",
     "rbo_ext",
     "statistics",
+    "tables",
 ]
