@@ -66,6 +66,19 @@ def test_write_text_is_atomic(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["f.json"]  # no temporary left
 
 
+def test_write_jsonl_writes_one_line_per_value_atomically(tmp_path: Path) -> None:
+    from prbench.outputs import write_jsonl
+
+    target = tmp_path / "rows.jsonl"
+    rows = [{"id": "é", "n": [1, 2.5]}, "text", None]
+    assert write_jsonl(target, rows) == target
+    assert target.read_bytes() == '{"id": "é", "n": [1, 2.5]}\n"text"\nnull\n'.encode()
+    with pytest.raises(TypeError):  # not JSON: nothing written, the old file kept
+        write_jsonl(target, [{"x": object()}])
+    assert target.read_text(encoding="utf-8").startswith('{"id": "é"')
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
 def test_written_files_honour_the_umask_and_keep_a_replaced_files_mode(
         tmp_path: Path, umask: int) -> None:
