@@ -10,7 +10,7 @@ internal: it may be renamed, split or changed in any release. The names below ke
 within one major version of :data:`API_VERSION`; from the first release on, a name is removed or
 changed only after one minor release in which it still works and is documented as deprecated.
 ``tests/test_plugin_api.py`` fails when a plugin under ``plugins/`` imports anything else from
-prbench. API 2.0 (before any release, so without a deprecation period) removed seven names that no
+prbench. API 2.0 (before any release, so without a deprecation period) removed eight names that no
 plugin needs; "Plugin API" in docs/plugin-api.md lists them with what to use instead.
 
 Importing this module is cheap (no torch, transformers or numpy); the heavy libraries are imported
@@ -58,7 +58,8 @@ Hugging Face sequence classifiers and chat inputs:
     ``ProfileRenderOptions`` (the shared chat-rendering options to inherit; their fields carry the
     default formats) and ``profile_texts`` (each request's profile as an encoder shows it).
 Embeddings:
-    ``Encoder``, ``EncoderSpec``, ``EmbeddingCache``, ``resolve_model``, ``text_hash``,
+    ``Encoder``, ``EncoderSpec``, ``EmbeddingCache`` (rows keyed by the sha256 hex of a text's
+    UTF-8 bytes), ``resolve_model``,
     ``ModelUnavailableError``, ``remote_code_error``.
 Generation backends and LLM judges:
     ``Chat``, ``Reply``, ``Completion``, ``GenerationBackend``, ``GenerationFailure``,
@@ -117,7 +118,7 @@ from prbench.paths import cache_dir
 from prbench.preference_data import Pref, UserPreferences, user_preferences
 from prbench.profiles.base import POST_FORMAT, ProfileBuilder, ProfileView, render_posts
 from prbench.profiles.budget import builder_id, ranked_view, top_k
-from prbench.profiles.embed import Encoder, EncoderSpec, text_hash
+from prbench.profiles.embed import Encoder, EncoderSpec
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.profiles.model_ref import ModelUnavailableError, remote_code_error, resolve_model
 from prbench.progress import disable_progress, progress_bar
@@ -220,7 +221,6 @@ __all__ = [
     "seeded_unit",
     "stable_hash",
     "strip_reasoning",
-    "text_hash",
     "top_k",
     "torch_device",
     "truncation_failure",

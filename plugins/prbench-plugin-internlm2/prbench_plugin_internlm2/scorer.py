@@ -37,7 +37,6 @@ from prbench.api import (
     fingerprint_of,
     model_identity,
     profile_texts,
-    text_hash,
     torch_device,
 )
 from prbench_plugin_internlm2.plugin import InternLM2RewardOptions
@@ -103,8 +102,8 @@ class InternLM2RewardScorer(UnscoredInputs):
             "system_format": options.system_format,
             "input_format": options.input_format,
             # the template text's short sha256, as prbench's hf-classifier records it
-            "chat_template": text_hash(template)[:16] if (template := self.encoder.template)
-            else "none",
+            "chat_template": hashlib.sha256(template.encode("utf-8")).hexdigest()[:16]
+            if (template := self.encoder.template) else "none",
             "call": options.call,
         }
         self.model: Any = None
