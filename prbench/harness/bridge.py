@@ -187,9 +187,9 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
         return  # lm-eval is still parsing its command line
     if name == "lm_eval.config.evaluate_config" and running_lm_eval_cli():
         stop_without_model(sys.argv[1:])
+        use_tracker()  # `lm_eval run` starts: it looks up lm_eval.loggers.EvaluationTracker next
     if running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
-        use_tracker()  # before it looks up lm_eval.loggers.EvaluationTracker (likewise)
     if argv_has_metadata(sys.argv):
         quiet_metadata_hint(metadata_given=True)
     elif not any(isinstance(f, MetadataHintFilter)
