@@ -51,7 +51,8 @@ Caching, batching, devices, progress:
     (token-budgeted, length-sorted batching with out-of-memory back-off),
     ``uncounted_if_out_of_memory``, ``build_runtime`` (scores through the cached scorer runtime),
     ``SQLiteStore`` (base of an on-disk cache), ``cache_dir``, ``resolve_device``,
-    ``torch_device``, ``progress_bar``, ``disable_progress``.
+    ``torch_device``, ``progress_bar``, ``disable_progress``; ``ScorerReward`` (a scorer as a TRL
+    reward function, for an RL script of your own).
 Hugging Face sequence classifiers and chat inputs:
     ``HFClassifierOptions`` and ``HFClassifierScorer`` (the built-in ``hf-classifier`` scorer, to
     subclass), ``model_identity``, ``ChatEncoder``, ``build_chat``, ``ChatRenderOptions`` /
@@ -99,6 +100,7 @@ from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOption
 from prbench.backends.hf_classifier import HFClassifierScorer
 from prbench.backends.hf_classifier_options import HFClassifierOptions
 from prbench.devices import resolve_device, torch_device
+from prbench.downstream.rl import ScorerReward
 from prbench.errors import PrbenchUserError
 from prbench.hashing import seeded_unit, stable_hash
 from prbench.hookspecs import ComponentRegister, TaskDirRegister, hookimpl
@@ -186,6 +188,7 @@ __all__ = [
     "SQLiteStore",
     "ScoreRequest",
     "Scorer",
+    "ScorerReward",
     "TaskDirRegister",
     "UnscoredInputs",
     "UserPreferences",

@@ -14,16 +14,15 @@ One command-line style, the same for every subcommand because every parser is a
 :class:`CommandParser` (subparsers inherit the class): each long flag is accepted with dashes or
 underscores (``--max-steps`` and ``--max_steps``) and ``--help`` shows the underscore spelling, as
 lm-eval does; ``--help`` shows every default (:class:`HelpFormatter`); a command's output folder or
-file is ``-o/--output_path``, and the older ``--output``/``--output_dir`` still work with a
-deprecation note. A component and its options are given as ``--<role>_args KEY=ID,K=V,...`` in
-every command, as lm-eval's ``--model_args``: a scorer as ``--model_args scorer=ID,K=V``
-(:func:`prbench.commands.add_scorer_argument`, :func:`prbench.commands.scorer_specs`), a judge,
-profile builder, pair generator or sampling policy as ``--judge_args judge=ID,...``,
-``--profile_args builder=ID,...``,
-``--generator_args generator=ID,...``, ``--policy_args K=V,...``
+file is ``-o/--output_path``. A component and its options are given as
+``--<role>_args KEY=ID,K=V,...`` in every command, as lm-eval's ``--model_args``: a scorer as
+``--model_args scorer=ID,K=V`` (:func:`prbench.commands.add_scorer_argument`,
+:func:`prbench.commands.scorer_specs`), a judge, profile builder, pair generator or sampling
+policy as ``--judge_args judge=ID,...``, ``--profile_args builder=ID,...``,
+``--generator_args generator=ID,...``, ``--policy_args model=PATH,...``
 (:data:`prbench.commands.ROLES`, :func:`prbench.commands.add_component_argument`,
-:func:`prbench.commands.component_args`); each older form still works and prints
-a note naming the new one.
+:func:`prbench.commands.component_args`). A flag the command does not have is one ``error:``
+line that suggests the flag meant (exit 2, argparse's code for a command-line mistake).
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import functools
 import importlib
 import io
 import re
@@ -40,13 +38,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from prbench import __version__
-from prbench.commands import OLD_OUTPUT_FLAGS, spellings
+from prbench.commands import spellings, unknown_flags_hint
 from prbench.errors import PrbenchUserError, one_line
 
 #: a reST role (``:mod:`x```, ``:class:`~a.B```), a reST literal (````x````), a markdown code span
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]*)`")
 _LITERAL = re.compile(r"``([^`]*)``")
 _CODE = re.compile(r"`([^`\n]*)`")
+#: argparse's message for a value not among an argument's choices, and a quoted choice in it
+_INVALID_CHOICE = re.compile(r"argument \S+: invalid choice: '([^']*)' \(choose from (.*)\)$")
+_QUOTED = re.compile(r"'([^']*)'")
 
 
 def plain_text(text: str) -> str:
@@ -105,29 +106,14 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
         return super()._format_action_invocation(action)
 
 
-@functools.cache
-def _noting_old_flags(cls: type[argparse.Action]) -> type[argparse.Action]:
-    """``cls`` that prints a deprecation note when called through an old output flag."""
-
-    def __call__(self: argparse.Action, parser: argparse.ArgumentParser,
-                 namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if option_string in OLD_OUTPUT_FLAGS:
-            print(f"prbench: note: {option_string} is deprecated; use -o/--output_path",
-                  file=sys.stderr)
-        cls.__call__(self, parser, namespace, values, option_string)
-
-    return type(f"OldFlagsNoted{cls.__name__}", (cls,), {"__call__": __call__})
-
-
 class CommandParser(argparse.ArgumentParser):
     """The parser of ``prbench`` and of each subcommand: one command-line style everywhere.
 
     Before it parses or prints help, every long flag gets its other spelling (``--max_steps`` and
-    ``--max-steps`` both parse; help lists the underscore one), and a parser with
-    ``--output_path`` also takes the old ``--output``/``--output_dir`` with a deprecation note.
-    Prefix abbreviations are off (an abbreviation of one of lm-eval's flags must reach lm-eval
-    unchanged under ``prbench eval``).
+    ``--max-steps`` both parse; help lists the underscore one). Prefix abbreviations are off (an
+    abbreviation of one of lm-eval's flags must reach lm-eval unchanged under ``prbench eval``).
+    A mistake on the command line is one ``error:`` line (exit 2, argparse's code) that suggests
+    the flag meant (:func:`flag_hint`).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -136,7 +122,7 @@ class CommandParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def add_spellings(self) -> None:
-        """Give every long flag both spellings and add the old output flags (idempotent)."""
+        """Give every long flag both spellings (idempotent)."""
         for action in list(self._actions):
             if getattr(action, "prbench_spelled", False) or not action.option_strings:
                 continue
@@ -156,12 +142,6 @@ class CommandParser(argparse.ArgumentParser):
                         bucket.append(alt)
                         self._option_string_actions[alt] = action
             hidden = [h for h in hidden if h not in shown]
-            if "--output_path" in shown:  # the old output flags: parse, hidden, with a note
-                for old in OLD_OUTPUT_FLAGS:
-                    if old not in self._option_string_actions:
-                        self._option_string_actions[old] = action
-                        hidden.append(old)
-                action.__class__ = _noting_old_flags(type(action))
             action.option_strings = [*short, *shown, *hidden]
             action.prbench_hidden = tuple(hidden)  # type: ignore[attr-defined]
 
@@ -178,13 +158,31 @@ class CommandParser(argparse.ArgumentParser):
         return super().format_usage()
 
     def error(self, message: str) -> Any:
-        """Argparse's error, naming each flag by its shown spellings only (``-o/--output_path``)."""
+        """One ``error:`` line naming each flag by its shown spellings, with the fix; exit 2.
+
+        An unrecognized flag gets the close match among this command's flags, or the form that
+        replaced a flag of an earlier draft (:data:`prbench.commands.REMOVED_FLAGS`).
+        """
         for action in self._actions:
             hidden = getattr(action, "prbench_hidden", ())
             if hidden:
                 shown = [o for o in action.option_strings if o not in hidden]
                 message = message.replace("/".join(action.option_strings), "/".join(shown))
-        return super().error(message)
+        if message.startswith("unrecognized arguments: "):
+            words = message.removeprefix("unrecognized arguments: ").split()
+            message += unknown_flags_hint(words, self.flags())
+        choice = _INVALID_CHOICE.match(message)
+        if choice:  # a misspelt command or choice: the close match
+            from prbench.options import suggest
+
+            message += suggest(choice.group(1), _QUOTED.findall(choice.group(2)))
+        self.exit(2, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+    def flags(self) -> list[str]:
+        """Every flag this parser shows in ``--help`` (the underscore spellings)."""
+        self.add_spellings()
+        return [o for a in self._actions for o in a.option_strings
+                if o not in getattr(a, "prbench_hidden", ())]
 
 
 #: subcommand -> module with ``add_arguments(parser)`` and ``run(args) -> int``
@@ -241,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="no progress bars (they are also off when stderr is not a terminal)",
             )
-        p.set_defaults(_module=module)
+        p.set_defaults(_module=module, _parser=p)
     return parser
 
 
@@ -262,7 +260,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return 2
     if extra and not getattr(args._module, "ACCEPTS_EXTRA_ARGS", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra_args = extra
     args.plugin = [*args.plugin, *getattr(args, "plugin_files", [])]
     from prbench.interrupts import watch_sigint
@@ -271,6 +269,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # Ctrl-C told apart from a plugin's KeyboardInterrupt; in-process callers (tests,
         # notebooks) get their environment and tqdm back after the command
         with quiet_progress(bool(getattr(args, "no_progress", False))), watch_sigint():
+            check_plugin_files(args)
             check_outputs(args)
             return int(args._module.run(args) or 0)
     except PrbenchUserError as exc:
@@ -326,6 +325,23 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
         why = said[-1].split("error:", 1)[-1].strip() if said else "they do not parse"
         raise OptionsError(f"not valid `prbench eval` arguments: {why}") from None
     return [dest for dest in dests if getattr(ns, dest) is not unset]
+
+
+def check_plugin_files(args: argparse.Namespace) -> None:
+    """Load the ``--plugin`` files before the command runs; one that does not load whole ends it.
+
+    ``prbench plugins`` is left to list them with their problems (it exits 1 then).
+
+    Raises:
+        PluginError: a file that is missing, a folder, fails to import, or drops a registration.
+    """
+    if not args.plugin or args.command == "plugins":
+        return
+    from prbench.plugins import PluginError, get_registry
+
+    trouble = get_registry(args.plugin).file_trouble()
+    if trouble:
+        raise PluginError(trouble)
 
 
 def check_outputs(args: argparse.Namespace) -> None:

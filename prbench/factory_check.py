@@ -91,10 +91,36 @@ def _module_tree(module_name: str) -> ast.Module | None:
         return None
 
 
+def _missing_module(module_name: str) -> str | None:
+    """Why ``module_name`` cannot be imported (found without importing it), or ``None``.
+
+    Only the module's parent packages run (as any import of it would run them); the module
+    itself is not executed, so a factory module that imports torch stays unimported.
+    """
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except ModuleNotFoundError as exc:  # a parent package is missing
+        return f"no module named {exc.name or module_name!r}"
+    except (ImportError, ValueError):
+        return None  # a parent package that fails on import: reported at build time
+    return None if spec is not None else f"no module named {module_name!r}"
+
+
 def string_problem(target: str, *, takes_options: bool) -> str | None:
-    """The signature problem of a ``"module:attribute"`` factory, read from its source text."""
+    """The problem of a ``"module:attribute"`` factory, found without importing its module.
+
+    A module that cannot be found, or a signature that does not fit (read from the module's
+    source text).
+    """
     module_name, _, attr = target.partition(":")
-    if not module_name or not attr or "." in attr:
+    if not module_name or not attr:
+        return None
+    missing = _missing_module(module_name)
+    if missing:
+        return (f"has the factory {target!r}, whose module cannot be imported ({missing}); "
+                "install the plugin's package (pip install -e FOLDER) or load its file from "
+                "inside its package folder (--plugin PACKAGE/plugin.py)")
+    if "." in attr:
         return None
     tree = _module_tree(module_name)
     if tree is None:

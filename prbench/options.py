@@ -3,19 +3,33 @@
 Components declare their options as a dataclass. User input arrives as strings (``--model_args
 scorer=length,prefer=shorter``) or as JSON values; :func:`parse_options` coerces each value to the
 field's type, rejects unknown names (with close-match suggestions) and missing required fields.
+
+The checking is pydantic's: each options dataclass gets a pydantic model of its input (built once
+and cached; strict types, ``extra="forbid"``), and its first error is written as prbench's one
+line (:mod:`prbench.typed_input`). Two things stay prbench's own. The option *text grammar*
+(``yes``/``no`` for a flag, ``a|b`` for a list, ``none`` for nothing, a JSON object for a
+mapping) is the ``--model_args`` language, not a type rule; pydantic's lax mode reads text
+differently (``t`` as true, ``3.0`` as an integer, ``True`` as 1), so each type's grammar runs
+before pydantic's strict check (:func:`_from_text`). And the dataclass itself stays the options
+object: its ``__post_init__`` rules and ``check_given`` (an option another option fixes) are
+semantic checks a component writes, and plugins, manifests and fingerprints read its fields
+(:func:`options_to_dict` is unchanged, so cache keys are too).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import functools
 import json
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from prbench.errors import PrbenchUserError
+from prbench.typed_input import EXPECTED, STRICT, first_error, place
 
 T = TypeVar("T")
 
@@ -117,92 +131,153 @@ def suggest(name: str, choices: typing.Iterable[str]) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    origin = get_origin(tp)
-    if tp is Any:
-        return value
-    if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        is_null = value is None or (
-            isinstance(value, str) and value.lower() in {"none", "null", ""}
-        )
-        if is_null and type(None) in args:
-            return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except OptionsError as exc:
-                errors.append(str(exc))
-        raise OptionsError(errors[0] if errors else f"{where}: invalid value {value!r}")
-    if origin is Literal:
-        allowed = get_args(tp)
-        for choice in allowed:
-            if value == choice or (isinstance(value, str) and str(choice) == value):
-                return choice
-        raise OptionsError(
-            f"{where}: {value!r} is not one of {', '.join(repr(a) for a in allowed)}"
-            + suggest(str(value), [str(a) for a in allowed])
-        )
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
+def _from_text(kind: str) -> Callable[[Any], Any]:
+    """The option text grammar of one type: what a text (or JSON) value stands for.
+
+    What it cannot read it hands on unchanged, and pydantic's strict check of the type refuses
+    it, so each rule is written once: here what a text means, in the model what a type is.
+    """
+
+    def to_bool(value: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
             return value.strip().lower() in _TRUE
-        if isinstance(value, int) and value in (0, 1):
+        if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
             return bool(value)
-        raise OptionsError(f"{where}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise OptionsError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
+        return value
+
+    def to_int(value: Any) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(ValueError):
                 return int(value.strip())
-            except ValueError:
-                pass
-        raise OptionsError(f"{where}: expected an integer, got {value!r}")
-    if tp is float:
-        if isinstance(value, bool):
-            raise OptionsError(f"{where}: expected a number, got {value!r}")
-        if isinstance(value, int | float):
+        return value
+
+    def to_float(value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
             return float(value)
         if isinstance(value, str):
-            try:
+            with contextlib.suppress(ValueError):
                 return float(value.strip())
-            except ValueError:
-                pass
-        raise OptionsError(f"{where}: expected a number, got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return str(value)
-        raise OptionsError(f"{where}: expected a string, got {value!r}")
-    if origin in (list, tuple) or tp in (list, tuple):
+        return value
+
+    def to_str(value: Any) -> Any:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return str(value) if number else value
+
+    def to_list(value: Any) -> Any:
         if isinstance(value, str):
             text = value.strip()
             if text.startswith("["):
                 try:
-                    value = json.loads(text)
+                    return json.loads(text)
                 except json.JSONDecodeError as exc:
-                    raise OptionsError(f"{where}: invalid JSON list {value!r}: {exc}") from exc
-            else:
-                value = [v for v in text.replace(";", "|").split("|") if v] if text else []
-        if not isinstance(value, list | tuple):
-            raise OptionsError(f"{where}: expected a list, got {value!r}")
+                    raise ValueError(f"invalid JSON list {value!r}: {exc}") from exc
+            return [v for v in text.replace(";", "|").split("|") if v] if text else []
+        return list(value) if isinstance(value, tuple) else value
+
+    def to_tuple(value: Any) -> Any:
+        value = to_list(value)
+        return tuple(value) if isinstance(value, list) else value
+
+    def to_dict(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"invalid JSON object {value!r}: {exc}") from exc
+        return value
+
+    def to_null(value: Any) -> Any:
+        null = isinstance(value, str) and value.lower() in {"none", "null", ""}
+        return None if null else value
+
+    return {"bool": to_bool, "int": to_int, "float": to_float, "str": to_str, "list": to_list,
+            "tuple": to_tuple, "dict": to_dict, "null": to_null}[kind]
+
+
+def _typed(tp: Any, choices: list[Any]) -> Any:
+    """``tp`` as pydantic checks it: the text grammar (:func:`_from_text`), then the strict type.
+
+    Every choice of a ``Literal`` met on the way is added to ``choices`` (for the error line).
+    A type prbench has no grammar for (``Any``, a class) takes the value as it is.
+    """
+    from pydantic import BeforeValidator, Field
+
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
         args = get_args(tp)
-        item_tp = args[0] if args else Any
-        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if (origin is tuple or tp is tuple) else items
+        arms = tuple(_typed(a, choices) for a in args if a is not type(None))
+        left_first = Field(union_mode="left_to_right")  # the first type that takes the value
+        inner = Annotated[Union[arms], left_first] if len(arms) > 1 else arms[0]  # noqa: UP007
+        if type(None) not in args:
+            return inner
+        return Annotated[Union[inner, None], BeforeValidator(_from_text("null"))]  # noqa: UP007
+    if origin is Literal:
+        allowed = get_args(tp)
+        choices.extend(allowed)
+        by_text = {str(a): a for a in allowed}
+        return Annotated[tp, BeforeValidator(lambda v: by_text.get(v, v) if isinstance(v, str)
+                                             else v)]
+    if origin in (list, tuple) or tp in (list, tuple):
+        args = get_args(tp)
+        item = _typed(args[0], choices) if args else Any
+        kind = "tuple" if (origin is tuple or tp is tuple) else "list"
+        shape = tuple[item, ...] if kind == "tuple" else list[item]  # type: ignore[valid-type]
+        return Annotated[shape, BeforeValidator(_from_text(kind))]
     if origin is dict or tp is dict:
-        return as_mapping(value, where)
-    return value
+        return Annotated[dict, BeforeValidator(_from_text("dict"))]
+    if tp in (bool, int, float, str):
+        return Annotated[tp, BeforeValidator(_from_text(tp.__name__))]
+    return Any
+
+
+@functools.cache
+def _input_model(cls: type) -> tuple[Any, dict[str, tuple[Any, ...]]]:
+    """The pydantic model of ``cls``'s option input, and each option's ``Literal`` choices.
+
+    The model's fields are named ``f0``, ``f1``, ... with the option names as aliases, so an
+    option may have any name (``json``, ``model_config``) without meeting pydantic's own.
+    Only what was given is read back (``model_fields_set``): the dataclass fills in defaults.
+    """
+    from pydantic import ConfigDict, Field, create_model
+
+    hints = typing.get_type_hints(cls)
+    fields: dict[str, Any] = {}
+    choices: dict[str, tuple[Any, ...]] = {}
+    for i, f in enumerate(option_fields(cls)):
+        found: list[Any] = []
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        fields[f"f{i}"] = (_typed(hints[f.name], found),
+                           Field(... if required else None, alias=f.name))
+        choices[f.name] = tuple(found)
+    config = ConfigDict(**STRICT, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
+    model = create_model(f"{cls.__name__}Input", __config__=config, **fields)
+    return model, choices
+
+
+def _option_error(error: Mapping[str, Any], component: str, known: set[str],
+                  choices: Mapping[str, tuple[Any, ...]]) -> OptionsError:
+    """One pydantic error as prbench's line: unknown, missing, or the wrong type of value."""
+    name, value = str(error["loc"][0]), error.get("input")
+    if error["type"] == "extra_forbidden":
+        listing = ", ".join(sorted(known)) or "none"
+        return OptionsError(f"{component}: unknown option {name!r}{suggest(name, known)}; "
+                            f"its options are: {listing}")
+    if error["type"] == "missing":
+        return OptionsError(f"{component}: missing required option {name!r}")
+    at = f"{component}: option {name!r}{place(error['loc'][1:], indices_only=True)}"
+    if error["type"] == "literal_error":
+        allowed = choices.get(name, ())
+        return OptionsError(f"{at}: {value!r} is not one of {', '.join(map(repr, allowed))}"
+                            + suggest(str(value), [str(a) for a in allowed]))
+    if error["type"] == "dict_type":
+        return OptionsError(f"{at}: expected a JSON object (a mapping), got {value!r}")
+    if error["type"] in EXPECTED:
+        return OptionsError(f"{at}: expected {EXPECTED[error['type']]}, got {value!r}")
+    if error["type"] == "value_error":  # the text grammar's own line (a JSON list that is not)
+        return OptionsError(f"{at}: {error['ctx']['error']}")
+    return OptionsError(f"{at}: {error['msg']}")
 
 
 def as_mapping(value: Any, where: str) -> dict[str, Any]:
@@ -250,24 +325,21 @@ def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str
         OptionsError: an unknown option (with close matches), a missing required option, or a value
             that cannot be converted to the field's type.
     """
-    fields = option_fields(cls)
-    known = {f.name for f in fields}
-    unknown = [k for k in raw if k not in known]
-    if unknown:
-        key = unknown[0]
-        listing = ", ".join(sorted(known)) or "none"
-        raise OptionsError(
-            f"{component}: unknown option {key!r}{suggest(key, known)}; its options are: {listing}"
-        )
     if cls is None:
+        if raw:
+            key = next(iter(raw))
+            raise OptionsError(f"{component}: unknown option {key!r}; its options are: none")
         return None
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for f in fields:
-        if f.name in raw:
-            values[f.name] = _coerce(raw[f.name], hints[f.name], f"{component}: option {f.name!r}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise OptionsError(f"{component}: missing required option {f.name!r}")
+    from pydantic import ValidationError
+
+    model, choices = _input_model(cls)
+    try:
+        given = model.model_validate(dict(raw))
+    except ValidationError as exc:
+        known = {f.name for f in option_fields(cls)}
+        raise _option_error(first_error(exc.errors()), component, known, choices) from None
+    values = {info.alias: getattr(given, name) for name, info in type(given).model_fields.items()
+              if name in given.model_fields_set}
     try:
         instance = cls(**values)
         # an options class that must tell a value given from its default (an option another

@@ -284,13 +284,28 @@ class PluginRegistry:
             )
 
     def _load_file(self, path: Path) -> None:
-        info = PluginInfo(name=path.stem, namespace=path.stem, origin="file", source=str(path))
+        package = _package_of(path) if path.is_file() else None
+        stem = package[1].split(".")[0].removeprefix("prbench_plugin_") if package else path.stem
+        info = PluginInfo(name=stem, namespace=stem, origin="file", source=str(path))
+        if path.is_dir():
+            info.error = f"is a folder: {_folder_hint(path)}"
+            self._record(info)
+            return
         if not path.is_file():
             info.error = f"plugin file not found: {path}"
             self._record(info)
             return
+        if package is not None and stem in self.plugins:  # e.g. the same plugin, installed
+            self._record(info)
+            info.error = (f"a plugin named {stem!r} is already loaded "
+                          f"({_origin(self.plugins[stem])}): if it is this one, installed, drop "
+                          "--plugin; else rename the package")
+            return
 
         def load() -> Any:
+            if package is not None:  # a module of a package: imported as such, so that its
+                root, dotted = package  # "package.module:Factory" strings resolve
+                return _import_from(root, dotted, path)
             mod_name = f"prbench_file_plugin_{path.stem}_{abs(hash(str(path.resolve())))}"
             spec = importlib.util.spec_from_file_location(mod_name, path)
             if spec is None or spec.loader is None:
@@ -301,6 +316,23 @@ class PluginRegistry:
             return module
 
         self._admit(info, load, external=False)
+
+    def file_trouble(self) -> str | None:
+        """One line for the first ``--plugin`` file that failed or dropped a registration.
+
+        A bare id the file shares with another plugin is no trouble (both stay usable under
+        their qualified ids).
+
+        A file the user named on the command line is an error when it does not load whole (an
+        installed plugin that fails is only reported: it must not take the others down).
+        """
+        for info in self.plugins.values():
+            if info.origin != "file":
+                continue
+            dropped = [p for p in info.problems if " dropped" in p]  # not a shared bare id
+            if info.error or dropped:
+                return f"--plugin {info.source}: {info.error or dropped[0]}"
+        return None
 
     def _record(self, info: PluginInfo) -> bool:
         """Add ``info`` to :attr:`plugins`; a second plugin of one name is recorded as failed.
@@ -491,12 +523,30 @@ class PluginRegistry:
                 f"{kind} {component_id!r} is ambiguous: plugins {owners} both register it; "
                 f"ask for {ids}"
             )
+        head = component_id.split()[0] if component_id.strip() else component_id
+        if head != component_id and "=" in component_id:  # "length unit=word": a space, no comma
+            rest = ",".join(component_id.split()[1:])
+            raise UnknownComponentError(
+                f"unknown {kind} {component_id!r}: options are separated by commas, not "
+                f"spaces: write {head},{rest}"
+                + (f" (--model_args scorer={head},{rest})" if kind == "scorer" else "")
+            )
+        dropped = [f"{p.name!r}: {why}" for p in self.plugins.values() for why in p.problems
+                   if why.startswith(f"{kind} {name!r} dropped")]
+        if dropped:
+            raise UnknownComponentError(
+                f"{kind} {component_id!r} was dropped by plugin {dropped[0]}")
         choices = sorted({c.name for c in table.values()}) + list(table)
-        message = f"unknown {kind} {component_id!r}{suggest(component_id, choices)}"
+        close = suggest(component_id, choices)
+        message = f"unknown {kind} {component_id!r}{close}"
         message += f"; available: {', '.join(sorted(self.components[kind])) or 'none'}"
         failed = [p.name for p in self.plugins.values() if p.status in ("failed", "partial")]
         if failed:
             message += "; plugins that failed to load or dropped components: " + ", ".join(failed)
+        elif not close:
+            message += ("; if a plugin provides it, install the plugin (pip install "
+                        "prbench-plugin-NAME, or pip install -e FOLDER) or load its file with "
+                        "--plugin FILE; `prbench plugins` lists what is loaded")
         raise UnknownComponentError(message)
 
     def build(self, kind: str, component_id: str, options: Mapping[str, Any] | None = None) -> Any:
@@ -526,6 +576,47 @@ class PluginRegistry:
         return [p.as_dict() for p in self.plugins.values()]
 
 
+def _package_of(path: Path) -> tuple[Path, str] | None:
+    """``(folder to import from, dotted module name)`` of a file inside a package, else None."""
+    path = path.resolve()
+    if path.suffix != ".py" or not (path.parent / "__init__.py").is_file():
+        return None
+    parts = [] if path.stem == "__init__" else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return (folder, ".".join(parts)) if parts else None
+
+
+def _import_from(root: Path, dotted: str, path: Path) -> Any:
+    """Import ``dotted`` with ``root`` on ``sys.path`` (kept there: its factories import later).
+
+    Raises:
+        ImportError: a module of that name is already imported from another file (an installed
+            copy of the same plugin, say).
+    """
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module = importlib.import_module(dotted)
+    found = getattr(module, "__file__", None)
+    if found and Path(found).resolve() != path.resolve():
+        raise ImportError(f"module {dotted!r} is already imported from {found} (an installed "
+                          f"copy?); uninstall it or load that one without --plugin")
+    return module
+
+
+def _folder_hint(folder: Path) -> str:
+    """What to give instead of a folder: its plugin files, or installing it."""
+    found = sorted(str(p) for p in folder.glob("*/plugin.py"))[:3] or sorted(
+        str(p) for p in folder.glob("plugin.py"))
+    files = f"give the plugin's Python file (here: {', '.join(found)})" if found else (
+        "give the plugin's Python file")
+    install = " or install it: pip install -e " + str(folder) if (
+        folder / "pyproject.toml").is_file() else ""
+    return files + install
+
+
 def _own_version() -> str:
     from prbench import __version__
 
@@ -540,6 +631,8 @@ def _origin(info: PluginInfo) -> str:
 def _format_error(what: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     location = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    if isinstance(exc, SyntaxError) and exc.filename:  # where the text is, not the importer
+        location = f" at {exc.filename}:{exc.lineno}"
     return f"{what}: {type(exc).__name__}: {exc}{location}"
 
 

@@ -2,7 +2,8 @@
 
 Every flag has help text, ``--help`` shows every non-empty default, the underscore spelling is the
 one shown and the dash spelling parses too, and a command that writes files takes
-``-o/--output_path`` (the old ``--output``/``--output_dir`` parse with a deprecation note).
+``-o/--output_path``. The forms of earlier, unreleased drafts (``--output``, ``--scorer``,
+``--judge ID``, ...) do not parse: their error names the form to write.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def _required_args(parser: argparse.ArgumentParser, skip: argparse.Action) -> li
 @pytest.mark.parametrize(
     "name", ["bon", "build", "correlate", "prefs convert", "rank", "report", "rl", "sweep"]
 )
-def test_output_path_everywhere_and_old_flags_noted(
+def test_output_path_everywhere_and_the_old_flags_refused(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = SUBPARSERS[name]
@@ -133,11 +134,12 @@ def test_output_path_everywhere_and_old_flags_noted(
     assert action.option_strings[:2] == ["-o", "--output_path"]
     assert "-o OUTPUT_PATH, --output_path OUTPUT_PATH" in parser.format_help()
     for old in ("--output", "--output_dir", "--output-dir"):
-        args, _ = parser.parse_known_args([*_required_args(parser, skip=action), old, "there"])
-        assert args.output_path == "there"
-        assert f"prbench: note: {old} is deprecated; use -o/--output_path" in \
-            capsys.readouterr().err
-        assert f"{old} " not in parser.format_help().replace("[", " ").replace("]", " ")
+        args, extra = parser.parse_known_args([*_required_args(parser, skip=None), old, "y"])
+        assert extra == [old, "y"] and args.output_path != "y"
+        with pytest.raises(SystemExit) as exc:
+            parser.error(f"unrecognized arguments: {old} y")
+        assert exc.value.code == 2
+        assert f"({old} is now -o/--output_path)" in capsys.readouterr().err
 
 
 def test_one_resamples_default_everywhere() -> None:
@@ -157,20 +159,16 @@ def _specs(argv: list[str], command: str = "bon") -> list[str]:
     return scorer_specs(args)
 
 
-def test_one_scorer_form_and_the_old_ones_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_scorer_form(capsys: pytest.CaptureFixture[str]) -> None:
     assert _specs(["--model_args", "scorer=length", "--model_args",
                    "scorer=hf-classifier,pretrained=P,dtype=float32"]) == [
         "length", "hf-classifier:pretrained=P,dtype=float32"]
     assert capsys.readouterr().err == ""
-    # bon's old form
-    assert _specs(["--scorer", "hf-classifier:pretrained=P"]) == ["hf-classifier:pretrained=P"]
-    err = capsys.readouterr().err
-    assert "'--scorer hf-classifier:pretrained=P' is the old form; write " \
-        "'--model_args scorer=hf-classifier,pretrained=P'" in err
-    # serve's and rl's old form
-    assert _specs(["--scorer", "length", "--model_args", "unit=word"], "serve") == [
-        "length:unit=word"]
-    assert "write '--model_args scorer=length,unit=word'" in capsys.readouterr().err
+    for command in ("bon", "serve", "rl"):  # the old --scorer is no flag of any command
+        parser = SUBPARSERS[command]
+        _, extra = parser.parse_known_args([*_required_args(parser, skip=None), "--scorer",
+                                            "length"])
+        assert extra == ["--scorer", "length"]
     with pytest.raises(OptionsError, match="names no scorer: write --model_args scorer=ID,unit=w"):
         _specs(["--model_args", "unit=w"], "serve")
     with pytest.raises(OptionsError, match="no scorer given: add --model_args scorer=ID"):
@@ -186,12 +184,24 @@ def test_help_of_every_command_exits_zero(capsys: pytest.CaptureFixture[str]) ->
         assert "(default:" in out or name in ("plugins",), name
 
 
-def test_unknown_flag_is_one_error_line(capsys: Any) -> None:
+def test_unknown_flag_is_one_error_line_with_the_flag_meant(capsys: Any) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["bon", "--model_args", "scorer=length", "--profile_kk", "3"])
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "prbench: error: unrecognized arguments: --profile_kk 3"
+    assert err == ["error: prbench bon: unrecognized arguments: --profile_kk 3 (did you mean "
+                   "'--profile_args'?) (see 'prbench bon --help')"]
+    with pytest.raises(SystemExit):
+        main(["rank", "sample", "-o", "r.jsonl", "--bacth-size", "4", "--builder", "dense"])
+    assert capsys.readouterr().err.strip() == (
+        "error: prbench rank: unrecognized arguments: --bacth-size 4 --builder dense "
+        "(--bacth-size: did you mean '--batch_size'?; --builder is now --profile_args "
+        "builder=ID) (see 'prbench rank --help')")
+    with pytest.raises(SystemExit):  # argparse's other mistakes: the same one line
+        main(["rank", "sample"])
+    assert capsys.readouterr().err.strip() == (
+        "error: prbench rank: the following arguments are required: -o/--output_path (see "
+        "'prbench rank --help')")
 
 
 def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,8 +212,6 @@ def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFi
         "--model_args", "scorer=length", "--log_samples", "--output_path=x", "--tasks", "t",
         "--not-a-flag"]
     assert capsys.readouterr().err == ""
-    assert lm_eval_spellings(["--output_dir", "x"]) == ["--output_path", "x"]
-    assert "--output_dir is deprecated; use -o/--output_path" in capsys.readouterr().err
 
 
 def _all_help() -> dict[str, str]:
@@ -347,48 +355,32 @@ def _components(command: str, argv: list[str], role: str) -> tuple[tuple[str, di
     return found, err.getvalue()
 
 
-#: (command, role, the old form, the new form it is the same as)
+#: (command, an old form of an unreleased draft, the form its error names)
 OLD_FORMS = [
-    ("rl", "judge", "--judge rubric-judge:backend=hf,model=P",
-     "--judge_args judge=rubric-judge,backend=hf,model=P"),
-    ("rl", "judge", "--judge none", "--judge_args judge=none"),
-    ("rl", "profile", "--profile dense --profile_args k=2,model=minilm",
-     "--profile_args builder=dense,k=2,model=minilm"),
-    ("bon", "judge", "--judge backend=openai,model=M,base_url=http://h:8/v1",
-     "--judge_args judge=rubric-judge,backend=openai,model=M,base_url=http://h:8/v1"),
-    ("bon", "profile", "--profile none", "--profile_args builder=none"),
-    ("bon", "profile", "--profile_k 3", "--profile_args builder=dense,k=3"),
-    ("bon", "profile", '--profile bm25 --profile-k 2 --profile_options {"tokenizer":"word"}',
-     "--profile_args builder=bm25,k=2,tokenizer=word"),
-    ("bon", "policy", "--policy backend=hf,model=P,seed=1",
-     "--policy_args backend=hf,model=P,seed=1"),
-    ("rank", "profile", "--builder_args model=contriever",
-     "--profile_args builder=dense,model=contriever"),
-    ("rank", "profile", "--builder dense --builder-args model=minilm,batch_size=8",
-     "--profile_args builder=dense,model=minilm,batch_size=8"),
-    ("build", "generator", "--generator scripted -O leak_check=both --option max_new_tokens=9",
-     "--generator_args generator=scripted,leak_check=both,max_new_tokens=9"),
-    ("build", "generator", '-O profile_builder_options={"k": 5, "model": "minilm"}',
-     '--generator_args generator=rubric-contrast,profile_builder_options={"k": 5, "model": '
-     '"minilm"}'),
+    ("rl", "--judge rubric-judge:backend=hf,model=P", "--judge is now --judge_args judge=ID,K=V"),
+    ("rl", "--profile dense", "--profile is now --profile_args builder=ID,K=V"),
+    ("rl", "--policy P", "--policy is now --policy_args model=PATH"),
+    ("rl", "--gguf_file F", "--gguf_file is now --policy_args model=PATH,gguf_file=F"),
+    ("bon", "--profile_k 3", "--profile_k is now --profile_args builder=ID,k=N"),
+    ("bon", '--profile_options {"k":3}', "--profile_options is now --profile_args builder=ID,K=V"),
+    ("bon", "--policy backend=hf,model=P", "--policy is now --policy_args model=PATH"),
+    ("rank", "--builder-args model=minilm", "--builder-args is now --profile_args builder=ID,K=V"),
+    ("build", "--generator scripted", "--generator is now --generator_args generator=ID,K=V"),
+    ("build", "-O leak_check=both", "-O is now --generator_args generator=ID,K=V"),
 ]
 
 
-@pytest.mark.parametrize(("command", "role", "old", "new"), OLD_FORMS)
-def test_old_component_forms_work_with_a_note_naming_the_same_new_form(
-    command: str, role: str, old: str, new: str
+@pytest.mark.parametrize(("command", "old", "says"), OLD_FORMS)
+def test_old_component_forms_are_refused_naming_the_form_to_write(
+    command: str, old: str, says: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-
-    old_found, note = _components(command, _split(old), role)
-    assert note.strip() == f"prbench: note: {old!r} is the old form; write {new!r}"
-    new_found, quiet = _components(command, _split(new), role)
-    assert quiet == ""
-    assert {k: str(v) for k, v in old_found[1].items()} == new_found[1]
-    assert old_found[0] == new_found[0]
-    old_flag = _split(old)[0]
-    help_text = SUBPARSERS[command].format_help()
-    assert f"{old_flag} " not in help_text.replace("[", " ")  # the old flags are not shown
-    assert f"--{role}_args " in help_text
+    parser = SUBPARSERS[command]
+    _, extra = parser.parse_known_args([*_required_args(parser, skip=None), *_split(old)])
+    assert extra == _split(old)
+    with pytest.raises(SystemExit):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    assert f"({says})" in capsys.readouterr().err
+    assert f"{_split(old)[0]} " not in parser.format_help().replace("[", " ")
 
 
 def _split(text: str) -> list[str]:
@@ -412,13 +404,9 @@ def test_the_default_component_needs_no_flag_and_a_list_must_name_one() -> None:
     with pytest.raises(OptionsError, match="--profile_args 'k=2' names no builder: write "
                        "--profile_args builder=ID,k=2"):
         _components("bon", ["--profile_args", "k=2"], "profile")
-    with pytest.raises(OptionsError, match="name two components"):
-        _components("rl", ["--judge_args", "judge=a", "--judge", "b"], "judge")
-    with pytest.raises(OptionsError, match="option 'k' is given both in --profile_args and as "
-                       "--profile_k"):
-        _components("bon", ["--profile_args", "builder=dense,k=2", "--profile_k", "3"], "profile")
-    with pytest.raises(OptionsError, match="-O expects KEY=VALUE, got 'leak_check'"):
-        _components("build", ["-O", "leak_check"], "generator")
+    with pytest.raises(OptionsError, match="--policy_args 'P' is not a K=V list: write "
+                       "--policy_args model=P"):
+        _components("bon", ["--policy_args", "P"], "policy")
 
 
 def test_one_parser_reads_every_options_list_and_keeps_json_values_whole() -> None:
@@ -435,13 +423,3 @@ def test_one_parser_reads_every_options_list_and_keeps_json_values_whole() -> No
     assert parse_kv_string("template=[INST,k=2") == {"template": "[INST", "k": "2"}
     with pytest.raises(OptionsError, match="expected key=value, got 'x'"):
         parse_kv_string("a=1,x")
-
-
-def test_among_old_flags_the_last_wins_and_a_clash_names_the_flags() -> None:
-    found, note = _components("bon", ["--profile_k", "3", "--profile_options", '{"k": 4}'],
-                              "profile")
-    assert found == ("dense", {"k": 4}) and "write '--profile_args builder=dense,k=4'" in note
-    assert _components("build", ["--generator", "a", "--generator", "b"], "generator")[0] == (
-        "b", {})
-    with pytest.raises(OptionsError, match="--judge 'b' and --judge_args judge=a name two"):
-        _components("rl", ["--judge_args", "judge=a", "--judge", "b"], "judge")

@@ -28,6 +28,7 @@ import contextlib
 import io
 import re
 import shlex
+import sys
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -345,23 +346,19 @@ class Checker:
             if getattr(ns, "lm_eval_help", False):
                 return []
             ns.extra_args = extra
-            with contextlib.redirect_stderr(io.StringIO()):  # old-flag notes
-                return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
+            return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
         if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
             return [f"prbench {ns.command}: unrecognized arguments: {' '.join(extra)}"]
         from prbench.commands import ROLES, component_args, scorer_specs
 
         out: list[str] = []
-        notes = io.StringIO()
-        with contextlib.redirect_stderr(notes):  # old-form notes: the docs use the new form
-            for role in ROLES:
-                if role != "model" and hasattr(ns, f"{role}_args"):
-                    component_args(ns, role)
-            if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
-                for spec in scorer_specs(ns):
-                    scorer, _, rest = spec.partition(":")
-                    out += self._scorer(scorer, rest)
-        out += [line for line in notes.getvalue().splitlines() if "is the old form" in line]
+        for role in ROLES:
+            if role != "model" and hasattr(ns, f"{role}_args"):
+                component_args(ns, role)
+        if hasattr(ns, "model_args") and hasattr(ns, "prbench_scorer_required"):
+            for spec in scorer_specs(ns):
+                scorer, _, rest = spec.partition(":")
+                out += self._scorer(scorer, rest)
         return out
 
     def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
@@ -480,21 +477,30 @@ def make_targets(root: Path = ROOT) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def checker(tmp_path_factory: pytest.TempPathFactory) -> Checker:
+def checker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Checker]:
     """A checker over prbench's built-ins, the bundled plugins and CONTRIBUTING's ``mymodel``."""
     from prbench.harness import tasks
     from prbench.plugins import PluginRegistry
 
     snippet = snippet_files("\n".join(
         (ROOT / name).read_text(encoding="utf-8") for name in ("CONTRIBUTING.md", PLUGIN_API)))
-    plugin_file = tmp_path_factory.mktemp("mymodel") / "mymodel_plugin.py"
-    plugin_file.write_text(snippet["prbench_plugin_mymodel/plugin.py"], encoding="utf-8")
-    registry = PluginRegistry(plugin_files=[plugin_file],
+    root = tmp_path_factory.mktemp("mymodel")  # the package, loaded as CONTRIBUTING says
+    for name, text in snippet.items():
+        if name.startswith("prbench_plugin_mymodel/"):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
+    (root / "prbench_plugin_mymodel" / "__init__.py").touch()
+    path_before = list(sys.path)
+    registry = PluginRegistry(plugin_files=[root / "prbench_plugin_mymodel" / "plugin.py"],
                               env={"PRBENCH_LOAD_PLUGINS": ",".join(bundled_plugin_names())})
+    assert registry.file_trouble() is None, registry.file_trouble()
     missing = [p for p in bundled_plugin_names() if p not in registry.plugins]
     assert not missing, f"bundled plugins not installed (run `make setup`): {missing}"
     dirs = [path for path, _desc, _plugin in registry.task_dirs if Path(path).is_dir()]
-    return Checker(registry, tasks.task_names(dirs), make_targets())
+    yield Checker(registry, tasks.task_names(dirs), make_targets())
+    sys.path[:] = path_before
+    for name in [m for m in sys.modules if m.startswith("prbench_plugin_mymodel")]:
+        del sys.modules[name]
 
 
 def _page_commands() -> list[Command]:
@@ -673,4 +679,4 @@ def test_an_old_component_option_form_in_the_docs_fails(checker: Checker) -> Non
     problems = [checker.problems(c) for c in shell_commands("OLD.md", text)]
     assert problems[0] == []
     for found in problems[1:]:
-        assert len(found) == 1 and "is the old form; write '--" in found[0], found
+        assert len(found) == 1 and ": unrecognized arguments: --" in found[0], found

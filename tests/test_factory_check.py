@@ -77,9 +77,18 @@ def test_source_and_callable_give_the_same_verdict(
 def test_undecidable_from_source_is_left_to_build_time(module: str) -> None:
     assert string_problem(f"{module}:Inherits", takes_options=False) is None
     assert string_problem(f"{module}:Decorated", takes_options=True) is None
-    assert string_problem("no_such_module_xyz:Thing", takes_options=True) is None
-    assert string_problem("no_such_pkg_xyz.sub:Thing", takes_options=True) is None
     assert module not in sys.modules
+
+
+def test_a_module_that_cannot_be_found_is_reported_at_registration() -> None:
+    """A factory string naming a module nobody can import is found when the plugin loads (it
+    was a ModuleNotFoundError when the scorer was built, after the data loaded)."""
+    for target, missing in (("no_such_module_xyz:Thing", "no_such_module_xyz"),
+                            ("no_such_pkg_xyz.sub:Thing", "no_such_pkg_xyz"),
+                            ("prbench.no_such_module_xyz:Thing", "prbench.no_such_module_xyz")):
+        problem = string_problem(target, takes_options=True)
+        assert problem is not None and f"(no module named {missing!r})" in problem, problem
+        assert problem.startswith(f"has the factory {target!r}, whose module cannot be imported")
 
 
 def test_a_factory_that_is_neither_callable_nor_a_string() -> None:

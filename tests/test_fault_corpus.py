@@ -809,6 +809,75 @@ CORPUS: dict[str, Fault] = {
         "protocol=authors drew each pair's order by hash, the reference a Random(42) per split",
         covered_by="plugins/prbench-plugin-synthesizeme/tests/test_synthesizeme_authors.py::"
                    "test_each_split_is_presented_in_the_references_order"),
+    # --- issue 38: a newcomer's mistakes, each one line before work starts
+    "eval-model-hf-offline": Fault(
+        "prbench eval --model hf --model_args pretrained=gpt2 offline (a 65-line OSError)",
+        lambda t, p: ["eval", "--model", "hf", "--model_args", "pretrained=gpt2", "--tasks",
+                      GROUP, "--limit", "1"],
+        says="not a local folder and not in the Hugging Face cache, and the hub is offline"),
+    "custom-task-without-data": Fault(
+        "--tasks personalized_rewardbench_custom without prbench_data (ran the bundled sample)",
+        _eval("scorer=length", tasks="personalized_rewardbench_custom_noprofile"),
+        says='evaluate your own records: add --metadata \'{"prbench_data": "PATH"}\''),
+    "num-fewshot-ignored": Fault(
+        "--num_fewshot 3 was accepted and ignored without a word",
+        _eval("scorer=length", "--num_fewshot", "3", "--no_summary"), code=0, warns=True,
+        says="the prbench model ignores --num_fewshot 3"),
+    "device-cuda-with-a-scorer-without-device": Fault(
+        "--device cuda with scorer=length on a CPU-only machine exited 0",
+        lambda t, p: _without_cuda(_eval("scorer=length", "--device", "cuda")(t, p)),
+        says="--device='cuda' asks for CUDA"),
+    "scorer-options-separated-by-spaces": Fault(
+        "\"scorer=embedding-similarity batch_size=4\" said unknown scorer, nothing of commas",
+        _eval("scorer=embedding-similarity batch_size=4"),
+        says="options are separated by commas, not spaces: write "
+             "embedding-similarity,batch_size=4"),
+    "eval-misspelt-flag": Fault(
+        "prbench eval --limt 2 got lm-eval's usage line, no suggestion",
+        _eval("scorer=length", "--limt", "2"), code=2, says="(did you mean '--limit'?)"),
+    "scorer-of-a-plugin-not-installed": Fault(
+        "scorer=mymodel before the plugin is installed: no hint to install one",
+        _eval("scorer=mymodel"), says="install the plugin (pip install prbench-plugin-NAME"),
+    "plugin-flag-names-a-folder": Fault(
+        "--plugin DIR said 'file not found' for a folder that exists",
+        lambda t, p: ["--plugin", str(_write(t / "pkg" / "mine" / "plugin.py", "").parent.parent),
+                      "eval", "--tasks", GROUP, "--model_args", "scorer=length"],
+        says="is a folder: give the plugin's Python file (here: "),
+    "plugin-file-that-does-not-import": Fault(
+        "a --plugin file with a syntax error was a warning and exit 0",
+        lambda t, p: ["--plugin", str(_write(t / "broken.py", "def register_scorers(:\n")),
+                      "eval", "--tasks", GROUP, "--model_args", "scorer=length"],
+        says="broken.py: import failed: SyntaxError: invalid syntax (broken.py, line 1) at "),
+    "plugin-string-factory-not-importable": Fault(
+        "a --plugin file whose factory string names a module nobody can import (a late error)",
+        lambda t, p: ["--plugin", str(_write(t / "lone.py", (
+            "from prbench.api import hookimpl\n\n@hookimpl\ndef register_scorers(register):\n"
+            "    register('lone', 'prbench_plugin_lone.scorer:Lone')\n"))),
+            "eval", "--tasks", GROUP, "--model_args", "scorer=lone"],
+        says="whose module cannot be imported (no module named 'prbench_plugin_lone')"),
+    "sweep-scorer-typo-found-up-front": Fault(
+        "a sweep's scorer typo was found when its cell ran, and printed error: twice",
+        _sweep(f"scorers: [{{model_args: {{scorer: length}}}}, {{name: b, model_args: "
+               f"{{scorer: lenght}}}}]\nconditions: [{{tasks: {GROUP}}}]\n"),
+        says="scorer 'b': unknown scorer 'lenght' (did you mean 'length'?)"),
+    "removed-old-scorer-flag": Fault(
+        "prbench bon --scorer length, a form of an unreleased draft",
+        lambda t, p: ["bon", "--scorer", "length", "-o", str(t / "bon")], code=2,
+        says="--scorer is now --model_args scorer=ID,K=V", subprocess=True),
+    "eval-profile-args-without-a-builder": Fault(
+        "prbench eval --profile_args k=3 (no builder named)",
+        _eval("scorer=length", "--profile_args", "k=3", tasks=SAMPLE),
+        says="--profile_args 'k=3' names no builder: write --profile_args builder=ID,k=3"),
+    "rl-policy-on-a-server": Fault(
+        "prbench rl --policy_args backend=openai,... (bon's served policy cannot be trained)",
+        lambda t, p: ["rl", "--policy_args", "backend=openai,model=m", "--model_args",
+                      "scorer=length", "-o", str(t / "rl")],
+        needs="trl", writes="rl", says="a served model (backend=openai) can only be sampled"),
+    "plain-lm-eval-scorer-typo-before-indexing": Fault(
+        "lm_eval --model prbench --model_args scorer=lenght: found after lm-eval's task index",
+        lambda t, p: ["--model", "prbench", "--model_args", "scorer=lenght", "--tasks", GROUP,
+                      "--limit", "1"],
+        subprocess=True, lm_eval=True, says="unknown scorer 'lenght' (did you mean 'length'?)"),
 }
 
 

@@ -154,8 +154,9 @@ def test_bad_registrations_are_dropped_and_recorded(tmp_path: Path) -> None:
     assert len(info.problems) == 7
     assert registry.get("scorer", "good-one").description == "survives"
     assert registry.build("scorer", "good-one").score(["r"]) == [0.0]
-    with pytest.raises(UnknownComponentError, match="dropped components: messy"):
-        registry.get("scorer", "no-options")
+    with pytest.raises(UnknownComponentError, match="scorer 'no-options' was dropped by plugin "
+                       "'messy': scorer 'no-options' dropped: it is registered without options="):
+        registry.get("scorer", "no-options")  # the reason, not only "unknown"
     assert "/no/such/task/folder" not in [d[0] for d in registry.task_dirs]
     assert registry.get("scorer", "length")  # the others keep working
 
@@ -276,21 +277,39 @@ def test_wrong_hook_argument_is_reported(tmp_path: Path) -> None:
     assert "invalid hook implementation" in registry.plugins["badargs"].error
 
 
-def test_factories_are_lazy(tmp_path: Path) -> None:
+def test_factories_are_lazy_but_resolved_when_the_plugin_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A "module:attribute" factory is found when the plugin loads, never imported before it is
+    built; one whose module cannot be found is dropped then, with the reason (issue 38)."""
+    (tmp_path / "lazy_target_xyz.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('IMPORTED').touch()\n\n"
+        "class Scorer:\n    def score(self, requests):\n        return [1.0 for _ in requests]\n",
+        encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
     path = plugin_file(
         tmp_path,
         "lazy",
         """
         @hookimpl
         def register_scorers(register):
-            register("heavy", "module_that_does_not_exist_xyz:Scorer")
+            register("heavy", "lazy_target_xyz:Scorer")
+            register("gone", "module_that_does_not_exist_xyz:Scorer")
         """,
     )
     registry = PluginRegistry(plugin_files=[path], env=NO_EP)
     component = registry.get("scorer", "heavy")
-    assert registry.plugins["lazy"].status == "ok"
-    with pytest.raises(ModuleNotFoundError):
-        component.build()
+    assert not (tmp_path / "IMPORTED").exists()  # found, not imported
+    assert registry.plugins["lazy"].status == "partial"
+    (problem,) = registry.plugins["lazy"].problems
+    assert problem.startswith("scorer 'gone' dropped: it has the factory "
+                              "'module_that_does_not_exist_xyz:Scorer', whose module cannot be "
+                              "imported (no module named 'module_that_does_not_exist_xyz')")
+    with pytest.raises(UnknownComponentError, match="scorer 'gone' was dropped by plugin 'lazy'"):
+        registry.get("scorer", "gone")
+    assert component.build().score(["r"]) == [1.0]
+    assert (tmp_path / "IMPORTED").exists()
+    sys.modules.pop("lazy_target_xyz", None)
 
 
 def test_unknown_id_and_option_suggest_close_matches() -> None:

@@ -292,39 +292,40 @@ def test_cli_rl_policy_is_given_as_policy_args(
               "--judge_args", "judge=none", "--limit", "1"])
     assert (seen[1].policy, seen[1].gguf_file) == ("hub/id", "")
     assert "note:" not in capsys.readouterr().err  # the one form: nothing to note
+    with pytest.raises(_Stop):  # bon's form of the same policy: the same run
+        main(["rl", "--policy_args", "backend=hf,model=hub/id", "--model_args", "scorer=length",
+              "-o", "o", "--judge_args", "judge=none", "--limit", "1"])
+    assert (seen[2].policy, seen[2].gguf_file) == ("hub/id", "")
 
     for bad, said in (("modle=p", "unknown option 'modle' (did you mean 'model'?)"),
                       ("gguf_file=f.gguf", "--policy_args names no model"),
-                      ("backend=hf,model=p", "unknown option 'backend'")):
+                      ("backend=openai,model=p", "backend=openai: prbench rl trains the policy"),
+                      ("model=p,seed=3", "sets sampling with flags: write --seed 3"),
+                      ("p", "--policy_args 'p' is not a K=V list: write --policy_args model=p")):
         code = main(["rl", "--policy_args", bad, "--model_args", "scorer=length", "-o", "o"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 1 and len(err) == 1 and err[0].startswith("error: --policy_args")
         assert said in err[0], err[0]
-    assert len(seen) == 2  # no bad form reached the evaluator
+    assert len(seen) == 3  # no bad form reached the evaluator
 
 
-@pytest.mark.parametrize(("old", "policy", "gguf", "new"), [
-    (["--policy", "/models/p"], "/models/p", "", "--policy_args model=/models/p"),
-    (["--policy", "p", "--gguf_file", "f.gguf"], "p", "f.gguf",
-     "--policy_args model=p,gguf_file=f.gguf"),
-    (["--policy_args", "model=p", "--gguf-file", "f.gguf"], "p", "f.gguf",
-     "--policy_args model=p,gguf_file=f.gguf"),
+@pytest.mark.parametrize(("old", "new"), [
+    (["--policy", "/models/p"], "--policy is now --policy_args model=PATH"),
+    (["--policy_args", "model=p", "--gguf-file", "f.gguf"],
+     "--gguf-file is now --policy_args model=PATH,gguf_file=F"),
 ])
-def test_cli_rl_old_policy_flags_work_with_one_note_naming_the_new_form(
-    old: list[str], policy: str, gguf: str, new: str, rl_configs: list[RLConfig],
-    capsys: pytest.CaptureFixture[str]
+def test_cli_rl_old_policy_flags_are_refused_naming_the_form(
+    old: list[str], new: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--policy``/``--gguf_file`` read as every command's old flags do: same run, one note."""
+    """``--policy``/``--gguf_file`` were never released: one error line names the one form."""
     from prbench.cli import main
 
-    seen = rl_configs
-    with pytest.raises(_Stop):
-        main(["rl", *old, "--model_args", "scorer=length", "-o", "o", "--judge_args",
-              "judge=none", "--limit", "1"])
-    assert (seen[0].policy, seen[0].gguf_file) == (policy, gguf)
-    notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
-    assert len(notes) == 1 and new in notes[0], notes
-    assert "--policy " not in subprocess_free_usage()  # the old flag is hidden from help
+    with pytest.raises(SystemExit) as exc:
+        main(["rl", *old, "--model_args", "scorer=length", "-o", "o"])
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: prbench rl: ") and f"({new})" in line, line
+    assert "--policy " not in subprocess_free_usage()
 
 
 def subprocess_free_usage() -> str:

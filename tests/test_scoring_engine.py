@@ -207,6 +207,39 @@ def test_is_oom_error_recognises_torch_and_allocator_errors():
     assert not is_oom_error(ValueError("out of memory"))
 
 
+def test_is_oom_error_asks_accelerate(monkeypatch):
+    """accelerate's ``should_reduce_batch_size`` decides first: its list has errors prbench's own
+    words did not (cuDNN refusing an oversized batch, HPU's allocator)."""
+    import accelerate.utils.memory as memory
+
+    assert is_oom_error(RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may "
+                                     "appear if you passed in a non-contiguous input."))
+    assert is_oom_error(RuntimeError("FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed"))
+    asked: list[BaseException] = []
+    monkeypatch.setattr(memory, "should_reduce_batch_size",
+                        lambda exc: asked.append(exc) or True)
+    error = RuntimeError("a new device's own words for it")
+    assert is_oom_error(error) and asked == [error]
+    assert not is_oom_error(RuntimeError(5))  # accelerate reads the message as text: not asked
+    assert asked == [error]
+
+
+@pytest.mark.parametrize(("device", "available"), [("xpu", "is_xpu_available"),
+                                                    ("mps", "is_mps_available")])
+def test_free_accelerator_memory_empties_the_cache_of_any_device(monkeypatch, device, available):
+    """Through accelerate's ``clear_device_cache``: not only CUDA (here an XPU, an Apple GPU)."""
+    import accelerate.utils.memory as memory
+    import torch
+
+    from prbench.scoring import oom
+
+    emptied: list[str] = []
+    monkeypatch.setattr(memory, available, lambda *args, **kwargs: True)
+    monkeypatch.setattr(getattr(torch, device), "empty_cache", lambda: emptied.append(device))
+    oom.free_accelerator_memory()
+    assert emptied == [device]
+
+
 def test_pad_batch_positions_do_not_depend_on_side():
     seqs = [[5, 6, 7], [8], [9, 10]]
     r_ids, r_mask, r_pos = pad_batch(seqs, pad_id=0, side="right")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -158,10 +159,22 @@ def test_strip_option_removes_trailing_tokens() -> None:
         ({"items": [{"question": "q", "response": "a", "profile": [{"id": "x"}]}]},
          "items[0].profile[0].text"),
         ({"rows": []}, "body: expected"),
+        ({"items": [{"questoin": "q", "response": "a"}]},
+         "items[0]: unknown key 'questoin' (did you mean 'question'?); allowed: record_id, id, "
+         "question, response, profile"),
+        ({"items": [], "options": {}}, "body: unknown key 'options'; allowed: items"),
+        ({"items": [{"question": "q", "response": "a", "profile": 3}]},
+         "items[0].profile: expected a string or a list of posts, got int"),
+        ({"items": [{"question": "q", "response": "a", "profile": [{"text": "t", "id": 4}]}]},
+         "items[0].profile[0].id: expected a string, got int"),
+        ({"items": ["q"]}, "items[0]: expected an object"),
+        # a hidden field is checked also where the served scorer does not read it
+        ({"items": [{"question": "q", "response": "a", "rubric_aspects": "x"}]},
+         "items[0].rubric_aspects: expected a list"),
     ],
 )
 def test_native_payload_errors_name_the_field(body: dict, message: str) -> None:
-    with pytest.raises(PayloadError, match=message.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(PayloadError, match=re.escape(message)):
         native_requests(body)
 
 
@@ -172,6 +185,19 @@ def test_openrlhf_payload_errors() -> None:
         openrlhf_requests({"query": ["hello"], "prompts": ["other"]})
     with pytest.raises(PayloadError, match=r"labels\[0\]: looks like JSON"):
         openrlhf_requests({"query": ["x"], "prompts": [""], "labels": ["{bad"]})
+
+
+def test_openrlhf_profiles_are_checked_by_the_same_model() -> None:
+    """A profile from a label or a context list: the /score profile model, the item named."""
+    body = {"query": ["PROMPT x"], "prompts": ["PROMPT"]}
+    with pytest.raises(PayloadError, match=re.escape(
+            "item 0: profile: expected a string or a list of posts, got int")):
+        openrlhf_requests({**body, "profiles": [7]})
+    with pytest.raises(PayloadError, match=re.escape(
+            "item 0: profile[0].text: expected a string, got int")):
+        openrlhf_requests({**body, "labels": ['{"profile": [{"text": 1}]}']})
+    req = openrlhf_requests({**body, "profiles": [[{"text": "a", "id": "p"}, "b"]]})[0]
+    assert [p.id for p in req.profile.items] == ["p", "1"]
 
 
 def test_get_reward_with_query_only_is_a_400_naming_prompts() -> None:
@@ -360,6 +386,50 @@ def test_verl_reward_functions_call_the_server() -> None:
         with pytest.raises(ValueError, match="extra_info has no 'question'"):
             verl_reward.compute_score("prbench", "x", None, {}, server_url=server.url)
     assert one == 4.0 and many == [1.0, 2.0]
+
+
+def test_a_posts_own_extra_keys_are_ignored() -> None:
+    """Posts of the benchmark's records carry more than {id, category, text}: sent as they are."""
+    posts = [{**POSTS[0], "title": "Morning", "date": "2024-01-02"}, "a bare post"]
+    req = native_requests({"items": [{"question": "q", "response": "r", "profile": posts}]})[0]
+    assert [(p.id, p.category) for p in req.profile.items] == [("p1", "music"), ("1", "")]
+    assert req.profile.text.endswith("Post 2 (Category: ): a bare post")
+
+
+def test_openapi_documents_the_score_body() -> None:
+    """/openapi.json describes /score's body: its fields, which are required, no others."""
+    app = create_app(runtime_factory("length", {"cache": "false"}), scorer="length")
+    with start_in_thread(app) as server, \
+            urllib.request.urlopen(server.url + "/openapi.json", timeout=60) as resp:
+        spec = json.loads(resp.read())
+    body = spec["paths"]["/score"]["post"]["requestBody"]
+    assert body["required"] is True
+    assert body["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ScoreBody"}
+    schemas = spec["components"]["schemas"]
+    assert schemas["ScoreBody"]["required"] == ["items"]
+    assert schemas["ScoreBody"]["properties"]["items"]["items"] == {
+        "$ref": "#/components/schemas/ScoreItem"}
+    item = schemas["ScoreItem"]
+    assert set(item["properties"]) == {"record_id", "id", "question", "response", "profile",
+                                       "category", "domain", "narrative", "rubric_aspects"}
+    assert item["required"] == ["question", "response"]
+    assert item["additionalProperties"] is False
+    assert all(field.get("description") for field in item["properties"].values())
+    assert "#/components/schemas/Post" in json.dumps(item["properties"]["profile"])
+    assert schemas["Post"]["required"] == ["text"]
+    # every $ref points at a schema the document has
+    refs = {ref.rsplit("/", 1)[1] for ref in _refs(spec)}
+    assert refs <= set(schemas)
+
+
+def _refs(node: object) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if "$ref" in node else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
 
 
 def test_profile_posts_render_in_benchmark_format() -> None:

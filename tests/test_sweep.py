@@ -154,8 +154,10 @@ def test_two_scorers_two_tasks_table_and_report(tmp_path: Path, capsys) -> None:
 
 def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path, capsys) -> None:
     """A cell whose eval fails is recorded with its error; the next cell runs; exit 1."""
+    missing = str(tmp_path / "no-such-model")  # found only when the cell builds the scorer
     sweep = _sweep_file(tmp_path / "grid.yaml",
-                        [{"name": "broken", "model_args": {"scorer": "length", "bogus": 1}},
+                        [{"name": "broken", "model_args": {"scorer": "hf-classifier",
+                                                           "pretrained": missing}},
                          {"name": "length", "model_args": {"scorer": "length"},
                           "stand_in": "word count stands in for a reward model"}],
                         [{"name": "none", "tasks": NONE}], limit=1)
@@ -164,9 +166,11 @@ def test_failed_cell_is_recorded_and_the_sweep_goes_on(tmp_path: Path, capsys) -
     assert code == 1
     broken = _record(out, "broken", "none")
     assert broken["status"] == "failed" and broken["exit_code"] == 1
-    assert broken["error"].startswith("error:") and "bogus" in broken["error"]
+    assert not broken["error"].startswith("error:") and "no-such-model" in broken["error"]
     assert _record(out, "length", "none")["status"] == "done"
-    assert "error: cell broken/none failed: error:" in err and "bogus" in err
+    errors = [line for line in err.splitlines() if "error:" in line]  # said once, not twice
+    assert len(errors) == 1 and errors[0].startswith("error: cell broken/none failed: ")
+    assert "no-such-model" in errors[0]
     assert "| broken | failed |" in (out / "sweep_table.md").read_text(encoding="utf-8")
     assert "cells: 1 run, 0 already finished, 1 failed" in stdout
     # the stand-in is labelled in the printed table and its notes
@@ -457,7 +461,7 @@ _GRID = "scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
         ["--model_arg", "scorer=constant"],  # an abbreviation lm-eval's parser accepts
         ["-a", "scorer=constant"],
         ["--batch_size", "2", "-o", "elsewhere"],
-        ["--output", "elsewhere"],  # the old output flag, still read as --output_path
+        ["--output", "elsewhere"],  # lm-eval's parser reads it as an abbreviation of --output_path
         ["--log-samples"],
         ["-t", "personalized_rewardbench_sample"],
         ["--config", "other.yaml"],

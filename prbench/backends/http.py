@@ -1,6 +1,7 @@
 """A generation backend for any OpenAI-compatible chat-completions server (vLLM, SGLang, OpenAI).
 
-Standard library only (``http.client`` and threads). What it does:
+The transport is httpx (:mod:`prbench.backends.http_exchange`: pooled connections, proxies and a CA
+bundle from the environment); this module keeps prbench's policy on top of it. What it does:
 
 * ``POST {base_url}/chat/completions`` with the model, the messages and the decoding settings
   (``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``stop``);
@@ -12,7 +13,14 @@ Standard library only (``http.client`` and threads). What it does:
 * retries on HTTP 408/409/429, HTTP 5xx, timeouts, connections that could not be opened,
   connections dropped before the reply was complete (reset, closed without an answer) and
   malformed 200 replies (not JSON, no ``choices``, ``content: null``), with exponential backoff
-  (jittered, at least the server's ``Retry-After``), up to ``max_retries`` times;
+  (jittered, at least the server's ``Retry-After`` in seconds or as a date), up to
+  ``max_retries`` times -- the policy of :mod:`prbench.backends.http_retry`, which the reward
+  server's client shares;
+* the connections to the server are kept open between requests and shared by the run's threads
+  (at most ``max_concurrency``); :meth:`OpenAIBackend.close` closes them (the judges and scorers
+  that built the backend call it when their run ends). ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``
+  and the CA bundle of ``SSL_CERT_FILE``/``REQUESTS_CA_BUNDLE`` are honoured (see
+  :mod:`prbench.backends.http_exchange`);
 * what failures mean (see :mod:`prbench.backends.base`):
 
   - **per item** -- a 408/409/429/5xx, a timeout, a dropped connection or a malformed reply on
@@ -62,10 +70,8 @@ use); one exchange under a deadline is :mod:`prbench.backends.http_exchange`, re
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import random
 import ssl
 import sys
 import threading
@@ -95,19 +101,18 @@ from prbench.backends.chat_completion import (
 from prbench.backends.checks import check_chats, check_config, cut_at_stop
 from prbench.backends.http_exchange import (
     Abandoned,
+    Dropped,
     ExchangeTimeout,
+    HttpSession,
     InFlight,
     NotConnected,
-    Target,
-    exchange,
-    retry_after_seconds,
 )
+from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
 from prbench.errors import PrbenchUserError
 from prbench.redaction import MASK, MIN_SECRET, redact, redact_text, secret_from_env
 
 logger = logging.getLogger(__name__)
 
-RETRY_STATUSES = frozenset({408, 409, 429}) | frozenset(range(500, 600))
 #: Statuses no request of the run can get past: the key, or the URL/model name, is wrong.
 FATAL_STATUSES = frozenset({401, 403, 404})
 _EXCERPT = 300
@@ -180,14 +185,14 @@ class OpenAIBackend:
         if parts.query or parts.fragment:
             raise ValueError(f"base_url must not have a query or fragment: {spec.base_url!r}")
         self.spec = spec
-        self._target = Target(parts.scheme == "https", parts.hostname, parts.port)
         prefix = parts.path.rstrip("/")
         self._prefix = prefix
         self._path = f"{prefix}/{self.route}"
         netloc = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
         if ":" in parts.hostname:  # IPv6 literal
             netloc = f"[{parts.hostname}]" + ("" if parts.port is None else f":{parts.port}")
-        self.base_url = f"{parts.scheme}://{netloc}{prefix}"
+        self._root = f"{parts.scheme}://{netloc}"
+        self.base_url = f"{self._root}{prefix}"
         self.endpoint = f"{self.base_url}/{self.route}"
         self.fingerprint = f"openai:{spec.model}@{self.base_url}"
         root = resolve_cache_dir(spec.cache_dir)
@@ -195,6 +200,8 @@ class OpenAIBackend:
         self._api_key()  # the key is a known secret from the start (prbench.redaction)
         self._echoed = False  # a reply that echoed a secret was said (once)
         self._slots = threading.BoundedSemaphore(spec.max_concurrency)
+        # every exchange holds a slot, so it never waits for a connection of the pool
+        self._session = HttpSession(max_connections=spec.max_concurrency)
         self._lock = threading.Lock()
         self.requests_sent = 0
         self.retries = 0
@@ -479,12 +486,13 @@ class OpenAIBackend:
                 code = "connection"
                 reason = (f"connection failed ({type(exc.error).__name__}: "
                           f"{self._redact(str(exc.error))})")
-            except (OSError, http.client.HTTPException) as exc:
+            except Dropped as exc:
                 # the server accepted the connection, then dropped it: retried like a 5xx
                 unreachable = False
                 code = "connection"
-                reason = (f"connection dropped before a complete reply ({type(exc).__name__}: "
-                          f"{self._redact(str(exc)) or 'no detail'})")
+                reason = (f"connection dropped before a complete reply "
+                          f"({type(exc.error).__name__}: "
+                          f"{self._redact(str(exc.error)) or 'no detail'})")
             else:
                 unreachable = False
                 excerpt = _one_line(self._redact(data[:_EXCERPT].decode("utf-8", "replace")))
@@ -511,10 +519,8 @@ class OpenAIBackend:
                     retry_after = retry_after_seconds(headers.get("Retry-After"))
             if attempt + 1 == attempts:
                 break
-            delay = min(self.backoff_max, self.backoff_base * 2**attempt)
-            delay *= random.uniform(0.5, 1.0)
-            if retry_after is not None:
-                delay = max(delay, min(retry_after, self.backoff_max))
+            delay = backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_max,
+                                  retry_after=retry_after)
             with self._lock:
                 self.retries += 1
             logger.warning(
@@ -568,9 +574,10 @@ class OpenAIBackend:
                 f"({type(exc.error).__name__}: {self._redact(str(exc.error))}); start the server "
                 "or fix `base_url`"
             ) from None
-        except (ExchangeTimeout, ssl.SSLError, OSError, http.client.HTTPException) as exc:
+        except (ExchangeTimeout, ssl.SSLError, Dropped) as exc:
+            error = exc.error if isinstance(exc, Dropped) else exc
             what = ("no reply" if isinstance(exc, ExchangeTimeout)
-                    else f"{type(exc).__name__}: {exc}")
+                    else f"{type(error).__name__}: {error}")
             raise BackendRequestError(
                 f"{method} {self.base_url}{path} failed ({_one_line(self._redact(what))}); check "
                 "`base_url` and that the server is up"
@@ -628,11 +635,12 @@ class OpenAIBackend:
     def _exchange(
         self, payload: bytes, *, method: str = "POST", path: str | None = None,
         in_flight: InFlight | None = None,
-    ) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """One HTTP exchange with this server (:func:`prbench.backends.http_exchange.exchange`).
+    ) -> tuple[int, Any, bytes]:
+        """One HTTP exchange with this server through its pooled session.
 
-        ``path`` (default: the backend's route) is the request path on the server; ``in_flight``
-        the batch it belongs to.
+        Returns ``(status, headers, body)`` (see
+        :meth:`prbench.backends.http_exchange.HttpSession.exchange`). ``path`` (default: the
+        backend's route) is the request path on the server; ``in_flight`` the batch it belongs to.
         """
         headers = {
             "Content-Type": "application/json",
@@ -642,8 +650,12 @@ class OpenAIBackend:
         key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        return exchange(self._target, payload, headers, method=method, path=path or self._path,
-                        timeout=self.spec.timeout, in_flight=in_flight)
+        return self._session.exchange(method, self._root + (path or self._path), payload, headers,
+                                      timeout=self.spec.timeout, in_flight=in_flight)
+
+    def close(self) -> None:
+        """Close the connections kept open to the server (a later request opens new ones)."""
+        self._session.close()
 
 
 def _one_line(text: str) -> str:

@@ -1,22 +1,61 @@
-"""One HTTP exchange under a deadline, standard library only (``http.client``).
+"""prbench's HTTP transport: one pooled httpx client per server, one exchange under a deadline.
 
-:func:`exchange` sends one request and reads the full response with a deadline for all of it
-(connect, send, every read), not only for each socket read; it tells a connection that could not
-be opened (:class:`NotConnected`: nothing was sent) from one dropped mid-way (``OSError`` or
-``http.client.HTTPException``) and from a deadline passed (:class:`ExchangeTimeout`). The retry
-policy built on it is :class:`prbench.backends.http.OpenAIBackend`'s.
+The transport is **httpx** (pinned exactly in pyproject), which gives what the hand-written
+``http.client`` code it replaced did not:
+
+* **connection pooling** -- an :class:`HttpSession` keeps its connections open between requests
+  (keep-alive), so a run's requests to one server share a few connections instead of opening a
+  TCP (and TLS) connection each; :meth:`HttpSession.close` closes them at the end of the run;
+* **proxies from the environment** -- ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and
+  ``NO_PROXY`` (either case), read by httpx (``trust_env``). A loopback server (``127.0.0.1``,
+  ``localhost``, ``::1``) is always reached directly: a proxy cannot reach this machine's
+  loopback on a client's behalf, and a local vLLM/SGLang server or ``prbench serve`` is the
+  common case;
+* **a CA bundle** -- certificates are checked against the file named by ``SSL_CERT_FILE``, else
+  ``REQUESTS_CA_BUNDLE`` (and the folder ``SSL_CERT_DIR``), else the system's store (as before);
+  :func:`ssl_context`;
+* **HTTP/2** when the optional ``h2`` package is installed (negotiated over TLS; HTTP/1.1
+  otherwise). Requests then share one connection, so a deadline passed or a call abandoned
+  ends that connection for every request on it; the others are retried as dropped connections.
+
+What stays prbench's, on top of httpx:
+
+* :meth:`HttpSession.exchange` has a **deadline for the whole exchange** (connect, send, the
+  full response), not only for each socket read as httpx's timeouts are: every read and write
+  of the connection is given what is left of the deadline;
+* it tells a connection that could not be opened (:class:`NotConnected`: nothing was sent, e.g.
+  refused, unknown host, a proxy that refused the tunnel) from a TLS failure (the
+  :class:`ssl.SSLError` is raised), from one dropped mid-way (:class:`Dropped`) and from a
+  deadline passed (:class:`ExchangeTimeout`): the retry policy built on it
+  (:class:`prbench.backends.http.OpenAIBackend`) treats each differently;
+* :class:`InFlight` **abandons a batch**: the sockets of its exchanges are shut down, which wakes
+  a thread blocked reading one at once (closing a socket would not).
+
+The last two need the sockets themselves, which httpx does not hand out: the connection pool of
+each transport gets a network backend (:class:`_Backend`, httpcore's documented extension point)
+that wraps every connection it opens. httpx's ``HTTPTransport`` takes no network backend, so
+:func:`_with_deadlines` sets it on the pools httpx built -- the direct transport's and each
+proxy's (``client._transport``, ``client._mounts``, ``transport._pool._network_backend``). Those
+are the only httpx/httpcore internals prbench touches (both are pinned exactly);
+``tests/test_http_transport.py`` fails if they move.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import http.client
+import importlib.util
+import os
 import socket
 import ssl
-import sys
 import threading
 import time
+from typing import Any
+
+import httpcore
+import httpx
+
+from prbench.errors import PrbenchUserError
 
 
 class ExchangeTimeout(Exception):
@@ -27,18 +66,84 @@ class Abandoned(Exception):
     """The caller stopped waiting for this exchange (its call timed out or was interrupted)."""
 
 
+class NotConnected(Exception):
+    """The connection could not be opened (refused, unknown host, no route): nothing was sent.
+
+    Attributes:
+        error: the underlying error (an :class:`OSError`, or httpx's error for a proxy that
+            refused the tunnel).
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Dropped(Exception):
+    """The server accepted the connection, then dropped it before a complete reply.
+
+    Attributes:
+        error: the underlying error (the :class:`OSError` where there is one, such as a reset).
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+#: Environment variables naming a CA bundle file, in the order they are read.
+CA_FILE_ENVS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+#: Environment variable naming a folder of CA certificates (OpenSSL's hashed layout).
+CA_DIR_ENV = "SSL_CERT_DIR"
+#: Hosts always reached without a proxy.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+class CABundleError(PrbenchUserError, ValueError):
+    """A CA bundle named in the environment cannot be read."""
+
+
+def ssl_context() -> ssl.SSLContext:
+    """The TLS settings of every connection: certificates checked against the CA bundle.
+
+    The bundle is the file named by ``SSL_CERT_FILE``, else by ``REQUESTS_CA_BUNDLE`` (the
+    variable requests and pip read), plus the folder ``SSL_CERT_DIR``; with none of them set,
+    the system's store (:func:`ssl.create_default_context`).
+
+    Raises:
+        CABundleError: a variable names a file or folder that cannot be read as certificates.
+    """
+    cafile = next((os.environ[e] for e in CA_FILE_ENVS if os.environ.get(e, "").strip()), None)
+    capath = os.environ.get(CA_DIR_ENV, "").strip() or None
+    if cafile is None and capath is None:
+        return ssl.create_default_context()
+    try:
+        return ssl.create_default_context(cafile=cafile, capath=capath)
+    except (OSError, ssl.SSLError) as exc:
+        names = "/".join(e for e in (*CA_FILE_ENVS, CA_DIR_ENV) if os.environ.get(e, "").strip())
+        raise CABundleError(
+            f"the CA bundle named by ${names} cannot be read ({type(exc).__name__}: {exc}); "
+            "point it at a PEM file of CA certificates, or unset it to use the system's store"
+        ) from None
+
+
+def http2_available() -> bool:
+    """Whether the optional ``h2`` package is installed (then HTTP/2 is offered over TLS)."""
+    return importlib.util.find_spec("h2") is not None
+
+
 class InFlight:
     """The connections of one batch of exchanges, so that the batch can be abandoned at once.
 
     A caller that stops waiting (a scorer call past its ``call_timeout``, a Ctrl-C) calls
-    :meth:`abandon`: every open connection's socket is shut down, which wakes a thread blocked
-    reading it at once (instead of when the server answers), and no exchange of the batch starts
-    after that (:class:`Abandoned`).
+    :meth:`abandon`: the socket of every connection an exchange of the batch is using is shut
+    down, which wakes a thread blocked reading it at once (instead of when the server answers),
+    and no exchange of the batch starts after that (:class:`Abandoned`).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: set[http.client.HTTPConnection] = set()
+        self._open: set[_Stream] = set()
         self._stop = threading.Event()
 
     @property
@@ -46,8 +151,8 @@ class InFlight:
         """Whether :meth:`abandon` was called."""
         return self._stop.is_set()
 
-    def add(self, conn: http.client.HTTPConnection) -> None:
-        """Track ``conn`` until :meth:`discard`.
+    def add(self, stream: _Stream) -> None:
+        """Track ``stream`` until :meth:`discard`.
 
         Raises:
             Abandoned: the batch was abandoned: nothing more is sent.
@@ -55,12 +160,12 @@ class InFlight:
         with self._lock:
             if self._stop.is_set():
                 raise Abandoned()
-            self._open.add(conn)
+            self._open.add(stream)
 
-    def discard(self, conn: http.client.HTTPConnection) -> None:
-        """Stop tracking ``conn`` (it is closed)."""
+    def discard(self, stream: _Stream) -> None:
+        """Stop tracking ``stream`` (its exchange is over)."""
         with self._lock:
-            self._open.discard(conn)
+            self._open.discard(stream)
 
     def pause(self, seconds: float) -> None:
         """Wait ``seconds`` (a retry's backoff), or less if the batch is abandoned meanwhile.
@@ -72,120 +177,242 @@ class InFlight:
             raise Abandoned()
 
     def abandon(self) -> int:
-        """Stop the batch: shut down every open connection; returns how many there were."""
+        """Stop the batch: shut down every connection in use; returns how many there were."""
         with self._lock:
             self._stop.set()
-            conns = list(self._open)
-        for conn in conns:
-            sock = conn.sock
-            if sock is None:
-                continue
+            streams = list(self._open)
+        for stream in streams:
+            stream.shut_down()
+        return len(streams)
+
+
+@dataclasses.dataclass
+class _Exchange:
+    """The exchange the current thread is making: its deadline, its batch, the streams used."""
+
+    deadline: float
+    flight: InFlight | None
+    streams: set[_Stream] = dataclasses.field(default_factory=set)
+
+    def left(self, timeout: float | None, error: type[Exception]) -> float:
+        """What is left of the deadline (at most ``timeout``); ``error`` when nothing is."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise error("the exchange's deadline passed")
+        return left if timeout is None else min(timeout, left)
+
+    def use(self, stream: _Stream) -> None:
+        """Note that this exchange uses ``stream`` (tracked by its batch until it ends)."""
+        if stream not in self.streams:
+            if self.flight is not None:
+                self.flight.add(stream)
+            self.streams.add(stream)
+
+
+_CURRENT = threading.local()
+
+
+def _current() -> _Exchange | None:
+    return getattr(_CURRENT, "exchange", None)
+
+
+class _Stream(httpcore.NetworkStream):
+    """A connection of the pool: each read and write gets what is left of the deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def _bound(self, timeout: float | None, error: type[Exception]) -> float | None:
+        now = _current()
+        if now is None:
+            return timeout
+        now.use(self)
+        return now.left(timeout, error)
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, self._bound(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, self._bound(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> _Stream:
+        bound = self._bound(timeout, httpcore.ConnectTimeout)
+        return _Stream(self._inner.start_tls(ssl_context, server_hostname, bound))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+    def shut_down(self) -> None:
+        """Shut the socket down both ways (wakes a thread blocked on it; the server sees EOF)."""
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
             with contextlib.suppress(OSError):  # already closed by its own thread
                 sock.shutdown(socket.SHUT_RDWR)
-        return len(conns)
 
 
-class NotConnected(Exception):
-    """The connection could not be opened (refused, unknown host, no route): nothing was sent."""
+class _Backend(httpcore.NetworkBackend):
+    """httpcore's network backend, opening connections within the exchange's deadline."""
 
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        now = _current()
+        if now is not None:
+            timeout = now.left(timeout, httpcore.ConnectTimeout)
+        stream = _Stream(self._inner.connect_tcp(host, port, timeout, local_address,
+                                                 socket_options))
+        if now is not None:
+            now.use(stream)
+        return stream
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        return _Stream(self._inner.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """The server an exchange goes to.
-
-    Attributes:
-        https: TLS or plain HTTP.
-        host: the host name or address.
-        port: the port (``None``: the scheme's default).
-    """
-
-    https: bool
-    host: str
-    port: int | None
+def _with_deadlines(client: httpx.Client) -> httpx.Client:
+    """``client`` with every connection pool (direct, and each proxy's) opening its connections
+    through :class:`_Backend`.
+    """  # noqa: D205
+    for transport in (client._transport, *client._mounts.values()):
+        if isinstance(transport, httpx.HTTPTransport):
+            pool = transport._pool
+            pool._network_backend = _Backend(pool._network_backend)
+    return client
 
 
-def exchange(
-    target: Target, payload: bytes, headers: dict[str, str], *, method: str = "POST",
-    path: str, timeout: float, in_flight: InFlight | None = None,
-) -> tuple[int, http.client.HTTPMessage, bytes]:
-    """One HTTP exchange with ``target`` under a deadline of ``timeout`` seconds for all of it.
+class HttpSession:
+    """The connections to one server, kept open between exchanges (closed by :meth:`close`).
+
+    Thread-safe: exchanges may run from several threads at once; at most ``max_connections``
+    connections are open (a caller bounding its own concurrency to that never waits for one).
 
     Args:
-        target: the server.
-        payload: the request body (``b""``: none).
-        headers: the request headers.
-        method: the HTTP method.
-        path: the request path on the server.
-        timeout: seconds for the whole exchange (connect, send, the full response).
-        in_flight: the batch this exchange belongs to (:meth:`InFlight.abandon` ends it early).
-
-    Returns:
-        ``(status, headers, body)`` of the response.
+        max_connections: the most connections open at once (and kept open between exchanges).
 
     Raises:
-        ExchangeTimeout: no complete response within ``timeout`` (a connect timeout included).
-        Abandoned: ``in_flight`` was abandoned before or during the exchange.
-        NotConnected: the connection could not be opened (refused, unknown host, no route).
-        ssl.SSLError: TLS failed.
-        OSError, http.client.HTTPException: the server dropped the connection mid-exchange.
+        CABundleError: the CA bundle named in the environment cannot be read.
     """
-    deadline = time.monotonic() + timeout
-    conn_type = http.client.HTTPSConnection if target.https else http.client.HTTPConnection
-    conn = conn_type(target.host, target.port, timeout=timeout)
-    if in_flight is not None:
-        in_flight.add(conn)
-    try:
+
+    def __init__(self, max_connections: int) -> None:
+        self.max_connections = max(1, int(max_connections))
+        self._context = ssl_context()
+        self._lock = threading.Lock()
+        self._client: httpx.Client | None = None
+
+    def client(self) -> httpx.Client:
+        """The httpx client (made at the first exchange, again after :meth:`close`)."""
+        with self._lock:
+            if self._client is None:
+                self._client = _with_deadlines(httpx.Client(
+                    verify=self._context,
+                    trust_env=True,
+                    http2=http2_available(),
+                    limits=httpx.Limits(max_connections=self.max_connections,
+                                        max_keepalive_connections=self.max_connections),
+                    mounts={f"all://{host}": None for host in LOOPBACK_HOSTS},
+                    follow_redirects=False,
+                ))
+            return self._client
+
+    def close(self) -> None:
+        """Close the open connections (the next exchange opens new ones)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def exchange(
+        self, method: str, url: str, payload: bytes, headers: dict[str, str], *,
+        timeout: float, in_flight: InFlight | None = None,
+    ) -> tuple[int, httpx.Headers, bytes]:
+        """One HTTP exchange under a deadline of ``timeout`` seconds for all of it.
+
+        Args:
+            method: the HTTP method.
+            url: the full URL.
+            payload: the request body (``b""``: none).
+            headers: the request headers.
+            timeout: seconds for the whole exchange (connect, send, the full response).
+            in_flight: the batch this exchange belongs to (:meth:`InFlight.abandon` ends it early).
+
+        Returns:
+            ``(status, headers, body)`` of the response.
+
+        Raises:
+            ExchangeTimeout: no complete response within ``timeout`` (a connect timeout included).
+            Abandoned: ``in_flight`` was abandoned before or during the exchange.
+            NotConnected: the connection could not be opened (refused, unknown host, no route,
+                a proxy that refused the tunnel).
+            ssl.SSLError: TLS failed.
+            Dropped: the server dropped the connection mid-exchange.
+        """
+        client = self.client()
+        if in_flight is not None and in_flight.abandoned:
+            raise Abandoned()
+        now = _Exchange(time.monotonic() + timeout, in_flight)
+        _CURRENT.exchange = now
         try:
-            conn.connect()
-        except (ssl.SSLError, TimeoutError):
-            raise  # TLS: fatal; a connect timeout: like any timeout
-        except OSError as exc:  # refused, name not resolved, no route to the host
-            raise NotConnected(exc) from None
-        _tighten(conn, deadline)
-        conn.request(method, path, body=payload or None, headers=headers)
-        _tighten(conn, deadline)
-        response = conn.getresponse()
-        chunks = []
-        while True:
-            _tighten(conn, deadline)
-            chunk = response.read1(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        if in_flight is not None and in_flight.abandoned:
-            raise Abandoned()  # a reply cut short by the shutdown is no reply
-        return response.status, response.headers, b"".join(chunks)
-    except (OSError, http.client.HTTPException, NotConnected):
-        if in_flight is not None and in_flight.abandoned:
-            raise Abandoned() from None
-        if isinstance(sys.exc_info()[1], TimeoutError):
-            raise ExchangeTimeout() from None
-        raise
-    finally:
-        if in_flight is not None:
-            in_flight.discard(conn)
-        conn.close()
+            response = client.request(method, url, content=payload or None, headers=headers,
+                                      timeout=timeout)
+            if in_flight is not None and in_flight.abandoned:
+                raise Abandoned()  # a reply cut short by the shutdown is no reply
+            return response.status_code, response.headers, response.content
+        except httpx.HTTPError as exc:
+            if in_flight is not None and in_flight.abandoned:
+                raise Abandoned() from None
+            raise _classified(exc) from None
+        finally:
+            _CURRENT.exchange = None
+            if in_flight is not None:
+                for stream in now.streams:
+                    in_flight.discard(stream)
 
 
-def _tighten(conn: http.client.HTTPConnection, deadline: float) -> None:
-    """Shrink the socket timeout to what is left before ``deadline`` (or time out now)."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError
-    if conn.sock is not None:
-        conn.sock.settimeout(left)
+def _causes(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given in seconds; None for absent or a date."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if seconds >= 0 else None
+def _classified(exc: httpx.HTTPError) -> BaseException:
+    """The exception :meth:`HttpSession.exchange` raises for an httpx error."""
+    chain = _causes(exc)
+    if isinstance(exc, httpx.TimeoutException):
+        return ExchangeTimeout()
+    tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if tls is not None:
+        return tls
+    os_error = next((e for e in chain if isinstance(e, OSError)), None)
+    if isinstance(exc, httpx.ConnectError):
+        return NotConnected(os_error or exc)
+    if isinstance(exc, httpx.ProxyError):
+        return NotConnected(exc)
+    return Dropped(os_error or exc)
+
+
+__all__ = [
+    "Abandoned",
+    "CABundleError",
+    "Dropped",
+    "ExchangeTimeout",
+    "HttpSession",
+    "InFlight",
+    "NotConnected",
+    "http2_available",
+    "ssl_context",
+]

@@ -310,6 +310,7 @@ class ServedRMScorer(UnscoredInputs):
         self.model = options.model or self._only_served_model()
         if self.model != spec.model:
             spec = dataclasses.replace(spec, model=self.model)
+            self.client.close()
             self.client = ServedClient(spec, engine=self.engine, endpoint=self.endpoint)
         self.card = self._card_for(self.model)
         tokenizer_id = options.tokenizer or self.model
@@ -527,4 +528,5 @@ class ServedRMScorer(UnscoredInputs):
         }
 
     def close(self) -> None:
-        """Nothing to release: each HTTP exchange opens and closes its own connection."""
+        """Close the connections kept open to the server."""
+        self.client.close()

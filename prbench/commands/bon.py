@@ -9,9 +9,7 @@ judge=rubric-judge,...``).
 Writes ``OUT/bon_results.json`` and ``OUT/bon_table.md`` and prints the table.
 
 Example: ``prbench bon --model_args scorer=length --model_args scorer=embedding-similarity
---model_args scorer=oracle-rubric -o bon`` (one ``--model_args scorer=ID,K=V`` per scorer; the old
-``--scorer ID:K=V`` still works, with a note, as do the old ``--judge``, ``--profile``,
-``--profile_k``, ``--profile_options`` and ``--policy``)
+--model_args scorer=oracle-rubric -o bon`` (one ``--model_args scorer=ID,K=V`` per scorer)
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--policy_args: OUT/pools.jsonl, written and resumed)",
     )
     add_component_argument(
-        parser, "policy", default="", old={"--policy": "options"},
+        parser, "policy", default="",
         help="sample candidates from a policy: backend=hf,model=PATH[,gguf_file=F],seed=0 or "
         "backend=openai,model=NAME,base_url=URL (temperature 1.0, top_p 0.9 by default)",
     )
@@ -56,13 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="candidate quality: gold coverage labels or the rubric-judge (auto: gold if labelled)",
     )
     add_component_argument(
-        parser, "judge", default="rubric-judge", old={"--judge": "id"},
+        parser, "judge", default="rubric-judge",
         help="the quality judge of --quality rubric-judge and its options, e.g. "
         "judge=rubric-judge,backend=openai,model=NAME,base_url=URL",
     )
     add_component_argument(
         parser, "profile", default="dense",
-        old={"--profile": "id", "--profile_k": "option:k", "--profile_options": "json"},
         help="profile builder and its options, e.g. builder=dense,k=5,model=minilm (k is 5 "
         "where the builder has it and none is given)",
     )

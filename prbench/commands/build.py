@@ -39,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output .jsonl file (appended to)")
     add_component_argument(
         parser, "generator", default="rubric-contrast",
-        old={"--generator": "id", "-O/--option": "item"},
         help="the pair generator and its options, e.g. generator=rubric-contrast,"
         "min_length_ratio=0.8,profile_builder_options={\"k\": 5} (`prbench build "
         "--list_options` lists them)",

@@ -29,13 +29,18 @@ from typing import Any
 from prbench.commands import positive_int
 from prbench.commands.eval_args import (
     argument_problem,
+    device_problem,
     groups_hint,
+    ignored_flags_warning,
     lm_eval_argv,
     lm_eval_namespace,
     misspelt_task,
     only_prbench_tasks,
+    other_model_problem,
+    profile_metadata,
     requested_tasks,
     reserved_metadata_keys,
+    unknown_flag_problem,
     verbosity_shown,
 )
 from prbench.commands.eval_output import capture_lm_eval
@@ -80,6 +85,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "scorers --options` lists them; runtime options cache=, cache_path=, chunk_size= work "
         "too; lm-eval's flag) (default: scorer=embedding-similarity, the prbench model's "
         "DEFAULT_SCORER)",
+    )
+    parser.add_argument(
+        "--profile_args", metavar="builder=ID,K=V,...",
+        help="the profile builder of the tasks' profile condition and its options, e.g. "
+        "builder=bm25,k=3 (the --metadata keys prbench_profile, prbench_profile_k and "
+        "prbench_profile_options) (default: the task's, builder=dense,k=5; the _noprofile tasks "
+        "build none)",
     )
     parser.add_argument(
         "--lm_eval_help", action="store_true", help="show the lm-eval flags this command accepts"
@@ -162,6 +174,11 @@ def run(args: argparse.Namespace) -> int:
     if problem:  # lm-eval would raise a bare ValueError naming no flag, or keep the last key
         print(f"error: {problem}", file=sys.stderr)
         return 1
+    own_parser = getattr(args, "_parser", None)
+    problem = unknown_flag_problem(extra, own_parser.flags() if own_parser is not None else ())
+    if problem:  # lm-eval would print its usage, without a suggestion
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         ns = lm_eval_namespace(extra, show_help=args.lm_eval_help)
     except SystemExit as exc:  # --help, or an argparse error already printed
@@ -171,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
             ns.model = "prbench"
         if ns.model == "prbench" and not hasattr(ns, "batch_size"):
             ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
-        problem = argument_problem(ns, tasks_hint=groups_hint)
+        problem = (argument_problem(ns, tasks_hint=groups_hint) or other_model_problem(ns)
+                   or device_problem(ns, extra)
+                   or lm_eval_messages.model_args_problem_early(extra, model=ns.model))
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 1
@@ -181,6 +200,18 @@ def run(args: argparse.Namespace) -> int:
         ns.model_args = restore_option_text(ns.model_args, extra)
     if isinstance(getattr(ns, "metadata", None), dict):
         ns.metadata = restore_option_text(ns.metadata, extra, flags=("metadata",))
+
+    try:
+        with_profile = profile_metadata(args.profile_args, getattr(ns, "metadata", None))
+    except expected as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 1
+    if with_profile is not None:
+        ns.metadata = with_profile
+        args.extra_args = [*extra, "--profile_args", args.profile_args]  # for the manifest
+    warning = ignored_flags_warning(ns)
+    if warning:
+        print(warning, file=sys.stderr)
 
     reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
     if reserved:
@@ -233,6 +264,12 @@ def run(args: argparse.Namespace) -> int:
         if fixed is None:
             raise
         print(f"error: {fixed}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an lm-eval model's files (--model hf, ...) that cannot be had
+        if ns.model == "prbench":
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: --model {ns.model} could not load its model: {first}", file=sys.stderr)
         return 1
     finally:
         bridge.configure()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -94,27 +93,25 @@ def lm_eval_spellings(extra: Sequence[str]) -> list[str]:
     """lm-eval's flags in the spelling lm-eval parses: ``--output-path`` -> ``--output_path``.
 
     prbench accepts both spellings of every flag; lm-eval only its own (underscores). A dash
-    spelling of one of ``lm_eval run``'s flags is rewritten, and the old output flags
-    (``--output``, ``--output_dir``) become ``--output_path`` with a deprecation note.
+    spelling of one of ``lm_eval run``'s flags is rewritten.
     """
-    from lm_eval._cli.harness import HarnessCLI
+    from prbench.commands import spellings
 
-    from prbench.commands import OLD_OUTPUT_FLAGS, spellings
-
-    run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
-    known = set(run_parser._option_string_actions)
+    known = set(lm_eval_run_parser()._option_string_actions)
     out: list[str] = []
     for arg in extra:
         flag, eq, value = arg.partition("=")
-        if flag.startswith("--") and flag not in known:
-            if flag in OLD_OUTPUT_FLAGS:
-                print(f"prbench: note: {flag} is deprecated; use -o/--output_path",
-                      file=sys.stderr)
-                flag = "--output_path"
-            elif spellings(flag)[0] in known:
-                flag = spellings(flag)[0]
+        if flag.startswith("--") and flag not in known and spellings(flag)[0] in known:
+            flag = spellings(flag)[0]
         out.append(flag + eq + value)
     return out
+
+
+def lm_eval_run_parser() -> argparse.ArgumentParser:
+    """``lm_eval run``'s own argument parser."""
+    from lm_eval._cli.harness import HarnessCLI
+
+    return HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
 
 
 def verbosity_shown(extra: Sequence[str]) -> str | None:
@@ -183,3 +180,152 @@ def argument_problem(ns: argparse.Namespace, *, tasks_hint: Any = None) -> str |
             "--output_path DIR (e.g. --output_path results)"
         )
     return None
+
+
+def unknown_flag_problem(extra: Sequence[str], own_flags: Sequence[str]) -> str | None:
+    """The error for flags neither ``prbench eval`` nor ``lm_eval run`` knows, with the fix.
+
+    Checked before lm-eval parses (it would print its usage and ``unrecognized arguments`` with
+    no suggestion). A prefix of one of lm-eval's flags is left to lm-eval, which accepts it.
+    """
+    from prbench.commands import unknown_flags_hint
+
+    known = [o for o in lm_eval_run_parser()._option_string_actions if o.startswith("--")]
+    bad = []
+    for arg in extra:
+        flag = arg.partition("=")[0]
+        if flag.startswith("--") and len(flag) > 2 and not any(k.startswith(flag) for k in known):
+            bad.append(flag)
+    if not bad:
+        return None
+    hint = unknown_flags_hint(bad, sorted({*known, *own_flags}))
+    return (f"prbench eval: unrecognized arguments: {' '.join(bad)}{hint} (see 'prbench eval "
+            "--help' and 'prbench eval --lm_eval_help')")
+
+
+#: ``lm_eval run`` flags that change nothing for the ``prbench`` model, and why (the scorer gets
+#: the task's structured row; --apply_chat_template has its own note, from the model)
+IGNORED_LM_EVAL_FLAGS: dict[str, str] = {
+    "num_fewshot": "the pairs are scored zero-shot",
+    "fewshot_as_multiturn": "the pairs are scored zero-shot",
+    "system_instruction": "a scorer builds its own input",
+    "gen_kwargs": "nothing is generated",
+}
+
+
+def ignored_flags_warning(ns: argparse.Namespace) -> str | None:
+    """One warning naming the lm-eval flags given that the ``prbench`` model ignores, else None."""
+    if getattr(ns, "model", None) != "prbench":
+        return None
+    given = []
+    for dest, why in IGNORED_LM_EVAL_FLAGS.items():
+        value = getattr(ns, dest, None)
+        if value not in (None, False, 0, "", {}):
+            shown = "" if value is True else f" {value if isinstance(value, str | int) else '...'}"
+            given.append(f"--{dest}{shown} ({why})")
+    if not given:
+        return None
+    return ("warning: the prbench model ignores " + ", ".join(given) + "; a scorer reads each "
+            "pair from the task's rows, and its own options go in --model_args")
+
+
+def other_model_problem(ns: argparse.Namespace) -> str | None:
+    """An lm-eval model (``--model hf``, ...) whose ``pretrained=`` cannot load offline, else None.
+
+    Checked before lm-eval starts: transformers would otherwise raise a 60-line ``OSError`` after
+    the tasks are built.
+    """
+    model = getattr(ns, "model", None)
+    if model in (None, "prbench"):
+        return None
+    args = getattr(ns, "model_args", None)
+    if isinstance(args, str):
+        from prbench.options import OptionsError, parse_kv_string
+
+        try:
+            args = parse_kv_string(args)
+        except OptionsError:
+            return None  # lm-eval says what is wrong with it
+    pretrained = str((args or {}).get("pretrained", "") or "") if isinstance(args, dict) else ""
+    from prbench.profiles.model_ref import hub_offline
+
+    if not pretrained or Path(pretrained).expanduser().exists() or not hub_offline():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(pretrained, "config.json")
+    except Exception:  # not a valid hub id: lm-eval's model says so itself
+        return None
+    if isinstance(cached, str):
+        return None
+    return (
+        f"--model {model} --model_args pretrained={pretrained}: not a local folder and not in "
+        "the Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE is "
+        f"set): give a local model folder (pretrained=PATH) or fetch it first (`hf download "
+        f"{pretrained}`); a reward model is --model prbench --model_args scorer=ID (the default)"
+    )
+
+
+def device_problem(ns: argparse.Namespace, extra: Sequence[str]) -> str | None:
+    """``--device cuda`` (given, not lm-eval's default) on a machine without it, else None.
+
+    Checked before anything loads, whatever the scorer: one without a ``device`` option would
+    otherwise run on the CPU and exit 0 (docs/reliability.md: a device asked for is an error).
+    """
+    from prbench.devices import DeviceError, device_flag_given, resolve_device
+
+    device = getattr(ns, "device", None)
+    if not device or not device_flag_given(extra):
+        return None
+    try:
+        resolve_device(str(device), option="--device")
+    except DeviceError as exc:
+        return str(exc)
+    except ValueError as exc:
+        return f"--device: {exc}"
+    return None
+
+
+def profile_metadata(profile_args: str | None, metadata: Any) -> dict[str, Any] | None:
+    """``--profile_args builder=ID,k=N,K=V`` as the task's ``prbench_profile*`` metadata keys.
+
+    Returns:
+        The metadata to pass (the given ``--metadata`` object with the profile keys added), or
+        ``None`` when ``--profile_args`` is not given.
+
+    Raises:
+        OptionsError: a list without ``builder=``, a bad option, or a profile key also set in
+            ``--metadata``.
+        UnknownComponentError: no such builder.
+    """
+    if profile_args is None:
+        return None
+    from prbench.commands import component_args
+    from prbench.options import OptionsError
+
+    builder, options = component_args(
+        argparse.Namespace(profile_args=profile_args, prbench_default_profile=""), "profile")
+    if not builder:
+        raise OptionsError(f"--profile_args {profile_args!r} names no builder: write "
+                           f"--profile_args builder=ID,{profile_args}")
+    if isinstance(metadata, str):  # lm-eval's text form; its JSON was checked before
+        metadata = json.loads(metadata) if metadata.strip() else {}
+    meta = dict(metadata or {})
+    # checked and typed by the builder now, before lm-eval starts (k=2 is recorded as 2)
+    from prbench.options import options_to_dict
+    from prbench.plugins import get_registry
+
+    parsed = get_registry().get("profile-builder", builder).parse_options(options)
+    typed = {k: v for k, v in options_to_dict(parsed).items() if k in options}
+    keys: dict[str, Any] = {"prbench_profile": builder}
+    if "k" in typed:
+        keys["prbench_profile_k"] = typed.pop("k")
+    if typed:
+        keys["prbench_profile_options"] = typed
+    clash = sorted(k for k in ("prbench_profile", "prbench_profile_k", "prbench_profile_options")
+                   if k in meta)
+    if clash:
+        raise OptionsError(f"--profile_args and --metadata both set the profile ({', '.join(clash)}"
+                           "): give it once, with --profile_args builder=ID,K=V")
+    return {**meta, **keys}

@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output_path", required=True,
                         help="the ranking file to write (.jsonl); an existing one is resumed")
     add_component_argument(
-        parser, "profile", default="dense", old={"--builder": "id", "--builder_args": "options"},
+        parser, "profile", default="dense",
         help="the profile builder that ranks (dense, the only one that embeds) and its options, "
         "e.g. builder=dense,model=contriever (listed by `prbench scorers --kind profile-builder "
         "--options dense`)",

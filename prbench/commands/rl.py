@@ -19,9 +19,13 @@ import sys
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "dir"}
 
-#: the options of ``--policy_args`` (the policy is trained in-process, so no backend or sampling
-#: options: those are ``--temperature``, ``--top_p`` and ``--seed``)
-POLICY_OPTIONS = ("model", "gguf_file")
+#: the options of ``--policy_args``: the same keys as ``prbench bon``'s policy where they apply
+#: (the policy is trained in this process, so ``backend`` is ``hf`` only; sampling is set by
+#: ``--temperature``, ``--top_p`` and ``--seed``)
+POLICY_OPTIONS = ("backend", "model", "gguf_file")
+#: ``prbench bon``'s sampling keys, which ``prbench rl`` takes as flags
+SAMPLING_FLAGS = {"temperature": "--temperature", "top_p": "--top_p", "seed": "--seed",
+                  "max_new_tokens": "--max_completion_length"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     d = RLConfig(policy="", output_dir="", scorer="")
     add_component_argument(parser, "policy", default="", required=True,
-                           old={"--policy": "option:model", "--gguf_file": "option:gguf_file"},
-                           help="the policy to train: model= a causal LM folder or hub id, "
-                           "gguf_file= a GGUF file inside it, e.g. model=PATH,gguf_file=F.gguf")
+                           help="the policy to train, as in `prbench bon`: model= a causal LM "
+                           "folder or hub id, gguf_file= a GGUF file inside it, backend=hf (the "
+                           "only backend that can be trained), e.g. model=PATH,gguf_file=F.gguf")
     parser.add_argument("--trust_remote_code", action="store_true",
                         help="run code shipped with the policy (an auto_map in its config); only "
                         "for code you have read and trust")
@@ -48,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="use only the first N records (0: all)")
     parser.add_argument("--eval_limit", type=int, default=0,
                         help="evaluate on only the first N evaluation records (0: all)")
-    add_component_argument(parser, "profile", default="none", old={"--profile": "id"},
+    add_component_argument(parser, "profile", default="none",
                            help="profile builder for the policy prompt and the reward, and its "
                            "options, e.g. builder=dense,k=10,model=minilm")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default=d.algorithm,
@@ -73,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=d.seed, help="training seed")
     parser.add_argument("--save_steps", type=int, default=d.save_steps,
                         help="checkpoint every N steps")
-    add_component_argument(parser, "judge", default=d.judge, old={"--judge": "id"},
+    add_component_argument(parser, "judge", default=d.judge,
                            help="judge (any pointwise scorer) for the before/after evaluation; "
                            "the default oracle-rubric works offline but is DIAGNOSTIC (it reads "
                            "the hidden rubric); a real judge: "
@@ -157,7 +161,20 @@ def policy_options(args: argparse.Namespace) -> dict[str, str]:
     from prbench.options import OptionsError, suggest
 
     _, options = component_args(args, "policy")
+    backend = str(options.pop("backend", "hf")).strip()
+    if backend != "hf":
+        raise OptionsError(
+            f"--policy_args backend={backend}: prbench rl trains the policy's weights in this "
+            "process, so the policy is a local or hub model (backend=hf, the default); a served "
+            "model (backend=openai) can only be sampled, as in `prbench bon`"
+        )
     for name in options:
+        if name in SAMPLING_FLAGS:
+            raise OptionsError(
+                f"--policy_args {name}=...: prbench rl sets sampling with flags: write "
+                f"{SAMPLING_FLAGS[name]} {options[name]} (in `prbench bon` it is part of "
+                "--policy_args)"
+            )
         if name not in POLICY_OPTIONS:
             raise OptionsError(
                 f"--policy_args: unknown option {name!r}{suggest(name, POLICY_OPTIONS)}; the "

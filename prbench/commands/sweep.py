@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from prbench.commands import positive_int, positive_number
 from prbench.outputs import check_output_dir
@@ -99,13 +101,46 @@ def _output(args: argparse.Namespace, sweep: object) -> Path:
     return Path("results") / f"sweep-{Path(args.sweep_file).stem}"
 
 
+def check_cells(sweep: Any, plugins: Sequence[str]) -> None:
+    """Check every cell's scorer, options and tasks before any cell runs.
+
+    A typo would otherwise surface only when its cell's turn came, after the cells before it ran.
+
+    Raises:
+        SweepFileError: an unknown scorer or option, or a misspelt prbench task, named with the
+            sweep file and the scorer or condition.
+    """
+    from prbench.commands.eval_args import misspelt_task
+    from prbench.errors import PrbenchUserError, one_line
+    from prbench.harness import tasks
+    from prbench.harness.sweep_file import SweepFileError, where_in
+    from prbench.options import parse_kv_string
+    from prbench.plugins import get_registry
+    from prbench.scoring.runtime_options import split_options
+
+    registry = get_registry(plugins)
+    for scorer in sweep.scorers:
+        try:
+            raw = parse_kv_string(scorer.model_args)
+            component = registry.get("scorer", str(raw.pop("scorer", "")))
+            component.parse_options(split_options(component, raw)[1])
+        except PrbenchUserError as exc:
+            raise SweepFileError(where_in(sweep.path, f"scorer {scorer.name!r}: "
+                                          f"{one_line(exc)}")) from None
+    names = tasks.task_names(tasks.task_dirs())
+    for condition in sweep.conditions:
+        typo = misspelt_task(condition.tasks, names)
+        if typo:
+            raise SweepFileError(where_in(sweep.path, f"condition {condition.name!r}: {typo}"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Dry-run or run the sweep, then write the table and the report."""
     from prbench.harness.sweep import run_sweep
     from prbench.harness.sweep_file import load_sweep
 
     sweep = load_sweep(args.sweep_file)
-    if args.dry_run:
+    if args.dry_run:  # the file alone (a plan for a machine that may have other plugins)
         from prbench.harness.sweep_plan import estimate_sweep, format_estimates
 
         estimates = estimate_sweep(
@@ -117,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_estimates(estimates, tokens_per_word=args.tokens_per_word))
         return 0
     out = check_output_dir(_output(args, sweep))
+    check_cells(sweep, getattr(args, "plugin", None) or ())
     if args.max_retries < 0:
         from prbench.options import OptionsError
 

@@ -51,13 +51,21 @@ def completion_text(completion: Any) -> str:
 
 
 class ScorerReward:
-    """A TRL reward function backed by the scorer runtime (one batched call per group).
+    """A TRL reward function backed by a prbench scorer (one batched, cached call per group).
+
+    Public (``prbench.api.ScorerReward``): what ``prbench rl`` passes to TRL, for a training
+    script of your own. Build it with :meth:`for_records`, give the trainer a dataset with a
+    ``prompt`` column (e.g. :func:`prbench.downstream.policy.policy_chat`) and a ``record_id``
+    column, and pass ``reward_funcs=[reward]``::
+
+        reward = ScorerReward.for_records("length", load_records("sample"))
+        trainer = GRPOTrainer(model=..., reward_funcs=[reward], train_dataset=dataset, ...)
 
     TRL calls it with ``prompts``, ``completions`` and every dataset column as keyword lists; the
     ``record_id`` column finds the record and its profile view.
 
     Args:
-        runtime: the scorer runtime.
+        runtime: the scorer runtime (:func:`prbench.scoring.runtime.build_runtime`).
         records: the records, by id.
         views: the profile view of each record, by id.
         diagnostic: pass the hidden rubric to the scorer (diagnostic scorers only).
@@ -72,6 +80,38 @@ class ScorerReward:
         self.views = views
         self.diagnostic = diagnostic
         self.calls = 0
+
+    @classmethod
+    def for_records(cls, scorer: str, records: Sequence[Record], *,
+                    scorer_options: Mapping[str, Any] | None = None, profile: str = "none",
+                    profile_options: Mapping[str, Any] | None = None) -> ScorerReward:
+        """The reward of a registered pointwise scorer over ``records``.
+
+        Args:
+            scorer: the scorer id (``length``, ``hf-classifier``, ``plugin/id``, ...).
+            records: the records the prompts come from (their ids are the ``record_id`` column).
+            scorer_options: the scorer's options, runtime options (``cache_path=``, ...)
+                included, as in ``--model_args``.
+            profile: the profile builder the scorer sees the user's posts through.
+            profile_options: its options.
+
+        Raises:
+            prbench.plugins.UnknownComponentError: no such scorer or builder.
+            OptionsError: bad options, or a pairwise scorer (a reward is one score per answer).
+        """
+        from prbench.options import OptionsError
+        from prbench.plugins import get_registry
+        from prbench.scoring.runtime import build_runtime
+
+        component = get_registry().get("scorer", scorer)
+        if "pairwise" in component.tags:
+            raise OptionsError(f"scorer {scorer!r} is pairwise; a reward needs a pointwise scorer "
+                               "(one score per answer; `prbench scorers` marks them)")
+        runtime = build_runtime(component.qualified_id, scorer_options)
+        by_id = {r.id: r for r in records}
+        views = dict(zip(by_id, build_views(list(by_id.values()), profile, profile_options),
+                         strict=True))
+        return cls(runtime, by_id, views, diagnostic=component.diagnostic)
 
     def requests(self, record_ids: Sequence[str], texts: Sequence[str]) -> list[ScoreRequest]:
         """Score requests for answers to the given records."""

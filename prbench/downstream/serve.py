@@ -82,8 +82,10 @@ def create_app(
     from prbench.downstream.serve_guard import RequestGuard, token_digest
     from prbench.downstream.serve_schema import (
         PayloadError,
+        ScoreBody,
         decode_body,
         native_requests,
+        openapi_body,
         openrlhf_batch,
     )
 
@@ -176,7 +178,17 @@ def create_app(
     for endpoint in (get_reward, score):
         endpoint.__annotations__["request"] = Request
     app.add_api_route("/get_reward", get_reward, methods=["POST"])
-    app.add_api_route("/score", score, methods=["POST"])
+    # /score reads its raw body (413 and depth guards, prbench's 400s) yet documents its model
+    score_body, schemas = openapi_body(ScoreBody)
+    app.add_api_route("/score", score, methods=["POST"], openapi_extra={"requestBody": score_body})
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = FastAPI.openapi(app)
+            spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
     return app

@@ -1,28 +1,51 @@
-"""A small client of the reward server (standard library only: usable inside verl/OpenRLHF workers).
+"""A small client of the reward server, for verl/OpenRLHF workers and Python callers.
 
-It retries when the server says it is busy (HTTP 503, honouring ``Retry-After``) or cannot be
-reached, with capped exponential backoff, and fails with a clear error after ``retries`` tries.
-Other HTTP errors (a bad payload: 400, 413; a wrong token: 401; a scorer failure: 500) are raised
-at once with the server's message. A server started with ``--api_key_env`` gets the token from
-``$PRBENCH_REWARD_API_KEY`` (or the variable named by ``api_key_env``) as
+It retries what the shared policy of :mod:`prbench.backends.http_retry` retries -- the server is
+busy (HTTP 503 with ``Retry-After``, in seconds or as a date), 408/409/429, a 5xx from a proxy in
+front of it, or the server cannot be reached -- with its capped, jittered exponential backoff, and
+fails with a clear error after ``retries`` tries. Other HTTP errors (a bad payload: 400, 413; a
+wrong token: 401; and 500, which this server answers for a scorer failure that would fail again)
+are raised at once with the server's message. A server started with ``--api_key_env`` gets the
+token from ``$PRBENCH_REWARD_API_KEY`` (or the variable named by ``api_key_env``) as
 ``Authorization: Bearer ...``; the token is read at each request and never stored or shown.
+
+The transport is the backends' (:class:`prbench.backends.http_exchange.HttpSession`, on httpx):
+the connections to the server are kept open between requests (a verl worker posts one request
+per response it scores), ``HTTPS_PROXY``/``NO_PROXY`` and the CA bundle of ``SSL_CERT_FILE``/
+``REQUESTS_CA_BUNDLE`` are honoured, and ``timeout`` bounds each whole exchange. No standard-
+library-only path is kept: verl and OpenRLHF workers import this module from the installed
+prbench (``pkg://prbench.downstream.verl_reward``, ``examples/openrlhf_reward_func.py``), whose
+core dependencies httpx is one of; ``tests/test_peers.py`` runs both peers' loaders on it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from prbench.backends.http_exchange import (
+    Dropped,
+    ExchangeTimeout,
+    HttpSession,
+    NotConnected,
+)
+from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
 
 #: environment variable with the server's base URL (default ``http://127.0.0.1:8000``)
 URL_ENV = "PRBENCH_REWARD_URL"
 DEFAULT_URL = "http://127.0.0.1:8000"
 #: environment variable with the server's bearer token (when it was started with --api_key_env)
 KEY_ENV = "PRBENCH_REWARD_API_KEY"
+#: The longest wait between two tries, in seconds.
+MAX_BACKOFF = 10.0
+#: Statuses retried: the shared policy's, less 500 (this server's answer for a scorer failure).
+RETRIED = RETRY_STATUSES - {500}
+#: Connections kept open to the server per client (requests beyond wait for one).
+MAX_CONNECTIONS = 32
 
 
 class RewardServerError(RuntimeError):
@@ -34,13 +57,16 @@ class RewardClient:
 
     Args:
         url: the server's base URL (``http://host:port``); ``$PRBENCH_REWARD_URL`` when empty.
-        timeout: seconds per HTTP request.
-        retries: tries for busy (503) or unreachable servers before giving up.
-        backoff: first wait in seconds when the server sends no ``Retry-After``; doubled per try,
-            capped at 10 s.
+        timeout: seconds for each whole exchange (connect, send, the full reply).
+        retries: tries before giving up while the server answers a retried status (503 busy,
+            see the module docstring) or cannot be reached.
+        backoff: the first wait in seconds; doubled per try, capped at 10 s, jittered (times 0.5
+            to 1), and never shorter than the server's ``Retry-After`` (capped too).
         api_key_env: the environment variable holding the server's token (unset or empty: no
             ``Authorization`` header).
     """
+
+    _sleep = staticmethod(time.sleep)
 
     def __init__(self, url: str = "", *, timeout: float = 300.0, retries: int = 20,
                  backoff: float = 0.05, api_key_env: str = KEY_ENV) -> None:
@@ -50,6 +76,26 @@ class RewardClient:
         self.retries = max(1, retries)
         self.backoff = backoff
         self.busy_retries = 0
+        self._session = HttpSession(max_connections=MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connections kept open to the server (a later request opens new ones)."""
+        self._session.close()
+
+    def _send(self, method: str, path: str, data: bytes) -> tuple[int, Any, bytes]:
+        headers = {"Content-Type": "application/json", **self._headers()} if data else \
+            self._headers()
+        try:
+            return self._session.exchange(method, self.url + path, data, headers,
+                                          timeout=self.timeout)
+        except NotConnected as exc:
+            raise ConnectionError(f"{type(exc.error).__name__}: {exc.error}") from None
+        except Dropped as exc:
+            raise ConnectionError(
+                f"connection dropped ({type(exc.error).__name__}: {exc.error})") from None
+        except ExchangeTimeout:
+            raise TimeoutError(f"no complete reply within {self.timeout:g} s") from None
 
     def _headers(self) -> dict[str, str]:
         from prbench.redaction import secret_from_env
@@ -59,30 +105,28 @@ class RewardClient:
 
     def _post(self, path: str, payload: Mapping[str, Any]) -> dict[str, Any]:
         data = json.dumps(payload).encode()
-        wait = self.backoff
         last = ""
-        for _ in range(self.retries):
-            req = urllib.request.Request(
-                self.url + path, data=data,
-                headers={"Content-Type": "application/json", **self._headers()},
-            )
+        for attempt in range(self.retries):
+            retry_after: float | None = None
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    out: dict[str, Any] = json.loads(resp.read().decode())
-                    return out
-            except urllib.error.HTTPError as exc:
-                body = exc.read().decode(errors="replace")
-                if exc.code != 503:
-                    raise RewardServerError(f"{self.url}{path}: HTTP {exc.code}: {body}") from exc
-                self.busy_retries += 1
-                last = f"HTTP 503: {body}"
-                retry_after = exc.headers.get("Retry-After")
-                pause = float(retry_after) if retry_after else wait
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                status, headers, body = self._send("POST", path, data)
+            except (ConnectionError, TimeoutError, OSError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
-                pause = wait
-            time.sleep(min(pause, 10.0))
-            wait = min(wait * 2, 10.0)
+            else:
+                text = body.decode(errors="replace")
+                if 200 <= status < 300:
+                    out: dict[str, Any] = json.loads(text)
+                    return out
+                if status not in RETRIED:
+                    raise RewardServerError(f"{self.url}{path}: HTTP {status}: {text}")
+                with self._lock:
+                    self.busy_retries += 1
+                last = f"HTTP {status}: {text}"
+                retry_after = retry_after_seconds(headers.get("Retry-After"))
+            if attempt + 1 < self.retries:
+                pause = backoff_delay(attempt, base=self.backoff, cap=MAX_BACKOFF,
+                                      retry_after=retry_after)
+                self._sleep(pause)
         raise RewardServerError(f"{self.url}{path}: gave up after {self.retries} tries ({last})")
 
     def score(self, items: Sequence[Mapping[str, Any]]) -> list[float | None]:
@@ -128,10 +172,12 @@ class RewardClient:
         return rewards
 
     def _get(self, path: str) -> dict[str, Any]:
-        req = urllib.request.Request(self.url + path, headers=self._headers())
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            out: dict[str, Any] = json.loads(resp.read().decode())
-            return out
+        status, _, body = self._send("GET", path, b"")
+        text = body.decode(errors="replace")
+        if status != 200:
+            raise RewardServerError(f"{self.url}{path}: HTTP {status}: {text}")
+        out: dict[str, Any] = json.loads(text)
+        return out
 
     def health(self) -> dict[str, Any]:
         """The server's ``/health`` document."""

@@ -20,6 +20,16 @@ Two request shapes become :class:`~prbench.scoring.base.ScoreRequest` lists:
 
 Every problem is reported as a :class:`PayloadError` naming the field and item index; a body that
 is not UTF-8 JSON, or that nests deeper than :data:`MAX_DEPTH`, is one too (:func:`decode_body`).
+
+The native body is a pydantic model (:class:`ScoreBody`: strict types, an unknown key in the body
+or an item is an error with close matches, a post's own extra keys are ignored since records
+carry more than ``{id, category, text}``); the server publishes it as ``/score``'s OpenAPI request
+body. The server still reads the raw body itself instead of letting FastAPI parse it: FastAPI's
+JSON reading neither bounds the nesting depth nor answers in prbench's 400 ``{"error": ...}``
+form that the clients read. The OpenRLHF body stays checked by hand: its shape is OpenRLHF's
+protocol, whose clients add keys between versions (unknown keys must pass), and its rules are
+relations between fields (lists as long as ``query``, a query that starts with its prompt, a
+label that may be JSON text) rather than types; its profiles go through the same model.
 """
 
 from __future__ import annotations
@@ -27,12 +37,24 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
 
 from prbench.errors import PrbenchUserError
+from prbench.options import suggest
 from prbench.profiles.base import ProfileView, render_posts
 from prbench.records import ProfileItem
 from prbench.scoring.base import EMPTY_PROFILE, ScoreRequest
+from prbench.typed_input import EXPECTED, STRICT, first_error, place
 
 #: per-item context keys: native item key -> OpenRLHF extra list key
 CONTEXT_LISTS = {
@@ -94,38 +116,169 @@ def _string(value: Any, where: str, *, default: str | None = None) -> str:
     return value
 
 
+def _shape(value: Any) -> str | None:
+    """Which arm of a text-or-structure union ``value`` is (the tags are not part of a place)."""
+    return ("(text)" if isinstance(value, str) else "(posts)" if isinstance(value, list)
+            else "(post)" if isinstance(value, dict) else None)
+
+
+class Post(BaseModel):
+    """One post of a profile.
+
+    Keys besides these are ignored: the benchmark's records carry more (a title, a date), and a
+    client may send its records' posts as they are.
+    """
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    text: str = Field(description="the post's text (title and body)")
+    id: str | None = Field(None, description="the post's id (default: its index)")
+    category: str | None = Field(None, description="the post's category (default: none)")
+
+
+PostInput = Annotated[
+    Annotated[str, Tag("(text)")] | Annotated[Post, Tag("(post)")],
+    Discriminator(_shape, custom_error_type="post_shape", custom_error_message="a post"),
+]
+ProfileInput = Annotated[
+    Annotated[str, Tag("(text)")] | Annotated[list[PostInput], Tag("(posts)")],
+    Discriminator(_shape, custom_error_type="profile_shape", custom_error_message="a profile"),
+] | None
+
+
+class ScoreItem(BaseModel):
+    """One response to score, with what the reward model sees of its user."""
+
+    model_config = ConfigDict(**STRICT)  # type: ignore[typeddict-item]
+
+    record_id: str | None = Field(None, description="the record's id (default: none)")
+    id: str | None = Field(None, description="the record's id, when record_id is not given")
+    question: str = Field(description="the user's question")
+    response: str = Field(description="the response to score")
+    profile: ProfileInput = Field(None, description="what the reward model sees of the user: "
+                                  "a rendered text, or a list of posts {id, category, text} "
+                                  "rendered as `Post i (Category: c): text`")
+    category: str | None = Field(None, description="the record's category")
+    domain: str | None = Field(None, description="the record's domain")
+    narrative: str | None = Field(None, description="hidden: read by a diagnostic scorer only")
+    rubric_aspects: list[Any] = Field(default_factory=list, description="hidden: read by a "
+                                      "diagnostic scorer only")
+
+
+class ScoreBody(BaseModel):
+    """The body of ``POST /score``."""
+
+    model_config = ConfigDict(**STRICT)  # type: ignore[typeddict-item]
+
+    items: list[ScoreItem] = Field(description="the items to score; the answer's scores are in "
+                                   "the same order")
+
+
+_PROFILE = TypeAdapter(ProfileInput)
+
+
+def openapi_body(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``model`` as an OpenAPI request body, and the component schemas it refers to.
+
+    The body refers to ``#/components/schemas/<model>``; the server adds the schemas to its
+    OpenAPI document (FastAPI adds only those of the bodies it parses itself).
+    """
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas = {**schema.pop("$defs", {}), model.__name__: schema}
+    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {"required": True, "content": {"application/json": {"schema": ref}}}, schemas
+
+
+def _payload_error(error: Mapping[str, Any], where: str = "") -> PayloadError:
+    """One pydantic error as prbench's line, at ``where`` + the error's place."""
+    loc = [p for p in error["loc"] if p not in ("(text)", "(post)", "(posts)")]
+    at = where + (place(loc) if not where or not loc or isinstance(loc[0], int)
+                  else "." + place(loc))
+    kind, value = error["type"], error.get("input")
+    if kind == "extra_forbidden":  # in the body or an item (a post's own keys are ignored)
+        key = str(error["loc"][-1])
+        model = ScoreItem if len(error["loc"]) > 1 else ScoreBody
+        return PayloadError(f"{place(error['loc'][:-1]) or 'body'}: unknown key {key!r}"
+                            f"{suggest(key, model.model_fields)}; allowed: "
+                            + ", ".join(model.model_fields))
+    if kind == "missing":  # as an explicit null: the field has no text
+        return PayloadError(f"{at}: expected a string, got NoneType")
+    if kind == "string_type":
+        return PayloadError(f"{at}: expected a string, got {type(value).__name__}")
+    if kind == "profile_shape":
+        return PayloadError(f"{at}: expected a string or a list of posts, got "
+                            f"{type(value).__name__}")
+    if kind == "post_shape":
+        return PayloadError(f"{at}: expected a post {{id, category, text}}")
+    if kind in ("model_type", "model_attributes_type"):
+        return PayloadError(f"{at}: expected an object")
+    if kind in EXPECTED:
+        return PayloadError(f"{at}: expected {EXPECTED[kind]}")
+    return PayloadError(f"{at}: {error['msg']}")
+
+
+def _profile_view(value: str | list[str | Post] | None) -> ProfileView:
+    """The profile of a checked item: its text, its posts rendered, or none."""
+    if value is None or value == "":
+        return EMPTY_PROFILE
+    if isinstance(value, str):
+        return ProfileView(text=value, n_tokens=len(value.split()), builder="given")
+    items = []
+    for k, post in enumerate(value):
+        post = Post(text=post) if isinstance(post, str) else post
+        items.append(ProfileItem(id=str(k) if post.id is None else post.id,
+                                 category=post.category or "", text=post.text))
+    text = render_posts(items)
+    return ProfileView(
+        text=text, items=tuple(items), n_tokens=len(text.split()), builder="given-posts"
+    )
+
+
 def parse_profile(value: Any, where: str) -> ProfileView:
     """A profile given as rendered text, a list of posts, or nothing.
 
     Raises:
         PayloadError: any other shape, or a post without a text.
     """
-    if value is None or value == "":
-        return EMPTY_PROFILE
-    if isinstance(value, str):
-        return ProfileView(text=value, n_tokens=len(value.split()), builder="given")
-    if not isinstance(value, list):
-        raise PayloadError(f"{where}: expected a string or a list of posts, got "
-                           f"{type(value).__name__}")
-    items = []
-    for k, post in enumerate(value):
-        here = f"{where}[{k}]"
-        if isinstance(post, str):
-            post = {"text": post}
-        if not isinstance(post, Mapping):
-            raise PayloadError(f"{here}: expected a post {{id, category, text}}")
-        text = _string(post.get("text"), f"{here}.text")
-        items.append(
-            ProfileItem(
-                id=_string(post.get("id"), f"{here}.id", default=str(k)),
-                category=_string(post.get("category"), f"{here}.category", default=""),
-                text=text,
-            )
+    try:
+        return _profile_view(_PROFILE.validate_python(value))
+    except ValidationError as exc:
+        raise _payload_error(first_error(exc.errors()), where) from None
+
+
+def native_requests(body: Any, *, diagnostic: bool = False) -> list[ScoreRequest]:
+    """Score requests from a native ``{"items": [...]}`` body (checked by :class:`ScoreBody`).
+
+    Args:
+        body: the decoded JSON body.
+        diagnostic: the served scorer reads hidden fields (``narrative``, ``rubric_aspects``).
+
+    Raises:
+        PayloadError: a missing, unknown or mistyped field, named with its item index.
+    """
+    try:
+        checked = ScoreBody.model_validate(body)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if any(tuple(e["loc"]) in ((), ("items",)) and e["type"] != "extra_forbidden"
+               for e in errors):
+            raise PayloadError('body: expected {"items": [{"question": ..., "response": ...}, '
+                               '...]}') from None
+        raise _payload_error(first_error(errors)) from None
+    return [
+        ScoreRequest(
+            record_id=(item.record_id if "record_id" in item.model_fields_set else item.id)
+            or "",
+            question=item.question,
+            response=item.response,
+            profile=_profile_view(item.profile),
+            category=item.category or "",
+            domain=item.domain or "",
+            hidden={"narrative": item.narrative or "", "rubric_aspects": item.rubric_aspects}
+            if diagnostic else None,
         )
-    text = render_posts(items)
-    return ProfileView(
-        text=text, items=tuple(items), n_tokens=len(text.split()), builder="given-posts"
-    )
+        for item in checked.items
+    ]
 
 
 def _hidden(item: Mapping[str, Any], where: str, diagnostic: bool) -> dict[str, Any] | None:
@@ -138,38 +291,6 @@ def _hidden(item: Mapping[str, Any], where: str, diagnostic: bool) -> dict[str, 
         "narrative": _string(item.get("narrative"), f"{where}.narrative", default=""),
         "rubric_aspects": aspects,
     }
-
-
-def native_requests(body: Any, *, diagnostic: bool = False) -> list[ScoreRequest]:
-    """Score requests from a native ``{"items": [...]}`` body.
-
-    Args:
-        body: the decoded JSON body.
-        diagnostic: the served scorer reads hidden fields (``narrative``, ``rubric_aspects``).
-
-    Raises:
-        PayloadError: a missing or mistyped field, named with its item index.
-    """
-    if not isinstance(body, Mapping) or not isinstance(body.get("items"), list):
-        raise PayloadError('body: expected {"items": [{"question": ..., "response": ...}, ...]}')
-    out = []
-    for i, item in enumerate(body["items"]):
-        where = f"items[{i}]"
-        if not isinstance(item, Mapping):
-            raise PayloadError(f"{where}: expected an object")
-        out.append(
-            ScoreRequest(
-                record_id=_string(item.get("record_id", item.get("id")), f"{where}.record_id",
-                                  default=""),
-                question=_string(item.get("question"), f"{where}.question"),
-                response=_string(item.get("response"), f"{where}.response"),
-                profile=parse_profile(item.get("profile"), f"{where}.profile"),
-                category=_string(item.get("category"), f"{where}.category", default=""),
-                domain=_string(item.get("domain"), f"{where}.domain", default=""),
-                hidden=_hidden(item, where, diagnostic),
-            )
-        )
-    return out
 
 
 def _list_field(body: Mapping[str, Any], key: str, n: int) -> list[Any] | None:

@@ -6,6 +6,9 @@
 - prbench's own errors (an unknown scorer, bad options, invalid data) end the run with one
   ``error:`` line instead of a traceback (:func:`clean_errors_hook`), and a few of lm-eval's own
   errors get the fix next to them (:func:`lm_eval_error_fix`, :func:`missing_model_hint`);
+- a mistake in ``--model_args`` (an unknown scorer or option, a bad value) or a ``--device`` the
+  machine lacks ends the run as lm-eval reads its flags, before it indexes its tasks
+  (:func:`stop_on_bad_model_args`);
 - lm-eval's ``--metadata`` hint, logged for every task with a ``custom_dataset``, is shown once,
   or not at all when ``--metadata`` was given (:func:`quiet_metadata_hint`).
 """
@@ -199,6 +202,61 @@ def stop_without_model(argv: Sequence[str]) -> None:
         raise SystemExit(1)
 
 
+#: ``PRBenchLM`` arguments that are lm-eval's (or a label) unless the scorer has that option
+_LM_KEYS = ("pretrained", "batch_size", "max_batch_size", "device", "trust_remote_code")
+
+
+def model_args_problem_early(argv: Sequence[str], *, model: str | None = None) -> str | None:
+    """The error in a plain ``lm_eval --model prbench`` command line that can be found at once.
+
+    The scorer id, its option names and values, and an explicit ``--device`` this machine lacks:
+    checked as lm-eval reads its flags, before it indexes its ~14.7k tasks (minutes on a busy
+    machine), where the ``prbench`` model would find the same mistake only once it is built.
+    A command line without ``scorer=`` (the default scorer) or with ``--config`` is left to the
+    model. ``model`` stands for ``--model`` where the caller fills it in (``prbench eval``).
+    """
+    import dataclasses
+
+    from prbench.errors import PrbenchUserError, one_line
+    from prbench.harness.lm_eval_args import parse_text
+
+    ns = parse_text(argv)
+    if ns is None or (model or getattr(ns, "model", None)) != MODEL_NAME or getattr(
+            ns, "config", None):
+        return None
+    given = getattr(ns, "model_args", None)
+    if not isinstance(given, dict) or not given.get("scorer"):
+        return None
+    from prbench.devices import device_flag_given, resolve_device
+    from prbench.plugins import get_registry
+    from prbench.scoring.runtime_options import split_options
+
+    try:
+        component = get_registry().get("scorer", str(given["scorer"]))
+        fields = {f.name for f in dataclasses.fields(component.options)} if (
+            component.options is not None) else set()
+        raw = {k: v for k, v in given.items() if k != "scorer" and not k.startswith("prbench_")
+               and (k not in _LM_KEYS or k in fields)}
+        component.parse_options(split_options(component, raw)[1])
+        if getattr(ns, "device", None) and device_flag_given(argv):
+            resolve_device(str(ns.device), option="--device")
+    except PrbenchUserError as exc:
+        return one_line(exc)
+    return None
+
+
+def stop_on_bad_model_args(argv: Sequence[str]) -> None:
+    """End a plain ``lm_eval`` run at once on :func:`model_args_problem_early`'s error.
+
+    Raises:
+        SystemExit: code 1, after one ``error:`` line.
+    """
+    problem = model_args_problem_early(argv)
+    if problem:
+        sys.stderr.write(f"error: {problem}\n")
+        raise SystemExit(1)
+
+
 def lm_eval_error_fix(exc: BaseException, argv: Sequence[str] | None = None) -> str | None:
     """lm-eval's own argument errors with the fix added, else None.
 
@@ -253,7 +311,9 @@ __all__ = [
     "install_clean_errors",
     "lm_eval_error_fix",
     "missing_model_hint",
+    "model_args_problem_early",
     "quiet_metadata_hint",
+    "stop_on_bad_model_args",
     "stop_without_model",
     "unreadable_task_files",
     "warn_troubled_plugins",

@@ -123,8 +123,8 @@ def _newest_results(folder: Path) -> Path | None:
 def _error_line(text: str, rc: int) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("error:")]
-    if errors:
-        return errors[-1]
+    if errors:  # without its "error:", so that the sweep prints one error line per failed cell
+        return errors[-1].removeprefix("error:").strip()
     return f"exit code {rc}: {lines[-1] if lines else 'no output'}"
 
 

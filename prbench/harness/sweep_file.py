@@ -24,20 +24,30 @@ it takes as ``--tasks`` and ``--metadata``::
 
 :func:`load_sweep` reads it into a :class:`Sweep` whose :meth:`Sweep.cells` are what
 :mod:`prbench.harness.sweep` runs; every problem is one :class:`SweepFileError` naming the field.
+
+The file's shape (which keys, of which types, which required) is a pydantic model
+(:func:`_sweep_model`: strict types, ``extra="forbid"`` at every level), its first error written
+as the line of the field (:data:`_FIELD_RULES`). What stays prbench's own is what is not a
+type: PyYAML's reading without aliases (an alias bomb must be refused while parsing, before any
+model sees the data), metadata that JSON cannot carry (a YAML date, a key that is not text: the
+line says to quote it), ``eval_args`` read by ``prbench eval``'s own parsers, a ``model_args``
+value with a comma, the default names, unique names and twin cells.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from prbench.hashing import json_sha256
 from prbench.records import DataSourceError
+from prbench.typed_input import STRICT, first_error, place
 
 SWEEP_KEYS = ("output_path", "limit", "eval_args", "metadata", "scorers", "conditions",
               "description", "resources")
@@ -128,26 +138,110 @@ class Sweep:
         return {x.name: x.stand_in for x in (*self.scorers, *self.conditions) if x.stand_in}
 
 
-def _stand_in(entry: dict[str, Any], path: Path, where: str) -> str:
-    value = entry.get("stand_in") or ""
-    if not isinstance(value, str):
-        raise SweepFileError(where_in(path, f"{where}.stand_in must be text"))
-    return value.strip()
+_ALL_KEYS = {*SWEEP_KEYS, *SCORER_KEYS, *CONDITION_KEYS, *ESTIMATE_KEYS, *RESOURCE_KEYS}
+
+#: the message of each field whose value is wrong, by its name (``estimate.`` and ``resources.``:
+#: any key of those mappings); ``{value}`` is what was given
+_FIELD_RULES = {
+    "scorers": "must be a non-empty list",
+    "conditions": "must be a non-empty list",
+    "eval_args": "must be a list of strings",
+    "metadata": "must be a mapping",
+    "model_args": "must be a non-empty mapping or string (e.g. {{scorer: length}})",
+    "tasks": "must be a task name or a list",
+    "stand_in": "must be text",
+    "limit": "must be a positive number, got {value!r}",
+    "estimate.": "must be a number",
+    "resources.gpus": "must be a number >= 0 (a count), got {value!r}",
+    "resources.cpus": "must be a number >= 0 (a count), got {value!r}",
+    "resources.memory": "must be a number >= 0 (GiB), got {value!r}",
+}
 
 
-def _resources(value: Any, path: Path, where: str) -> dict[str, float]:
-    """A ``resources:`` mapping: ``gpus``, ``cpus`` (counts) and ``memory`` (GiB), numbers >= 0."""
-    if value is None:
-        return {}
-    entry = _check_keys(value, RESOURCE_KEYS, path, where)
-    out = {}
-    for key, val in entry.items():
-        if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
-            raise SweepFileError(where_in(path, f"{where}.{key} must be a number >= 0 "
-                                              f"({'GiB' if key == 'memory' else 'a count'}), "
-                                              f"got {val!r}"))
-        out[str(key)] = float(val)
-    return out
+@functools.cache
+def _sweep_model() -> Any:
+    """The pydantic model of a sweep file (built on first use: pydantic is not imported before).
+
+    Strict types and ``extra="forbid"`` at every level; what YAML allows and the file format
+    forgives stays as it was: an empty ``metadata``, ``eval_args``, ``estimate`` or ``stand_in``
+    is none, a scorer's or condition's ``name`` and the ``output_path`` are any value (read as
+    text), a ``description`` is anything.
+    """
+    from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
+
+    def none_if_empty(value: Any) -> Any:
+        return value or None
+
+    config = ConfigDict(**STRICT, protected_namespaces=())  # type: ignore[typeddict-item]
+    number = Annotated[float, Field(ge=0)]
+    mapping = Annotated[dict[Any, Any] | None, BeforeValidator(none_if_empty)]
+    text = Annotated[str, BeforeValidator(lambda v: v or "")]
+
+    # a key given as null is no number: the default None is never validated, only a given value
+    Resources = create_model("Resources", __config__=config,
+                             **{key: (number, None) for key in RESOURCE_KEYS})
+    Estimate = create_model("Estimate", __config__=config,
+                            **{key: (number, None) for key in ESTIMATE_KEYS})
+
+    class ScorerEntry(BaseModel):
+        model_config = config
+        name: Any = None
+        model_args: str | dict[Any, Any]
+        estimate: Annotated[Estimate | None, BeforeValidator(none_if_empty)] = None  # type: ignore[valid-type]
+        stand_in: text = ""
+        resources: Resources | None = None  # type: ignore[valid-type]
+
+    class ConditionEntry(BaseModel):
+        model_config = config
+        name: Any = None
+        tasks: str | Annotated[list[str], Field(min_length=1)]
+        metadata: mapping = None
+        description: Any = None
+        stand_in: text = ""
+
+    class SweepFile(BaseModel):
+        model_config = config
+        output_path: Any = None
+        limit: Annotated[float, Field(gt=0)] | None = None
+        eval_args: Annotated[list[str] | None, BeforeValidator(none_if_empty)] = None
+        metadata: mapping = None
+        scorers: Annotated[list[ScorerEntry], Field(min_length=1)]
+        conditions: Annotated[list[ConditionEntry], Field(min_length=1)]
+        description: Any = None
+        resources: Resources | None = None  # type: ignore[valid-type]
+
+    return SweepFile
+
+
+def _file_error(error: Mapping[str, Any], path: Path) -> SweepFileError:
+    """One pydantic error as the sweep file's line (the field, what it must be)."""
+    from prbench.options import suggest
+
+    def known(loc: Sequence[Any]) -> list[Any]:  # without the names pydantic gives union arms
+        return [p for p in loc if isinstance(p, int) or p in _ALL_KEYS]
+
+    kind, value = error["type"], error.get("input")
+    if kind == "extra_forbidden":
+        loc, key = known(error["loc"][:-1]), str(error["loc"][-1])
+        names = [p for p in loc if isinstance(p, str)]
+        keys = {"scorers": SCORER_KEYS, "conditions": CONDITION_KEYS, "estimate": ESTIMATE_KEYS,
+                "resources": RESOURCE_KEYS}.get(names[-1] if names else "", SWEEP_KEYS)
+        return SweepFileError(where_in(path, f"{place(loc) or 'the file'}: unknown key "
+                                             f"{key!r}{suggest(key, keys)}; allowed: "
+                                             + ", ".join(keys)))
+    loc = known(error["loc"])
+    if kind in ("model_type", "model_attributes_type"):
+        return SweepFileError(where_in(path, f"{place(loc) or 'the file'} must be a mapping, "
+                                             f"got {type(value).__name__}"))
+    for j in range(len(loc) - 1, -1, -1):  # the innermost field with a rule
+        if isinstance(loc[j], str):
+            above = [p for p in loc[:j] if isinstance(p, str)][-1:]
+            parent = f"{above[0]}." if above and above[0] in ("estimate", "resources") else ""
+            rule = _FIELD_RULES.get(parent + loc[j]) or _FIELD_RULES.get(parent)
+            if rule:
+                return SweepFileError(where_in(path, f"{place(loc[: j + 1])} "
+                                                     + rule.format(value=value)))
+    return SweepFileError(where_in(path, f"{place(loc) or 'the file'}: {error['msg']}"))
 
 
 def slug(name: str) -> str:
@@ -169,20 +263,6 @@ def _names(items: Sequence[Any], path: Path, what: str) -> None:
         seen.add(slug(item.name))
 
 
-def _check_keys(entry: Any, allowed: Sequence[str], path: Path, where: str) -> dict[str, Any]:
-    from prbench.options import suggest
-
-    if not isinstance(entry, dict):
-        raise SweepFileError(
-            where_in(path, f"{where} must be a mapping, got {type(entry).__name__}"))
-    for key in entry:
-        if key not in allowed:
-            raise SweepFileError(where_in(
-                path, f"{where}: unknown key {key!r}{suggest(str(key), allowed)}; allowed: "
-                + ", ".join(allowed)))
-    return entry
-
-
 def model_args_text(value: Any, path: Path, where: str) -> str:
     """``--model_args`` text from a mapping or a string; a value with a comma is refused."""
     if isinstance(value, str) and value.strip():
@@ -199,14 +279,6 @@ def model_args_text(value: Any, path: Path, where: str) -> str:
                                               "cannot pass through --model_args"))
         parts.append(f"{key}={text}")
     return ",".join(parts)
-
-
-def _limit(value: Any, path: Path) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise SweepFileError(where_in(path, f"limit must be a positive number, got {value!r}"))
-    return float(value)
 
 
 def _sweep_loader() -> type:
@@ -345,61 +417,49 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
         line = f" line {mark.line + 1}" if mark is not None else ""
         raise SweepFileError(f"{file}:{line} not valid YAML ({getattr(exc, 'problem', exc)})") \
             from exc
-    data = _check_keys(data, SWEEP_KEYS, file, "the file")
-    shared_meta = data.get("metadata") or {}
-    if not isinstance(shared_meta, dict):
-        raise SweepFileError(where_in(file, "metadata must be a mapping"))
+    from pydantic import ValidationError
+
+    try:
+        sweep = _sweep_model().model_validate(data)
+    except ValidationError as exc:
+        raise _file_error(first_error(exc.errors()), file) from None
+    shared_meta = sweep.metadata or {}
     _check_json(shared_meta, file, "metadata")
-    eval_args = data.get("eval_args") or []
-    if not isinstance(eval_args, list) or not all(isinstance(a, str) for a in eval_args):
-        raise SweepFileError(where_in(file, "eval_args must be a list of strings"))
+    eval_args = sweep.eval_args or []
     _check_eval_args(eval_args, file)
-    shared_resources = _resources(data.get("resources"), file, "resources")
     scorers = []
-    raw_scorers = data.get("scorers")
-    if not isinstance(raw_scorers, list) or not raw_scorers:
-        raise SweepFileError(where_in(file, "scorers must be a non-empty list"))
-    for i, entry in enumerate(raw_scorers):
+    for i, entry in enumerate(sweep.scorers):
         where = f"scorers[{i}]"
-        entry = _check_keys(entry, SCORER_KEYS, file, where)
-        args = model_args_text(entry.get("model_args"), file, where)
+        args = model_args_text(entry.model_args, file, where)
         scorer_id = dict(p.split("=", 1) for p in args.split(",") if "=" in p).get("scorer")
-        name = str(entry.get("name") or scorer_id or "")
+        name = str(entry.name or scorer_id or "")
         if not name:
             raise SweepFileError(where_in(file, f"{where}: give a name or model_args.scorer"))
-        estimate = _check_keys(entry.get("estimate") or {}, ESTIMATE_KEYS, file,
-                               f"{where}.estimate")
-        for key, val in estimate.items():
-            if isinstance(val, bool) or not isinstance(val, int | float) or val < 0:
-                raise SweepFileError(where_in(file, f"{where}.estimate.{key} must be a number"))
-        resources = {**shared_resources,
-                     **_resources(entry.get("resources"), file, f"{where}.resources")}
-        scorers.append(Scorer(name, args, {k: float(v) for k, v in estimate.items()},
-                              _stand_in(entry, file, where), resources))
+        scorers.append(Scorer(name, args, _given(entry.estimate), entry.stand_in.strip(),
+                              {**_given(sweep.resources), **_given(entry.resources)}))
     conditions = []
-    raw_conditions = data.get("conditions")
-    if not isinstance(raw_conditions, list) or not raw_conditions:
-        raise SweepFileError(where_in(file, "conditions must be a non-empty list"))
-    for i, entry in enumerate(raw_conditions):
+    for i, entry in enumerate(sweep.conditions):
         where = f"conditions[{i}]"
-        entry = _check_keys(entry, CONDITION_KEYS, file, where)
-        tasks = entry.get("tasks")
-        tasks = [tasks] if isinstance(tasks, str) else tasks
-        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
-            raise SweepFileError(where_in(file, f"{where}.tasks must be a task name or a list"))
-        meta = entry.get("metadata") or {}
-        if not isinstance(meta, dict):
-            raise SweepFileError(where_in(file, f"{where}.metadata must be a mapping"))
+        tasks = [entry.tasks] if isinstance(entry.tasks, str) else entry.tasks
+        meta = entry.metadata or {}
         _check_json(meta, file, f"{where}.metadata")
-        name = str(entry.get("name") or "+".join(tasks))
+        name = str(entry.name or "+".join(tasks))
         conditions.append(Condition(name, tuple(tasks), {**shared_meta, **meta},
-                                    _stand_in(entry, file, where)))
+                                    entry.stand_in.strip()))
     _names(scorers, file, "scorers")
     _names(conditions, file, "conditions")
     _no_twins(scorers, conditions, file)
-    out = data.get("output_path")
+    out = sweep.output_path
     return Sweep(file, None if out is None else str(out), tuple(scorers), tuple(conditions),
-                 _limit(data.get("limit"), file), tuple(eval_args))
+                 sweep.limit, tuple(eval_args))
+
+
+def _given(numbers: Any) -> dict[str, float]:
+    """The keys of an ``estimate:`` or ``resources:`` mapping that were given, as numbers."""
+    if numbers is None:
+        return {}
+    return {key: float(getattr(numbers, key)) for key in type(numbers).model_fields
+            if key in numbers.model_fields_set}
 
 
 __all__ = [

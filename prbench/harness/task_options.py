@@ -120,6 +120,12 @@ def parse_request(kwargs: Mapping[str, Any]) -> DataRequest:
                 "leave the key out for the task's own data"
             )
         source = given
+    if not str(source).strip():  # the custom tasks: the user's data, never a silent sample
+        raise OptionsError(
+            "the personalized_rewardbench_custom tasks evaluate your own records: add --metadata "
+            '\'{"prbench_data": "PATH"}\' (a file or folder `prbench validate` accepts, or a hub '
+            "dataset id); for the bundled sample run --tasks personalized_rewardbench_sample"
+        )
     revision = kwargs.get("prbench_revision")
     from prbench.profiles.sources import resolve_seed, resolve_source
 

@@ -288,8 +288,18 @@ class LLMJudgeBase:
 
     def __init__(self, options: BackendOptions, backend: GenerationBackend | None = None) -> None:
         self.options = options
+        self._owns_backend = backend is None
         self.backend = resolve_backend(options, backend, self.name)
         self.reset_stats()
+
+    def close(self) -> None:
+        """Release the backend this judge built (e.g. an HTTP backend's open connections).
+
+        A backend handed in by the caller is the caller's to close.
+        """
+        closer = getattr(self.backend, "close", None)
+        if self._owns_backend and callable(closer):
+            closer()
 
     def reset_stats(self) -> None:
         """Forget the counts and failures gathered so far."""

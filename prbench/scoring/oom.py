@@ -2,11 +2,19 @@
 
 Three things every back-off needs, kept in one place:
 
-- :func:`is_oom_error` tells an out-of-memory error (CUDA, MPS, the CPU allocator) from any other;
-- :func:`free_accelerator_memory` returns the allocator's cached blocks to the driver. It is called
-  by the retry loops *after* their ``except`` block has ended: while the block runs, the exception's
-  traceback still holds the frames of the failed forward pass and every tensor in them, so emptying
-  the cache there frees nothing;
+- :func:`is_oom_error` tells an out-of-memory error from any other. It asks accelerate first
+  (``accelerate.utils.memory.should_reduce_batch_size``: the messages of CUDA, ROCm, XPU, MPS, HPU
+  and the CPU allocator, and cuDNN's "not supported" that an oversized batch causes), then keeps
+  what accelerate's list does not match: torch's typed ``OutOfMemoryError`` (whatever its text),
+  Python's ``MemoryError``, and a ``RuntimeError`` whose text says "out of memory" or "cannot/can't
+  allocate memory" in another spelling (the CUDA driver's ``CUDA error: out of memory``, the
+  message without accelerate's final full stop);
+- :func:`free_accelerator_memory` collects garbage, then returns the allocator's cached blocks to
+  the driver with ``accelerate.utils.memory.clear_device_cache``, which knows every device torch
+  runs on (CUDA, XPU, NPU, MPS, MLU, MUSA, ...). It is called by the retry loops *after* their
+  ``except`` block has ended: while the block runs, the exception's traceback still holds the
+  frames of the failed forward pass and every tensor in them, so emptying the cache there frees
+  nothing;
 - :class:`AdaptiveLimit` is a learned size (requests per chunk, padded tokens per batch): halved
   when a unit of work runs out of memory, grown back by doubling after a streak of successes, up
   to the size it started at. A size reached by growing that fails again doubles the streak needed
@@ -19,7 +27,11 @@ Three things every back-off needs, kept in one place:
 caller redoes the work, so the counts of a run that backed off equal those of a clean run, apart
 from ``oom_retries`` and ``wasted_tokens``.
 
-Nothing here imports torch at module import time.
+:class:`AdaptiveLimit` and :func:`uncounted_if_out_of_memory` stay prbench's: accelerate's
+``find_executable_batch_size`` only halves (it never grows a size back after a transient
+failure) and retries a whole function, where prbench backs off per chunk and per batch.
+
+Nothing here imports torch or accelerate at module import time.
 """
 
 from __future__ import annotations
@@ -53,7 +65,15 @@ def one_request_too_big(scorer: str, request: Any, back_offs: int) -> ScorerOutO
 
 
 def is_oom_error(exc: BaseException) -> bool:
-    """True for an out-of-memory error from torch (CUDA, MPS or the CPU allocator)."""
+    """True for an out-of-memory error (any torch device, or the CPU allocator).
+
+    accelerate's ``should_reduce_batch_size`` decides first; torch's typed errors, ``MemoryError``
+    and other spellings of the message are recognised beside it (see the module docstring).
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    if not isinstance(exc, RuntimeError):
+        return False  # every torch out-of-memory error is a RuntimeError
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a core dependency
@@ -67,14 +87,25 @@ def is_oom_error(exc: BaseException) -> bool:
         )
         if oom_types and isinstance(exc, oom_types):
             return True
-    if isinstance(exc, MemoryError):
+    if _accelerate_says_oom(exc):
         return True
     text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
+    return (
         "out of memory" in text
         or "can't allocate memory" in text
         or "cannot allocate memory" in text
     )
+
+
+def _accelerate_says_oom(exc: RuntimeError) -> bool:
+    """Accelerate's ``should_reduce_batch_size`` (False where accelerate cannot be imported)."""
+    if not (len(exc.args) == 1 and isinstance(exc.args[0], str)):
+        return False  # accelerate reads args[0] as text
+    try:
+        from accelerate.utils.memory import should_reduce_batch_size
+    except ImportError:  # pragma: no cover - accelerate is a core dependency
+        return False
+    return bool(should_reduce_batch_size(exc))
 
 
 def free_accelerator_memory() -> None:
@@ -83,15 +114,16 @@ def free_accelerator_memory() -> None:
     Call it once the failed attempt's exception is gone (outside the ``except`` block): the
     collection clears reference cycles that may still hold the attempt's tensors (a traceback's
     frames refer to each other), and only then can the emptied cache give their memory back.
+    The cache is emptied by ``accelerate.utils.memory.clear_device_cache`` on whichever device
+    torch has (CUDA, XPU, NPU, MPS, ...).
     """
     gc.collect()
     try:
-        import torch
+        from accelerate.utils.memory import clear_device_cache
 
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
+        clear_device_cache(garbage_collection=False)
     except Exception:  # pragma: no cover - best effort
-        logger.debug("could not empty the CUDA cache", exc_info=True)
+        logger.debug("could not empty the accelerator's cache", exc_info=True)
 
 
 class AdaptiveLimit:

@@ -1,0 +1,281 @@
+"""Issue 38's newcomer mistakes that the fault corpus cannot check by its one-line rule alone.
+
+The corpus (``tests/test_fault_corpus.py``, the "issue 38" block) checks that each mistake is one
+``error:`` line (or one warning) through the real command. Here: that the right thing then works
+(CONTRIBUTING's plugin layout loaded with ``--plugin``, ``prbench eval --profile_args``, the
+``ScorerReward`` adapter), and the helpers behind the messages, piece by piece.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests._harness_fixtures import results_and_manifest, run_eval
+
+GROUP = "personalized_rewardbench_sample_noprofile"
+PROFILE_TASK = "personalized_rewardbench_sample_art_and_entertainment"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state() -> Any:
+    from prbench.harness import tasks
+    from prbench.plugins import reset_registry
+
+    tasks.reset()
+    reset_registry()
+    yield
+    tasks.reset()
+    reset_registry()
+
+
+def _package(root: Path) -> Path:
+    """CONTRIBUTING's layout: a package whose hook module names its scorer as a string."""
+    pkg = root / "prbench-plugin-mine" / "prbench_plugin_mine"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "plugin.py").write_text(textwrap.dedent('''
+        import dataclasses
+
+        from prbench.api import ComponentRegister, hookimpl
+
+
+        @dataclasses.dataclass(frozen=True)
+        class MineOptions:
+            bonus: float = 0.0
+
+
+        @hookimpl
+        def register_scorers(register: ComponentRegister) -> None:
+            register("mine", "prbench_plugin_mine.scorer:MineScorer", options=MineOptions,
+                     description="answer length in words plus a bonus")
+    '''), encoding="utf-8")
+    (pkg / "scorer.py").write_text(textwrap.dedent('''
+        from prbench_plugin_mine.plugin import MineOptions
+
+
+        class MineScorer:
+            def __init__(self, options: MineOptions) -> None:
+                self.options = options
+
+            def score(self, requests):
+                return [len(r.response.split()) + self.options.bonus for r in requests]
+    '''), encoding="utf-8")
+    return pkg / "plugin.py"
+
+
+def test_a_plugin_file_inside_its_package_resolves_its_string_factory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`prbench --plugin pkg/plugin.py eval ... scorer=mine` with the factory given as a string
+    (CONTRIBUTING's layout) runs; it was a ModuleNotFoundError after the data loaded."""
+    plugin = _package(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the package root is added for the run
+    try:
+        code, out, err = run_eval(["--plugin", str(plugin), "scorers", "--options", "mine"],
+                                  capsys)
+        assert code == 0 and "bonus" in out, err
+        code, out, err = run_eval(
+            ["--plugin", str(plugin), "eval", "--tasks", GROUP, "--limit", "1", "--model_args",
+             "scorer=mine,bonus=1", "--output_path", str(tmp_path / "out")], capsys)
+        assert code == 0, err[-3000:]
+        assert "Traceback" not in err and "error:" not in err
+        _, manifest, _ = results_and_manifest(tmp_path / "out")
+        assert manifest["scorer"]["qualified_id"] == "mine/mine"  # named after the package
+    finally:
+        for name in [m for m in sys.modules if m.startswith("prbench_plugin_mine")]:
+            del sys.modules[name]
+
+
+def test_a_plugin_folder_names_the_file_to_give(tmp_path: Path) -> None:
+    from prbench.plugins import PluginRegistry
+
+    plugin = _package(tmp_path)
+    dist = plugin.parent.parent
+    (dist / "pyproject.toml").write_text("[project]\nname = 'prbench-plugin-mine'\n")
+    registry = PluginRegistry(plugin_files=[dist], load_entry_points=False)
+    trouble = registry.file_trouble()
+    assert trouble == (f"--plugin {dist}: is a folder: give the plugin's Python file (here: "
+                       f"{plugin}) or install it: pip install -e {dist}")
+
+
+def test_eval_profile_args_set_the_tasks_profile_condition(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`prbench eval --profile_args builder=bm25,k=2` is the --metadata profile keys."""
+    code, _, err = run_eval(
+        ["eval", "--tasks", PROFILE_TASK, "--limit", "1", "--model_args", "scorer=length",
+         "--profile_args", "builder=bm25,k=2", "--output_path", str(tmp_path / "out")], capsys)
+    assert code == 0, err[-3000:]
+    _, manifest, _ = results_and_manifest(tmp_path / "out")
+    task = manifest["tasks"][PROFILE_TASK]
+    assert task["profile_builder"] == "bm25" and task["profile_options"]["k"] == 2
+    assert "--profile_args builder=bm25,k=2" in " ".join(manifest["command"])
+
+
+def test_profile_metadata_maps_the_list_and_refuses_a_second_source() -> None:
+    from prbench.commands.eval_args import profile_metadata
+    from prbench.options import OptionsError
+
+    assert profile_metadata(None, {"a": 1}) is None
+    assert profile_metadata("builder=dense,k=3,model=minilm", {"prbench_data": "d"}) == {
+        "prbench_data": "d", "prbench_profile": "dense", "prbench_profile_k": 3,
+        "prbench_profile_options": {"model": "minilm"}}
+    assert profile_metadata("builder=none", '{"x": 1}') == {"x": 1, "prbench_profile": "none"}
+    with pytest.raises(OptionsError, match="--profile_args and --metadata both set the profile "
+                       r"\(prbench_profile_k\)"):
+        profile_metadata("builder=dense", {"prbench_profile_k": 4})
+
+
+def test_close_matches_for_misspelt_flags_and_removed_forms() -> None:
+    from prbench.commands import unknown_flags_hint
+    from prbench.commands.eval_args import unknown_flag_problem
+
+    assert unknown_flags_hint(["--limt", "2"], ["--limit", "--tasks"]) == (
+        " (did you mean '--limit'?)")
+    assert unknown_flags_hint(["--output-dir", "x"], ["--output_path"]) == (
+        " (--output-dir is now -o/--output_path)")
+    assert unknown_flags_hint(["--zzz"], ["--limit"]) == ""
+    assert unknown_flag_problem(["--model_arg", "scorer=length"], []) is None  # lm-eval's prefix
+    assert unknown_flag_problem(["--limit", "2", "--tasks", "t"], []) is None
+    problem = unknown_flag_problem(["--num-fewshot", "3", "--bootstrap_sed=1"],
+                                   ["--bootstrap_seed"])
+    assert problem == (
+        "prbench eval: unrecognized arguments: --num-fewshot --bootstrap_sed (--num-fewshot: did "
+        "you mean '--num_fewshot'?; --bootstrap_sed: did you mean '--bootstrap_seed'?) (see "
+        "'prbench eval --help' and 'prbench eval --lm_eval_help')")
+
+
+def test_ignored_lm_eval_flags_are_named_in_one_warning() -> None:
+    from prbench.commands.eval_args import ignored_flags_warning
+
+    ns = argparse.Namespace(model="prbench", num_fewshot=3, gen_kwargs={"temperature": 0},
+                            system_instruction=None, fewshot_as_multiturn=True)
+    assert ignored_flags_warning(ns) == (
+        "warning: the prbench model ignores --num_fewshot 3 (the pairs are scored zero-shot), "
+        "--fewshot_as_multiturn (the pairs are scored zero-shot), --gen_kwargs ... (nothing is "
+        "generated); a scorer reads each pair from the task's rows, and its own options go in "
+        "--model_args")
+    assert ignored_flags_warning(argparse.Namespace(model="prbench", num_fewshot=0)) is None
+    assert ignored_flags_warning(argparse.Namespace(model="hf", num_fewshot=3)) is None
+
+
+def test_rl_takes_bons_policy_form_and_says_what_it_cannot_take() -> None:
+    from prbench.commands.rl import policy_options
+    from prbench.options import OptionsError
+
+    def options(text: str) -> dict[str, str]:
+        return policy_options(argparse.Namespace(policy_args=text, prbench_default_policy=""))
+
+    assert options("backend=hf,model=P,gguf_file=F") == {"model": "P", "gguf_file": "F"}
+    assert options("model=P") == {"model": "P"}
+    with pytest.raises(OptionsError, match="backend=openai: prbench rl trains the policy's "
+                       "weights in this process"):
+        options("backend=openai,model=m,base_url=http://127.0.0.1:9/v1")
+    with pytest.raises(OptionsError, match=r"sets sampling with flags: write --temperature 0\.7"):
+        options("model=P,temperature=0.7")
+    with pytest.raises(OptionsError, match="'P' is not a K=V list: write --policy_args model=P"):
+        options("P")
+
+
+def test_unknown_scorer_hints() -> None:
+    from prbench.plugins import PluginRegistry, UnknownComponentError
+
+    registry = PluginRegistry(load_entry_points=False)
+    with pytest.raises(UnknownComponentError) as exc:
+        registry.get("scorer", "embedding-similarity batch_size=4")
+    assert str(exc.value).strip("'\"") == (
+        "unknown scorer 'embedding-similarity batch_size=4': options are separated by commas, "
+        "not spaces: write embedding-similarity,batch_size=4 (--model_args "
+        "scorer=embedding-similarity,batch_size=4)")
+    with pytest.raises(UnknownComponentError, match="if a plugin provides it, install the plugin"):
+        registry.get("scorer", "mymodel")
+    with pytest.raises(UnknownComponentError) as exc:
+        registry.get("scorer", "lenght")
+    assert "did you mean 'length'" in str(exc.value) and "install" not in str(exc.value)
+
+
+def test_scorer_reward_is_public_and_builds_from_a_scorer_id(tmp_path: Path) -> None:
+    import prbench.api as api
+    from prbench.options import OptionsError
+    from prbench.records import load_records
+
+    records = load_records("sample")[:2]
+    reward = api.ScorerReward.for_records(
+        "length", records, scorer_options={"cache_path": str(tmp_path / "s.sqlite")})
+    ids = [records[0].id, records[1].id]
+    out = reward(prompts=["p", "p"], completions=["one two three", "a b"], record_id=ids)
+    assert out == [3.0, 2.0] and reward.calls == 1
+    with pytest.raises(OptionsError, match="'llm-judge' is pairwise; a reward needs a pointwise"):
+        api.ScorerReward.for_records("llm-judge", records)
+    assert json.loads(json.dumps(out)) == out
+
+
+def test_plain_lm_eval_model_args_are_checked_from_the_command_line_alone(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the start-up hook checks when lm-eval imports its evaluate_config, before it builds
+    its TaskManager (no task index, no model): the scorer, its options, --device."""
+    from prbench.harness import lm_eval_messages
+
+    def problem(*argv: str) -> str | None:
+        return lm_eval_messages.model_args_problem_early(["--tasks", GROUP, *argv])
+
+    import lm_eval.tasks
+
+    def no_index(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("the check built a TaskManager")
+
+    monkeypatch.setattr(lm_eval.tasks.TaskManager, "__init__", no_index)
+    assert problem("--model", "prbench", "--model_args", "scorer=lenght").startswith(
+        "unknown scorer 'lenght' (did you mean 'length'?)")
+    assert problem("--model", "prbench", "--model_args", "scorer=length,unitt=word").startswith(
+        "scorer 'length': unknown option 'unitt' (did you mean 'unit'?)")
+    assert problem("--model", "prbench", "--model_args",
+                   "scorer=length,pretrained=label,cache=false,prbench_data=x") is None
+    assert problem("--model", "hf", "--model_args", "scorer=lenght") is None  # not ours
+    import torch
+
+    if not torch.cuda.is_available():
+        assert problem("--model", "prbench", "--model_args", "scorer=length", "--device",
+                       "cuda").startswith("--device='cuda' asks for CUDA")
+
+
+def test_a_misspelt_command_or_choice_is_one_line_with_the_close_match(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prbench.cli import main
+
+    for argv, line in (
+        (["evl"], "error: prbench: argument COMMAND: invalid choice: 'evl' (choose from "),
+        (["bon", "--quality", "gld"], "error: prbench bon: argument --quality: invalid choice: "
+         "'gld' (choose from 'auto', 'gold', 'rubric-judge') (did you mean 'gold'?) (see "
+         "'prbench bon --help')"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(line), err
+        assert "(did you mean '" in err[0]
+
+
+def test_an_installed_plugins_own_file_given_with_plugin_says_to_drop_the_flag() -> None:
+    from prbench.plugins import PluginRegistry
+
+    root = Path(__file__).resolve().parents[1] / "plugins" / "prbench-plugin-template"
+    registry = PluginRegistry(plugin_files=[root / "prbench_plugin_template" / "plugin.py"],
+                              env={"PRBENCH_LOAD_PLUGINS": "template"})
+    if registry.plugins.get("template") is None or registry.plugins["template"].origin != (
+            "entry-point"):
+        pytest.skip("the template plugin is not installed")
+    trouble = registry.file_trouble()
+    assert trouble is not None and "a plugin named 'template' is already loaded" in trouble
+    assert "if it is this one, installed, drop --plugin" in trouble
+    assert registry.get("scorer", "question-overlap").plugin == "template"  # still usable
