@@ -235,8 +235,8 @@ def test_a_profile_builder_that_exits_is_a_plugin_fault(
     faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant", "--profile",
-         "faulty/garbage", "--profile-options", '{"mode": "exit"}', "-o", str(tmp_path / "bon")],
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant", "--profile_args",
+         "builder=faulty/garbage,mode=exit", "-o", str(tmp_path / "bon")],
         capsys,
     )
     assert code == 1
