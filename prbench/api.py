@@ -7,9 +7,11 @@ docs/plugin-api.md) imports prbench only from here::
 
 and its tests from here and from :mod:`prbench.testing`. Every other module under ``prbench`` is
 internal: it may be renamed, split or changed in any release. The names below keep their meaning
-within one major version of :data:`API_VERSION`; a name is removed or changed only after one minor
-release in which it still works and is documented as deprecated. ``tests/test_plugin_api.py``
-fails when a plugin under ``plugins/`` imports anything else from prbench.
+within one major version of :data:`API_VERSION`; from the first release on, a name is removed or
+changed only after one minor release in which it still works and is documented as deprecated.
+``tests/test_plugin_api.py`` fails when a plugin under ``plugins/`` imports anything else from
+prbench. API 2.0 (before any release, so without a deprecation period) removed eight names that no
+plugin needs; "Plugin API" in docs/plugin-api.md lists them with what to use instead.
 
 Importing this module is cheap (no torch, transformers or numpy); the heavy libraries are imported
 inside the functions and classes that need them.
@@ -33,16 +35,17 @@ Options:
     under a size cap, one error line naming the option otherwise; added in 1.2).
 Requests and results:
     ``ScoreRequest`` (one response to score), ``PairRequest`` (one pair for a pairwise judge),
-    ``check_scores`` (the runtime's check of a result list), ``UnscoredInputs`` (a mixin giving
-    ``request_extras``/``failures`` to a scorer that leaves inputs unscored with a reason; added
-    in 1.3), ``ProfileView`` (the profile a request carries; also what a profile builder
-    returns), ``POST_FORMAT`` and ``render_posts`` (the benchmark's rendering of profile posts).
+    ``UnscoredInputs`` (a mixin giving ``request_extras``/``failures`` to a scorer that leaves
+    inputs unscored with a reason; added in 1.3), ``ProfileView`` (the profile a request
+    carries; also what a profile builder returns), ``POST_FORMAT`` and ``render_posts`` (the
+    benchmark's rendering of profile posts).
 Records and data:
-    ``Record``, ``ProfileItem``, ``load_records``, ``file_hashes``, ``is_hub_id``, ``SAMPLE_DIR``,
+    ``Record`` (``Record.user``: the user it belongs to; added in 2.0), ``ProfileItem``,
+    ``load_records``, ``file_hashes`` (``{}`` for a hub id), ``SAMPLE_DIR``,
     ``PREFERENCES_SAMPLE_DIR``; profile builders: ``builder_id`` (the provenance id of a builder
     and its options), ``top_k`` and ``ranked_view`` (rank posts, ties in post order, token budget
-    applied); per-user preference pairs: ``Pref``, ``UserPreferences``,
-    ``user_preferences``, ``user_of``.
+    applied); per-user preference pairs: ``user_preferences`` (grouped by ``Record.user``), which
+    returns a ``UserPreferences`` of ``Pref`` pairs.
 Caching, batching, devices, progress:
     ``fingerprint_of`` (the identity of a scorer's scores), ``BatchStats`` and ``run_batches``
     (token-budgeted, length-sorted batching with out-of-memory back-off),
@@ -52,12 +55,12 @@ Caching, batching, devices, progress:
     reward function, for an RL script of your own).
 Hugging Face sequence classifiers and chat inputs:
     ``HFClassifierOptions`` and ``HFClassifierScorer`` (the built-in ``hf-classifier`` scorer, to
-    subclass), ``model_identity``, ``resolve_dtype``, ``ChatEncoder``, ``build_chat``,
-    ``template_sha256``, ``DEFAULT_USER_FORMAT``, ``DEFAULT_SYSTEM_FORMAT``,
-    ``ChatRenderOptions`` / ``ProfileRenderOptions`` (the shared chat-rendering options to
-    inherit) and ``profile_texts`` (each request's profile as an encoder shows it).
+    subclass), ``model_identity``, ``ChatEncoder``, ``build_chat``, ``ChatRenderOptions`` /
+    ``ProfileRenderOptions`` (the shared chat-rendering options to inherit; their fields carry the
+    default formats) and ``profile_texts`` (each request's profile as an encoder shows it).
 Embeddings:
-    ``Encoder``, ``EncoderSpec``, ``EmbeddingCache``, ``resolve_model``, ``text_hash``,
+    ``Encoder``, ``EncoderSpec``, ``EmbeddingCache`` (rows keyed by the sha256 hex of a text's
+    UTF-8 bytes), ``resolve_model``,
     ``ModelUnavailableError``, ``remote_code_error``.
 Generation backends and LLM judges:
     ``Chat``, ``Reply``, ``Completion``, ``GenerationBackend``, ``GenerationFailure``,
@@ -92,18 +95,11 @@ from prbench.backends.base import (
     is_truncated,
     truncation_failure,
 )
-from prbench.backends.chat_inputs import (
-    DEFAULT_SYSTEM_FORMAT,
-    DEFAULT_USER_FORMAT,
-    ChatEncoder,
-    build_chat,
-    profile_texts,
-    template_sha256,
-)
+from prbench.backends.chat_inputs import ChatEncoder, build_chat, profile_texts
 from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
 from prbench.backends.hf_classifier import HFClassifierScorer
 from prbench.backends.hf_classifier_options import HFClassifierOptions
-from prbench.devices import resolve_device, resolve_dtype, torch_device
+from prbench.devices import resolve_device, torch_device
 from prbench.downstream.rl import ScorerReward
 from prbench.errors import PrbenchUserError
 from prbench.hashing import seeded_unit, stable_hash
@@ -121,10 +117,10 @@ from prbench.judges.parsing import (
 from prbench.options import OptionsError, options_to_dict, parse_options, read_option_file
 from prbench.pairs.base import PairGenerator
 from prbench.paths import cache_dir
-from prbench.preference_data import Pref, UserPreferences, user_of, user_preferences
+from prbench.preference_data import Pref, UserPreferences, user_preferences
 from prbench.profiles.base import POST_FORMAT, ProfileBuilder, ProfileView, render_posts
 from prbench.profiles.budget import builder_id, ranked_view, top_k
-from prbench.profiles.embed import Encoder, EncoderSpec, text_hash
+from prbench.profiles.embed import Encoder, EncoderSpec
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.profiles.model_ref import ModelUnavailableError, remote_code_error, resolve_model
 from prbench.progress import disable_progress, progress_bar
@@ -134,7 +130,6 @@ from prbench.records import (
     ProfileItem,
     Record,
     file_hashes,
-    is_hub_id,
     load_records,
 )
 from prbench.scoring.base import (
@@ -143,7 +138,6 @@ from prbench.scoring.base import (
     Scorer,
     ScoreRequest,
     UnscoredInputs,
-    check_scores,
 )
 from prbench.scoring.cache import fingerprint_of, model_identity
 from prbench.scoring.engine import BatchStats, run_batches
@@ -153,12 +147,10 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "1.4"
+API_VERSION = "2.0"
 
 __all__ = [
     "API_VERSION",
-    "DEFAULT_SYSTEM_FORMAT",
-    "DEFAULT_USER_FORMAT",
     "POST_FORMAT",
     "PREFERENCES_SAMPLE_DIR",
     "SAMPLE_DIR",
@@ -205,7 +197,6 @@ __all__ = [
     "build_runtime",
     "builder_id",
     "cache_dir",
-    "check_scores",
     "compare_paired",
     "disable_progress",
     "file_hashes",
@@ -213,7 +204,6 @@ __all__ = [
     "generate_in_batches",
     "generation_failed",
     "hookimpl",
-    "is_hub_id",
     "is_truncated",
     "load_records",
     "model_identity",
@@ -229,18 +219,14 @@ __all__ = [
     "remote_code_error",
     "render_posts",
     "resolve_device",
-    "resolve_dtype",
     "resolve_model",
     "run_batches",
     "seeded_unit",
     "stable_hash",
     "strip_reasoning",
-    "template_sha256",
-    "text_hash",
     "top_k",
     "torch_device",
     "truncation_failure",
     "uncounted_if_out_of_memory",
-    "user_of",
     "user_preferences",
 ]

@@ -13,7 +13,10 @@ full disk, a file-size limit, a permission) leaves no file behind and is one
 would give it (``0666`` less the umask, so ``0644`` typically, readable by teammates on a shared
 machine; a file being replaced keeps its mode), not the ``0600`` of the temporary file. Python
 ignores ``SIGXFSZ``, so a write beyond ``ulimit -f`` raises ``OSError(EFBIG)`` and is caught like
-any other failed write. Files written by another library (lm-eval's results and samples files)
+any other failed write. A whole JSON Lines file goes through :func:`write_jsonl` (the ``jsonlines``
+package's writer on the atomic file); appending to a file that is being resumed stays
+:func:`append_line`, which syncs each line and names the file when a write fails, something
+``jsonlines`` does not do. Files written by another library (lm-eval's results and samples files)
 are read back with :func:`check_json_file` / :func:`check_jsonl_file`.
 
 Ground floor: imports nothing from prbench but :mod:`prbench.errors` and
@@ -24,12 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from prbench.errors import PrbenchUserError
 
@@ -44,6 +48,7 @@ __all__ = [
     "check_output_file",
     "open_atomic",
     "write_failure",
+    "write_jsonl",
     "write_text",
 ]
 
@@ -281,6 +286,23 @@ def write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
     """Write ``text`` to ``path`` atomically (see :func:`open_atomic`); returns the path."""
     with open_atomic(path, "w", encoding=encoding) as handle:
         handle.write(text)
+    return Path(path)
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Any]) -> Path:
+    """Write ``rows`` as JSON Lines to ``path`` atomically (see :func:`open_atomic`).
+
+    One JSON value per line, non-ASCII characters kept as they are (``ensure_ascii=False``), each
+    line ended by a newline; the ``jsonlines`` writer does the lines.
+
+    Returns:
+        The path.
+    """
+    import jsonlines
+
+    dumps = functools.partial(json.dumps, ensure_ascii=False)
+    with open_atomic(path, "w") as handle, jsonlines.Writer(handle, dumps=dumps) as writer:
+        writer.write_all(rows)
     return Path(path)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from prbench.issues import Issue, Row, short, shown, shown_path
 from prbench.options import suggest
+from prbench.preference_data import user_of
 from prbench.unicode_text import (
     comparable,
     id_character_problem,
@@ -98,6 +99,15 @@ class Record:
     rubric_aspects: tuple[RubricAspect, ...] = ()
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     source: str = ""
+
+    @property
+    def user(self) -> str:
+        """The user this record belongs to: its ``user_id`` field, else its own id.
+
+        One rule for every reader (``prbench validate`` checks the field; per-user preferences are
+        grouped by it).
+        """
+        return user_of(self)
 
     def hidden(self) -> dict[str, Any]:
         """The fields no real RM may see (for diagnostic scorers and judges)."""

@@ -4,7 +4,8 @@ Used by the record checks (:mod:`prbench.record_schema`) and the preference-data
 :func:`invisible_only` (text whose every character draws nothing), :func:`comparable` (text as
 compared for sameness, never stored), :func:`id_character_problem` (control, format and bidi
 characters in an id) and :func:`text_problems` (a lone surrogate, a NUL character, nesting too
-deep: text that later steps cannot take). Standard library only.
+deep: text that later steps cannot take). Imports nothing from prbench but
+:mod:`prbench.nesting`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from typing import Any
+
+from prbench.nesting import too_deep
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: characters that control the direction of bidirectional text (Unicode's Bidi_Control)
@@ -103,17 +106,17 @@ def text_problems(data: Any, max_depth: int) -> Iterator[tuple[str | None, str, 
     encoded as UTF-8 (code ``lone-surrogate``, for a value or a key); a NUL character (``\u0000``,
     code ``nul-character``) truncates the text in C libraries, tokenizers and terminals; nesting
     deeper than ``max_depth`` lists/objects (code ``too-deeply-nested``, reported once, at the
-    top-level field) breaks recursive JSON and Arrow code. Walks ``data`` without recursion.
+    top-level field, and then nothing else: :func:`prbench.nesting.too_deep`, ``data`` itself being
+    the first level) breaks recursive JSON and Arrow code. Walks ``data`` without recursion.
     """
-    stack: list[tuple[Any, Any, int]] = [(None, data, 0)]  # (path chain, value, depth)
+    deep = too_deep(data, max_depth)
+    if deep is not None:
+        top = deep[0] if deep and isinstance(deep[0], str) else None
+        yield top, f"is nested more than {max_depth} lists/objects deep", "too-deeply-nested"
+        return
+    stack: list[tuple[Any, Any]] = [(None, data)]  # (path chain, value)
     while stack:
-        path, value, depth = stack.pop()
-        if depth > max_depth:
-            while path is not None and path[0] is not None:
-                path = path[0]
-            top = path[1] if path is not None and isinstance(path[1], str) else None
-            yield top, f"is nested more than {max_depth} lists/objects deep", "too-deeply-nested"
-            return
+        path, value = stack.pop()
         if isinstance(value, str):
             found = None if value.isascii() else _SURROGATE.search(value)
             if found is not None:
@@ -133,14 +136,13 @@ def text_problems(data: Any, max_depth: int) -> Iterator[tuple[str | None, str, 
                     "nul-character",
                 )
         elif isinstance(value, dict):
-            children: list[tuple[Any, Any, int]] = []
+            children: list[tuple[Any, Any]] = []
             for key, item in value.items():
                 child = (path, key)
-                children += [(child, key, depth + 1), (child, item, depth + 1)]
+                children += [(child, key), (child, item)]
             stack.extend(reversed(children))
         elif isinstance(value, list):
-            items = [((path, i), item, depth + 1) for i, item in enumerate(value)]
-            stack.extend(reversed(items))
+            stack.extend(reversed([((path, i), item) for i, item in enumerate(value)]))
 
 
 def _field(path: Any) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from prbench.analysis.correlation import Side, correlate, ranking, rbo_ext, statistics
+from prbench.analysis.correlation import Side, correlate, ndcg, ranking, rbo_ext, statistics
 
 
 def test_rbo_hand_computed() -> None:
@@ -26,6 +26,27 @@ def test_rbo_rejects_bad_input() -> None:
         rbo_ext(["a", "b"], ["a", "c"])
     with pytest.raises(ValueError, match="p must be"):
         rbo_ext(["a"], ["a"], p=1.0)
+
+
+@pytest.mark.parametrize(("relevance", "scores"), [
+    ([0.8, 0.6, 0.4, 0.1], [0.9, 0.7, 0.5, 0.3]),  # same order: 1
+    ([0.1, 0.4, 0.6, 0.8], [0.9, 0.7, 0.5, 0.3]),  # reversed
+    ([3, 2, 3, 0, 1, 2], [0.5, 0.5, 0.2, 0.9, 0.5, 0.1]),  # tied scores: average gain
+    ([1, 0, 0, 2], [0.3, 0.3, 0.3, 0.3]),  # every score tied
+    ([0, 0, 5], [0.2, 0.1, 0.0]),  # the one relevant item last
+    ([0.25, 0.75], [1.0, 2.0]),
+])
+def test_ndcg_equals_scikit_learns(relevance: list[float], scores: list[float]) -> None:
+    from sklearn.metrics import ndcg_score
+
+    assert ndcg(relevance, scores) == ndcg_score([relevance], [scores])  # to the last bit
+
+
+def test_ndcg_by_hand_and_without_gain() -> None:
+    # order c, a, b with gains 1, 2, 0: (1 + 2/log2(3)) / (2 + 1/log2(3))
+    expected = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+    assert ndcg([2, 0, 1], [0.5, 0.1, 0.9]) == pytest.approx(expected)
+    assert math.isnan(ndcg([0, 0], [0.1, 0.2]))
 
 
 def test_ranking_breaks_ties_by_label() -> None:

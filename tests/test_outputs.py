@@ -66,6 +66,19 @@ def test_write_text_is_atomic(tmp_path: Path) -> None:
     assert [p.name for p in target.parent.iterdir()] == ["f.json"]  # no temporary left
 
 
+def test_write_jsonl_writes_one_line_per_value_atomically(tmp_path: Path) -> None:
+    from prbench.outputs import write_jsonl
+
+    target = tmp_path / "rows.jsonl"
+    rows = [{"id": "é", "n": [1, 2.5]}, "text", None]
+    assert write_jsonl(target, rows) == target
+    assert target.read_bytes() == '{"id": "é", "n": [1, 2.5]}\n"text"\nnull\n'.encode()
+    with pytest.raises(TypeError):  # not JSON: nothing written, the old file kept
+        write_jsonl(target, [{"x": object()}])
+    assert target.read_text(encoding="utf-8").startswith('{"id": "é"')
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]
+
+
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
 def test_written_files_honour_the_umask_and_keep_a_replaced_files_mode(
         tmp_path: Path, umask: int) -> None:
@@ -166,19 +179,37 @@ def test_pretrained_never_names_the_folder(
 
 
 def test_plain_lm_eval_folder_rule() -> None:
-    """The tracker lm-eval uses names a prbench run's folder the same way (plain ``lm_eval``)."""
-    from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
+    """prbench's tracker names a prbench run's folder the same way (plain ``lm_eval``)."""
+    from prbench.harness.run_files import tracker_class
 
-    from prbench.harness.run_files import patch_model_name
-
-    patch_model_name()
-    tracker = GeneralConfigTracker()
+    tracker = tracker_class()().general_config_tracker
     tracker.log_experiment_args("prbench", "scorer=hf-classifier,pretrained=/tmp/rmA", None,
                                 None, False)
     assert tracker.model_name_sanitized == "prbench-hf-classifier"
-    other = GeneralConfigTracker()
+    other = tracker_class()().general_config_tracker
     other.log_experiment_args("hf", "pretrained=/tmp/rmA", None, None, False)
     assert other.model_name_sanitized == "__tmp__rmA"  # lm-eval's rule for its own models
+
+
+def test_prbench_subclasses_lm_evals_tracker_and_patches_none_of_its_methods() -> None:
+    """lm-eval's run command builds prbench's subclass for one run; its own class is intact."""
+    import lm_eval.loggers
+    from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
+
+    from prbench.commands.eval_output import capture_lm_eval
+    from prbench.harness.run_files import tracker_class
+
+    methods = (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,
+               GeneralConfigTracker.log_experiment_args)
+    before = lm_eval.loggers.EvaluationTracker
+    with capture_lm_eval() as captured:
+        cls = lm_eval.loggers.EvaluationTracker  # what lm-eval's run command builds
+        assert issubclass(cls, tracker_class()) and issubclass(cls, EvaluationTracker)
+        assert cls.captured is captured
+    assert lm_eval.loggers.EvaluationTracker is before
+    assert (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,
+            GeneralConfigTracker.log_experiment_args) == methods
+    assert tracker_class().captured is None  # plain lm_eval's: hands nothing back
 
 
 def test_a_task_name_with_path_separators_stays_in_the_folder(tmp_path: Path) -> None:
@@ -204,8 +235,8 @@ def test_a_profile_builder_that_exits_is_a_plugin_fault(
     faulty_plugin: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run_eval(
-        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant", "--profile",
-         "faulty/garbage", "--profile-options", '{"mode": "exit"}', "-o", str(tmp_path / "bon")],
+        ["--plugin", str(faulty_plugin), "bon", "--model_args", "scorer=constant", "--profile_args",
+         "builder=faulty/garbage,mode=exit", "-o", str(tmp_path / "bon")],
         capsys,
     )
     assert code == 1

@@ -95,6 +95,32 @@ def test_every_api_name_exists_and_is_documented() -> None:
     assert public == set(api.__all__)
 
 
+def test_names_removed_in_api_2_are_gone_and_each_has_a_replacement() -> None:
+    import prbench.api as api
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "plugin-api.md").read_text()
+    section = doc.split("### Removed in API 2.0", 1)[1].split("\n## ", 1)[0]
+    removed = {name for line in section.splitlines() if line.startswith("| `")
+               for name in re.findall(r"`(\w+)`", line.split("|")[1])}
+    assert removed == {"DEFAULT_USER_FORMAT", "DEFAULT_SYSTEM_FORMAT", "resolve_dtype",
+                       "template_sha256", "text_hash", "user_of", "check_scores",
+                       "is_hub_id"}
+    for name in removed:
+        assert not hasattr(api, name), f"{name} is listed as removed but still exported"
+    assert int(api.API_VERSION.split(".")[0]) == 2
+
+
+def test_record_user_is_the_user_id_field_else_the_id() -> None:
+    from prbench.api import Record
+
+    def record(rid: str, **extra: object) -> Record:
+        return Record(id=rid, question="q", profile=(), chosen="a", rejected="b", extra=extra)
+
+    assert record("r1", user_id=7).user == "7"
+    assert record("r1", user_id="  ").user == "r1"  # blank: no user
+    assert record("r2").user == "r2"
+
+
 def test_testing_module_exports_what_plugin_tests_use() -> None:
     import prbench.testing as testing
 

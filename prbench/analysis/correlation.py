@@ -3,8 +3,15 @@
 The question the benchmark answers is whether ranking reward models by its accuracy ranks them as
 their downstream use (Best-of-N, RL) does. Over the scorers, five statistics compare the two:
 Spearman's rho, Kendall's tau, weighted Kendall's tau (``scipy.stats``; top ranks weigh more),
-NDCG of the benchmark's ordering against the downstream qualities as relevance
-(``sklearn.metrics.ndcg_score``) and rank-biased overlap (RBO, :func:`rbo_ext`).
+NDCG of the benchmark's ordering against the downstream qualities as relevance (:func:`ndcg`) and
+rank-biased overlap (RBO, :func:`rbo_ext`).
+
+NDCG is computed here, not by ``sklearn.metrics.ndcg_score``: it is a dozen lines of numpy, the
+bootstrap calls it thousands of times (scikit-learn validates its input on every call), and
+scikit-learn would be a dependency for this one function. It follows scikit-learn's definition
+exactly -- linear gains, ``1 / log2(rank + 1)`` discounts, tied scores sharing the average gain of
+their group (McSherry and Najork, 2008) -- and ``tests/test_correlation.py`` checks it equals
+``ndcg_score`` on tied and untied cases.
 
 Intervals come from a seeded bootstrap over *items*: each replicate resamples the benchmark's pairs
 and the downstream records (with one shared draw across scorers when they were evaluated on the
@@ -68,6 +75,30 @@ def rbo_ext(first: Sequence[str], second: Sequence[str], p: float = DEFAULT_RBO_
     return agreement * p**k + (1 - p) / p * total
 
 
+def ndcg(relevance: Sequence[float], scores: Sequence[float]) -> float:
+    """NDCG of the order ``scores`` give, with ``relevance`` as each item's gain (all items).
+
+    Items are ranked by ``scores``, highest first; tied items share their group's average gain
+    (so no tie-break favours one of them). The discount of rank ``r`` (from 1) is
+    ``1 / log2(r + 1)``; the ideal order sorts by ``relevance``. ``nan`` when every gain is 0.
+    Equal to ``sklearn.metrics.ndcg_score([relevance], [scores])`` (ties not ignored).
+    """
+    import numpy as np
+
+    gain = np.asarray(relevance, dtype=float)
+    score = np.asarray(scores, dtype=float)
+    # the same float operations as scikit-learn's, so the values agree to the last bit
+    discount = 1 / (np.log(np.arange(len(gain)) + 2) / np.log(2))
+    ideal = float(discount.dot(np.sort(gain)[::-1]))
+    if ideal == 0:
+        return math.nan
+    _, group, counts = np.unique(-score, return_inverse=True, return_counts=True)
+    mean_gain = np.bincount(group, weights=gain, minlength=len(counts)) / counts
+    ends = np.cumsum(counts)
+    group_discount = np.diff(np.concatenate([[0.0], np.cumsum(discount)[ends - 1]]))
+    return float((mean_gain * group_discount).sum()) / ideal
+
+
 def statistics(
     benchmark: Mapping[str, float], downstream: Mapping[str, float], *, p: float = DEFAULT_RBO_P
 ) -> dict[str, float]:
@@ -81,7 +112,6 @@ def statistics(
 
     import numpy as np
     from scipy import stats
-    from sklearn.metrics import ndcg_score
 
     labels = sorted(set(benchmark) & set(downstream))
     if len(labels) < 2:
@@ -99,7 +129,7 @@ def statistics(
         out["weighted_kendall"] = (
             math.nan if constant else float(stats.weightedtau(x, y).statistic)
         )
-    out["ndcg"] = float(ndcg_score(y[None, :], x[None, :])) if y.sum() > 0 else math.nan
+    out["ndcg"] = ndcg(y, x) if y.sum() > 0 else math.nan
     out["rbo"] = rbo_ext(
         ranking(dict(zip(labels, x, strict=True))), ranking(dict(zip(labels, y, strict=True))), p
     )
@@ -211,34 +241,46 @@ def correlate(
     }
 
 
-def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
-    """The correlation statistics and the per-scorer values, as markdown (or plain text)."""
+def tables(result: Mapping[str, Any]) -> list[tuple[list[str], list[list[str]]]]:
+    """The correlation result as two tables: the statistics with their CIs, the scorers' values."""
     conf = round(100 * float(result["bootstrap"]["confidence"]))
-    lines = []
-    if markdown:
-        lines += [f"| statistic | value | {conf}% CI |", "|---|---|---|"]
+    stats = []
     for name in STATISTICS:
         s = result["statistics"][name]
         value = "undefined" if not math.isfinite(s["value"]) else f"{s['value']:.3f}"
         ci = "-" if not math.isfinite(s["low"]) else f"[{s['low']:.3f}, {s['high']:.3f}]"
-        label = f"rbo (p={result['rbo_p']})" if name == "rbo" else name
-        plain = f"{label:<20} {value:>9}  {ci}"
-        lines.append(f"| {label} | {value} | {ci} |" if markdown else plain)
-    lines.append("")
+        stats.append([f"rbo (p={result['rbo_p']})" if name == "rbo" else name, value, ci])
     b, d = result["benchmark"], result["downstream"]
-    if markdown:
-        lines += [f"| scorer | {b['what']} | {d['what']} |", "|---|---|---|"]
-    for lab in result["scorers"]:
-        row = (lab, f"{b['values'][lab]:.3f}", f"{d['values'][lab]:.3f}")
-        lines.append("| " + " | ".join(row) + " |" if markdown else "  ".join(row))
-    lines.append("")
-    lines.append(
+    values = [[lab, f"{b['values'][lab]:.3f}", f"{d['values'][lab]:.3f}"]
+              for lab in result["scorers"]]
+    return [(["statistic", "value", f"{conf}% CI"], stats),
+            (["scorer", b["what"], d["what"]], values)]
+
+
+def note(result: Mapping[str, Any]) -> str:
+    """The line under the tables: how many scorers, how the CIs were drawn."""
+    return (
         f"{len(result['scorers'])} scorers; CI: bootstrap over items "
         f"({result['bootstrap']['resamples']} resamples, seed {result['bootstrap']['seed']}), "
         "pairs for the benchmark and records "
         "downstream; with few scorers every statistic is coarse."
     )
-    return "\n".join(lines)
+
+
+def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
+    """The correlation statistics and the per-scorer values (:func:`tables`), as markdown or text.
+
+    Plain text aligns each table's columns under its head (:func:`prbench.tables.text_table`).
+    """
+    from prbench.tables import markdown_table, text_table
+
+    def write(head: list[str], rows: list[list[str]]) -> str:
+        return markdown_table(head, rows) if markdown else text_table(head, rows, strip=True)
+
+    lines = []
+    for head, rows in tables(result):
+        lines += [write(head, rows), ""]
+    return "\n".join([*lines, note(result)])
 
 
 __all__ = [
@@ -249,7 +291,10 @@ __all__ = [
     "Side",
     "correlate",
     "format_table",
+    "ndcg",
+    "note",
     "ranking",
     "rbo_ext",
     "statistics",
+    "tables",
 ]

@@ -124,14 +124,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
 
 def format_table(rows: Sequence[dict[str, Any]], *, markdown: bool = False) -> str:
     """Render :func:`domain_stats` rows as an aligned text table or a Markdown table."""
+    from prbench.tables import markdown_table, text_table
+
     header = [c[0] for c in COLUMNS]
     body = [_cells(r) for r in rows]
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-        lines += ["| " + " | ".join(cells) + " |" for cells in body]
-        return "\n".join(lines)
-    widths = [max([len(h), *(len(b[i]) for b in body)]) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) for cells in body]
-    return "\n".join(lines)
+    return markdown_table(header, body) if markdown else text_table(header, body, rule=True)

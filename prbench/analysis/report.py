@@ -32,6 +32,7 @@ from typing import Any
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.analysis.summary import order_totals
 from prbench.outputs import write_text
+from prbench.tables import markdown_table
 
 Block = tuple[Any, ...]
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
@@ -159,24 +160,26 @@ def paired_tests(runs: Sequence[Any], resamples: int, seed: int) -> list[Block]:
 
 def best_of_n(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
     """Best-of-N tables and curves."""
-    from prbench.downstream.bestofn import format_table
+    from prbench.downstream.bestofn import notes, table
 
     blocks: list[Block] = []
     for i, (path, bon) in enumerate(results):
         blocks.append(("h2", f"Best-of-N ({path.name})"))
-        blocks.append(("markdown", format_table(bon)))
+        blocks.append(("table", *table(bon)))
+        blocks += [("p", line) for line in notes(bon)]
         blocks.append(("bon", bon, f"best_of_n_{i}.png", "Best-of-N curves"))
     return blocks
 
 
 def correlations(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
     """Correlation tables and scatter plots."""
-    from prbench.analysis.correlation import format_table
+    from prbench.analysis.correlation import note, tables
 
     blocks: list[Block] = []
     for i, (path, corr) in enumerate(results):
         blocks.append(("h2", f"Benchmark vs downstream rank correlation ({path.name})"))
-        blocks.append(("markdown", format_table(corr)))
+        blocks += [("table", head, rows) for head, rows in tables(corr)]
+        blocks.append(("p", note(corr)))
         blocks.append(("scatter", corr, f"correlation_{i}.png"))
     return blocks
 
@@ -232,34 +235,13 @@ def to_markdown(blocks: Sequence[Block], title: str) -> str:
             lines += [f"### {block[1]}", ""]
         elif kind == "links":
             lines += [f"- [{text}]({target})" for text, target in block[1]] + [""]
-        elif kind in ("p", "markdown"):
+        elif kind == "p":
             lines += [block[1], ""]
         elif kind == "table":
-            head, rows = block[1], block[2]
-            lines.append("| " + " | ".join(head) + " |")
-            lines.append("|" + "---|" * len(head))
-            lines += ["| " + " | ".join(r) + " |" for r in rows]
-            lines.append("")
+            lines += [markdown_table(block[1], block[2]), ""]
         elif kind == "img":
             lines += [f"![{block[1].stem}]({block[1].name})", ""]
     return "\n".join(lines)
-
-
-def _md_table_html(text: str) -> str:
-    """Markdown (tables and paragraphs, as this module writes them) to HTML."""
-    out, table = [], []
-    for line in [*text.splitlines(), ""]:
-        if line.startswith("|"):
-            table.append([c.strip() for c in line.strip().strip("|").split("|")])
-            continue
-        if table:
-            head, *rest = table
-            rest = [r for r in rest if not all(set(c) <= {"-"} for c in r)]
-            out.append(_html_table(head, rest))
-            table = []
-        if line.strip():
-            out.append(f"<p>{html.escape(line)}</p>")
-    return "\n".join(out)
 
 
 def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -293,8 +275,6 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
             parts.append(f"<ul>{items}</ul>")
         elif kind == "p":
             parts.append(f"<p>{html.escape(block[1])}</p>")
-        elif kind == "markdown":
-            parts.append(_md_table_html(block[1]))
         elif kind == "table":
             parts.append(_html_table(block[1], block[2]))
         elif kind == "img":

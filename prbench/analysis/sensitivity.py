@@ -207,11 +207,10 @@ def table(rows: Sequence[SensitivityRow]) -> tuple[list[str], list[list[str]]]:
 
 def format_table(rows: Sequence[SensitivityRow]) -> str:
     """The table as aligned text (what ``prbench report`` prints)."""
+    from prbench.tables import text_table
+
     head, body = table(rows)
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
-             for line in (head, *body)]
-    return "\n".join(lines)
+    return text_table(head, body, strip=True)
 
 
 def plot_series(rows: Sequence[SensitivityRow]) -> list[dict[str, Any]]:

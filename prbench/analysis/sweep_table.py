@@ -251,10 +251,9 @@ def body(table: SweepTable) -> list[list[str]]:
 
 def to_markdown(table: SweepTable) -> str:
     """The table as markdown, notes below."""
-    head = header(table)
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in body(table)]
-    return "\n".join([*lines, "", *notes(table)]) + "\n"
+    from prbench.tables import markdown_table
+
+    return "\n".join([markdown_table(header(table), body(table)), "", *notes(table)]) + "\n"
 
 
 def to_csv(table: SweepTable) -> str:

@@ -15,7 +15,6 @@ for a different request, counts as a miss (warned about) and is overwritten by t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prbench.hashing import json_sha256
 from prbench.store import SQLiteStore
 
 logger = logging.getLogger(__name__)
@@ -41,8 +41,7 @@ _TABLES = (
 
 def request_key(request: dict[str, Any]) -> str:
     """Return the cache key (hex SHA-256) of a JSON-serialisable request description."""
-    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return json_sha256(request, compact=True, strict=True)
 
 
 class ResponseCache:

@@ -1,8 +1,9 @@
 """What lm-eval saves and prints under ``prbench eval``: results captured, tables hidden.
 
-:func:`capture_lm_eval` patches lm-eval's evaluation tracker for one run: the results and
-samples are written as strict JSON (no bare NaN) and the results, where they went and the run's
-date id are handed back for prbench's summary and manifest; an unnamed prbench run's folder is
+:func:`capture_lm_eval` has lm-eval's ``run`` command build prbench's evaluation tracker (an
+``EvaluationTracker`` subclass, :func:`prbench.harness.run_files.tracker_class`) for one run: the
+results and samples are written as strict JSON (no bare NaN) and the results, where they went and
+the run's date id are handed back for prbench's summary and manifest; a prbench run's folder is
 ``prbench-<scorer>``. Without ``--show_lm_eval_tables`` lm-eval's own results tables (and the
 run line above them) are left out of standard output: prbench's summary is the results table.
 """
@@ -57,16 +58,11 @@ def capture_lm_eval(*, tables: bool = True) -> Iterator[dict[str, Any]]:
             prbench's summary is the results table.
     """
     import lm_eval.utils
-    from lm_eval.loggers.evaluation_tracker import EvaluationTracker
 
-    from prbench.harness.manifest import save_results_strictly, save_samples_strictly
-    from prbench.harness.run_files import patch_model_name
+    from prbench.harness.run_files import use_tracker
     from prbench.harness.summary import table_view
 
-    patch_model_name()  # an unnamed prbench run's folder: prbench-<scorer>
     captured: dict[str, Any] = {}
-    save = EvaluationTracker.save_results_aggregated
-    save_samples = EvaluationTracker.save_results_samples
     original_table = lm_eval.utils.make_table
 
     def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
@@ -74,18 +70,7 @@ def capture_lm_eval(*, tables: bool = True) -> Iterator[dict[str, Any]]:
             return HIDDEN_TABLE
         return original_table(table_view(result_dict), column, sort_results)
 
-    def save_results_aggregated(self: Any, results: dict, samples: dict | None = None) -> None:
-        save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
-        captured["results"] = results
-        captured["output_path"] = self.output_path
-        captured["date_id"] = getattr(self, "date_id", None)
-        captured["model_dir"] = self.general_config_tracker.model_name_sanitized
-
-    def save_results_samples(self: Any, task_name: str, samples: Any) -> None:
-        save_samples_strictly(save_samples, self, task_name, samples)
-
-    EvaluationTracker.save_results_aggregated = save_results_aggregated  # type: ignore[method-assign]
-    EvaluationTracker.save_results_samples = save_results_samples  # type: ignore[method-assign]
+    loggers, tracker_before = use_tracker(captured)
     lm_eval.utils.make_table = make_table
     hide = contextlib.nullcontext() if tables else contextlib.redirect_stdout(
         _HideTables(sys.stdout))
@@ -95,6 +80,5 @@ def capture_lm_eval(*, tables: bool = True) -> Iterator[dict[str, Any]]:
             if stream is not None:
                 stream.flush()
     finally:
-        EvaluationTracker.save_results_aggregated = save  # type: ignore[method-assign]
-        EvaluationTracker.save_results_samples = save_samples  # type: ignore[method-assign]
+        loggers.EvaluationTracker = tracker_before
         lm_eval.utils.make_table = original_table

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from prbench.outputs import open_atomic, write_text
+from prbench.outputs import write_jsonl, write_text
 
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "file", "report": "file"}
@@ -73,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
               f"and {args.holdout} held-out pair(s); see the skipped users below", file=sys.stderr)
         _print(report.as_dict(), sys.stderr)
         return 1
-    with open_atomic(out) as f:
-        for r in records:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    write_jsonl(out, records)
     data = report.as_dict()
     data["output"] = str(out)
     if args.report:

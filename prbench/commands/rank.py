@@ -189,12 +189,9 @@ def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any],
                 "version ranked there (question, category or posts changed); write to another "
                 "-o file"
             )
-    from prbench.outputs import open_atomic
+    from prbench.outputs import write_jsonl
 
-    with open_atomic(out) as fh:
-        fh.write(json.dumps(ranking.header, ensure_ascii=False) + "\n")
-        for entry in ranking.entries.values():
-            fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    write_jsonl(out, [ranking.header, *ranking.entries.values()])
     return set(ranking.entries), ranking.last_check
 
 

@@ -212,8 +212,11 @@ def curve_point(result: Mapping[str, Any], label: str, k: int | None = None) -> 
     raise KeyError(f"k={k} is not in the Best-of-N results (ks: {[p['k'] for p in points]})")
 
 
-def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
-    """The Best-of-N table: one row per k, one column per scorer and baseline (mean [CI])."""
+def table(result: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The Best-of-N table as data: one row per k, one column per scorer and baseline (mean [CI]).
+
+    A last ``pair acc`` row gives each scorer's strict accuracy on the records' own pairs.
+    """
     columns: list[tuple[str, Mapping[str, Any]]] = []
     for label, block in (result.get("scorers") or {}).items():
         name = f"{label} (DIAGNOSTIC)" if block.get("diagnostic") else label
@@ -237,28 +240,33 @@ def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
         )
     if any(c != "-" for c in acc_cells[1:]):
         rows.append(acc_cells)
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-    else:
-        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        lines = [
-            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]
-        ]
+    return head, rows
+
+
+def notes(result: Mapping[str, Any]) -> list[str]:
+    """The lines under the Best-of-N table: what its numbers are, and the sample flag."""
     q = result.get("quality") or {}
     n = result.get("n_pools", 0)
     conf = round(100 * float((result.get("bootstrap") or {}).get("confidence", 0.95)))
-    lines.append("")
-    lines.append(
+    out = [
         f"Best-of-k mean quality (0-1, from {q.get('source', '?')}) over {n} pools, {conf}% "
         "bootstrap CI over records; exact expectation over random k-subsets with tie credit. "
         "random = expected quality of a uniform pick; length = the longest candidate wins; "
         "gold-best = the best candidate by quality (upper bound); pair acc = strict accuracy on "
         "the records' own chosen/rejected pairs."
-    )
+    ]
     if result.get("sample"):
-        lines.append("Data: the bundled SAMPLE, not the benchmark.")
-    return "\n".join(lines)
+        out.append("Data: the bundled SAMPLE, not the benchmark.")
+    return out
+
+
+def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
+    """The Best-of-N table (:func:`table`) as Markdown or aligned text, :func:`notes` below."""
+    from prbench.tables import markdown_table, text_table
+
+    head, rows = table(result)
+    written = markdown_table(head, rows) if markdown else text_table(head, rows)
+    return "\n".join([written, "", *notes(result)])
 
 
 __all__ = [
@@ -272,5 +280,7 @@ __all__ = [
     "expected_best_quality",
     "format_table",
     "k_values",
+    "notes",
     "pair_outcomes",
+    "table",
 ]

@@ -19,7 +19,6 @@ a pool must label all of its candidates or none.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 from collections.abc import Mapping, Sequence
@@ -267,9 +266,6 @@ def load_pools(path: str | os.PathLike[str], records: Sequence[Record]) -> list[
 
 def write_pools(path: str | os.PathLike[str], pools: Sequence[Pool]) -> Path:
     """Write pools as jsonl (atomically: a temporary file renamed over ``path``)."""
-    from prbench.outputs import open_atomic
+    from prbench.outputs import write_jsonl
 
-    with open_atomic(path) as fh:
-        for pool in pools:
-            fh.write(json.dumps(pool.to_dict(), ensure_ascii=False) + "\n")
-    return Path(path)
+    return write_jsonl(path, (pool.to_dict() for pool in pools))

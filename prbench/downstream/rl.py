@@ -403,12 +403,12 @@ def format_summary(results: Mapping[str, Any]) -> str:
     def cell(v: Any) -> str:
         return "n/a" if v is None else f"{v:.4f}"
 
-    rows = ["| policy | mean reward | mean judge quality (0-1) | judge failures |",
-            "|---|---|---|---|"]
-    for name in ("before", "after"):
-        part = results[name]
-        rows.append(f"| {name} | {cell(part['mean_reward'])} | {cell(part.get('mean_quality'))} "
-                    f"| {part.get('judge_failures', 'n/a')} |")
+    from prbench.tables import markdown_table
+
+    head = ["policy", "mean reward", "mean judge quality (0-1)", "judge failures"]
+    rows = [markdown_table(head, [
+        [name, cell(results[name]["mean_reward"]), cell(results[name].get("mean_quality")),
+         str(results[name].get("judge_failures", "n/a"))] for name in ("before", "after")])]
     train = results["train"]
     rows.append("")
     rows.append(f"trained {train['steps']} steps on {train['records']} records; training reward, "

@@ -75,18 +75,11 @@ class PayloadError(PrbenchUserError, ValueError):
 
 
 def _depth_error(value: Any, where: str) -> str:
-    """Why ``value`` nests too deeply (``""`` when it does not); iterative, so never recursing."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = (node.values() if isinstance(node, dict)
-                    else node if isinstance(node, list) else ())
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth + 1 > MAX_DEPTH:
-                    return f"{where}: nested more than {MAX_DEPTH} levels deep"
-                stack.append((child, depth + 1))
-    return ""
+    """Why ``value`` nests too deeply (``""`` if not): :func:`prbench.nesting.too_deep`."""
+    from prbench.nesting import too_deep
+
+    return "" if too_deep(value, MAX_DEPTH) is None else (
+        f"{where}: nested more than {MAX_DEPTH} levels deep")
 
 
 def _loads(text: str | bytes, where: str, bad: str = "not JSON") -> Any:

@@ -43,7 +43,7 @@ from prbench.harness.lm_eval_messages import (
     warn_troubled_plugins,
     warn_unreadable_task_files,
 )
-from prbench.harness.run_files import patch_model_name, patch_results_saving, patch_table
+from prbench.harness.run_files import patch_table, use_tracker
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,7 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
     if name == "lm_eval.config.evaluate_config" and running_lm_eval_cli():
         stop_without_model(sys.argv[1:])
         stop_on_bad_model_args(sys.argv[1:])  # before lm-eval indexes its tasks
+        use_tracker()  # `lm_eval run` starts: it looks up lm_eval.loggers.EvaluationTracker next
     if running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)
     if argv_has_metadata(sys.argv):
@@ -198,9 +199,6 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
         quiet_metadata_hint(metadata_given=False)
     if name == "lm_eval.models":
         register_model()
-        if running_lm_eval_cli():
-            patch_results_saving()
-            patch_model_name()
     elif name == "lm_eval.tasks.manager":
         manager = getattr(module, "TaskManager", None)
         if manager is not None:

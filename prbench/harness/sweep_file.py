@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
@@ -46,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
+from prbench.hashing import json_sha256
 from prbench.records import DataSourceError
 from prbench.typed_input import STRICT, first_error, place
 
@@ -114,8 +114,7 @@ class Cell:
 
     def fingerprint(self) -> str:
         """A hash of :meth:`definition`."""
-        text = json.dumps(self.definition(), sort_keys=True, default=str)
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+        return json_sha256(self.definition(), ascii=True)[:16]
 
 
 @dataclasses.dataclass(frozen=True)

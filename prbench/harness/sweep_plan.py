@@ -388,10 +388,9 @@ def format_estimates(estimates: Sequence[CellEstimate], *, tokens_per_word: floa
                  + ("" if len(known) == len(estimates) else " (partial)"),
                  "", "", (_tflop(sum(shared.values())) if shared else "-")
                  + (" (partial)" if unknown and shared else "")])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    from prbench.tables import text_table
+
+    lines = text_table(head, rows, rule=True).split("\n")
     notes = list(dict.fromkeys(n for e in estimates for n in e.notes))
     asks = {e.cell.scorer.name: e.cell.scorer.resources for e in estimates
             if e.cell.scorer.resources}

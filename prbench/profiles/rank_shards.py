@@ -15,13 +15,13 @@ others. The folder is removed once the rank file holds every record.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.hashing import json_sha256
 from prbench.records import Record
 
 #: a shard file's format tag
@@ -61,9 +61,8 @@ def split_shards(steps: Sequence[list[Record]], shards: int, identity: dict[str,
     for i, group in enumerate(g for g in groups if g):
         keys = [[record_key(r.domain, r.id), record_digest(r)] for step in group for r in step]
         sizes = [len(step) for step in group]
-        text = json.dumps({"identity": identity, "records": keys, "steps": sizes},
-                          sort_keys=True, default=str)
-        out.append(Shard(i, group, hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]))
+        digest = json_sha256({"identity": identity, "records": keys, "steps": sizes}, ascii=True)
+        out.append(Shard(i, group, digest[:20]))
     return out
 
 

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from prbench.hashing import folder_files, json_sha256, update_file_digest
 from prbench.paths import cache_dir
 from prbench.store import SQLiteStore, StoreError
 
@@ -70,23 +71,18 @@ def default_cache_path() -> Path:
 
 
 def fingerprint_of(description: Mapping[str, Any]) -> str:
-    """A stable hex fingerprint of a JSON-ready description (key order does not matter)."""
-    text = json.dumps(description, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """A stable hex fingerprint of a JSON-ready description (key order does not matter).
+
+    The SHA-256 of its compact, ASCII-escaped canonical JSON (:func:`prbench.hashing.json_sha256`).
+    """
+    return json_sha256(description, compact=True, ascii=True)
 
 
-def _file_digest(path: Path, *, full: bool) -> str:
+def _file_digest(path: Path) -> str:
+    """A file's short identity: its content (first and last 64 KiB plus mtime when large), size."""
     h = hashlib.sha256()
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        if full or size <= 1 << 20:
-            h.update(f.read())
-        else:  # big weight files: size, mtime and both ends (hashing GBs per start is too slow)
-            h.update(f.read(1 << 16))
-            f.seek(size - (1 << 16))
-            h.update(f.read(1 << 16))
-            h.update(str(path.stat().st_mtime_ns).encode())
-    h.update(str(size).encode())
+    update_file_digest(h, path, large="ends")
+    h.update(str(path.stat().st_size).encode())
     return h.hexdigest()[:16]
 
 
@@ -99,11 +95,8 @@ def model_identity(pretrained: str, revision: str) -> dict[str, Any]:
     """
     path = Path(pretrained).expanduser()
     if path.is_dir():
-        files = {
-            str(p.relative_to(path)): _file_digest(p, full=False)
-            for p in sorted(path.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")
-        }
+        files = {str(p.relative_to(path)): _file_digest(p)
+                 for p in folder_files(path, hidden="name")}
         return {"path": str(path.resolve()), "files": files}
     commit = None
     try:

@@ -8,11 +8,10 @@ share a key exactly when any scorer must give them the same score.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from prbench.hashing import json_sha256
 from prbench.scoring.base import PairRequest, ScoreRequest
 
 #: Bump when :func:`request_key` changes what it hashes (old cache rows then simply miss).
@@ -67,5 +66,4 @@ def request_key(request: ScoreRequest | PairRequest) -> str:
         "domain": request.domain,
         "hidden": _canonical(request.hidden) if request.hidden is not None else None,
     }
-    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return json_sha256(body, compact=True)

@@ -45,12 +45,10 @@ def target_text(question: str, answer: str) -> str:
 def user_key(record: Record) -> str:
     """The user a record belongs to: its ``user_id`` field, else its id.
 
-    The rule is prbench's (:func:`prbench.preference_data.user_of`; ``prbench validate`` checks
+    The rule is prbench's (:attr:`prbench.api.Record.user`; ``prbench validate`` checks
     the field).
     """
-    from prbench.api import user_of
-
-    return user_of(record)
+    return record.user
 
 
 def assign_folds(keys: Iterable[str], folds: int, seed: int) -> dict[str, int]:

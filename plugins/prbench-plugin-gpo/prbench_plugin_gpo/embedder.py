@@ -174,12 +174,13 @@ class CausalLMMeanEncoder:
         """Embed texts through the cache (float32, one row per text, in order)."""
         import numpy as np
 
-        from prbench.api import EmbeddingCache, text_hash
+        from prbench.api import EmbeddingCache
 
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        hashes = [text_hash(t) for t in texts]
+        # EmbeddingCache's key: the sha256 of the text's UTF-8 bytes
+        hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         unique = dict(zip(hashes, texts, strict=True))
         found: dict[str, Any] = {}
         if self.use_cache:

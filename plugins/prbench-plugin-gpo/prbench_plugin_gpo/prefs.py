@@ -41,12 +41,12 @@ def user_pairs(records: Sequence[Record], *, held_out: bool) -> dict[str, list[P
         held_out: also add each record's own (question, chosen, rejected), after the user's
             ``preferences`` and without repeats -- training data only.
     """
-    from prbench.api import user_of, user_preferences
+    from prbench.api import user_preferences
 
     out = {u: list(ps) for u, ps in user_preferences(records).by_user.items()}
     if held_out:
         for r in records:
-            mine = out.setdefault(user_of(r), [])
+            mine = out.setdefault(r.user, [])
             pair = Pref(r.question, r.chosen, r.rejected)
             if pair not in mine:
                 mine.append(pair)

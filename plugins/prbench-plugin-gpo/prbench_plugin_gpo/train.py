@@ -272,7 +272,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ModelUnavailableError,
         disable_progress,
         file_hashes,
-        is_hub_id,
         load_records,
         resolve_device,
     )
@@ -294,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError, ModelUnavailableError) as exc:
         print(f"error: prbench-gpo: {exc}", file=sys.stderr)
         return 2
-    files = {} if is_hub_id(source) else file_hashes(source)
+    files = file_hashes(source)  # {} for a hub id
     checkpoint["embedder"] = encoder.describe()
     checkpoint["data"] = {"source": source, "n_records": len(records), "files": files,
                           "sha256": content_sha256(files) if files else None}

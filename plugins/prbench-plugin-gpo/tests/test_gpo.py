@@ -55,7 +55,7 @@ def test_user_id_field_groups_records(records) -> None:
     b = dataclasses.replace(records[1], extra={"user_id": "u1"})
     assert user_key(a) == user_key(b) == "u1"
     assert user_key(records[2]) == records[2].id
-    # prbench's rule (prbench.preference_data.user_of): a number is its text, a blank is no user
+    # prbench's rule (prbench.api.Record.user): a number is its text, a blank is no user
     assert user_key(dataclasses.replace(records[0], extra={"user_id": 3})) == "3"
     assert user_key(dataclasses.replace(records[0], extra={"user_id": " "})) == records[0].id
 

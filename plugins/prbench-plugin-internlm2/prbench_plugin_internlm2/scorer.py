@@ -34,11 +34,9 @@ from prbench.api import (
     ScoreRequest,
     UnscoredInputs,
     build_chat,
-    check_scores,
     fingerprint_of,
     model_identity,
     profile_texts,
-    template_sha256,
     torch_device,
 )
 from prbench_plugin_internlm2.plugin import InternLM2RewardOptions
@@ -103,7 +101,9 @@ class InternLM2RewardScorer(UnscoredInputs):
             "user_format": options.user_format,
             "system_format": options.system_format,
             "input_format": options.input_format,
-            "chat_template": template_sha256(self.encoder.template),
+            # the template text's short sha256, as prbench's hf-classifier records it
+            "chat_template": hashlib.sha256(template.encode("utf-8")).hexdigest()[:16]
+            if (template := self.encoder.template) else "none",
             "call": options.call,
         }
         self.model: Any = None
@@ -219,7 +219,7 @@ class InternLM2RewardScorer(UnscoredInputs):
             for i, value in zip(keep, kept, strict=True):
                 scores[i] = value
         self.counts["requests"] += len(requests)
-        return check_scores(scores, len(requests), self.component)
+        return scores  # the scorer runtime checks the count and the values
 
     def _score_chats(self, chats: list[list[dict[str, str]]], lengths: list[int]) -> list[float]:
         """The rewards of fitted chats (``lengths``: their token counts, reward token included)."""
