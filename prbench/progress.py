@@ -11,8 +11,10 @@ through :func:`progress_bar`, labelled (``scoring: length``, ``profiles: dense``
   the first one after that long, so a short step prints nothing), and a closing ``done`` line
   for a step that printed one;
 - nothing when the user passed ``--no_progress`` (the CLI sets ``PRBENCH_PROGRESS=0``), when a
-  component's own ``progress`` option is false, or under a ``TQDM_DISABLE`` the user set.
-  ``PRBENCH_PROGRESS=1`` forces tqdm bars even without a terminal.
+  component's own ``progress`` option is false, or with ``PRBENCH_PROGRESS_INTERVAL=inf``.
+  ``PRBENCH_PROGRESS=1`` forces tqdm bars even without a terminal; ``TQDM_DISABLE=1`` (which
+  prbench also sets for its child processes when it turns library bars off) turns bars, not the
+  heartbeat lines, off.
 
 The libraries prbench drives (lm-eval, datasets, transformers) draw plain tqdm bars. Their
 *unlabelled* ones (lm-eval's bar over a task's documents, its bootstrap bars: a bare
@@ -68,27 +70,20 @@ class NullBar:
 
 
 def _switched_off(enabled: bool) -> bool:
-    """Progress of any kind refused: by the caller, ``PRBENCH_PROGRESS=0`` or ``TQDM_DISABLE``."""
+    """Progress of any kind refused: by the caller or by ``PRBENCH_PROGRESS=0``."""
     if not enabled:
         return True
-    env = os.environ.get(ENV_VAR, "").strip().lower()
-    if env in ("0", "false", "no", "off"):
-        return True
-    if env in ("1", "true", "yes", "on"):
-        return False
-    return os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def _forced_on() -> bool:
-    return os.environ.get(ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get(ENV_VAR, "").strip().lower() in ("0", "false", "no", "off")
 
 
 def progress_enabled(enabled: bool = True) -> bool:
-    """Whether to show a bar: the caller's wish, ``PRBENCH_PROGRESS``, ``TQDM_DISABLE``, the TTY."""
+    """Whether to draw a bar: the caller's wish, ``PRBENCH_PROGRESS``, ``TQDM_DISABLE``, the TTY."""
     if _switched_off(enabled):
         return False
-    if _forced_on():
+    if os.environ.get(ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on"):
         return True
+    if os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
     stream = sys.stderr
     return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
 
@@ -116,6 +111,10 @@ def heartbeat_interval() -> float:
 
 def _count(n: float) -> str:
     return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+
+
+def _rate(per_second: float) -> str:
+    return f"{per_second:,.0f}" if per_second >= 100 else f"{per_second:.3g}"
 
 
 def _duration(seconds: float) -> str:
@@ -171,7 +170,7 @@ class HeartbeatBar:
         else:
             done += f" {self.unit}"
         parts = [f"{self.desc}: {done}"]
-        parts.append(f"{rate:,.3g} {self.unit}/s" if rate is not None else f"- {self.unit}/s")
+        parts.append(f"{_rate(rate)} {self.unit}/s" if rate is not None else f"- {self.unit}/s")
         parts.append(f"{_duration(elapsed)} elapsed")
         if self.total and rate and self.n < self.total:
             parts.append(f"~{_duration((self.total - self.n) / rate)} left")
@@ -201,7 +200,7 @@ class HeartbeatBar:
             now = self._clock()
             done = _count(self.n) + (f"/{_count(self.total)}" if self.total else "")
             elapsed = now - self._start
-            rate = f", {self.n / elapsed:,.3g} {self.unit}/s" if elapsed > 0 else ""
+            rate = f", {_rate(self.n / elapsed)} {self.unit}/s" if elapsed > 0 else ""
             self._write(f"{self.desc}: done, {done} {self.unit} in {_duration(elapsed)}{rate}")
 
     def __enter__(self) -> HeartbeatBar:

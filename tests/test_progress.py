@@ -106,8 +106,9 @@ def test_progress_bar_picks_bars_lines_or_nothing(monkeypatch: pytest.MonkeyPatc
     assert isinstance(forced, tqdm.std.tqdm) and not forced.disable
     forced.close()
     monkeypatch.delenv("PRBENCH_PROGRESS")
+    # TQDM_DISABLE (set for child processes whenever library bars are off) is about bars
     monkeypatch.setenv("TQDM_DISABLE", "1")
-    assert isinstance(progress_bar(4, desc="x"), NullBar)
+    assert isinstance(progress_bar(4, desc="x"), HeartbeatBar)
 
 
 @pytest.mark.parametrize("raw", ["soon", "-5", "nan"])
@@ -179,9 +180,14 @@ def test_a_run_without_a_terminal_prints_labelled_progress_lines(tmp_path: Path)
 
 def _on_a_terminal(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
     """Run ``cmd`` with standard error a pseudo-terminal; return its exit code and what it drew."""
+    import fcntl
     import pty
+    import struct
+    import termios
 
     master, slave = pty.openpty()
+    # a terminal of 40 x 120 characters (a new pseudo-terminal is 0 x 0: tqdm would draw nothing)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     chunks: list[bytes] = []
 
     def drain() -> None:
@@ -215,7 +221,7 @@ def test_on_a_terminal_every_bar_is_labelled(tmp_path: Path) -> None:
     """stderr a terminal: prbench's labelled bar is drawn, lm-eval's bare ``100%|`` ones not."""
     from tests._harness_fixtures import PYTHON, subprocess_env
 
-    env: dict[str, Any] = subprocess_env(PRBENCH_CACHE_DIR=str(tmp_path / "c"), COLUMNS="120")
+    env: dict[str, Any] = subprocess_env(PRBENCH_CACHE_DIR=str(tmp_path / "c"))
     for name in ("PRBENCH_PROGRESS", "TQDM_DISABLE", "PRBENCH_PROGRESS_INTERVAL"):
         env.pop(name, None)
     code, drawn = _on_a_terminal([PYTHON, "-m", "prbench.cli", *ARGS], env, tmp_path)

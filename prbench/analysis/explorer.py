@@ -142,21 +142,24 @@ function textOf(p) {
   return t;
 }
 function matches(p, terms) { const t = textOf(p); return terms.every((w) => t.includes(w)); }
-//: the summary line's columns: [header, CSS grid width, cell of (pair, other run's pair)]
+//: the summary line's columns: [header, CSS grid width (rem: the header row and the
+//: pairs have different font sizes), cell of (pair, other run's pair)]
 function columns(a, b) {
   const judge = a.pairs.some((p) => p.kind === "judge");
-  const cols = [["outcome", "5.4em", (p) => el("span", p.outcome, "badge " + p.outcome)]];
-  if (b) cols.push(["vs", "5.4em", (p, q) => el("span", q.outcome, "badge " + q.outcome)]);
-  cols.push(["pair", "minmax(4em, 9em)", (p) => el("b", p.id)],
-            ["domain", "minmax(4em, 8em)", (p) => el("span", p.domain)],
-            ["margin", "5.5em", (p) => el("span", fmt(p.margin), "n")]);
+  const cols = [["outcome", "4.6rem", (p) => el("span", p.outcome, "badge " + p.outcome)]];
+  if (b) cols.push(["vs", "4.6rem", (p, q) => el("span", q.outcome, "badge " + q.outcome)]);
+  const titled = (text, cls) => { const x = el("span", text, cls); x.title = text; return x; };
+  cols.push(["pair", "7rem", (p) => { const x = titled(p.id); x.style.fontWeight = "600";
+                                      return x; }],
+            ["domain", "9.5rem", (p) => titled(p.domain)],
+            ["margin", "4.8rem", (p) => el("span", fmt(p.margin), "n")]);
   if (judge) {
-    cols.push(["P(chosen)", "5.5em", (p) => el("span", fmt(p.scores[0]), "n")]);
+    cols.push(["P(chosen)", "5rem", (p) => el("span", fmt(p.scores[0]), "n")]);
   } else {
-    cols.push(["score chosen", "6.5em", (p) => el("span", fmt(p.scores[0]), "n")],
-              ["score rejected", "6.5em", (p) => el("span", fmt(p.scores[1]), "n")]);
+    cols.push(["s(chosen)", "5.2rem", (p) => el("span", fmt(p.scores[0]), "n")],
+              ["s(rejected)", "5.6rem", (p) => el("span", fmt(p.scores[1]), "n")]);
   }
-  if (b) cols.push(["vs margin", "5.5em", (p, q) => el("span", fmt(q.margin), "n")]);
+  if (b) cols.push(["vs margin", "5.2rem", (p, q) => el("span", fmt(q.margin), "n")]);
   cols.push(["question", "minmax(0, 1fr)", (p) => {
     const span = el("span");
     if (p.flags.length) span.appendChild(el("span", "(" + p.flags.join(", ") + ") ", "flag"));
@@ -224,8 +227,17 @@ function render() {
   const grid = cols.map((c) => c[1]).join(" ");
   const head = $("pair-head");
   head.textContent = "";
-  for (const c of cols) head.appendChild(el("span", c[0], ["margin", "P(chosen)",
-    "score chosen", "score rejected", "vs margin"].includes(c[0]) ? "n" : ""));
+  const tips = {"margin": "score(chosen) - score(rejected); a judge: P(chosen) - P(rejected)",
+    "s(chosen)": "the scorer's score of the chosen answer",
+    "s(rejected)": "the scorer's score of the rejected answer",
+    "P(chosen)": "the share of the judge's readable orders that picked the chosen answer",
+    "vs": "the outcome of the run compared with", "vs margin": "its margin"};
+  for (const c of cols) {
+    const h = el("span", c[0], ["margin", "P(chosen)", "s(chosen)", "s(rejected)",
+                                "vs margin"].includes(c[0]) ? "n" : "");
+    if (tips[c[0]]) h.title = tips[c[0]];
+    head.appendChild(h);
+  }
   head.style.setProperty("--cols", grid);
   const list = $("pairs");
   list.style.setProperty("--cols", grid);

@@ -14,6 +14,7 @@ interval level on an axis. :func:`figure_texts` lists a figure's words (for test
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -151,8 +152,10 @@ def bon_curves(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     ax.set_xlabel("k (candidates)")
     level = _level_of((result.get("bootstrap") or {}).get("confidence"))
     source = (result.get("quality") or {}).get("source", "")
-    ax.set_ylabel(f"mean quality (0-1, {source})\nbands: {level or 95}% bootstrap CI"
-                  if level else f"mean quality (0-1, {source})")
+    # the quality's source can be long (a judge's name): wrapped, so the label is never taller
+    # than the axes and cut at the figure's edge
+    label = textwrap.fill(f"mean quality (0-1, {source})", width=38)
+    ax.set_ylabel(f"{label}\nbands: {level or 95}% bootstrap CI" if level else label)
     _title(ax, "Best-of-N", bool(result.get("sample")))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)

@@ -83,11 +83,16 @@ def _short_group(title: str) -> str:
 
 
 def _short_profile(label: str) -> str:
-    """A profile label without the builder's options: ``dense (swapped)``, ``none``."""
+    """A profile label without the builder's options: ``dense (swapped)``, ``none``.
+
+    The full label (options, what a control source is, why a profile was not built) is on
+    hover.
+    """
     if label.startswith("question only"):
         return "none"
     short = re.sub(r" \[(\w+) profile: [^\]]*\]", r" (\1)", label)
     short = re.sub(r"\([^()]*=[^()]*\)", "", short)
+    short = re.sub(r"\((not built)[^()]*\)", r"(\1)", short)
     return re.sub(r"\s+", " ", short).strip() or label
 
 
@@ -347,7 +352,7 @@ def _cell_html(text: str, meta: Mapping[str, Any], numeric: bool, tag: str) -> s
     """One cell: a short label with the full text on hover, or a value over its interval."""
     text = str(text)
     short = (meta.get("short") or {}).get(text)
-    hover = (meta.get("hover") or {}).get(text)
+    hover = (meta.get("hover") or {}).get(text) if tag == "th" else None
     attrs = " class='num'" if numeric else " class='text'" if tag == "td" else ""
     match = _CI_CELL.match(text.strip()) if tag == "td" else None
     if match:
@@ -372,7 +377,7 @@ def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]],
 
     ``meta`` (a table block's optional fourth element): ``class`` (the table's CSS class),
     ``short`` (cell text -> the shorter label shown, the full text on hover) and ``hover``
-    (cell text -> an explanation on hover).
+    (column header -> an explanation on hover).
     """
     meta = meta or {}
     numeric = _numeric_columns(rows, len(head))

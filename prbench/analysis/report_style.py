@@ -40,7 +40,8 @@ table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
 th,td{padding:4px 7px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}
 thead th{background:var(--soft);border-bottom:2px solid var(--line);font-weight:600;
  line-height:1.3}
-th.num,td.num{text-align:right;white-space:nowrap}
+th.num{text-align:right}
+td.num{text-align:right;white-space:nowrap}
 td .ci{display:block;color:var(--muted);font-size:11px;line-height:1.2}
 tbody tr:hover td{background:#f3f8ff}
 .short{text-decoration:underline dotted var(--muted);text-underline-offset:2px}
@@ -62,8 +63,8 @@ figure{margin:10px 0 18px}
 figure img{display:block;border:1px solid var(--line);border-radius:var(--radius)}
 figure.wide img{width:100%}
 table.leaderboard{width:100%}
-table.leaderboard td.text{max-width:14em;overflow-wrap:anywhere}
-table.leaderboard td:first-child{font-weight:600}
+table.leaderboard td.text{white-space:nowrap}
+table.leaderboard td:first-child{font-weight:600;white-space:normal;min-width:8em}
 section.diagnostic{border-left:4px solid var(--diag);padding-left:12px;background:var(--diag-bg);
  border-radius:0 var(--radius) var(--radius) 0;margin:12px 0}
 ul.links{padding-left:20px}
@@ -84,7 +85,7 @@ EXPLORER = """
  grid-template-columns:var(--cols)}
 .pair>summary>*{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;min-width:0}
 #pair-head{display:grid;gap:0 8px;grid-template-columns:var(--cols);font-size:12px;
- font-weight:600;color:var(--muted);padding:2px 19px 2px 9px}
+ font-weight:600;color:var(--muted);padding:2px 9px}
 #pair-head span{white-space:nowrap;overflow:hidden}
 .n{text-align:right;font-variant-numeric:tabular-nums}
 a.permalink{font-size:12px}
@@ -100,7 +101,6 @@ a.permalink{font-size:12px}
 .reply>summary{cursor:pointer;font-size:12px;color:var(--muted)}
 pre.box{max-height:24em;overflow:auto;font-family:ui-monospace,Menlo,Consolas,monospace}
 .reasons{font-size:13px;margin:4px 0}
-mark{background:#fff1a8;padding:0}
 """
 
 __all__ = ["BASE", "EXPLORER", "REPORT"]
