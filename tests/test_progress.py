@@ -257,3 +257,18 @@ def test_lm_evals_git_lookup_outside_a_checkout_is_quiet_and_unchanged(
     monkeypatch.chdir(repo)
     monkeypatch.delenv("GIT_CEILING_DIRECTORIES")
     assert lm_eval_git.git_commit_hash() == lm_evals_own()
+
+
+def test_a_report_names_each_step_in_its_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.analysis.report import build_report
+    from tests.test_report import write_run
+
+    monkeypatch.setenv("PRBENCH_PROGRESS_INTERVAL", "0")
+    write_run(tmp_path / "runs" / "a", "alpha", {"profile": [1, 0, 1, 1]})
+    build_report([tmp_path / "runs"], tmp_path / "out", resamples=20)
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith(HEARTBEAT_PREFIX)]
+    assert lines[0].startswith("[prbench] report: 1/5 step (20%), ")
+    assert lines[0].endswith("now=sensitivity and paired tests")  # the step starting now
+    assert lines[-2].startswith("[prbench] report: 5/5 step (100%)")
+    assert lines[-1].startswith("[prbench] report: done, 5/5 step in ")

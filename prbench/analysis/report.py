@@ -366,8 +366,8 @@ def _cell_html(text: str, meta: Mapping[str, Any], numeric: bool, tag: str) -> s
     elif hover:
         body = f"<span class='short' title='{html.escape(hover, quote=True)}'>" \
                f"{html.escape(text)}</span>"
-    else:
-        body = html.escape(text)
+    else:  # a long snake_case name (a domain, a task) may wrap after its underscores
+        body = html.escape(text).replace("_", "_<wbr>")
     return f"<{tag}{attrs}>{body}</{tag}>"
 
 
@@ -534,18 +534,27 @@ def build_report(
                                         if f in used or not f.name.startswith("results_")))
     blocks: list[Block] = [("p", n) for n in notes]
     with progress_bar(len(_STEPS), desc="report", unit="step") as bar:
+        done = 0
+
+        def next_step() -> None:  # the line printed names the step that starts now
+            nonlocal done
+            done += 1
+            if done < len(_STEPS):
+                bar.set_postfix(now=_STEPS[done])
+            else:
+                bar.set_postfix()
+            bar.update()
+
         bar.set_postfix(now=_STEPS[0])
         blocks += leaderboard(runs)
-        bar.update()
-        bar.set_postfix(now=_STEPS[1])
+        next_step()
         if runs:
             section, text = sensitivity_blocks(runs, resamples, seed)
             blocks += section
             if text and on_text is not None:
                 on_text(text)
             blocks += paired_tests(runs, resamples, seed)
-        bar.update()
-        bar.set_postfix(now=_STEPS[2])
+        next_step()
         pages = write_explorers(runs, out)
         if pages:
             blocks += [
@@ -558,15 +567,13 @@ def build_report(
                       "two runs side by side on the pairs they disagree on."),
                 ("links", [(text, path.relative_to(out).as_posix()) for text, path in pages]),
             ]
-        bar.update()
-        bar.set_postfix(now=_STEPS[3])
+        next_step()
         blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
-        bar.update()
-        bar.set_postfix(now=_STEPS[4])
+        next_step()
         blocks += best_of_n(bons)
         blocks += correlations(corrs)
         blocks = _render_figures(blocks, out)
-        bar.update()
+        next_step()
     md_path = out / "report.md"
     write_text(md_path, to_markdown(blocks, title) + "\n")
     html_path = out / "report.html"
