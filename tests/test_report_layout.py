@@ -320,3 +320,30 @@ def test_every_figure_keeps_its_labels_inside(tmp_path: Path, monkeypatch: pytes
     panels = kept[2]
     width_in = panels.get_size_inches()[0]
     assert width_in <= 13.0 and len([a for a in panels.axes if a.get_visible()]) == 3
+
+
+def test_a_long_run_is_drawn_a_page_at_a_time(tmp_path: Path, browser: Browser) -> None:
+    from prbench.analysis.explorer import explorer_html
+    from prbench.analysis.explorer_data import run_data
+    from prbench.analysis.runs import load_run
+
+    run = load_run(write_run(tmp_path / "r", "length", [1, 0, 1, 1, 0, 1]), resamples=20)
+    page = tmp_path / "page.html"
+    page.write_text(explorer_html([run_data(run)], "Pairs of length", page_size=4),
+                    encoding="utf-8")
+    browser.errors.clear()
+    browser.open(page.as_uri())
+    assert _shown(browser) == 18 and len(_ids(browser)) == 4  # counted all, drew a page
+    assert browser.evaluate("document.getElementById('more').textContent") == (
+        "show 4 more of the 14 pairs not drawn")
+    browser.evaluate("document.getElementById('more').click()")
+    assert len(_ids(browser)) == 8
+    _type(browser, "sourdough")  # a new filter starts at the first page again
+    assert len(_ids(browser)) == 3 and browser.evaluate("document.getElementById('more').hidden")
+    # a permalink to a pair beyond the first page still opens it
+    browser.open("about:blank")
+    browser.open(page.as_uri() + "#cell=profile&sort=id&pair=soc-05")
+    assert _ids(browser)[-1] == "soc-05" and len(_ids(browser)) == 18
+    assert browser.evaluate("[...document.querySelectorAll('details.pair')]"
+                            ".filter(d => d.open).map(d => d.dataset.id)") == ["soc-05"]
+    assert browser.errors == []

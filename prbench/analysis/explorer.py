@@ -74,6 +74,8 @@ const STATE = {"run-a": "run", "run-b": "vs", "cell": "cell", "domain": "domain"
                "outcome": "outcome", "flag": "flag", "length": "length", "sort": "sort",
                "search": "q"};
 let wanted = {};  // values from the URL for selects whose options are not filled yet
+const PAGE = DATA.page_size;  // rows drawn at a time
+let shown = PAGE;
 let linked = null;  // the pair a permalink opened: [cell, id]
 function readHash() {
   const params = new URLSearchParams(location.hash.replace(/^#/, ""));
@@ -121,10 +123,15 @@ function setup() {
   if (DATA.runs.length < 2) { $("pick-a").hidden = true; }
   for (const id of ["run-a", "run-b", "cell", "domain", "outcome", "flag", "length", "sort",
                     "disagree"]) {
-    $(id).addEventListener("change", () => { linked = null; render(); writeHash(); });
+    $(id).addEventListener("change", () => {
+      linked = null; shown = PAGE; render(); writeHash();
+    });
   }
-  $("search").addEventListener("input", () => { linked = null; render(); writeHash(); });
-  window.addEventListener("hashchange", () => { readHash(); render(); });
+  $("search").addEventListener("input", () => {
+    linked = null; shown = PAGE; render(); writeHash();
+  });
+  $("more").addEventListener("click", () => { shown += PAGE; render(); });
+  window.addEventListener("hashchange", () => { readHash(); shown = PAGE; render(); });
   readHash();
   render();
 }
@@ -242,9 +249,17 @@ function render() {
   const list = $("pairs");
   list.style.setProperty("--cols", grid);
   list.textContent = "";
-  for (const p of pairs) {
+  // rows are drawn a page at a time (a run of the full benchmark has thousands of pairs); the
+  // counts above are over all of them, and a linked pair is always drawn
+  const at = linked ? pairs.findIndex((p) => p.id === linked[1]) : -1;
+  shown = Math.max(shown, at + 1);
+  for (const p of pairs.slice(0, shown)) {
     list.appendChild(card(p, a, b ? other.get(key(p)) : null, b, cols));
   }
+  const rest = pairs.length - Math.min(shown, pairs.length);
+  $("more").hidden = rest <= 0;
+  $("more").textContent = "show " + Math.min(PAGE, rest) + " more of the " + rest
+    + " pairs not drawn";
   if (linked) {
     const d = [...list.querySelectorAll("details.pair")].find((x) => x.dataset.id === linked[1]);
     if (d) { d.open = true; d.classList.add("linked"); d.scrollIntoView({block: "start"}); }
@@ -395,6 +410,7 @@ _BODY = """
  </span></p>
 <div id="pair-head"></div>
 <div id="pairs"></div>
+<p><button type="button" id="more" hidden></button></p>
 """
 
 _INTRO = (
@@ -434,10 +450,16 @@ def _interned(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "flags": list(FLAGS), "no_reply": NO_REPLY_LOGGED}
 
 
-def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
+#: pairs drawn at a time (the rest behind a "show more" button; counts cover them all)
+PAGE_SIZE = 500
+
+
+def explorer_html(runs: Sequence[Mapping[str, Any]], title: str, *,
+                  page_size: int = PAGE_SIZE) -> str:
     """One self-contained page over ``runs`` (each from :func:`run_data`).
 
-    One run: its pairs. Two or more: pick two, side by side on the pairs both scored.
+    One run: its pairs. Two or more: pick two, side by side on the pairs both scored. The page
+    draws ``page_size`` pairs at a time.
     """
     from prbench.judges.order_tally import REPLY_KEEP_CHARS
 
@@ -450,7 +472,7 @@ def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
         f"<style>{BASE}{EXPLORER}</style></head><body><main>",
         body,
         f"<script type='application/json' id='explorer-data'>"
-        f"{_script_json(_interned(runs))}</script>",
+        f"{_script_json({**_interned(runs), 'page_size': max(1, int(page_size))})}</script>",
         f"<script>{_SCRIPT}</script>",
         "</main></body></html>",
     ])
@@ -491,4 +513,4 @@ def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]
     return written
 
 
-__all__ = ["explorer_html", "write_explorers"]
+__all__ = ["PAGE_SIZE", "explorer_html", "write_explorers"]
