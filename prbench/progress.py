@@ -188,6 +188,7 @@ class HeartbeatBar:
 
     def set_postfix(self, *args: Any, **kwargs: Any) -> None:
         """A status shown at the end of the next line (``key=value`` pairs, like tqdm's)."""
+        kwargs.pop("refresh", None)  # tqdm's redraw switch, not a status
         items = dict(*args, **kwargs) if args or kwargs else {}
         self._postfix = ", ".join(f"{k}={v}" for k, v in items.items())
 
