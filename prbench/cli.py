@@ -373,7 +373,8 @@ def quiet_progress(no_progress: bool) -> Iterator[None]:
     datasets and transformers draw plain tqdm bars; those are turned off too
     (:func:`prbench.progress.library_bars_off`), both for ``--no_progress`` and when standard
     error is not a terminal (unless the user set ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1``
-    themselves). Everything is put back when the command ends.
+    themselves); on a terminal their unlabelled bars are off
+    (:func:`prbench.progress.unlabelled_bars_off`). Everything is put back when the command ends.
     """
     from prbench.progress import (
         ENV_VAR,
@@ -381,12 +382,13 @@ def quiet_progress(no_progress: bool) -> Iterator[None]:
         library_bars_off,
         progress_enabled,
         restored_env,
+        unlabelled_bars_off,
     )
 
     with restored_env(ENV_VAR):
         if no_progress:
             disable_progress()
-        with library_bars_off() if not progress_enabled() else contextlib.nullcontext():
+        with library_bars_off() if not progress_enabled() else unlabelled_bars_off():
             yield
 
 

@@ -1,27 +1,53 @@
-"""The one switch and factory for progress bars on long work.
+r"""The one switch and factory for progress on long work: bars on a terminal, lines in a log.
 
 Every step that can take more than a couple of seconds (profile building, embedding, scoring,
-judging, building pairs, Best-of-N) shows a tqdm bar made by :func:`progress_bar`. Bars are off
-when the user passed ``--no_progress`` (the CLI sets ``PRBENCH_PROGRESS=0``), when a component's own
-``progress`` option is false, or when standard error is not a terminal (logs and CI stay clean);
-``PRBENCH_PROGRESS=1`` forces them on; a ``TQDM_DISABLE`` the user set turns them off.
+judging, building pairs, Best-of-N, ``correlate``'s bootstrap, ``report``) shows its progress
+through :func:`progress_bar`, labelled (``scoring: length``, ``profiles: dense``):
 
-The libraries prbench drives (lm-eval, datasets, transformers) draw plain tqdm bars;
-:func:`library_bars_off` turns those off for one command (``--no_progress``, or standard error
-not a terminal). tqdm reads its ``TQDM_*`` variables once, when it is first imported, so the
-variable alone would leave a bar-less tqdm behind for the rest of an in-process caller's session
-(a notebook, a test run) whenever the command was the first to import it.
+- on a terminal, a tqdm bar with counts and rate;
+- without one (standard error is a log file, CI, a SLURM job), a **heartbeat line**
+  (:class:`HeartbeatBar`): ``[prbench] scoring: length: 1,200/2,830 pair (42%), 35.1 pair/s,
+  34 s elapsed, ~46 s left`` at most every ``PRBENCH_PROGRESS_INTERVAL`` seconds (default 30;
+  the first one after that long, so a short step prints nothing), and a closing ``done`` line
+  for a step that printed one;
+- nothing when the user passed ``--no_progress`` (the CLI sets ``PRBENCH_PROGRESS=0``), when a
+  component's own ``progress`` option is false, or with ``PRBENCH_PROGRESS_INTERVAL=inf``.
+  ``PRBENCH_PROGRESS=1`` forces tqdm bars even without a terminal; ``TQDM_DISABLE=1`` (which
+  prbench also sets for its child processes when it turns library bars off) turns bars, not the
+  heartbeat lines, off.
+
+The libraries prbench drives (lm-eval, datasets, transformers) draw plain tqdm bars. Their
+*unlabelled* ones (lm-eval's bar over a task's documents, its bootstrap bars: a bare
+``100%|####|``) are turned off for every command (:func:`unlabelled_bars_off`); all of them are off
+under ``--no_progress`` or without a terminal (:func:`library_bars_off`). tqdm reads its
+``TQDM_*`` variables once, when it is first imported, so the variable alone would leave a
+bar-less tqdm behind for the rest of an in-process caller's session (a notebook, a test run)
+whenever the command was the first to import it: both switch tqdm's default in this process and
+put it back.
+
+No library does the heartbeat: tqdm draws a bar on a file too, but as ``\r``-separated
+redraws at its own ``mininterval``, one unreadable line in a log; ``rich`` and ``enlighten``
+target terminals as well. A line per interval is a dozen lines of code here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from prbench.errors import PrbenchUserError
 
 ENV_VAR = "PRBENCH_PROGRESS"
+#: seconds between two heartbeat lines without a terminal (``inf``: none)
+INTERVAL_VAR = "PRBENCH_PROGRESS_INTERVAL"
+DEFAULT_INTERVAL_S = 30.0
+#: what starts every heartbeat line, so a log reader can grep for them
+HEARTBEAT_PREFIX = "[prbench] "
 
 
 class NullBar:
@@ -43,14 +69,18 @@ class NullBar:
         self.close()
 
 
-def progress_enabled(enabled: bool = True) -> bool:
-    """Whether to show a bar: the caller's wish, ``PRBENCH_PROGRESS``, ``TQDM_DISABLE``, the TTY."""
+def _switched_off(enabled: bool) -> bool:
+    """Progress of any kind refused: by the caller or by ``PRBENCH_PROGRESS=0``."""
     if not enabled:
+        return True
+    return os.environ.get(ENV_VAR, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def progress_enabled(enabled: bool = True) -> bool:
+    """Whether to draw a bar: the caller's wish, ``PRBENCH_PROGRESS``, ``TQDM_DISABLE``, the TTY."""
+    if _switched_off(enabled):
         return False
-    env = os.environ.get(ENV_VAR, "").strip().lower()
-    if env in ("0", "false", "no", "off"):
-        return False
-    if env in ("1", "true", "yes", "on"):
+    if os.environ.get(ENV_VAR, "").strip().lower() in ("1", "true", "yes", "on"):
         return True
     if os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes", "on"):
         return False
@@ -58,8 +88,131 @@ def progress_enabled(enabled: bool = True) -> bool:
     return bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
 
 
+def heartbeat_interval() -> float:
+    """Seconds between heartbeat lines: ``PRBENCH_PROGRESS_INTERVAL``, else 30.
+
+    Raises:
+        PrbenchUserError: the variable is not a number of seconds (``0`` or more, or ``inf``).
+    """
+    raw = os.environ.get(INTERVAL_VAR, "").strip()
+    if not raw:
+        return DEFAULT_INTERVAL_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise PrbenchUserError(
+            f"{INTERVAL_VAR}={raw!r} is not a number of seconds: set it to the seconds between "
+            f"two progress lines in a log (e.g. {DEFAULT_INTERVAL_S:g}; inf for none), or unset it"
+        )
+    return value
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+
+
+def _rate(per_second: float) -> str:
+    return f"{per_second:,.0f}" if per_second >= 100 else f"{per_second:.3g}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class HeartbeatBar:
+    """Progress as plain lines for a log: at most one per ``interval`` seconds, with a rate.
+
+    The first line comes once ``interval`` seconds have passed since the bar was made (a step
+    shorter than that prints nothing); each names the step, done/total, the share done, the rate
+    (units done / seconds since the start) and, with a total, the time left at that rate. A bar
+    that printed a line prints a last one when it is closed. The clock is injectable (tests).
+    """
+
+    def __init__(self, total: int | None, *, desc: str, unit: str = "it",
+                 interval: float = DEFAULT_INTERVAL_S, stream: IO[str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """Start the step's clock now; lines go to ``stream`` (standard error when ``None``)."""
+        self.total = total
+        self.desc = desc
+        self.unit = unit
+        self.n: float = 0
+        self.interval = interval
+        self.lines = 0
+        self._stream = stream
+        self._clock = clock
+        self._start = clock()
+        self._last = self._start
+        self._postfix = ""
+        self._closed = False
+
+    def _write(self, text: str) -> None:
+        stream = self._stream if self._stream is not None else sys.stderr
+        if stream is None:
+            return
+        stream.write(HEARTBEAT_PREFIX + text + "\n")
+        stream.flush()
+        self.lines += 1
+
+    def line(self, now: float) -> str:
+        """The progress line at time ``now`` (the bar's own clock)."""
+        elapsed = now - self._start
+        rate = self.n / elapsed if elapsed > 0 else None
+        done = _count(self.n)
+        if self.total:
+            done += f"/{_count(self.total)} {self.unit} ({100 * self.n / self.total:.0f}%)"
+        else:
+            done += f" {self.unit}"
+        parts = [f"{self.desc}: {done}"]
+        parts.append(f"{_rate(rate)} {self.unit}/s" if rate is not None else f"- {self.unit}/s")
+        parts.append(f"{_duration(elapsed)} elapsed")
+        if self.total and rate and self.n < self.total:
+            parts.append(f"~{_duration((self.total - self.n) / rate)} left")
+        if self._postfix:
+            parts.append(self._postfix)
+        return ", ".join(parts)
+
+    def update(self, n: float = 1) -> None:
+        """Count ``n`` more units; print a line if ``interval`` seconds passed since the last."""
+        self.n += n
+        now = self._clock()
+        if now - self._last >= self.interval:
+            self._last = now
+            self._write(self.line(now))
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        """A status shown at the end of the next line (``key=value`` pairs, like tqdm's)."""
+        kwargs.pop("refresh", None)  # tqdm's redraw switch, not a status
+        items = dict(*args, **kwargs) if args or kwargs else {}
+        self._postfix = ", ".join(f"{k}={v}" for k, v in items.items())
+
+    def close(self) -> None:
+        """Print the closing line when the step printed any (a short step stays silent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.lines:
+            now = self._clock()
+            done = _count(self.n) + (f"/{_count(self.total)}" if self.total else "")
+            elapsed = now - self._start
+            rate = f", {_rate(self.n / elapsed)} {self.unit}/s" if elapsed > 0 else ""
+            self._write(f"{self.desc}: done, {done} {self.unit} in {_duration(elapsed)}{rate}")
+
+    def __enter__(self) -> HeartbeatBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def progress_bar(total: int | None, *, desc: str, unit: str = "it", enabled: bool = True) -> Any:
-    """A tqdm bar with counts and rate, or a :class:`NullBar` when bars are off.
+    """A tqdm bar on a terminal, a :class:`HeartbeatBar` without one, a :class:`NullBar` when off.
 
     Args:
         total: the number of units of work (``None`` if unknown).
@@ -70,9 +223,17 @@ def progress_bar(total: int | None, *, desc: str, unit: str = "it", enabled: boo
     Returns:
         An object with ``update(n)``, ``set_postfix(...)`` and ``close()``; usable as a context
         manager.
+
+    Raises:
+        PrbenchUserError: ``PRBENCH_PROGRESS_INTERVAL`` is not a number of seconds.
     """
-    if not progress_enabled(enabled):
+    if _switched_off(enabled):
         return NullBar()
+    if not progress_enabled(enabled):
+        interval = heartbeat_interval()
+        if math.isinf(interval):
+            return NullBar()
+        return HeartbeatBar(total, desc=desc, unit=unit, interval=interval)
     from tqdm.auto import tqdm
 
     # the decision above is final: a tqdm first imported under another call's TQDM_DISABLE
@@ -115,6 +276,37 @@ def library_bars_off() -> Iterator[None]:
             yield
         finally:
             tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
+
+
+def _labelled(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tqdm call names what it counts (``desc``, keyword or second positional)."""
+    desc = kwargs["desc"] if "desc" in kwargs else (args[1] if len(args) > 1 else None)
+    return bool(desc)
+
+
+@contextlib.contextmanager
+def unlabelled_bars_off() -> Iterator[None]:
+    """Turn tqdm bars that carry no label (``desc``) off in this process until the block ends.
+
+    lm-eval 0.4.13 draws a bare ``100%|####| 45/45`` over each task's documents while it builds
+    the requests (and over bootstrap resamples): a bar that says nothing of what it counts.
+    Labelled bars (prbench's own, lm-eval's ``Checking cached requests``, datasets' ``Map``) are
+    kept. tqdm's ``__init__`` is put back on exit.
+    """
+    import tqdm.std
+
+    original = tqdm.std.tqdm.__dict__["__init__"]
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        if not _labelled(args, kwargs) and len(args) < 6:  # ``disable`` is the sixth parameter
+            kwargs["disable"] = True
+        original.__get__(self, type(self))(*args, **kwargs)  # a function or a partialmethod
+
+    tqdm.std.tqdm.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
 
 
 def disable_progress() -> None:

@@ -238,7 +238,9 @@ def isolated_tests(load_plugins: str | None = None) -> Any:
     (``_isolated = isolated_tests("mine")``): the call sets ``HF_HUB_OFFLINE``,
     ``HF_DATASETS_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` to ``1`` (and ``TOKENIZERS_PARALLELISM``
     to ``false`` unless set); the returned autouse fixture gives each test its own
-    ``PRBENCH_CACHE_DIR`` and a registry built afresh (:func:`reset_registry` before and after).
+    ``PRBENCH_CACHE_DIR`` and a registry built afresh (:func:`reset_registry` before and after),
+    and sets ``PRBENCH_PROGRESS_INTERVAL=inf`` (no heartbeat lines without a terminal; a test of
+    them sets its own interval).
 
     Args:
         load_plugins: ``PRBENCH_LOAD_PLUGINS`` during each test (``"mine"``: only that plugin,
@@ -265,6 +267,9 @@ def isolated_tests(load_plugins: str | None = None) -> Any:
         # a progress switch left by an earlier in-process command (`--no_progress` sets
         # TQDM_DISABLE) must not decide whether this test's bars are drawn
         monkeypatch.delenv("TQDM_DISABLE", raising=False)
+        # no heartbeat lines (a step's progress in a log, every 30 s) in a test's output: whether
+        # a step outlasts the interval depends on the machine's load, never on the code
+        monkeypatch.setenv("PRBENCH_PROGRESS_INTERVAL", "inf")
         _log_handlers_follow_stderr()
         reset_registry()
         yield

@@ -116,9 +116,20 @@ def test_correlate_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("PRBENCH_CACHE_DIR", str(tmp_path / "cache"))
     bon = _bon_file(tmp_path)
     out = tmp_path / "corr"
-    assert main(["correlate", str(bon), "--resamples", "100", "-o", str(out)]) == 0
+    # the DIAGNOSTIC oracle is left out by default, and the table says so
+    assert main(["correlate", str(bon), "--resamples", "20", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "spearman" in printed and "DIAGNOSTIC" in printed and "SAMPLE" in printed
+    assert "DIAGNOSTIC scorers left out (read the hidden rubric; --include_diagnostic ranks " \
+           "them too): oracle-rubric" in printed
+    result = json.loads((out / "correlation.json").read_text(encoding="utf-8"))
+    assert result["scorers"] == ["constant", "length"]
+    assert result["excluded_diagnostic"] == ["oracle-rubric"] and result["diagnostic"] == []
+    assert "left out" in (out / "correlation.md").read_text(encoding="utf-8")
+    assert main(["correlate", str(bon), "--include_diagnostic", "--resamples", "100",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "spearman" in printed and "DIAGNOSTIC scorers included" in printed
+    assert "SAMPLE" in printed
     result = json.loads((out / "correlation.json").read_text(encoding="utf-8"))
     assert result["scorers"] == ["constant", "length", "oracle-rubric"]
     assert result["benchmark"]["values"]["constant"] == 0.0  # all ties: wrong
@@ -129,7 +140,10 @@ def test_correlate_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert all(p["x_low"] <= p["x"] <= p["x_high"] and p["y_low"] <= p["y"] <= p["y_high"]
                for p in result["points"])
     assert main(["correlate", str(bon), "--exclude-diagnostic", "--resamples", "20",
-                 "-o", str(out)]) == 0
+                 "-o", str(out)]) == 0  # the default, still accepted
     assert "oracle-rubric" not in json.loads((out / "correlation.json").read_text())["scorers"]
+    assert main(["correlate", str(bon), "--exclude_diagnostic", "--include_diagnostic",
+                 "-o", str(out)]) == 1
+    assert "contradict each other" in capsys.readouterr().err
     assert main(["correlate", str(bon), "--k", "3", "-o", str(out)]) == 1
     assert "ks: [1, 2, 4, 6]" in capsys.readouterr().err

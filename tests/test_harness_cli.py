@@ -413,19 +413,24 @@ def test_no_progress_turns_bars_off_for_the_command_only(
     def record(args: Any) -> int:
         seen["enabled"] = progress_enabled()
         seen["tqdm"] = os.environ.get("TQDM_DISABLE")
-        library_bar = tqdm.std.tqdm(total=3, file=io.StringIO())  # as lm-eval or datasets draw
+        library_bar = tqdm.std.tqdm(total=3, desc="Map", file=io.StringIO())  # as datasets
         seen["library_bar_off"] = library_bar.disable
         library_bar.close()
+        bare = tqdm.std.tqdm(range(3), None, 3, file=io.StringIO())  # as lm-eval: no label
+        seen["unlabelled_bar_off"] = bare.disable
+        bare.close()
         return 0
 
     monkeypatch.setattr(validate, "run", record)
     assert main(["validate", "sample"]) == 0
-    # PRBENCH_PROGRESS=1 forces bars on
-    assert seen == {"enabled": True, "tqdm": None, "library_bar_off": False}
+    # PRBENCH_PROGRESS=1 forces bars on, but never a bar that does not say what it counts
+    assert seen == {"enabled": True, "tqdm": None, "library_bar_off": False,
+                    "unlabelled_bar_off": True}
     assert main(["validate", "--no-progress", "sample"]) == 0
     # prbench's and the libraries' bars off: children by the variable, this process by tqdm's
     # default, which is put back afterwards (tqdm reads TQDM_* only when first imported)
-    assert seen == {"enabled": False, "tqdm": "1", "library_bar_off": True}
+    assert seen == {"enabled": False, "tqdm": "1", "library_bar_off": True,
+                    "unlabelled_bar_off": True}
     assert os.environ["PRBENCH_PROGRESS"] == "1" and "TQDM_DISABLE" not in os.environ
     assert tqdm.std.tqdm.__dict__["__init__"] is original_init
     assert not tqdm.std.tqdm(total=3, file=io.StringIO()).disable

@@ -42,8 +42,10 @@ def _report(out: str, *extra: str) -> str:
 
 
 def _leaderboard(md: str) -> list[str]:
+    """The leaderboard's rows: the reward models' table and the DIAGNOSTIC scorers' below it."""
     part = md.split("## Leaderboard", 1)[1].split("\n## ", 1)[0]
-    return [line for line in part.splitlines() if line.startswith("| ")][1:]
+    return [line for line in part.splitlines()
+            if line.startswith("| ") and not line.startswith("| scorer |")]
 
 
 @pytest.fixture(scope="module")

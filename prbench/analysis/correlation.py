@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prbench.analysis.metrics import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+from prbench.progress import progress_bar
 
 DEFAULT_RBO_P = 0.9
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
@@ -158,20 +159,34 @@ class Side:
         return sorted(sets[0]) if all(s == sets[0] for s in sets) else None
 
 
-def _resampled_means(side: Side, labels: Sequence[str], rng: Any) -> dict[str, float]:
+def _aligned(side: Side, labels: Sequence[str]) -> tuple[bool, dict[str, Any]]:
+    """Each scorer's values as an array, once per bootstrap (not once per resample).
+
+    Returns:
+        ``(paired, arrays)``: with one set of item ids for every scorer (``paired``) the arrays
+        follow the sorted shared ids, so one index draw picks the same items for all of them.
+    """
     import numpy as np
 
     shared = side.shared_ids(labels)
-    out = {}
     if shared is not None:
-        idx = rng.integers(0, len(shared), size=len(shared))
-        picked = [shared[i] for i in idx]
+        return True, {lab: np.array([side.items[lab][i] for i in shared], dtype=float)
+                      for lab in labels}
+    return False, {lab: np.fromiter(side.items[lab].values(), dtype=float) for lab in labels}
+
+
+def _resampled_means(aligned: tuple[bool, dict[str, Any]], labels: Sequence[str],
+                     rng: Any) -> dict[str, float]:
+    paired, arrays = aligned
+    out = {}
+    if paired:
+        size = len(arrays[labels[0]])
+        idx = rng.integers(0, size, size=size)
         for lab in labels:
-            values = side.items[lab]
-            out[lab] = float(np.mean([values[i] for i in picked]))
+            out[lab] = float(arrays[lab][idx].mean())
         return out
     for lab in labels:
-        values = np.fromiter(side.items[lab].values(), dtype=float)
+        values = arrays[lab]
         out[lab] = float(values[rng.integers(0, values.size, size=values.size)].mean())
     return out
 
@@ -184,8 +199,12 @@ def correlate(
     resamples: int = DEFAULT_CORR_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """The statistics with bootstrap intervals (items resampled on both sides), JSON-ready.
+
+    ``progress``: the bootstrap's progress (:func:`prbench.progress.progress_bar`: a bar on a
+    terminal, a line every 30 s in a log).
 
     Raises:
         ValueError: fewer than two scorers in common, or a scorer without items.
@@ -207,13 +226,17 @@ def correlate(
     point = statistics(bench, down, p=p)
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {name: [] for name in STATISTICS}
-    for _ in range(resamples):
-        stats_b = statistics(
-            _resampled_means(benchmark, labels, rng), _resampled_means(downstream, labels, rng),
-            p=p,
-        )
-        for name, value in stats_b.items():
-            draws[name].append(value)
+    bench_arrays, down_arrays = _aligned(benchmark, labels), _aligned(downstream, labels)
+    with progress_bar(resamples, desc="correlate: bootstrap", unit="resample",
+                      enabled=progress) as bar:
+        for _ in range(resamples):
+            stats_b = statistics(
+                _resampled_means(bench_arrays, labels, rng),
+                _resampled_means(down_arrays, labels, rng), p=p,
+            )
+            for name, value in stats_b.items():
+                draws[name].append(value)
+            bar.update()
     alpha = (1 - confidence) / 2
     table = {}
     for name in STATISTICS:
@@ -283,6 +306,19 @@ def format_table(result: Mapping[str, Any], *, markdown: bool = True) -> str:
     return "\n".join([*lines, note(result)])
 
 
+def diagnostic_note(result: Mapping[str, Any]) -> str:
+    """The line under the table naming the DIAGNOSTIC scorers it ranks or leaves out."""
+    note = ""
+    if result.get("diagnostic"):
+        note += (f"\nDIAGNOSTIC scorers included (read the hidden rubric; "
+                 f"--include_diagnostic): {', '.join(result['diagnostic'])}")
+    if result.get("excluded_diagnostic"):
+        left = ", ".join(result["excluded_diagnostic"])
+        note += (f"\nDIAGNOSTIC scorers left out (read the hidden rubric; "
+                 f"--include_diagnostic ranks them too): {left}")
+    return note
+
+
 __all__ = [
     "DEFAULT_CORR_RESAMPLES",
     "DEFAULT_RBO_P",
@@ -290,6 +326,7 @@ __all__ = [
     "STATISTICS",
     "Side",
     "correlate",
+    "diagnostic_note",
     "format_table",
     "ndcg",
     "note",

@@ -6,11 +6,20 @@ from the data -- questions, answers, profiles, a judge's raw replies -- is set a
 parsed as HTML), and the JSON is escaped so that no ``</script>`` in the data ends the block.
 :func:`write_explorers` writes one page per run and a comparison page (``prbench report``).
 
-On the page: filters by cell, domain, outcome, flag (an unreadable judge order, an order flip,
-an unscored answer) and length-baseline agreement, sort by margin; per pair, each order a judge
-was asked with its raw reply (collapsed), the parsed verdict and why an unreadable order was
-unreadable, and how the pair counted under each metric. With two runs (the comparison page)
-both side by side on the pairs they share, optionally only the pairs on which they disagree.
+On the page: a text search (every word in the pair's id, question, answers, profile, rubric or
+a judge's replies), filters by cell, domain, outcome, flag (an unreadable judge order, an order
+flip, an unscored answer) and length-baseline agreement, sort by margin; one row per pair with
+its score columns (score of each answer, or a judge's P(chosen), and the margin); per pair, each
+order a judge was asked with its raw reply (collapsed), the parsed verdict and why an unreadable
+order was unreadable, and how the pair counted under each metric. With two runs (the comparison
+page) both side by side on the pairs they share, optionally only the pairs on which they
+disagree.
+
+The page's state lives in its address: every filter, the search and the runs compared are kept
+in the URL fragment (``#cell=profile&outcome=wrong&q=knit``), so a reload or a shared link shows
+the same pairs; each pair has a permalink (``#cell=profile&pair=ID``) that opens it. The
+fragment never reaches a server, and the page reads it only as values of its own controls.
+The stylesheet is :mod:`prbench.analysis.report_style`, shared with the report.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.explorer_data import FLAGS, NO_REPLY_LOGGED, run_data
+from prbench.analysis.report_style import BASE, EXPLORER
 from prbench.outputs import write_text
 
 
@@ -34,31 +44,6 @@ def _script_json(data: Any) -> str:
         text = text.replace(raw, escaped)
     return text
 
-
-_STYLE = """
-body{font-family:sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
-#controls{display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:center;padding:.6em;
- background:#f4f4f4;border:1px solid #ddd;position:sticky;top:0}
-#controls label{font-size:13px}
-#counts{font-size:14px;margin:.7em 0}
-.pair{border:1px solid #ccc;margin:.35em 0;padding:.3em .6em;border-radius:3px}
-.pair>summary{cursor:pointer;font-size:13px}
-.badge{display:inline-block;min-width:4.5em;text-align:center;border-radius:3px;padding:0 .3em;
- margin-right:.4em;color:#fff;font-size:12px}
-.right{background:#2e7d32}.wrong{background:#c62828}.tie{background:#8d6e00}
-.invalid{background:#555}
-.flag{color:#b71c1c;font-weight:bold}
-.cols{display:grid;grid-template-columns:1fr 1fr;gap:.8em}
-.box{background:#fafafa;border:1px solid #e3e3e3;padding:.4em;white-space:pre-wrap;
- font-size:13px}
-h4{margin:.6em 0 .2em}
-.diag{border-left:4px solid #f2a541;padding-left:.5em}
-.muted{color:#666;font-size:12px}
-.order{border-left:3px solid #90a4ae;padding-left:.5em;margin:.4em 0}
-.reply>summary{cursor:pointer;font-size:12px;color:#37474f}
-pre.box{max-height:24em;overflow:auto;font-family:monospace}
-.reasons{font-size:13px;margin:.2em 0}
-"""
 
 _SCRIPT = r"""
 "use strict";
@@ -84,8 +69,45 @@ function runName(i) {
 function option(select, value, text) {
   const o = el("option", text); o.value = value; select.appendChild(o);
 }
+//: the controls whose values the URL keeps (#run=0&cell=profile&q=...), and their defaults
+const STATE = {"run-a": "run", "run-b": "vs", "cell": "cell", "domain": "domain",
+               "outcome": "outcome", "flag": "flag", "length": "length", "sort": "sort",
+               "search": "q"};
+let wanted = {};  // values from the URL for selects whose options are not filled yet
+const PAGE = DATA.page_size;  // rows drawn at a time
+let shown = PAGE;
+let linked = null;  // the pair a permalink opened: [cell, id]
+function readHash() {
+  const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  wanted = {};
+  for (const [id, name] of Object.entries(STATE)) {
+    if (params.has(name)) wanted[id] = params.get(name);
+  }
+  $("disagree").checked = params.get("disagree") === "1";
+  linked = params.has("pair") ? [params.get("cell") || "", params.get("pair")] : null;
+  for (const id of ["run-a", "run-b", "outcome", "flag", "length", "sort", "search"]) {
+    if (id in wanted) { $(id).value = wanted[id]; delete wanted[id]; }
+  }
+}
+function stateParams(extra) {
+  const params = new URLSearchParams();
+  for (const [id, name] of Object.entries(STATE)) {
+    const v = $(id).value;
+    if (v !== "" && !(id === "sort" && v === "margin-asc") && !(id === "run-a" && v === "0")
+        && !(id === "run-b" && DATA.runs.length > 1 && v === "1")) params.set(name, v);
+  }
+  if (DATA.runs.length > 1 && $("run-b").value === "") params.set("vs", "");
+  if ($("disagree").checked) params.set("disagree", "1");
+  for (const [k, v] of Object.entries(extra || {})) params.set(k, v);
+  return params.toString();
+}
+function writeHash() {
+  const hash = stateParams(linked ? {pair: linked[1]} : null);
+  history.replaceState(null, "", hash ? "#" + hash : location.pathname + location.search);
+}
 function fill(select, values, allText) {
-  const keep = select.value;
+  const keep = select.id in wanted ? wanted[select.id] : select.value;
+  delete wanted[select.id];
   select.textContent = "";
   if (allText) option(select, "", allText);
   for (const v of values) option(select, v, v);
@@ -101,14 +123,63 @@ function setup() {
   if (DATA.runs.length < 2) { $("pick-a").hidden = true; }
   for (const id of ["run-a", "run-b", "cell", "domain", "outcome", "flag", "length", "sort",
                     "disagree"]) {
-    $(id).addEventListener("change", render);
+    $(id).addEventListener("change", () => {
+      linked = null; shown = PAGE; render(); writeHash();
+    });
   }
+  $("search").addEventListener("input", () => {
+    linked = null; shown = PAGE; render(); writeHash();
+  });
+  $("more").addEventListener("click", () => { shown += PAGE; render(); });
+  window.addEventListener("hashchange", () => { readHash(); shown = PAGE; render(); });
+  readHash();
   render();
 }
+//: the texts a search looks in, per pair (lower case, built once)
+const haystack = new WeakMap();
+function textOf(p) {
+  let t = haystack.get(p);
+  if (t === undefined) {
+    const parts = [p.id, p.domain, p.question, p.chosen, p.rejected, p.profile];
+    for (const x of p.aspects) parts.push(x.aspect, x.evidence, x.reason);
+    for (const o of p.orders || []) if (o.reply) parts.push(o.reply);
+    t = parts.join("\n").toLowerCase();
+    haystack.set(p, t);
+  }
+  return t;
+}
+function matches(p, terms) { const t = textOf(p); return terms.every((w) => t.includes(w)); }
+//: the summary line's columns: [header, CSS grid width (rem: the header row and the
+//: pairs have different font sizes), cell of (pair, other run's pair)]
+function columns(a, b) {
+  const judge = a.pairs.some((p) => p.kind === "judge");
+  const cols = [["outcome", "4.6rem", (p) => el("span", p.outcome, "badge " + p.outcome)]];
+  if (b) cols.push(["vs", "4.6rem", (p, q) => el("span", q.outcome, "badge " + q.outcome)]);
+  const titled = (text, cls) => { const x = el("span", text, cls); x.title = text; return x; };
+  cols.push(["pair", "7rem", (p) => { const x = titled(p.id); x.style.fontWeight = "600";
+                                      return x; }],
+            ["domain", "9.5rem", (p) => titled(p.domain)],
+            ["margin", "4.8rem", (p) => el("span", fmt(p.margin), "n")]);
+  if (judge) {
+    cols.push(["P(chosen)", "5rem", (p) => el("span", fmt(p.scores[0]), "n")]);
+  } else {
+    cols.push(["s(chosen)", "5.2rem", (p) => el("span", fmt(p.scores[0]), "n")],
+              ["s(rejected)", "5.6rem", (p) => el("span", fmt(p.scores[1]), "n")]);
+  }
+  if (b) cols.push(["vs margin", "5.2rem", (p, q) => el("span", fmt(q.margin), "n")]);
+  cols.push(["question", "minmax(0, 1fr)", (p) => {
+    const span = el("span");
+    if (p.flags.length) span.appendChild(el("span", "(" + p.flags.join(", ") + ") ", "flag"));
+    span.appendChild(document.createTextNode(p.question));
+    return span;
+  }]);
+  return cols;
+}
 function render() {
-  const a = DATA.runs[Number($("run-a").value)];
+  const a = DATA.runs[Number($("run-a").value)] || DATA.runs[0];
   const bi = $("run-b").value;
-  const b = bi === "" || bi === $("run-a").value ? null : DATA.runs[Number(bi)];
+  const b = bi === "" || bi === $("run-a").value || !DATA.runs[Number(bi)] ? null
+    : DATA.runs[Number(bi)];
   const flags = [];
   if (a.sample || (b && b.sample)) flags.push("bundled SAMPLE data, not the benchmark");
   for (const r of [a, b]) {
@@ -117,6 +188,7 @@ function render() {
   $("flags").textContent = flags.join("; ");
   $("source").textContent = "results: " + a.file + (b ? "  |  " + b.file : "");
   const rank = (c) => (c === "profile" ? 0 : c === "noprofile" ? 2 : 1);
+  if (linked && linked[0]) wanted["cell"] = linked[0];
   fill($("cell"), [...new Set(a.pairs.map((p) => p.cell))].sort(
     (x, y) => rank(x) - rank(y) || (x < y ? -1 : x > y ? 1 : 0)), null);
   const cell = $("cell").value;
@@ -134,6 +206,8 @@ function render() {
   const flag = $("flag").value;
   if (flag) pairs = pairs.filter((p) => p.flags.includes(flag));
   if (length) pairs = pairs.filter((p) => p.length_agrees === (length === "agrees"));
+  const terms = $("search").value.toLowerCase().split(/\s+/).filter((w) => w);
+  if (terms.length) pairs = pairs.filter((p) => matches(p, terms));
   $("disagree-box").hidden = !b;
   let disagreeing = 0;
   if (b) {
@@ -156,9 +230,44 @@ function render() {
   }
   $("n-disagree").textContent = b ? String(disagreeing) : "-";
   $("disagree-note").hidden = !b;
+  const cols = columns(a, b);
+  const grid = cols.map((c) => c[1]).join(" ");
+  const head = $("pair-head");
+  head.textContent = "";
+  const tips = {"margin": "score(chosen) - score(rejected); a judge: P(chosen) - P(rejected)",
+    "s(chosen)": "the scorer's score of the chosen answer",
+    "s(rejected)": "the scorer's score of the rejected answer",
+    "P(chosen)": "the share of the judge's readable orders that picked the chosen answer",
+    "vs": "the outcome of the run compared with", "vs margin": "its margin"};
+  for (const c of cols) {
+    const h = el("span", c[0], ["margin", "P(chosen)", "s(chosen)", "s(rejected)",
+                                "vs margin"].includes(c[0]) ? "n" : "");
+    if (tips[c[0]]) h.title = tips[c[0]];
+    head.appendChild(h);
+  }
+  head.style.setProperty("--cols", grid);
   const list = $("pairs");
+  list.style.setProperty("--cols", grid);
   list.textContent = "";
-  for (const p of pairs) list.appendChild(card(p, a, b ? other.get(key(p)) : null, b));
+  // rows are drawn a page at a time (a run of the full benchmark has thousands of pairs); the
+  // counts above are over all of them, and a linked pair is always drawn
+  const at = linked ? pairs.findIndex((p) => p.id === linked[1]) : -1;
+  shown = Math.max(shown, at + 1);
+  for (const p of pairs.slice(0, shown)) {
+    list.appendChild(card(p, a, b ? other.get(key(p)) : null, b, cols));
+  }
+  const rest = pairs.length - Math.min(shown, pairs.length);
+  $("more").hidden = rest <= 0;
+  $("more").textContent = "show " + Math.min(PAGE, rest) + " more of the " + rest
+    + " pairs not drawn";
+  if (linked) {
+    const d = [...list.querySelectorAll("details.pair")].find((x) => x.dataset.id === linked[1]);
+    if (d) { d.open = true; d.classList.add("linked"); d.scrollIntoView({block: "start"}); }
+  }
+}
+function permalink(p) {
+  return "#" + stateParams({cell: p.cell, pair: p.id}).split("&").filter((kv) =>
+    /^(run|vs|cell|pair)=/.test(kv)).join("&");
 }
 function value(x) {
   if (Array.isArray(x)) return x.join(" of ");
@@ -216,31 +325,31 @@ function side(p, run) {
     + (p.length_agrees ? "agrees" : "disagrees") + " with this outcome", "muted"));
   return box;
 }
-function card(p, a, q, b) {
+function card(p, a, q, b, cols) {
   const d = el("details", null, "pair");
   d.dataset.id = p.id;
+  d.id = "pair-" + p.cell + "-" + p.id;
   const s = el("summary");
-  s.appendChild(el("span", p.outcome, "badge " + p.outcome));
-  if (q) s.appendChild(el("span", q.outcome, "badge " + q.outcome));
-  s.appendChild(el("b", p.id + " "));
-  s.appendChild(el("span", "[" + p.domain + "] margin " + fmt(p.margin) + " - "));
-  if (p.flags.length) s.appendChild(el("span", "(" + p.flags.join(", ") + ") ", "flag"));
-  s.appendChild(el("span", p.question));
+  for (const c of cols) s.appendChild(c[2](p, q));
   d.appendChild(s);
+  const link = el("a", "permalink: open this pair", "permalink");
+  link.href = permalink(p);
+  link.title = "a link that opens this pair (copy it)";
+  d.appendChild(link);
   d.appendChild(el("h4", "Question"));
   d.appendChild(el("div", p.question, "box"));
   d.appendChild(el("h4", "Profile as the scorer saw it (profile source: " + p.profile_source
     + ")"));
   d.appendChild(el("div", p.profile || "(no profile text" + (p.profile_status ? "; "
     + p.profile_status : "") + ")", "box"));
-  const cols = el("div", null, "cols");
+  const answers = el("div", null, "cols");
   for (const [name, text] of [["Chosen answer", p.chosen], ["Rejected answer", p.rejected]]) {
     const col = el("div");
     col.appendChild(el("h4", name));
     col.appendChild(el("div", text, "box"));
-    cols.appendChild(col);
+    answers.appendChild(col);
   }
-  d.appendChild(cols);
+  d.appendChild(answers);
   const verdicts = el("div", null, q ? "cols" : "");
   verdicts.appendChild(side(p, a));
   if (q) verdicts.appendChild(side(q, b));
@@ -271,6 +380,9 @@ _BODY = """
 <div id="controls">
  <label id="pick-a">run <select id="run-a"></select></label>
  <label id="compare">compare with <select id="run-b"></select></label>
+ <label>search <input type="search" id="search" placeholder="words in the pair's texts"
+  title="pairs whose id, question, answers, profile, rubric or judge replies hold every word">
+  </label>
  <label>condition <select id="cell"></select></label>
  <label>domain <select id="domain"></select></label>
  <label>outcome <select id="outcome"><option value="">all</option>
@@ -296,7 +408,9 @@ _BODY = """
  an unscored answer <span id="n-flag-unscored">0</span><span id="disagree-note">;
  the two runs disagree (one right, the other not) on <span id="n-disagree">-</span> of them
  </span></p>
+<div id="pair-head"></div>
 <div id="pairs"></div>
+<p><button type="button" id="more" hidden></button></p>
 """
 
 _INTRO = (
@@ -308,7 +422,8 @@ _INTRO = (
     "longer one cut in the middle at a visible [cut: N more characters] marker. "
     "The length baseline picks the longer answer; "
     "'agrees' means it is right exactly where this run is. Rubric aspects are the user's hidden "
-    "rubric: DIAGNOSTIC, never shown to the scorer. Click a pair to open it."
+    "rubric: DIAGNOSTIC, never shown to the scorer. Click a pair to open it; its permalink "
+    "opens it again, and the page's address keeps the filters."
 )
 
 
@@ -335,24 +450,31 @@ def _interned(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "flags": list(FLAGS), "no_reply": NO_REPLY_LOGGED}
 
 
-def explorer_html(runs: Sequence[Mapping[str, Any]], title: str) -> str:
+#: pairs drawn at a time (the rest behind a "show more" button; counts cover them all)
+PAGE_SIZE = 500
+
+
+def explorer_html(runs: Sequence[Mapping[str, Any]], title: str, *,
+                  page_size: int = PAGE_SIZE) -> str:
     """One self-contained page over ``runs`` (each from :func:`run_data`).
 
-    One run: its pairs. Two or more: pick two, side by side on the pairs both scored.
+    One run: its pairs. Two or more: pick two, side by side on the pairs both scored. The page
+    draws ``page_size`` pairs at a time.
     """
     from prbench.judges.order_tally import REPLY_KEEP_CHARS
 
     intro = _INTRO.format(keep=REPLY_KEEP_CHARS)
     body = _BODY.format(title=html.escape(title), intro=html.escape(intro))
     return "\n".join([
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>{html.escape(title)}</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        f"<style>{BASE}{EXPLORER}</style></head><body><main>",
         body,
         f"<script type='application/json' id='explorer-data'>"
-        f"{_script_json(_interned(runs))}</script>",
+        f"{_script_json({**_interned(runs), 'page_size': max(1, int(page_size))})}</script>",
         f"<script>{_SCRIPT}</script>",
-        "</body></html>",
+        "</main></body></html>",
     ])
 
 
@@ -391,4 +513,4 @@ def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]
     return written
 
 
-__all__ = ["explorer_html", "write_explorers"]
+__all__ = ["PAGE_SIZE", "explorer_html", "write_explorers"]

@@ -14,6 +14,7 @@ interval level on an axis. :func:`figure_texts` lists a figure's words (for test
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ BASELINE_NAMES = {
 }
 #: the label of a scorer whose curve is that baseline's (drawn once)
 SAME_AS_BASELINE = "{label} (scorer = the {baseline} baseline)"
+#: small multiples: panels per row (more rows rather than panels too small to read)
+PANELS_PER_ROW = 2
 
 
 def _figure(**kwargs: Any) -> Any:
@@ -149,8 +152,10 @@ def bon_curves(result: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     ax.set_xlabel("k (candidates)")
     level = _level_of((result.get("bootstrap") or {}).get("confidence"))
     source = (result.get("quality") or {}).get("source", "")
-    ax.set_ylabel(f"mean quality (0-1, {source})\nbands: {level or 95}% bootstrap CI"
-                  if level else f"mean quality (0-1, {source})")
+    # the quality's source can be long (a judge's name): wrapped, so the label is never taller
+    # than the axes and cut at the figure's edge
+    label = textwrap.fill(f"mean quality (0-1, {source})", width=38)
+    ax.set_ylabel(f"{label}\nbands: {level or 95}% bootstrap CI" if level else label)
     _title(ax, "Best-of-N", bool(result.get("sample")))
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the axes
     ax.grid(alpha=0.3)
@@ -326,9 +331,11 @@ def binned_panels(
             split.append({"title": name, "series": chunk})
     labels = list(dict.fromkeys(str(s["label"]) for p in split for s in p["series"]))
     colours = {lab: f"C{i % 10}" for i, lab in enumerate(labels)}
-    ncols = min(3, len(split))
+    # two panels a row at most, fonts of 9-12 pt: shown at the report's width (~1,150 px) a
+    # figure of W inches scales its text by 1,150 / (110 W); at W <= 13 that keeps 9 pt >= 11 px
+    ncols = min(PANELS_PER_ROW, len(split))
     nrows = -(-len(split) // ncols)
-    fig = _figure(figsize=(4.2 * ncols + 2.6, 3.6 * nrows + 0.8), layout="constrained")
+    fig = _figure(figsize=(5.0 * ncols + 2.6, 3.9 * nrows + 1.0), layout="constrained")
     axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
     handles: dict[str, Any] = {}
     for ax, panel in zip(axes.flat, split, strict=False):
@@ -350,23 +357,24 @@ def binned_panels(
             if not same_n:
                 for x, p in zip(xs, pts, strict=True):
                     ax.annotate(f"n={p.get('n', '?')}", (x, p["high"]), textcoords="offset points",
-                                xytext=(0, 3), ha="center", fontsize=6)
+                                xytext=(0, 3), ha="center", fontsize=8)
         ticks = [str(b) if not (same_n and counts[j]) else f"{b}\nn={next(iter(counts[j]))}"
                  for j, b in enumerate(bins)]
-        ax.set_xticks(range(len(bins)), ticks, fontsize=8)
+        ax.set_xticks(range(len(bins)), ticks, fontsize=9)
+        ax.tick_params(axis="y", labelsize=9)
         ax.set_xlim(-0.5, len(bins) - 0.5)
         ax.set_ylim(-0.02, 1.08)
         chance = ax.axhline(0.5, color="grey", ls=":", lw=1)
         handles.setdefault(CHANCE_LABEL, chance)
-        ax.set_title(panel["title"], fontsize=9)
-        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_title(panel["title"], fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=10)
         ax.grid(alpha=0.3, axis="y")
     for ax in axes.flat[len(split):]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
-        ax.set_ylabel(f"strict pairwise accuracy{_ci_text(level)}", fontsize=8)
-    fig.suptitle(f"{title}\n{SAMPLE_NOTE}" if sample else title, fontsize=10)
-    fig.legend(list(handles.values()), list(handles), fontsize=7, loc="outside right upper")
+        ax.set_ylabel(f"strict pairwise accuracy{_ci_text(level)}", fontsize=10)
+    fig.suptitle(f"{title}\n{SAMPLE_NOTE}" if sample else title, fontsize=12)
+    fig.legend(list(handles.values()), list(handles), fontsize=9, loc="outside right upper")
     return _save(fig, path)
 
 
@@ -472,7 +480,7 @@ def condition_lines(
 
 
 __all__ = [
-    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "MAX_SERIES", "SAMPLE_NOTE",
-    "SINGLE_ORDER_LABEL", "accuracy_bars", "binned_panels", "bon_curves", "condition_lines",
-    "correlation_figure", "figure_texts", "scatter_with_ci",
+    "BASELINE_NAMES", "CHANCE_LABEL", "DIAGNOSTIC_TAG", "MAX_SERIES", "PANELS_PER_ROW",
+    "SAMPLE_NOTE", "SINGLE_ORDER_LABEL", "accuracy_bars", "binned_panels", "bon_curves",
+    "condition_lines", "correlation_figure", "figure_texts", "scatter_with_ci",
 ]

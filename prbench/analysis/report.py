@@ -25,7 +25,8 @@ import base64
 import html
 import itertools
 import os
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.analysis.summary import order_totals
 from prbench.outputs import write_text
 from prbench.tables import markdown_table
+from prbench.progress import progress_bar
 
 Block = tuple[Any, ...]
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
@@ -56,15 +58,60 @@ def _run_name(run: Any) -> str:
     return f"{run.label} (DIAGNOSTIC)" if run.diagnostic else run.label
 
 
+#: what a leaderboard column means, shown on hover in the HTML page
+_LEADERBOARD_HOVER = {
+    "micro": "accuracy over all pairs pooled",
+    "macro": "mean of the domains' accuracies",
+    "single-order": "a pairwise judge: mean over all its single-order verdicts (unreadable = 0)",
+    "ties": "share of pairs scored equal (a tie is never right)",
+    "invalid": "pairs without a verdict or a score",
+    "length": "accuracy of 'the longer answer wins' on the same pairs",
+}
+
+
+def _short_domain(domain: str, domains: Sequence[str]) -> str:
+    """``Art_and_Entertainment`` -> ``Art``: its first word where that names it alone."""
+    first = domain.split("_")[0]
+    if first and sum(d.split("_")[0] == first for d in domains) == 1:
+        return first
+    return domain.replace("_", " ")
+
+
+def _short_group(title: str) -> str:
+    """A benchmark group without the benchmark's own prefix: ``sample_noprofile``."""
+    short = re.sub(r"^personalized_rewardbench_?", "", title)
+    return short or title
+
+
+def _short_profile(label: str) -> str:
+    """A profile label without the builder's options: ``dense (swapped)``, ``none``.
+
+    The full label (options, what a control source is, why a profile was not built) is on
+    hover.
+    """
+    if label.startswith("question only"):
+        return "none"
+    short = re.sub(r" \[(\w+) profile: [^\]]*\]", r" (\1)", label)
+    short = re.sub(r"\([^()]*=[^()]*\)", "", short)
+    short = re.sub(r"\((not built)[^()]*\)", r"(\1)", short)
+    return re.sub(r"\s+", " ", short).strip() or label
+
+
 def leaderboard(runs: Sequence[Any]) -> list[Block]:
-    """The leaderboard blocks: one row per (run, benchmark group)."""
+    """The leaderboard blocks: one row per (run, benchmark group).
+
+    Reward models first; DIAGNOSTIC scorers (oracles that read the hidden rubric) in a table of
+    their own below, never ranked among them. The HTML page shows short labels (domain, group,
+    profile builder) with the full text on hover, so the table fits a 1,280-pixel window.
+    """
     if not runs:
         return []
     domains = sorted({d for r in runs for s in r.sections for d in s.summary.domains})
     head = ["scorer", "group", "profile", *domains, "micro", "macro", "single-order", "ties",
             "invalid", "length"]
-    rows = []
+    rows, diag_rows = [], []
     bars = []
+    short: dict[str, str] = {d: _short_domain(d, domains) for d in domains}
     for run in runs:
         for sec in run.sections:
             conds = {r.cell for r in sec.rows}
@@ -76,6 +123,8 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
             total = sum(r.n for r in sec.rows)
             single = (order_totals(sec.rows) or {}).get("acc_single_order")
             cells = [_run_name(run), sec.title, sec.profile]
+            short.setdefault(sec.title, _short_group(sec.title))
+            short.setdefault(sec.profile, _short_profile(sec.profile))
             cells += [_ci(sec.summary.domains[d]) if d in sec.summary.domains else "-"
                       for d in domains]
             cells += [
@@ -83,15 +132,27 @@ def leaderboard(runs: Sequence[Any]) -> list[Block]:
                 f"{sum(r.ties for r in sec.rows) / max(1, total):.3f}",
                 str(sum(r.invalid for r in sec.rows)), _fmt(length),
             ]
-            rows.append(cells)
+            (diag_rows if run.diagnostic else rows).append(cells)
             micro = sec.summary.micro
             bars.append({"label": f"{run.label} / {sec.title}", "value": micro.value,
                          "low": micro.low, "high": micro.high, "diagnostic": run.diagnostic,
                          "single_order": single})
     conf = round(100 * runs[0].sections[0].summary.micro.confidence) if runs[0].sections else 95
+    meta = {"class": "leaderboard", "short": short, "hover": _LEADERBOARD_HOVER}
+    out: list[Block] = [("h2", "Leaderboard")]
+    if rows:
+        out.append(("table", head, rows, meta))
+    else:
+        out.append(("p", "No reward model among the runs: only DIAGNOSTIC scorers, below."))
+    if diag_rows:
+        out += [
+            ("section", "diagnostic"),
+            ("h3", "DIAGNOSTIC scorers (read the hidden rubric: upper bounds, not ranked)"),
+            ("table", head, diag_rows, {**meta, "class": "leaderboard diagnostic"}),
+            ("end",),
+        ]
     return [
-        ("h2", "Leaderboard"),
-        ("table", head, rows),
+        *out,
         ("p", f"Strict pairwise accuracy (a tie is wrong) with {conf}% percentile-bootstrap "
               "intervals; micro pools the pairs, macro averages the domains; length = accuracy "
               "of 'the longer answer wins' on the same pairs (needs --log_samples). Headline: "
@@ -173,13 +234,16 @@ def best_of_n(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
 
 def correlations(results: Sequence[tuple[Path, dict[str, Any]]]) -> list[Block]:
     """Correlation tables and scatter plots."""
-    from prbench.analysis.correlation import note, tables
+    from prbench.analysis.correlation import diagnostic_note, note, tables
 
     blocks: list[Block] = []
     for i, (path, corr) in enumerate(results):
         blocks.append(("h2", f"Benchmark vs downstream rank correlation ({path.name})"))
         blocks += [("table", head, rows) for head, rows in tables(corr)]
         blocks.append(("p", note(corr)))
+        extra = diagnostic_note(corr).strip()
+        if extra:
+            blocks += [("p", line) for line in extra.splitlines()]
         blocks.append(("scatter", corr, f"correlation_{i}.png"))
     return blocks
 
@@ -191,6 +255,11 @@ def _sweeps_and_aspects(paths: Sequence[Any], runs: Sequence[Any], resamples: in
 
     blocks = sweep_table.report_blocks(list(paths), resamples, seed)
     return blocks + (aspects.report_blocks(runs, resamples, seed) if runs else [])
+
+
+#: the steps of :func:`build_report`, as its progress names them
+_STEPS = ("leaderboard", "sensitivity and paired tests", "pair explorer",
+          "sweeps and record properties", "downstream and figures")
 
 
 def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
@@ -244,45 +313,140 @@ def to_markdown(blocks: Sequence[Block], title: str) -> str:
     return "\n".join(lines)
 
 
-def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    cells = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+#: a cell holding an estimate and its interval, as :func:`_ci` and the tables' writers print it
+_CI_CELL = re.compile(r"^([-+]?\d+(?:\.\d+)?) \[([-+]?\d+(?:\.\d+)?), ([-+]?\d+(?:\.\d+)?)\]$")
+#: a cell holding one number (a count, a rate, a p-value, ``8/0``), right-aligned in HTML
+_NUMBER_CELL = re.compile(r"^[-+]?(\d[\d,]*(\.\d+)?(e[-+]?\d+)?%?|\d+/\d+)$")
+
+
+def _numeric_columns(rows: Sequence[Sequence[str]], width: int) -> list[bool]:
+    """Per column: every filled cell a number or an estimate with its interval."""
+    out = []
+    for j in range(width):
+        cells = [str(r[j]).strip() for r in rows if j < len(r)]
+        filled = [c for c in cells if c not in ("-", "")]
+        out.append(bool(filled) and all(_NUMBER_CELL.match(c) or _CI_CELL.match(c)
+                                        for c in filled))
+    return out
+
+
+def _cell_html(text: str, meta: Mapping[str, Any], numeric: bool, tag: str) -> str:
+    """One cell: a short label with the full text on hover, or a value over its interval."""
+    text = str(text)
+    short = (meta.get("short") or {}).get(text)
+    hover = (meta.get("hover") or {}).get(text) if tag == "th" else None
+    attrs = " class='num'" if numeric else " class='text'" if tag == "td" else ""
+    match = _CI_CELL.match(text.strip()) if tag == "td" else None
+    if match:
+        value, low, high = match.groups()
+        body = (f"{html.escape(value)}<span class='ci'>[{html.escape(low)}, "
+                f"{html.escape(high)}]</span>")
+    elif short and short != text:
+        title = text if not hover else f"{text}: {hover}"
+        body = f"<span class='short' title='{html.escape(title, quote=True)}'>" \
+               f"{html.escape(short)}</span>"
+    elif hover:
+        body = f"<span class='short' title='{html.escape(hover, quote=True)}'>" \
+               f"{html.escape(text)}</span>"
+    else:  # a long snake_case name (a domain, a task) may wrap after its underscores
+        body = html.escape(text).replace("_", "_<wbr>")
+    return f"<{tag}{attrs}>{body}</{tag}>"
+
+
+def _html_table(head: Sequence[str], rows: Sequence[Sequence[str]],
+                meta: Mapping[str, Any] | None = None) -> str:
+    """A table in its scrolling wrapper: numbers right-aligned, intervals under their value.
+
+    ``meta`` (a table block's optional fourth element): ``class`` (the table's CSS class),
+    ``short`` (cell text -> the shorter label shown, the full text on hover) and ``hover``
+    (column header -> an explanation on hover).
+    """
+    meta = meta or {}
+    numeric = _numeric_columns(rows, len(head))
+    cells = "".join(_cell_html(h, meta, numeric[j], "th") for j, h in enumerate(head))
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows
+        "<tr>" + "".join(_cell_html(c, meta, j < len(numeric) and numeric[j], "td")
+                         for j, c in enumerate(r)) + "</tr>" for r in rows
     )
-    return f"<table><thead><tr>{cells}</tr></thead><tbody>{body}</tbody></table>"
+    cls = f" class='{html.escape(meta['class'], quote=True)}'" if meta.get("class") else ""
+    return (f"<div class='table-wrap'><table{cls}><thead><tr>{cells}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def _anchor(text: str, taken: set[str]) -> str:
+    """A unique ``id`` for a heading (the table of contents links to it)."""
+    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+    slug, i = base, 2
+    while slug in taken:
+        slug, i = f"{base}-{i}", i + 1
+    taken.add(slug)
+    return slug
+
+
+def _note_class(text: str) -> str:
+    """The CSS class of a note above the report: DIAGNOSTIC and SAMPLE notes stand out."""
+    if text.startswith("DIAGNOSTIC"):
+        return " class='diagnostic'"
+    if "SAMPLE" in text:
+        return " class='sample'"
+    return ""
 
 
 def to_html(blocks: Sequence[Block], title: str) -> str:
-    """The report as one standalone HTML page (PNGs embedded as base64)."""
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(title)}</title><style>",
-        "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
-        "table{border-collapse:collapse;font-size:13px;margin:.5em 0}",
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}th{background:#f3f3f3}",
-        "img{max-width:100%}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-    ]
+    """The report as one standalone HTML page (PNGs embedded as base64, the stylesheet inline).
+
+    The notes before the first section sit under the title, with a table of contents of the
+    sections; each section (``h2``) is a ``<section>`` with an ``id`` to link to; a ``section``
+    block (``("section", css_class)`` ... ``("end",)``) sets a part apart (the DIAGNOSTIC rows).
+    """
+    from prbench.analysis.report_style import BASE, REPORT
+
+    taken: set[str] = set()
+    toc: list[tuple[str, str]] = []
+    notes: list[str] = []
+    parts: list[str] = []
+    in_section = False
     for block in blocks:
         kind = block[0]
         if kind == "h2":
-            parts.append(f"<h2>{html.escape(block[1])}</h2>")
+            anchor = _anchor(block[1], taken)
+            toc.append((anchor, block[1]))
+            parts.append("</section>" if in_section else "")
+            parts.append(f"<section id='{anchor}'><h2>{html.escape(block[1])}</h2>")
+            in_section = True
+        elif kind == "p" and not in_section:
+            notes.append(f"<p{_note_class(block[1])}>{html.escape(block[1])}</p>")
         elif kind == "h3":
             parts.append(f"<h3>{html.escape(block[1])}</h3>")
+        elif kind == "section":
+            parts.append(f"<section class='{html.escape(block[1], quote=True)}'>")
+        elif kind == "end":
+            parts.append("</section>")
         elif kind == "links":
             items = "".join(f"<li><a href='{html.escape(target, quote=True)}'>"
                             f"{html.escape(text)}</a></li>" for text, target in block[1])
-            parts.append(f"<ul>{items}</ul>")
+            parts.append(f"<ul class='links'>{items}</ul>")
         elif kind == "p":
             parts.append(f"<p>{html.escape(block[1])}</p>")
         elif kind == "table":
-            parts.append(_html_table(block[1], block[2]))
+            parts.append(_html_table(block[1], block[2], block[3] if len(block) > 3 else None))
         elif kind == "img":
             data = base64.b64encode(block[1].read_bytes()).decode("ascii")
-            parts.append(f"<p><img alt='{html.escape(block[1].stem)}' "
-                         f"src='data:image/png;base64,{data}'></p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+            parts.append(f"<figure><img alt='{html.escape(block[1].stem, quote=True)}' "
+                         f"src='data:image/png;base64,{data}'></figure>")
+    if in_section:
+        parts.append("</section>")
+    nav = "".join(f"<a href='#{a}'>{html.escape(t)}</a>" for a, t in toc)
+    return "\n".join([
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>{html.escape(title)}</title><style>{BASE}{REPORT}</style></head><body><main>",
+        f"<header class='page'><h1>{html.escape(title)}</h1>",
+        f"<nav class='toc'>{nav}</nav></header>" if nav else "</header>",
+        f"<div class='notes'>{''.join(notes)}</div>" if notes else "",
+        *[p for p in parts if p],
+        "</main></body></html>",
+    ])
 
 
 def build_report(
@@ -349,28 +513,47 @@ def build_report(
     notes.append("Inputs: " + ", ".join(str(f) for f in files
                                         if f in used or not f.name.startswith("results_")))
     blocks: list[Block] = [("p", n) for n in notes]
-    blocks += leaderboard(runs)
-    if runs:
-        section, text = sensitivity_blocks(runs, resamples, seed)
-        blocks += section
-        if text and on_text is not None:
-            on_text(text)
-        blocks += paired_tests(runs, resamples, seed)
-    pages = write_explorers(runs, out)
-    if pages:
-        blocks += [
-            ("h2", "Pair explorer"),
-            ("p", "Every scored pair of a run on one static page (open it in a browser; no "
-                  "server): question, profile as the scorer saw it, both answers and scores or "
-                  "verdicts, rubric aspects (DIAGNOSTIC); filters by domain, outcome and "
-                  "length-baseline agreement, sort by margin; the comparison page puts two runs "
-                  "side by side on the pairs they disagree on."),
-            ("links", [(text, path.relative_to(out).as_posix()) for text, path in pages]),
-        ]
-    blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
-    blocks += best_of_n(bons)
-    blocks += correlations(corrs)
-    blocks = _render_figures(blocks, out)
+    with progress_bar(len(_STEPS), desc="report", unit="step") as bar:
+        done = 0
+
+        def next_step() -> None:  # the line printed names the step that starts now
+            nonlocal done
+            done += 1
+            if done < len(_STEPS):
+                bar.set_postfix(now=_STEPS[done])
+            else:
+                bar.set_postfix()
+            bar.update()
+
+        bar.set_postfix(now=_STEPS[0])
+        blocks += leaderboard(runs)
+        next_step()
+        if runs:
+            section, text = sensitivity_blocks(runs, resamples, seed)
+            blocks += section
+            if text and on_text is not None:
+                on_text(text)
+            blocks += paired_tests(runs, resamples, seed)
+        next_step()
+        pages = write_explorers(runs, out)
+        if pages:
+            blocks += [
+                ("h2", "Pair explorer"),
+                ("p", "Every scored pair of a run on one static page (open it in a browser; no "
+                      "server): question, profile as the scorer saw it, both answers and scores "
+                      "or verdicts, rubric aspects (DIAGNOSTIC); text search, filters by domain, "
+                      "outcome and length-baseline agreement, sort by margin, a permalink per "
+                      "pair, the filters kept in the page's address; the comparison page puts "
+                      "two runs side by side on the pairs they disagree on."),
+                ("links", [(text, path.relative_to(out).as_posix()) for text, path in pages]),
+            ]
+        next_step()
+        blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
+        next_step()
+        blocks += best_of_n(bons)
+        blocks += correlations(corrs)
+        blocks = _render_figures(blocks, out)
+        next_step()
     md_path = out / "report.md"
     write_text(md_path, to_markdown(blocks, title) + "\n")
     html_path = out / "report.html"

@@ -41,8 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "condition uses that one)",
     )
     parser.add_argument(
+        "--include_diagnostic", action="store_true",
+        help="rank DIAGNOSTIC scorers (oracles that read the hidden rubric) with the reward "
+        "models; by default they are left out, and the table names them",
+    )
+    parser.add_argument(
         "--exclude_diagnostic", action="store_true",
-        help="leave out diagnostic scorers (those that read the hidden rubric)",
+        help="the default (kept so older command lines still run)",
     )
     parser.add_argument("--rbo_p", type=float, default=DEFAULT_RBO_P,
                         help="RBO persistence (weight of the top of the ranking)")
@@ -145,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from prbench.analysis.correlation import correlate, format_table
+    from prbench.analysis.correlation import correlate, diagnostic_note, format_table
     from prbench.analysis.plots import correlation_figure
     from prbench.analysis.runs import read_json
 
@@ -157,9 +162,20 @@ def _run(args: argparse.Namespace) -> int:
         bench, notes = benchmark_side(args.benchmark, bon, args.condition)
     else:
         bench, notes = bon_benchmark(bon), [f"{args.downstream}: pair accuracy of its records"]
-    if args.exclude_diagnostic:
+    if args.include_diagnostic and args.exclude_diagnostic:
+        raise ValueError("--include_diagnostic and --exclude_diagnostic contradict each other: "
+                         "give one (leaving DIAGNOSTIC scorers out is the default)")
+    excluded: list[str] = []
+    if not args.include_diagnostic:
+        excluded = sorted(diagnostic & (set(bench.items) | set(down.items)))
         for side in (bench, down):
             side.items = {k2: v for k2, v in side.items.items() if k2 not in diagnostic}
+    if excluded and len(set(bench.items) & set(down.items)) < 2:
+        raise ValueError(
+            f"rank correlation needs at least two scorers besides the DIAGNOSTIC ones "
+            f"({', '.join(excluded)}), which are left out by default: add reward models, or "
+            "pass --include_diagnostic to rank the oracle with them"
+        )
     result = correlate(
         bench, down, p=args.rbo_p, resamples=args.resamples, confidence=args.confidence,
         seed=args.seed,
@@ -168,13 +184,13 @@ def _run(args: argparse.Namespace) -> int:
     result["downstream_file"] = str(args.downstream)
     result["sources"] = notes
     result["diagnostic"] = sorted(diagnostic & set(result["scorers"]))
+    result["excluded_diagnostic"] = excluded
     result["sample"] = bool(bon.get("sample"))
     result["points"] = scorer_points(result, bench, down)
     out = Path(args.output_path)
     out.mkdir(parents=True, exist_ok=True)
     table = format_table(result)
-    if result["diagnostic"]:
-        table += f"\nDIAGNOSTIC scorers included (read the hidden rubric): {result['diagnostic']}"
+    table += diagnostic_note(result)
     if result["sample"]:
         table += "\nData: the bundled SAMPLE, not the benchmark."
     write_json(out / "correlation.json", result, indent=1)  # strict JSON: NaN as null + a note

@@ -178,11 +178,12 @@ class PRBenchLM(LM):
         #: what every process did (rank 0, after lm-eval gathered the metrics)
         self._shards: list[dict[str, Any]] | None = None
         _OPEN.add(self)
-        from prbench.harness import writeout
+        from prbench.harness import lm_eval_git, writeout
         from prbench.profiles.lazy import defer_to
 
         defer_to(self)  # rows' profiles are built here, for the rows scored (not in doc_to_text)
         writeout.install(self)  # --write_out shows what this scorer gets, not doc_to_text's text
+        lm_eval_git.install()  # the results' git_hash without git's "fatal: not a git repository"
         self._chat_note_given = False
 
     @classmethod

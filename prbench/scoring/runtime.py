@@ -323,7 +323,7 @@ class ScorerRuntime:
         pending = replan(missing)
         out: dict[str, float] = {}
         total = sum(len(c) for c in pending)
-        bar = progress_bar(total, desc=self.name, unit=unit, enabled=self.progress)
+        bar = progress_bar(total, desc=f"scoring: {self.name}", unit=unit, enabled=self.progress)
         try:
             while pending:
                 chunk = pending.pop(0)
