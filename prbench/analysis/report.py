@@ -33,8 +33,8 @@ from typing import Any
 from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.analysis.summary import order_totals
 from prbench.outputs import write_text
-from prbench.tables import markdown_table
 from prbench.progress import progress_bar
+from prbench.tables import markdown_table
 
 Block = tuple[Any, ...]
 #: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
