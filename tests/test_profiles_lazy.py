@@ -209,7 +209,10 @@ def test_a_builder_that_cannot_be_built_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     plugin = write_plugin(tmp_path)
-    meta = {"prbench_profile_options": {"model": str(tmp_path / "no-such-model")}}
+    # the custom task on the bundled sample's pairs (it needs prbench_data since issue 38)
+    sample = Path(tasks.__file__).resolve().parents[1] / "data" / "sample" / "pairs"
+    meta = {"prbench_data": str(sample),
+            "prbench_profile_options": {"model": str(tmp_path / "no-such-model")}}
     code, _, err = run_eval(
         ["--plugin", str(plugin), "eval", "--tasks", TASK, "--model_args", "scorer=counting",
          "--metadata", json.dumps(meta), "--limit", "1", "--no-progress"], capsys,
