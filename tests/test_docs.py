@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "CONTRIBUTING.md", *sorted(
     str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 #: every markdown page of the repository, for the link check (plugin, task and data READMEs too)
-LINK_PAGES = sorted({*PAGES, *(str(p.relative_to(ROOT)) for pattern in (
+LINK_PAGES = sorted({*PAGES, "CHANGELOG.md", *(str(p.relative_to(ROOT)) for pattern in (
     "plugins/*/*.md", "tasks/**/*.md", "prbench/data/**/*.md") for p in ROOT.glob(pattern))})
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 FENCE = re.compile(r"^\s*```(\S*)\s*$")  # also indented, inside a list item
