@@ -81,6 +81,26 @@ class ScriptedBackend:
         raise NotImplementedError("ScriptedBackend has no log-probabilities")
 
 
+def send_json(handler: BaseHTTPRequestHandler, document: Any, status: int = 200,
+              headers: dict[str, str] | None = None) -> None:
+    """Answer a stand-in server's request with ``document`` as JSON (bytes are sent as they are).
+
+    Args:
+        handler: the request handler answering.
+        document: what to send: JSON-able, or ``bytes`` sent unchanged (a malformed reply).
+        status: the HTTP status.
+        headers: extra headers (``Retry-After``, ...).
+    """
+    data = document if isinstance(document, bytes) else json.dumps(document).encode()
+    handler.send_response(status)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class LoopbackOpenAI:
     """A real HTTP server on 127.0.0.1 answering ``POST /v1/chat/completions`` with ``script``.
 
@@ -116,12 +136,7 @@ class LoopbackOpenAI:
                     "model": body.get("model", ""),
                     "choices": [{"index": 0, "finish_reason": finish, "message": message}],
                 }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, reply)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -382,6 +397,7 @@ __all__ = [
     "reset_registry",
     "reset_task_state",
     "run_cli",
+    "send_json",
     "skip_unless_installed",
     "token_slot_limit",
 ]

@@ -11,12 +11,15 @@ server with scripted failures, for tests of code that talks to one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from prbench.testing import send_json
 
 if TYPE_CHECKING:
     from prbench.backends import BackendSpec, GenerationBackend
@@ -323,16 +326,7 @@ def _make_handler(server: ScriptedOpenAIServer) -> type:
             finally:
                 with server._lock:
                     server.in_flight -= 1
-            data = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in extra.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout test)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client gave up
+                send_json(self, answer, status, extra)
 
     return Handler

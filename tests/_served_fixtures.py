@@ -30,6 +30,7 @@ with that status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -37,6 +38,8 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from prbench.testing import send_json
 
 
 class FakeRMServer:
@@ -227,15 +230,8 @@ def _handler(server: FakeRMServer) -> type:
             return
 
         def _send(self, status: int, answer: Any) -> None:
-            data = json.dumps(answer).encode()
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout test)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # client gave up
+                send_json(self, answer, status)
 
         def do_GET(self) -> None:
             with server._lock:

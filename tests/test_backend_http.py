@@ -24,6 +24,7 @@ from prbench.backends.http import (
     BackendRequestError,
     OpenAIBackend,
 )
+from prbench.testing import send_json
 
 GREEDY = GenerationConfig(max_new_tokens=32)
 
@@ -387,13 +388,8 @@ class DroppingServer:
                     if stop:
                         threading.Thread(target=owner.stop, daemon=True).start()
                     return
-                data = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": answer(text)}}]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, {"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": answer(text)}}]})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True

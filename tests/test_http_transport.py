@@ -28,6 +28,7 @@ from prbench.backends.http import BackendRequestError, OpenAIBackend
 from prbench.backends.http_exchange import CABundleError, HttpSession, _Backend
 from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
 from prbench.downstream.serve_client import RewardClient, RewardServerError
+from prbench.testing import send_json
 
 GREEDY = GenerationConfig(max_new_tokens=8)
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
@@ -102,14 +103,7 @@ class KeepAliveServer:
 
             def _send(self, status: int, document: Any, headers: dict[str, str] | None = None,
                       ) -> None:
-                data = json.dumps(document).encode()
-                self.send_response(status)
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, document, status, headers)
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -288,12 +282,7 @@ class StandInProxy:
                     document: Any = {"scores": [7.0 for _ in body["items"]]}
                 else:
                     document = completion("from the proxy")
-                data = json.dumps(document).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, document)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
