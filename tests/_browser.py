@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,25 @@ def chromium_path() -> str | None:
         if found:
             return found
     return None
+
+
+def browser_or_skip(width: int | None = None) -> Iterator[Browser]:
+    """A started Chromium for a module's ``browser`` fixture; the test skips when none is installed.
+
+    Args:
+        width: the window's width in CSS pixels (height 900), or None for Chromium's default.
+    """
+    path = chromium_path()
+    if path is None:
+        import pytest
+
+        pytest.skip("no Chromium (apt-get install chromium; .ci/run installs it)")
+    with Browser(path) as b:
+        if width is not None:
+            b.call("Emulation.setDeviceMetricsOverride",
+                   {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                   session=True)
+        yield b
 
 
 class BrowserError(RuntimeError):

@@ -20,7 +20,7 @@ import pytest
 
 from prbench.analysis.explorer import explorer_html
 from prbench.analysis.explorer_data import explorer_pairs, judge_orders, run_data
-from tests._browser import Browser, chromium_path
+from tests._browser import Browser, browser_or_skip
 
 DATE = "2026-01-01T00-00-00.000000"
 HOSTILE = "</script><img src=x onerror=\"window.__pwned=1\"><b>bold</b> & \u2028"
@@ -153,11 +153,7 @@ def _counts(browser: Browser) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def browser() -> Any:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("no Chromium (apt-get install chromium; .ci/run installs it)")
-    with Browser(path) as b:
-        yield b
+    yield from browser_or_skip()
 
 
 def test_page_in_chromium_escapes_and_filters(tmp_path: Path, browser: Browser) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests._browser import Browser, chromium_path
+from tests._browser import Browser, browser_or_skip
 
 DATE = "2026-01-01T00-00-00.000000"
 DOMAINS = ("Art_and_Entertainment", "Lifestyle_and_Personal_Development", "Society_and_Culture")
@@ -141,14 +141,7 @@ def test_the_page_is_one_offline_file_with_short_labels(report: Path) -> None:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("no Chromium (apt-get install chromium; .ci/run installs it)")
-    with Browser(path) as b:
-        b.call("Emulation.setDeviceMetricsOverride",
-               {"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-               session=True)
-        yield b
+    yield from browser_or_skip(WIDTH)
 
 
 def _fits(browser: Browser) -> None:

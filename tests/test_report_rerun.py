@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests._browser import Browser, chromium_path
+from tests._browser import Browser, browser_or_skip
 
 SCORERS = ("length", "oracle-rubric")
 TASKS = ("personalized_rewardbench_sample,personalized_rewardbench_sample_noprofile,"
@@ -114,11 +114,7 @@ def _samples_counts(results: Path, label: str, suffix: str) -> Counter[tuple[str
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("no Chromium (apt-get install chromium; .ci/run installs it)")
-    with Browser(path) as b:
-        yield b
+    yield from browser_or_skip()
 
 
 def _select(browser: Browser, select: str, value: str) -> None:
