@@ -279,3 +279,34 @@ def test_an_installed_plugins_own_file_given_with_plugin_says_to_drop_the_flag()
     assert trouble is not None and "a plugin named 'template' is already loaded" in trouble
     assert "if it is this one, installed, drop --plugin" in trouble
     assert registry.get("scorer", "question-overlap").plugin == "template"  # still usable
+
+
+def test_lm_evals_limit_warning_is_reworded_not_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """lm-eval's all-caps ``--limit`` warning reads as prbench's line; the filter goes after."""
+    import logging
+
+    from prbench.harness.lm_eval_messages import LIMIT_WARNING, LimitWarningFilter
+
+    texts: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            texts.append(record.getMessage())
+
+    logger = logging.getLogger("lm_eval.config.evaluate_config")
+    keep = Keep(logging.WARNING)
+    logger.addHandler(keep)  # lm-eval's loggers may not propagate to pytest's handler
+    try:
+        code, _, _ = run_eval(
+            ["eval", "--tasks", "personalized_rewardbench_sample", "--model_args",
+             "scorer=length", "--limit", "2", "--no_progress", "-o", str(tmp_path / "out")],
+            capsys,
+        )
+    finally:
+        logger.removeHandler(keep)
+    assert code == 0
+    assert not any(LIMIT_WARNING in t for t in texts), texts
+    assert any(t.startswith("--limit 2: only 2 pairs per task are evaluated") for t in texts), texts
+    assert not [f for f in logger.filters if isinstance(f, LimitWarningFilter)]

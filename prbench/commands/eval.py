@@ -254,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
     # not read them (the next scorer would see them empty)
     tasks.reset()
     try:
-        with capture_lm_eval(tables=args.show_lm_eval_tables) as captured:
+        with capture_lm_eval(tables=args.show_lm_eval_tables) as captured, \
+                lm_eval_messages.reworded_limit_warning(getattr(ns, "limit", None)):
             ns.func(ns)
     except expected as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)

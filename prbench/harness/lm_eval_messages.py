@@ -15,9 +15,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,50 @@ def quiet_metadata_hint(*, metadata_given: bool) -> MetadataHintFilter:
     hint_filter = MetadataHintFilter(metadata_given=metadata_given)
     logger.addFilter(hint_filter)
     return hint_filter
+
+
+#: the start of lm-eval 0.4.13's all-caps warning when ``--limit`` is given
+LIMIT_WARNING = "--limit SHOULD ONLY BE USED FOR TESTING"
+
+
+class LimitWarningFilter(logging.Filter):
+    """Rewords lm-eval's all-caps ``--limit`` warning as prbench's one-line warning.
+
+    The warning is not dropped: the record's text becomes ``limit_note`` (what prbench's summary
+    also says under the table), so a run on part of each task still says so when it starts.
+    """
+
+    def __init__(self, limit_note: str) -> None:
+        super().__init__("prbench-limit-warning")
+        self.limit_note = limit_note
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """True always; lm-eval's ``--limit`` warning is reworded first."""
+        if isinstance(record.msg, str) and record.msg.startswith(LIMIT_WARNING):
+            record.msg, record.args = self.limit_note, ()
+        return True
+
+
+@contextlib.contextmanager
+def reworded_limit_warning(limit: float | None) -> Iterator[None]:
+    """Reword lm-eval's ``--limit`` warning (on ``lm_eval.config.evaluate_config``) for a block.
+
+    Args:
+        limit: ``--limit`` as given (pairs per task, or a fraction below 1), or None.
+    """
+    if not limit:
+        yield
+        return
+    shown = f"{limit:g} pairs per task" if limit >= 1 else f"{limit:.0%} of each task's pairs"
+    note = (f"--limit {limit:g}: only {shown} are evaluated; the numbers are not benchmark "
+            "results (for a quick check, not for a table)")
+    logger = logging.getLogger("lm_eval.config.evaluate_config")
+    limit_filter = LimitWarningFilter(note)
+    logger.addFilter(limit_filter)
+    try:
+        yield
+    finally:
+        logger.removeFilter(limit_filter)
 
 
 def argv_has_metadata(argv: list[str]) -> bool:
