@@ -521,3 +521,27 @@ def test_joined_condition_folders_cannot_clash(tmp_path: Path, capsys) -> None:
     assert "which holds the results of cell length/a" in err
     assert sorted((out / "runs" / "length" / "a+b").rglob("*.json")) == kept
     assert _record(out, "length", "a")["status"] == "done"
+
+
+def test_the_up_front_check_leaves_out_cells_already_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-run needs no plugin for finished cells; a cell still to run is checked."""
+    from prbench.commands.sweep import check_cells
+    from prbench.harness import sweep as sweep_run
+    from prbench.harness.sweep_file import SweepFileError, load_sweep
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("scorers:\n- {name: gone, model_args: {scorer: no-longer-installed}}\n"
+                    "- {name: len, model_args: {scorer: length}}\n"
+                    "conditions: [{name: p, tasks: personalized_rewardbench_sample}]\n",
+                    encoding="utf-8")
+    sweep = load_sweep(str(path))
+    with pytest.raises(SweepFileError, match=r"scorer 'gone'.*no-longer-installed"):
+        check_cells(sweep, ())  # no folder: every cell is checked
+    done: set[str] = set()
+    monkeypatch.setattr(sweep_run, "finished", lambda _out, cell: cell.scorer.name in done)
+    with pytest.raises(SweepFileError, match="scorer 'gone'"):
+        check_cells(sweep, (), tmp_path, None)  # nothing finished yet
+    done.add("gone")
+    check_cells(sweep, (), tmp_path, None)  # its cell is finished: not checked again

@@ -101,10 +101,18 @@ def _output(args: argparse.Namespace, sweep: object) -> Path:
     return Path("results") / f"sweep-{Path(args.sweep_file).stem}"
 
 
-def check_cells(sweep: Any, plugins: Sequence[str]) -> None:
-    """Check every cell's scorer, options and tasks before any cell runs.
+def check_cells(sweep: Any, plugins: Sequence[str], out: Path | None = None,
+                limit: float | None = None) -> None:
+    """Check the scorer, options and tasks of every cell that will run, before any runs.
 
     A typo would otherwise surface only when its cell's turn came, after the cells before it ran.
+    With ``out``, cells already finished there are left out (a re-run needs no plugin for them).
+
+    Args:
+        sweep: the loaded sweep file.
+        plugins: the ``--plugin`` files.
+        out: the sweep's output folder, or None to check every cell.
+        limit: ``--limit`` (overrides the file's; part of a cell's fingerprint).
 
     Raises:
         SweepFileError: an unknown scorer or option, or a misspelt prbench task, named with the
@@ -118,8 +126,15 @@ def check_cells(sweep: Any, plugins: Sequence[str]) -> None:
     from prbench.plugins import get_registry
     from prbench.scoring.runtime_options import split_options
 
+    cells = sweep.cells(limit)
+    if out is not None:
+        from prbench.harness.sweep import finished
+
+        cells = [cell for cell in cells if not finished(out, cell)]
+    scorers = {cell.scorer.name: cell.scorer for cell in cells}
+    conditions = {cell.condition.name: cell.condition for cell in cells}
     registry = get_registry(plugins)
-    for scorer in sweep.scorers:
+    for scorer in scorers.values():
         try:
             raw = parse_kv_string(scorer.model_args)
             component = registry.get("scorer", str(raw.pop("scorer", "")))
@@ -128,7 +143,7 @@ def check_cells(sweep: Any, plugins: Sequence[str]) -> None:
             raise SweepFileError(where_in(sweep.path, f"scorer {scorer.name!r}: "
                                           f"{one_line(exc)}")) from None
     names = tasks.task_names(tasks.task_dirs())
-    for condition in sweep.conditions:
+    for condition in conditions.values():
         typo = misspelt_task(condition.tasks, names)
         if typo:
             raise SweepFileError(where_in(sweep.path, f"condition {condition.name!r}: {typo}"))
@@ -152,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         print(format_estimates(estimates, tokens_per_word=args.tokens_per_word))
         return 0
     out = check_output_dir(_output(args, sweep))
-    check_cells(sweep, getattr(args, "plugin", None) or ())
+    check_cells(sweep, getattr(args, "plugin", None) or (), out, args.limit)
     if args.max_retries < 0:
         from prbench.options import OptionsError
 
