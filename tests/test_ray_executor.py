@@ -281,11 +281,13 @@ def test_bad_input_cell_fails_once_without_retry(runs: dict[str, Any]) -> None:
     kill = _ok(runs["ray"]["kill"])
     bad = _records(tmp / "small-ray")["bad/none"]
     assert bad["status"] == "failed" and bad["exit_code"] == 1
-    assert bad["error"].startswith("error:") and "bad on purpose" in bad["error"]
+    # the record keeps the cause; the sweep's one line adds "error: cell ... failed:" (issue 38)
+    assert bad["error"].startswith("refuses:") and "bad on purpose" in bad["error"]
     assert bad["error"] == _records(tmp / "small-local")["bad/none"]["error"]
     builds = (tmp / "builds-ray.txt").read_text(encoding="utf-8").splitlines()
     assert builds == ["built"]  # one attempt: bad input is never retried
-    assert "error: cell bad/none failed: error:" in kill["stdout"]
+    assert "error: cell bad/none failed: refuses:" in kill["stdout"]
+    assert "failed: error:" not in kill["stdout"]  # printed once, not "error:" twice
     assert "| bad | failed |" in (tmp / "small-ray" / "sweep_table.md").read_text()
 
 
