@@ -1,6 +1,7 @@
 """Shared test set-up: every test runs offline, with its own plugin registry and cache dirs."""
 
 import os
+import signal
 import sys
 import types
 from collections.abc import Iterator
@@ -9,6 +10,13 @@ from pathlib import Path
 import pytest
 
 from prbench.testing import isolated_tests
+
+# The Ctrl-C tests (SIGINT to prbench, in this process and in the commands it starts) need
+# SIGINT's normal meaning. A shell that starts the suite in the background (`make test &`,
+# nohup) hands it SIGINT ignored, which every child would inherit: restore the default here, so
+# this process raises KeyboardInterrupt and its children start with the default action.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # ``from tests._x import ...`` must reach this folder. It is a namespace package, and a regular
 # package named ``tests`` anywhere on the path wins over it: some wheels ship one (verl and
