@@ -57,5 +57,6 @@ def test_the_report_renders_best_of_n_and_correlation_tables_from_data() -> None
                                       ["scorer", "acc", "bon"]]
     page = report.to_html([b for b in blocks if b[0] in ("table", "p")], "t")
     # a "|" in a label stays in its cell: the table is never written as Markdown and parsed back
-    assert "<th>a|b</th>" in page and "<td>0.500 [0.400, 0.600]</td>" in page
-    assert "<p>Data: the bundled SAMPLE, not the benchmark.</p>" in page
+    assert "<th class='num'>a|b</th>" in page
+    assert "<td class='num'>0.500<span class='ci'>[0.400, 0.600]</span></td>" in page
+    assert "<p class='sample'>Data: the bundled SAMPLE, not the benchmark.</p>" in page
