@@ -6,6 +6,7 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,19 @@ def faulty_plugin(tmp_path: Path) -> Iterator[Path]:
     tasks.reset()
     yield path
     tasks.reset()
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures ``prbench.analysis.plots`` saves during a test, kept for inspection."""
+    from prbench.analysis import plots
+
+    kept: list[Any] = []
+    real = plots._save
+
+    def keep(fig: Any, path: Any) -> Path:
+        kept.append(fig)
+        return real(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return kept

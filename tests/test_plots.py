@@ -1,27 +1,14 @@
-"""Figures carry the tables' flags: SAMPLE, DIAGNOSTIC, the interval level, no doubled series."""
+"""Figures carry the tables' flags: SAMPLE, DIAGNOSTIC, the interval level, no doubled series.
+
+``figures`` (tests/conftest.py) keeps the figures the plot functions save.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from prbench.analysis import plots
-
-
-@pytest.fixture
-def figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The figures the plot functions save, kept for inspection."""
-    kept: list[Any] = []
-    real = plots._save
-
-    def keep(fig: Any, path: Any) -> Path:
-        kept.append(fig)
-        return real(fig, path)
-
-    monkeypatch.setattr(plots, "_save", keep)
-    return kept
 
 
 def _legend(fig: Any) -> list[str]:

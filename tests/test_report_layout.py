@@ -271,19 +271,11 @@ def test_a_permalink_opens_its_pair(report: Path, browser: Browser) -> None:
     assert browser.errors == []
 
 
-def test_every_figure_keeps_its_labels_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                             ) -> None:
+def test_every_figure_keeps_its_labels_inside(tmp_path: Path, figures: list[Any]) -> None:
     """Best-of-N, bars, panels and lines: every text of the figure inside the drawn image."""
     from prbench.analysis import plots
 
-    kept: list[Any] = []
-    real = plots._save
-
-    def keep(fig: Any, path: Any) -> Path:
-        kept.append(fig)
-        return real(fig, path)
-
-    monkeypatch.setattr(plots, "_save", keep)
+    kept = figures
     curve = {"curve": {"points": [{"value": v, "low": v - 0.1, "high": v + 0.1}
                                   for v in (0.4, 0.5, 0.6)]}}
     plots.bon_curves({"ks": [1, 2, 4], "sample": True, "bootstrap": {"confidence": 0.95},
