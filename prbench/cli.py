@@ -374,21 +374,14 @@ def quiet_progress(no_progress: bool) -> Iterator[None]:
     (:func:`prbench.progress.library_bars_off`), both for ``--no_progress`` and when standard
     error is not a terminal (unless the user set ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1``
     themselves); on a terminal their unlabelled bars are off
-    (:func:`prbench.progress.unlabelled_bars_off`). Everything is put back when the command ends.
+    (:func:`prbench.progress.library_bars_quiet`). Everything is put back when the command ends.
     """
-    from prbench.progress import (
-        ENV_VAR,
-        disable_progress,
-        library_bars_off,
-        progress_enabled,
-        restored_env,
-        unlabelled_bars_off,
-    )
+    from prbench.progress import ENV_VAR, disable_progress, library_bars_quiet, restored_env
 
     with restored_env(ENV_VAR):
         if no_progress:
             disable_progress()
-        with library_bars_off() if not progress_enabled() else unlabelled_bars_off():
+        with library_bars_quiet():
             yield
 
 

@@ -245,36 +245,67 @@ def resolve_dtype(requested: str, device: Any) -> str:
 
 # -- CPU threads of the profile encoders ------------------------------------------------------
 
-#: Seconds over which the kernel's 1-minute load average forgets (its time constant).
-LOAD_WINDOW_S = 60.0
+#: How the run queue is sampled before each decision: samples, and seconds between them.
+RUN_QUEUE_SAMPLES = 8
+RUN_QUEUE_INTERVAL_S = 0.005
 
 
-class OwnCpu:
-    """This process's own CPU use, averaged the way the kernel averages the 1-minute load.
+def _running_in_system() -> int:
+    """Threads of the whole system runnable now (running or waiting for a core).
 
-    The load average counts this process's threads too; :func:`resolve_threads` subtracts this
-    average from it to see what the *other* processes use. Each :meth:`rate` call folds the CPU
-    seconds used since the previous call into an exponential average with the load average's
-    time constant (:data:`LOAD_WINDOW_S`).
+    The first number of the fourth field of ``/proc/loadavg`` (``running/total``); it counts
+    the thread reading it.
     """
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        return int(fh.read().split()[3].split("/")[0])
 
-    def __init__(self) -> None:
-        self._last: tuple[float, float] | None = None
-        self._avg = 0.0
 
-    def rate(self) -> float:
-        """Cores this process kept busy, on average over about the last minute."""
-        import math
-        import time
+def _running_in_this_process() -> int:
+    """This process's threads in state ``R`` (running or runnable), from ``/proc/self/task``."""
+    import os
 
-        now = (time.monotonic(), time.process_time())
-        if self._last is not None:
-            wall, cpu = now[0] - self._last[0], now[1] - self._last[1]
-            if wall > 0:
-                keep = math.exp(-wall / LOAD_WINDOW_S)
-                self._avg = self._avg * keep + (cpu / wall) * (1.0 - keep)
-        self._last = now
-        return self._avg
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        # the state follows the command name, which is in parentheses and may hold spaces
+        if stat[stat.rindex(")") + 2 :].startswith("R"):
+            count += 1
+    return count
+
+
+def runnable_elsewhere(
+    samples: int = RUN_QUEUE_SAMPLES, interval_s: float = RUN_QUEUE_INTERVAL_S
+) -> float | None:
+    """Threads of *other* processes that want a core now, averaged over a few samples.
+
+    Each sample is the kernel's count of runnable threads less this process's own runnable
+    threads. Unlike the 1-minute load average this sees the machine as it is now: a job that
+    ended seconds ago no longer counts, and one that just started already does.
+
+    Args:
+        samples: how many times the run queue is read.
+        interval_s: seconds between two reads.
+
+    Returns:
+        The mean over the samples (``>= 0``), or ``None`` where ``/proc`` cannot be read.
+    """
+    import time
+
+    seen: list[int] = []
+    for i in range(max(1, samples)):
+        if i:
+            time.sleep(interval_s)
+        try:
+            system = _running_in_system()
+            own = _running_in_this_process()
+        except (OSError, ValueError, IndexError):
+            return None
+        seen.append(max(0, system - own))
+    return sum(seen) / len(seen)
 
 
 def usable_cpus() -> int:
@@ -292,8 +323,7 @@ def resolve_threads(
     device: str,
     *,
     default: int,
-    own: float = 0.0,
-    load: float | None = None,
+    others: float | None = None,
     cpus: int | None = None,
 ) -> tuple[int, str]:
     """The intra-op thread count a CPU encoder runs with, and why (for manifests and logs).
@@ -303,9 +333,8 @@ def resolve_threads(
             the other processes leave free when the machine is busy; a positive count is kept.
         device: the resolved device (on a GPU the count is left as it is).
         default: torch's thread count before the encoder changes it.
-        own: cores this process itself kept busy lately (:meth:`OwnCpu.rate`), which the load
-            average includes.
-        load: the 1-minute load average (read from the system when ``None``).
+        others: threads of other processes that want a core now (:func:`runnable_elsewhere`
+            when ``None``).
         cpus: the usable CPUs (:func:`usable_cpus` when ``None``).
 
     Returns:
@@ -314,8 +343,6 @@ def resolve_threads(
     Raises:
         ValueError: a count below 1 or a value that is neither a count nor ``auto``.
     """
-    import os
-
     text = "auto" if requested is None else str(requested).strip().lower()
     if text != "auto":
         try:
@@ -330,14 +357,12 @@ def resolve_threads(
     if not device.startswith("cpu"):
         return default, f"auto: {device} computes; torch's {default} thread(s) kept"
     cpus = usable_cpus() if cpus is None else cpus
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except OSError:  # pragma: no cover - no load average on this system
-            return default, "auto: no load average here; torch's count kept"
-    others = max(0.0, load - own)
+    if others is None:
+        others = runnable_elsewhere()
+        if others is None:  # pragma: no cover - no /proc on this system
+            return default, "auto: the run queue cannot be read here; torch's count kept"
     free = cpus - others
     # measured (docs/scale.md): past the cores, every thread more slows all of them down
     threads = max(1, min(default, int(free + 0.5)))
-    return threads, (f"auto: {cpus} CPU(s), load {load:.1f} of which this process {own:.1f}, "
-                     f"so ~{max(0.0, free):.1f} free; torch's default {default}")
+    return threads, (f"auto: {cpus} CPU(s), {others:.1f} thread(s) of other processes want "
+                     f"one now, so ~{max(0.0, free):.1f} free; torch's default {default}")

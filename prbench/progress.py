@@ -309,6 +309,18 @@ def unlabelled_bars_off() -> Iterator[None]:
         tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def library_bars_quiet() -> Iterator[None]:
+    """The libraries' tqdm bars as prbench shows them, until the block ends.
+
+    Without a terminal (or with bars off) all of them are off: prbench's heartbeat lines speak
+    for long steps (:func:`library_bars_off`); on a terminal only the unlabelled ones are
+    (:func:`unlabelled_bars_off`).
+    """
+    with library_bars_off() if not progress_enabled() else unlabelled_bars_off():
+        yield
+
+
 def disable_progress() -> None:
     """Turn bars off for this process and its children (what ``--no_progress`` does)."""
     os.environ[ENV_VAR] = "0"

@@ -310,3 +310,32 @@ def test_lm_evals_limit_warning_is_reworded_not_dropped(
     assert not any(LIMIT_WARNING in t for t in texts), texts
     assert any(t.startswith("--limit 2: only 2 pairs per task are evaluated") for t in texts), texts
     assert not [f for f in logger.filters if isinstance(f, LimitWarningFilter)]
+
+
+def test_a_plain_lm_eval_run_of_prbench_is_shown_as_prbench_eval_shows_it() -> None:
+    """Plain ``lm_eval --model prbench``: the --limit warning reworded, library bars quiet."""
+    import logging
+
+    import tqdm.std
+
+    from prbench.harness import lm_eval_messages as messages
+
+    original = tqdm.std.tqdm.__dict__["__init__"]
+    assert messages.quiet_plain_run(["--model", "hf", "--limit", "2"]) is False  # not ours
+    assert tqdm.std.tqdm.__dict__["__init__"] is original
+    logger = logging.getLogger("lm_eval.config.evaluate_config")
+    try:
+        assert messages.quiet_plain_run(["--model", "prbench", "--tasks", "t", "--limit", "1"])
+        record = logging.LogRecord(logger.name, logging.WARNING, __file__, 1,
+                                   messages.LIMIT_WARNING + ". REAL METRICS ...", None, None)
+        assert all(f.filter(record) for f in logger.filters)
+        assert record.getMessage().startswith("--limit 1: only 1 pair per task is evaluated")
+        # pytest's standard error is no terminal: every library bar is off
+        assert tqdm.std.tqdm(range(3), desc="lm-eval's labelled bar").disable
+        assert messages.quiet_plain_run(["--model", "prbench"])  # once per process
+    finally:
+        stack = messages._state.pop("plain_run", None)
+        if stack is not None:
+            stack.close()
+    assert tqdm.std.tqdm.__dict__["__init__"] is original
+    assert not [f for f in logger.filters if isinstance(f, messages.LimitWarningFilter)]

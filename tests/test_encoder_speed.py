@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -131,25 +132,55 @@ def test_the_thread_count_is_set_for_the_steps_and_put_back(tiny_model: Path) ->
 
 def test_auto_threads_never_exceed_the_cores_others_leave_free() -> None:
     rule = devices.resolve_threads
-    assert rule("auto", "cpu", default=8, load=0.3, cpus=8)[0] == 8  # idle: torch's own
-    assert rule("auto", "cpu", default=8, load=6.0, cpus=8)[0] == 2
-    assert rule("auto", "cpu", default=2, load=14.0, cpus=2)[0] == 1  # oversubscribed
-    # this process's own threads are in the load average: they do not count as others
-    assert rule("auto", "cpu", default=2, load=2.1, cpus=2, own=2.0)[0] == 2
-    assert rule(None, "cpu", default=4, load=0.0, cpus=4)[0] == 4
-    assert rule(3, "cpu", default=8, load=50.0, cpus=8) == (3, "asked for")
-    assert rule("auto", "cuda:0", default=8, load=50.0, cpus=8)[0] == 8  # a GPU computes
+    assert rule("auto", "cpu", default=8, others=0.3, cpus=8)[0] == 8  # idle: torch's own
+    assert rule("auto", "cpu", default=8, others=6.0, cpus=8)[0] == 2
+    assert rule("auto", "cpu", default=2, others=14.0, cpus=2)[0] == 1  # oversubscribed
+    assert rule("auto", "cpu", default=2, others=0.4, cpus=2)[0] == 2
+    assert rule(None, "cpu", default=4, others=0.0, cpus=4)[0] == 4
+    assert rule(3, "cpu", default=8, others=50.0, cpus=8) == (3, "asked for")
+    assert rule("auto", "cuda:0", default=8, others=50.0, cpus=8)[0] == 8  # a GPU computes
     with pytest.raises(ValueError, match="embed_threads"):
         rule("many", "cpu", default=2)
     with pytest.raises(ValueError, match="at least 1"):
         rule(0, "cpu", default=2)
 
 
-def test_own_cpu_rate_follows_this_process() -> None:
-    own = devices.OwnCpu()
-    assert own.rate() == 0.0  # nothing to compare with yet
-    sum(i * i for i in range(2_000_000))  # busy: the average rises above zero
-    assert own.rate() > 0.0
+def _spin(ready: Any) -> None:
+    ready.set()
+    while True:
+        pass
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_the_run_queue_counts_a_busy_process() -> None:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    child = ctx.Process(target=_spin, args=(ready,), daemon=True)
+    child.start()
+    try:
+        assert ready.wait(120)
+        # a spinning process is runnable at every sample, whether or not it has a core then
+        assert devices.runnable_elsewhere(samples=4, interval_s=0.001) >= 1.0
+    finally:
+        child.kill()
+        child.join()
+    # the thread that reads is running: the parser of /proc/self/task/*/stat finds it
+    assert devices._running_in_this_process() >= 1
+
+
+def test_the_run_queue_leaves_out_this_process_and_averages_its_samples(monkeypatch) -> None:
+    counts = iter([5, 3, 4, 4])
+    monkeypatch.setattr(devices, "_running_in_system", lambda: next(counts))
+    monkeypatch.setattr(devices, "_running_in_this_process", lambda: 2)
+    assert devices.runnable_elsewhere(samples=4, interval_s=0.0) == (3 + 1 + 2 + 2) / 4
+
+    def unreadable() -> int:
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(devices, "_running_in_system", unreadable)
+    assert devices.runnable_elsewhere(samples=2, interval_s=0.0) is None
 
 
 def test_the_options_take_threads_and_an_unset_batch_size() -> None:

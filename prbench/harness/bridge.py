@@ -38,6 +38,7 @@ from prbench.harness.lm_eval_messages import (
     argv_has_metadata,
     install_clean_errors,
     quiet_metadata_hint,
+    quiet_plain_run,
     stop_on_bad_model_args,
     stop_without_model,
     warn_troubled_plugins,
@@ -189,6 +190,7 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
     if name == "lm_eval.config.evaluate_config" and running_lm_eval_cli():
         stop_without_model(sys.argv[1:])
         stop_on_bad_model_args(sys.argv[1:])  # before lm-eval indexes its tasks
+        quiet_plain_run(sys.argv[1:])  # lm-eval logs its --limit warning from this module
         use_tracker()  # `lm_eval run` starts: it looks up lm_eval.loggers.EvaluationTracker next
     if running_lm_eval_cli():
         patch_table()  # before lm-eval's run command binds make_table (after evaluate_config)

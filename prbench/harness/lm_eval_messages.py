@@ -10,11 +10,15 @@
   machine lacks ends the run as lm-eval reads its flags, before it indexes its tasks
   (:func:`stop_on_bad_model_args`);
 - lm-eval's ``--metadata`` hint, logged for every task with a ``custom_dataset``, is shown once,
-  or not at all when ``--metadata`` was given (:func:`quiet_metadata_hint`).
+  or not at all when ``--metadata`` was given (:func:`quiet_metadata_hint`);
+- a plain ``lm_eval --model prbench`` run shows what ``prbench eval`` shows: lm-eval's all-caps
+  ``--limit`` warning reworded, its unlabelled bars off, and without a terminal only prbench's
+  heartbeat lines (:func:`quiet_plain_run`).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import sys
@@ -167,8 +171,12 @@ def reworded_limit_warning(limit: float | None) -> Iterator[None]:
     if not limit:
         yield
         return
-    shown = f"{limit:g} pairs per task" if limit >= 1 else f"{limit:.0%} of each task's pairs"
-    note = (f"--limit {limit:g}: only {shown} are evaluated; the numbers are not benchmark "
+    if limit >= 1:
+        shown = f"{limit:g} pair{'' if limit == 1 else 's'} per task"
+    else:
+        shown = f"{limit:.0%} of each task's pairs"
+    verb = "is" if limit == 1 else "are"
+    note = (f"--limit {limit:g}: only {shown} {verb} evaluated; the numbers are not benchmark "
             "results (for a quick check, not for a table)")
     logger = logging.getLogger("lm_eval.config.evaluate_config")
     limit_filter = LimitWarningFilter(note)
@@ -177,6 +185,38 @@ def reworded_limit_warning(limit: float | None) -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(limit_filter)
+
+
+def quiet_plain_run(argv: Sequence[str]) -> bool:
+    """Under plain ``lm_eval --model prbench``: its output as ``prbench eval`` shows it.
+
+    For the rest of the process: lm-eval's ``--limit`` warning reworded
+    (:func:`reworded_limit_warning`) and the libraries' bars as prbench shows them
+    (:func:`prbench.progress.library_bars_quiet`: unlabelled bars off on a terminal, all of them
+    off without one, where prbench's heartbeat lines report the scoring). Both are undone at
+    exit. A run of another model is left as lm-eval shows it; installed once per process.
+
+    Args:
+        argv: the ``lm_eval`` command line (without the program name).
+
+    Returns:
+        Whether the run is one of ``--model prbench`` (and is now quieted).
+    """
+    from prbench.harness.lm_eval_args import parse_text
+    from prbench.progress import library_bars_quiet
+
+    if _state.get("plain_run") is not None:
+        return True
+    ns = parse_text(list(argv))
+    if ns is None or getattr(ns, "model", None) != MODEL_NAME:
+        return False
+    limit = getattr(ns, "limit", None)
+    stack = contextlib.ExitStack()
+    stack.enter_context(reworded_limit_warning(float(limit) if limit else None))
+    stack.enter_context(library_bars_quiet())
+    _state["plain_run"] = stack
+    atexit.register(stack.close)
+    return True
 
 
 def argv_has_metadata(argv: list[str]) -> bool:
@@ -358,6 +398,7 @@ __all__ = [
     "missing_model_hint",
     "model_args_problem_early",
     "quiet_metadata_hint",
+    "quiet_plain_run",
     "stop_on_bad_model_args",
     "stop_without_model",
     "unreadable_task_files",

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from prbench.devices import OwnCpu, resolve_device, resolve_embed_dtype, resolve_threads
+from prbench.devices import resolve_device, resolve_embed_dtype, resolve_threads
 from prbench.profiles import embed_models
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.profiles.embed_models import EmbeddingModel
@@ -84,9 +84,6 @@ _CACHE_FORMAT = "1"
 AUTO_BATCH: dict[str, int] = {"cpu": 16, "cuda": 512}
 #: the batch size of a device kind missing from :data:`AUTO_BATCH` (mps, ...)
 FALLBACK_BATCH = 32
-
-#: This process's CPU use, which the load average includes (one per process: threads are too).
-_OWN_CPU = OwnCpu()
 
 
 # -- the encoder ---------------------------------------------------------------------------------
@@ -171,7 +168,7 @@ class Encoder:
             raise ValueError(f"encoder must be one of {ENCODER_KINDS}, got {spec.encoder!r}")
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        resolve_threads(threads, "cpu", default=1, load=0.0, cpus=1)  # checks the value
+        resolve_threads(threads, "cpu", default=1, others=0.0, cpus=1)  # checks the value
         if spec.max_length is not None and spec.max_length < 1:
             raise ValueError(f"max_length must be >= 1, got {spec.max_length}")
         if spec.embed_dtype not in ("auto", "float32", "bfloat16"):
@@ -369,17 +366,15 @@ class Encoder:
     def _threads(self) -> Iterator[Callable[[], None]]:
         """Yields a function that sets torch's thread count for the next step; restores it after.
 
-        On a CPU with ``threads=auto`` the count is decided again at every step from the load
-        average less this process's own share (:func:`prbench.devices.resolve_threads`).
+        On a CPU with ``threads=auto`` the count is decided again at every step from the threads
+        of other processes that want a core then (:func:`prbench.devices.resolve_threads`).
         """
         import torch
 
         default = torch.get_num_threads()
 
         def set_threads() -> None:
-            own = _OWN_CPU.rate()
-            count, why = resolve_threads(self.threads_option, self.device, default=default,
-                                         own=own)
+            count, why = resolve_threads(self.threads_option, self.device, default=default)
             if count != torch.get_num_threads():
                 logger.info("embedding with %d thread(s): %s", count, why)
                 torch.set_num_threads(count)

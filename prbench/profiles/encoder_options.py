@@ -43,7 +43,7 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
                     "bf16 autocast on a CPU with AMX, else float32 (bf16 measured slower on "
                     "CPUs with avx512_bf16 alone and on GPUs)"),
     "embed_threads": ("auto", "CPU threads: auto = torch's count, fewer when other processes "
-                      "keep the cores busy (1-minute load average), or a count"),
+                      "want cores now (the run queue), or a count"),
 }
 
 #: The type of the ``embed_threads`` option (a count or ``auto``).
