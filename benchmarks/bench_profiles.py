@@ -345,7 +345,8 @@ def main() -> None:
           f"but default); cache off; bf16 native: "
           f"{'yes' if native else 'no'} ({why}); matmul peak fp32 "
           f"{peaks['float32'] / 1e9:.1f}, bf16 {peaks['bfloat16'] / 1e9:.1f} GFLOP/s; "
-          f"load {os.getloadavg()[0]:.1f}")
+          f"load {os.getloadavg()[0]:.1f} (1-min), {_others()} thread(s) of other processes "
+          "runnable now")
     first = None
     for data in datasets:
         records = sample_records() if data == "sample" else make_records(args.records,
@@ -358,6 +359,14 @@ def main() -> None:
           "precision; full set: 2,830 records x ~125 posts")
     if first is not None:
         print(summary_line(*first))
+
+
+def _others() -> str:
+    """Threads of other processes that want a core now (what ``embed_threads=auto`` reads)."""
+    from prbench.devices import runnable_elsewhere
+
+    seen = runnable_elsewhere()
+    return "?" if seen is None else f"{seen:.1f}"
 
 
 def summary_line(speedup: float, top10: float) -> str:
