@@ -16,6 +16,10 @@ given: without it the command ends in one ``error:`` line saying how to install 
   it forever).
 - :class:`MachineFailure` is what a task raises when the machine, not the input, ended it (a
   process killed by a signal: the kernel's OOM killer, a node going away); only it is retried.
+- :func:`task_niceness` and :func:`driver_priority`: Ray starts its workers at niceness 15
+  (``RAY_worker_niceness``), so on a node shared with other work a cell or shard would get a
+  sliver of the CPU that the same command gets locally; the work runs at the driver's niceness
+  where the node lets the worker lower its own, and :func:`niceness_warning` says so where not.
 
 Ground floor but one: imports nothing from prbench but the error base class.
 """
@@ -61,11 +65,15 @@ __all__ = [
     "alive_nodes",
     "check_shared_folder",
     "connect",
+    "driver_priority",
     "executor_info",
     "import_ray",
     "local_env",
+    "niceness",
+    "niceness_warning",
     "node_label",
     "passed_env",
+    "task_niceness",
     "task_options",
     "this_node",
     "use_local_threads",
@@ -275,6 +283,87 @@ def use_local_threads() -> int:
 
 
 _LOCAL_THREADS: dict[str, int] = {}
+
+
+def niceness() -> int:
+    """This thread's niceness (on Linux each thread has its own; a new one inherits it)."""
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def _lowest_nice_allowed() -> int:
+    """The lowest niceness this process may set.
+
+    -20 with ``CAP_SYS_NICE``, else from ``RLIMIT_NICE``: a soft limit ``r`` allows ``20 - r``
+    (the usual 0 allows no lowering at all).
+    """
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("CapEff:") and (int(line.split()[1], 16) >> 23) & 1:
+                return -20  # CAP_SYS_NICE
+    soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return -20
+    return 20 - int(soft)
+
+
+def task_niceness(driver: int) -> int:
+    """Inside a task: the niceness its work can run at, the driver's where this worker may.
+
+    Ray starts workers at ``RAY_worker_niceness`` (15 by default); lowering it needs
+    ``CAP_SYS_NICE`` or an ``RLIMIT_NICE`` that allows it. Never above the worker's own.
+
+    Args:
+        driver: the niceness of the command that submitted the task.
+    """
+    current = niceness()
+    if current <= driver:
+        return current
+    return min(current, max(driver, _lowest_nice_allowed()))
+
+
+@contextlib.contextmanager
+def driver_priority(driver: int) -> Iterator[int]:
+    """Inside a task: this worker's threads at :func:`task_niceness` for the block, then back.
+
+    Yields:
+        The niceness the block's work runs at (threads it starts inherit it).
+    """
+    target, current = task_niceness(driver), niceness()
+    if target == current:
+        yield current
+        return
+    changed: list[tuple[int, int]] = []
+    for name in os.listdir("/proc/self/task"):
+        tid = int(name)
+        try:
+            before = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, target)
+        except OSError:  # the thread ended meanwhile
+            continue
+        changed.append((tid, before))
+    try:
+        yield target
+    finally:
+        for tid, before in changed:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, tid, before)
+
+
+def niceness_warning(what: str, ran: int, driver: int, where: str) -> str:
+    """The one warning line for work a node ran at a lower priority than its driver.
+
+    Args:
+        what: what ran, e.g. ``"2 cell(s)"``.
+        ran: the niceness it ran at.
+        driver: the driver's niceness.
+        where: the node(s), e.g. ``"node 10.0.0.2 (1a2b3c4d)"``.
+    """
+    return (f"warning: {what} ran at niceness {ran} on {where}, below this command's {driver}: "
+            "Ray starts its workers at RAY_worker_niceness (15 unless set) and this worker may "
+            "not lower it, so on a node busy with other work they get little CPU; start the "
+            "nodes with `RAY_worker_niceness=0 ray start ...` (docs/scale.md \"On a cluster\")")
 
 
 def _probe(folder: str, token: str, driver_file: str) -> dict[str, str]:

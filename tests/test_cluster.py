@@ -193,3 +193,56 @@ def test_setup_installs_the_pinned_cluster_extra(tmp_path: Path) -> None:
     assert extras["cluster"] == ["ray==2.60.0"]
     installs = [line for line in _dry_run("setup", tmp_path).splitlines() if "pip install" in line]
     assert any(",cluster," in line and "-c constraints-cpu.txt" in line for line in installs)
+
+
+def test_a_task_runs_at_the_drivers_niceness_only_as_far_as_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's workers run at 15; a task lowers to the driver's where CAP_SYS_NICE/RLIMIT allow."""
+    from prbench import cluster
+
+    monkeypatch.setattr(cluster, "niceness", lambda: 15)
+    monkeypatch.setattr(cluster, "_lowest_nice_allowed", lambda: -20)  # privileged
+    assert cluster.task_niceness(0) == 0
+    monkeypatch.setattr(cluster, "_lowest_nice_allowed", lambda: 20)  # RLIMIT_NICE 0: never
+    assert cluster.task_niceness(0) == 15
+    monkeypatch.setattr(cluster, "_lowest_nice_allowed", lambda: 10)  # RLIMIT_NICE 10
+    assert cluster.task_niceness(0) == 10
+    monkeypatch.setattr(cluster, "niceness", lambda: 5)  # a worker at or below the driver's
+    assert cluster.task_niceness(5) == 5 and cluster.task_niceness(10) == 5  # never raised
+    line = cluster.niceness_warning("cells", 15, 0, "node(s) 10.0.0.2 (1a2b3c4d)")
+    assert line.startswith("warning: cells ran at niceness 15 on node(s) 10.0.0.2 (1a2b3c4d)")
+    assert "RAY_worker_niceness=0 ray start" in line
+
+
+DRIVER_PRIORITY = """
+import json, os, threading
+from prbench import cluster
+os.nice(5)
+stop = threading.Event()
+t = threading.Thread(target=stop.wait); t.start()  # a thread of the worker started before
+def nices():
+    return sorted({os.getpriority(os.PRIO_PROCESS, int(tid))
+                   for tid in os.listdir("/proc/self/task")})
+with cluster.driver_priority(0) as got:
+    inside = nices()
+after = nices()
+stop.set(); t.join()
+print(json.dumps({"got": got, "inside": inside, "after": after,
+                  "lowest": cluster._lowest_nice_allowed()}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_driver_priority_sets_every_thread_for_the_block_and_puts_them_back() -> None:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", DRIVER_PRIORITY], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    expected = max(0, got["lowest"]) if got["lowest"] <= 5 else 5
+    assert got["got"] == expected and got["inside"] == [expected]
+    assert got["after"] == [5]

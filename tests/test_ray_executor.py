@@ -240,6 +240,17 @@ def test_sample_sweep_on_ray_equals_local_on_both_nodes(runs: dict[str, Any]) ->
         manifest = _manifest(rec["results"])
         assert manifest["executor"] == {"name": "ray", "ray_node_id": rec["ray_node_id"],
                                         "ray_node_ip": "127.0.0.1"}
+    # Ray's workers run at niceness 15: the cells ran at the driver's, where the node allows it
+    # (CAP_SYS_NICE, as root in CI), else at the worker's with one warning line
+    from prbench.cluster import _lowest_nice_allowed, niceness
+
+    driver = niceness()
+    nices = {rec["nice"] for rec in on_ray.values()}
+    if _lowest_nice_allowed() <= driver:
+        assert nices == {driver} and "ran at niceness" not in ray_run["stdout"]
+    else:
+        assert min(nices) > driver
+        assert ray_run["stdout"].count("warning: cells ran at niceness") == 1
     # every score, accuracy and interval of the table
     assert _table(tmp / "sample-ray") == _table(tmp / "sample-local")
     # a local re-run into the Ray run's folder finds every cell finished
@@ -299,6 +310,11 @@ def test_rank_shards_on_ray_equal_local_and_resume(runs: dict[str, Any]) -> None
     assert "2 shard(s), 0 finished before, 2 to embed" in first["stderr"]
     assert "finished shards kept" in first["stderr"]
     assert second["rc"] == 0, second["stderr"][-3000:]
+    from prbench.cluster import _lowest_nice_allowed, niceness
+
+    # the shard ran at the driver's niceness where the node allows it, else it says so
+    warned = "warning: shards ran at niceness" in second["stderr"]
+    assert warned == (_lowest_nice_allowed() > niceness())
     assert "2 shard(s), 1 finished before, 1 to embed" in second["stderr"]
     assert "shards: 1 finished before, 1 embedded now" in second["stderr"]
     assert runs["local"]["rank"].returncode == 0, runs["local"]["rank"].stderr[-3000:]

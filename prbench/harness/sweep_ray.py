@@ -54,6 +54,8 @@ class JobResult:
     node_ip: str
     seconds: float
     attempt: int = 0
+    #: the niceness the cell command ran at (the driver's where the worker may lower its own)
+    nice: int = 0
 
 
 def uses_device(model_args: str) -> bool:
@@ -99,19 +101,39 @@ def _set_parent_death_signal() -> None:
 
 
 def run_job(run: Callable[..., tuple[int, str]], argv: list[str], folder: str, log: str,
-            cwd: str, env: dict[str, str]) -> JobResult:
-    """Task body: run the cell command on this node; a signal's kill is a machine failure."""
-    from prbench.cluster import EXECUTOR_ENV, NODE_ENV, MachineFailure, local_env, this_node
+            cwd: str, env: dict[str, str], nice: int = 0) -> JobResult:
+    """Task body: run the cell command on this node; a signal's kill is a machine failure.
+
+    The command runs at the driver's niceness ``nice`` where this worker may lower its own
+    (Ray's workers run at 15), as it would locally; :attr:`JobResult.nice` says what it got.
+    """
+    from prbench.cluster import (
+        EXECUTOR_ENV,
+        NODE_ENV,
+        MachineFailure,
+        local_env,
+        niceness,
+        task_niceness,
+        this_node,
+    )
 
     node = this_node()
     start = time.monotonic()
     env = {**local_env(env), EXECUTOR_ENV: "ray", NODE_ENV: f"{node['id']}@{node['ip']}"}
-    rc, text = run(argv, Path(folder), Path(log), cwd=cwd, env=env,
-                   preexec=_set_parent_death_signal)
+    target = task_niceness(nice)
+    lower = target < niceness()
+
+    def preexec() -> None:  # in the child before exec
+        _set_parent_death_signal()
+        if lower:
+            os.setpriority(os.PRIO_PROCESS, 0, target)
+
+    rc, text = run(argv, Path(folder), Path(log), cwd=cwd, env=env, preexec=preexec)
     if rc < 0:  # killed by a signal: the machine's doing (OOM killer, shutdown), not the input's
         raise MachineFailure(f"the cell command was killed by signal {-rc} on node "
                              f"{node['ip']} ({node['id'][:8]})")
-    return JobResult(rc, text, node["id"], node["ip"], round(time.monotonic() - start, 2))
+    return JobResult(rc, text, node["id"], node["ip"], round(time.monotonic() - start, 2),
+                     nice=target)
 
 
 def _failure_line(exc: BaseException, retries: int) -> str:
@@ -141,10 +163,20 @@ def run_jobs(
     Raises:
         KeyboardInterrupt: after cancelling the tasks not finished (Ctrl-C).
     """
-    from prbench.cluster import MachineFailure, RayTasks, alive_nodes, task_options
+    from prbench.cluster import (
+        MachineFailure,
+        RayTasks,
+        alive_nodes,
+        niceness,
+        niceness_warning,
+        node_label,
+        task_options,
+    )
     from prbench.progress import progress_bar
 
     nodes = alive_nodes(ray)
+    driver_nice = niceness()
+    lowly: dict[str, int] = {}  # node -> the niceness cells ran at, where above the driver's
     remote = ray.remote(run_job)
     cwd, env = os.getcwd(), _env()
     refs: dict[Any, Job] = {}
@@ -153,7 +185,8 @@ def run_jobs(
     for job, options in zip(jobs, asks, strict=True):
         ref = remote.options(**options, max_retries=max_retries,
                              retry_exceptions=[MachineFailure]).remote(
-            run, job.argv, str(job.folder.resolve()), str(job.log.resolve()), cwd, env)
+            run, job.argv, str(job.folder.resolve()), str(job.log.resolve()), cwd, env,
+            driver_nice)
         refs[ref] = job
     total = sum(j.cells for j in jobs)
     bar = progress_bar(total, desc="sweep (ray)", unit="cell")
@@ -165,7 +198,10 @@ def run_jobs(
                 result: JobResult = ray.get(ref)
                 rc, text = result.rc, result.text
                 info = {"seconds": result.seconds, "executor": "ray",
-                        "ray_node_id": result.node_id, "ray_node_ip": result.node_ip}
+                        "ray_node_id": result.node_id, "ray_node_ip": result.node_ip,
+                        "nice": result.nice}
+                if result.nice > driver_nice:
+                    lowly.setdefault(node_label(result.node_id, result.node_ip), result.nice)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:  # the machine ended it (node died, OOM), retries spent
@@ -174,6 +210,9 @@ def run_jobs(
                         "ray_node_ip": None}
             on_done(job, rc, text, info)
             bar.update(job.cells)
+        if lowly:
+            say(niceness_warning("cells", max(lowly.values()), driver_nice,
+                                 "node(s) " + ", ".join(sorted(lowly))))
     except KeyboardInterrupt:
         cancelled = tasks.cancel_rest()
         say(f"sweep: interrupted; {cancelled} Ray task(s) cancelled, finished cells kept "

@@ -67,22 +67,26 @@ def split_shards(steps: Sequence[list[Record]], shards: int, identity: dict[str,
 
 
 def embed_shard(builder_id: str, options: dict[str, Any],
-                steps: list[list[Record]]) -> dict[str, Any]:
+                steps: list[list[Record]], nice: int = 0) -> dict[str, Any]:
     """Task body: each step's retrieval scores, computed as a local ``prbench rank`` does.
 
-    An unset ``batch_size`` is the default of the node's own device kind (the encoder's).
+    An unset ``batch_size`` is the default of the node's own device kind (the encoder's). The
+    work runs at the driver's niceness ``nice`` where the worker may lower its own (Ray's
+    workers run at 15; :func:`prbench.cluster.driver_priority`); ``"nice"`` in the result says
+    what it got.
     """
-    from prbench.cluster import this_node, use_local_threads
+    from prbench.cluster import driver_priority, this_node, use_local_threads
     from prbench.plugins import get_registry
     from prbench.progress import ENV_VAR
 
     os.environ[ENV_VAR] = "0"  # no encoder bars in a worker's log
     use_local_threads()  # a local rank's thread count, not Ray's per-task limit: the same sums
-    builder = get_registry().get("profile-builder", builder_id).build(options)
-    before = dataclasses.replace(builder.encoder.stats)
-    scores = [builder.score_records(step) for step in steps]
-    after = builder.encoder.stats
-    return {"scores": scores, "node": this_node(),
+    with driver_priority(nice) as ran_at:
+        builder = get_registry().get("profile-builder", builder_id).build(options)
+        before = dataclasses.replace(builder.encoder.stats)
+        scores = [builder.score_records(step) for step in steps]
+        after = builder.encoder.stats
+    return {"scores": scores, "node": this_node(), "nice": ran_at,
             "computed": after.computed - before.computed, "cached": after.cached - before.cached}
 
 
@@ -134,7 +138,15 @@ def embed_on_ray(
     Raises:
         KeyboardInterrupt: Ctrl-C; outstanding tasks are cancelled, finished shards kept.
     """
-    from prbench.cluster import RayTasks, alive_nodes, connect, node_label, task_options
+    from prbench.cluster import (
+        RayTasks,
+        alive_nodes,
+        connect,
+        niceness,
+        niceness_warning,
+        node_label,
+        task_options,
+    )
     from prbench.outputs import write_text
     from prbench.progress import progress_bar
 
@@ -155,8 +167,10 @@ def embed_on_ray(
         ray = connect(address)
         opts = task_options(resources, alive_nodes(ray), "a rank shard")
         remote = ray.remote(embed_shard)
+        driver_nice = niceness()
+        lowly: dict[str, int] = {}  # node -> the niceness shards ran at, above the driver's
         refs = {remote.options(**opts, max_retries=max_retries).remote(
-            builder_id, options, shard.steps): shard for shard in todo}
+            builder_id, options, shard.steps, driver_nice): shard for shard in todo}
         state_dir.mkdir(parents=True, exist_ok=True)
         bar = progress_bar(sum(s.posts for s in todo), desc="rank (ray)", unit="post")
         tasks = RayTasks(ray, refs)
@@ -175,6 +189,11 @@ def embed_on_ray(
                     f"embedded on node {node_label(node['id'], node['ip'])}: "
                     f"{result['computed']} texts embedded, {result['cached']} from its cache")
                 bar.update(shard.posts)
+                if int(result.get("nice", driver_nice)) > driver_nice:
+                    lowly.setdefault(node_label(node["id"], node["ip"]), int(result["nice"]))
+            if lowly:
+                say(niceness_warning("shards", max(lowly.values()), driver_nice,
+                                     "node(s) " + ", ".join(sorted(lowly))))
         except KeyboardInterrupt:
             cancelled = tasks.cancel_rest()
             say(f"rank: interrupted; {cancelled} shard task(s) cancelled, finished shards "
