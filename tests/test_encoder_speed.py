@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -145,27 +144,24 @@ def test_auto_threads_never_exceed_the_cores_others_leave_free() -> None:
         rule(0, "cpu", default=2)
 
 
-def _spin(ready: Any) -> None:
-    ready.set()
-    while True:
-        pass
+#: a child that says it started, then keeps a core busy (runnable at every sample)
+SPIN = "import sys\nsys.stdout.write('r')\nsys.stdout.flush()\nwhile True:\n    pass\n"
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
 def test_the_run_queue_counts_a_busy_process() -> None:
-    import multiprocessing
+    import subprocess
+    import sys
 
-    ctx = multiprocessing.get_context("spawn")
-    ready = ctx.Event()
-    child = ctx.Process(target=_spin, args=(ready,), daemon=True)
-    child.start()
+    child = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE)
     try:
-        assert ready.wait(120)
+        assert child.stdout is not None and child.stdout.read(1) == b"r"
         # a spinning process is runnable at every sample, whether or not it has a core then
-        assert devices.runnable_elsewhere(samples=4, interval_s=0.001) >= 1.0
+        seen = devices.runnable_elsewhere(samples=4, interval_s=0.001)
+        assert seen is not None and seen >= 1.0
     finally:
         child.kill()
-        child.join()
+        child.wait()
     # the thread that reads is running: the parser of /proc/self/task/*/stat finds it
     assert devices._running_in_this_process() >= 1
 
