@@ -86,18 +86,10 @@ def test_every_value_falls_in_exactly_one_bin(max_bins: int) -> None:
 
 
 def test_the_figure_has_a_readable_title_and_one_panel_per_condition(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, figures: list[Any]) -> None:
     from prbench.analysis import plots
     from tests.test_sensitivity import _runs
 
-    figures: list[Any] = []
-    real = plots._save
-
-    def keep(fig: Any, path: Any) -> Path:
-        figures.append(fig)
-        return real(fig, path)
-
-    monkeypatch.setattr(plots, "_save", keep)
     blocks = report_blocks(_runs(tmp_path), resamples=50, seed=0)
     (draw,) = [b[1] for b in blocks if b[0] == "figure"]  # only length_diff: no records
     draw(tmp_path / "by_length.png")
