@@ -13,16 +13,24 @@ in the template               in the new package                  what it names
 ``template``                  ``my-rm`` (``my_rm`` beside ``_``)  entry point = namespace;
                                                                   task names, test file
 ``question-overlap``          ``my-rm``                           the scorer id
+``question_overlap``          ``my_rm``                           test names
+``QuestionOverlap``           ``MyRm``                            the scorer's and its
+                                                                  options' classes
 ``last-posts``                ``my-rm-last-posts``                the profile builder id
+``LastPosts``                 ``MyRmLastPosts``                   the builder's and its
+                                                                  options' classes
 ============================  ==================================  ==========================
 
 A name is renamed where it stands as a whole word, a word being letters and digits: ``-``,
 ``_``, ``/``, ``.`` and quotes separate words, so ``template_sample_last_posts`` becomes
-``my_rm_sample_last_posts`` and ``template/question-overlap`` becomes ``my-rm/my-rm``. All names
-are renamed in one pass, so a ``NAME`` that contains ``template`` is not renamed twice. The
-template therefore uses the word ``template`` for its own name only (its prose says "this
-plugin"), and a new registration in it needs a row above; ``tests/test_plugin_scaffold.py``
-fails when a name the template registers survives the renaming.
+``my_rm_sample_last_posts`` and ``template/question-overlap`` becomes ``my-rm/my-rm``; a class
+name's part ends where a capital letter starts the next, so ``QuestionOverlapScorer`` becomes
+``MyRmScorer`` (the scorer a new plugin starts from is already its own, to rewrite in place).
+All names are renamed in one pass, so a ``NAME`` that contains ``template`` is not renamed
+twice. The template therefore uses the word ``template`` for its own name only (its prose says
+"this plugin"), and a new registration or class in it needs a row above:
+``tests/test_plugin_scaffold.py`` fails when a name the template registers, or a class it
+defines, survives the renaming.
 
 The package is written to a hidden folder beside the destination and renamed into place, so an
 interrupted run leaves no half-written plugin; an existing destination is never touched.
@@ -50,6 +58,7 @@ __all__ = [
     "PluginNames",
     "ScaffoldError",
     "check_name",
+    "constraints_file",
     "rename",
     "template_dir",
     "template_files",
@@ -63,8 +72,9 @@ _SKIP_DIRS = frozenset({"__pycache__", "build", "dist", ".pytest_cache", ".ruff_
 _SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info", ".dist-info")
 #: the template's own names, matched as whole words (letters and digits around them end a word)
 _TEMPLATE_WORDS = re.compile(
-    r"(?<![A-Za-z0-9])(?:(?P<scorer>question-overlap)|(?P<builder>last-posts)"
-    r"|(?P<name>template))(?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])(?:(?:(?P<scorer>question-overlap)|(?P<scorer_snake>question_overlap)"
+    r"|(?P<builder>last-posts)|(?P<name>template))(?![A-Za-z0-9])"
+    r"|(?:(?P<scorer_class>QuestionOverlap)|(?P<builder_class>LastPosts))(?![a-z0-9]))"
 )
 
 
@@ -92,6 +102,11 @@ class PluginNames:
     def module(self) -> str:
         """The import package: ``prbench_plugin_<name with underscores>``."""
         return f"prbench_plugin_{self.snake}"
+
+    @property
+    def camel(self) -> str:
+        """``name`` in CamelCase, for class names: ``my-rm`` -> ``MyRm``."""
+        return "".join(part[:1].upper() + part[1:] for part in self.name.split("-"))
 
     @property
     def scorer(self) -> str:
@@ -148,6 +163,20 @@ def template_dir() -> Path:
     )
 
 
+def constraints_file() -> Path | None:
+    """The path of prbench's ``constraints-cpu.txt`` (it pins torch's version), if one is seen.
+
+    The source checkout's root holds it (the template is then ``plugins/prbench-plugin-template``
+    in it); an installed wheel does not, so the working folder (a checkout's root) is tried next.
+    ``None`` when neither has it.
+    """
+    root = template_dir().parents[1]
+    for candidate in (root / "constraints-cpu.txt", Path.cwd() / "constraints-cpu.txt"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def _skipped(rel: Path) -> bool:
     return any(part in _SKIP_DIRS or part.endswith(_SKIP_SUFFIXES) or part.startswith(".")
                for part in rel.parts)
@@ -163,10 +192,12 @@ def template_files() -> list[Path]:
 def rename(text: str, names: PluginNames) -> str:
     """``text`` with every name of the template replaced by the new plugin's (see the table)."""
     def _one(match: re.Match[str]) -> str:
-        if match.group("scorer"):
-            return names.scorer
-        if match.group("builder"):
-            return names.builder
+        fixed = {"scorer": names.scorer, "scorer_snake": names.snake,
+                 "scorer_class": names.camel, "builder": names.builder,
+                 "builder_class": f"{names.camel}LastPosts"}
+        for group, value in fixed.items():
+            if match.group(group):
+                return value
         start, end = match.span()
         beside = text[start - 1:start] + text[end:end + 1]
         return names.snake if "_" in beside else names.name

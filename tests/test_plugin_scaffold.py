@@ -50,6 +50,8 @@ def test_names_derive_from_the_plugin_name() -> None:
     names = scaffold.check_name("my-rm")
     assert (names.distribution, names.module, names.snake, names.scorer, names.builder) == (
         "prbench-plugin-my-rm", "prbench_plugin_my_rm", "my_rm", "my-rm", "my-rm-last-posts")
+    assert (names.camel, scaffold.check_name("rm-r1").camel,
+            scaffold.check_name("mymodel").camel) == ("MyRm", "RmR1", "Mymodel")
 
 
 def test_renaming_takes_whole_words_once() -> None:
@@ -61,6 +63,30 @@ def test_renaming_takes_whole_words_once() -> None:
         "prbench-plugin-my-template prbench_plugin_my_template my_template_sample_last_posts "
         "`my-template/my-template` my-template-last-posts(k=2) templates question-overlaps "
         "test_my_template.py \"my-template\"")
+
+
+def test_class_and_test_names_are_renamed_too() -> None:
+    """The scorer a new plugin starts from is its own: no class named after the template's."""
+    names = scaffold.PluginNames("my-rm")
+    text = ("class QuestionOverlapScorer: scorer:QuestionOverlapScorer QuestionOverlapOptions "
+            "LastPostsBuilder(LastPostsOptions) test_scores_follow_question_overlap_in_order "
+            "QuestionOverlaps XQuestionOverlapScorer last_posts")
+    assert scaffold.rename(text, names) == (
+        "class MyRmScorer: scorer:MyRmScorer MyRmOptions "
+        "MyRmLastPostsBuilder(MyRmLastPostsOptions) test_scores_follow_my_rm_in_order "
+        "QuestionOverlaps XQuestionOverlapScorer last_posts")
+
+
+def _template_classes() -> set[str]:
+    """The classes the template plugin's modules define."""
+    import ast
+
+    out: set[str] = set()
+    for rel in scaffold.template_files():
+        if rel.suffix == ".py":
+            tree = ast.parse((scaffold.template_dir() / rel).read_text(encoding="utf-8"))
+            out |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    return out
 
 
 @pytest.mark.parametrize(("name", "says"), [
@@ -101,12 +127,16 @@ def test_a_name_a_loaded_component_uses_is_refused(
 
 
 def test_the_package_is_the_template_under_the_new_names(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # outside the checkout: the constraints file is named in full
     out = tmp_path / "plugins" / "prbench-plugin-my-rm"
     assert run_cli(["plugins", "new", "my-rm", "-o", str(out)]) == 0
     said = capsys.readouterr().out
     assert "scorer my-rm" in said and "--model_args scorer=my-rm" in said
+    # the install line pins torch with prbench's constraints file, as every install in the docs
+    assert f"pip install -c {ROOT / 'constraints-cpu.txt'} -e {out}\n" in said
+    assert "then rewrite MyRmScorer (prbench_plugin_my_rm/scorer.py) and MyRmOptions" in said
     template = scaffold.template_dir()
     assert template == ROOT / "plugins" / "prbench-plugin-template"  # the checkout's, here
     names = scaffold.check_name("my-rm")
@@ -124,9 +154,21 @@ def test_the_package_is_the_template_under_the_new_names(
         "prbench_plugin_my_rm"]
     yaml = (out / "prbench_plugin_my_rm" / "tasks" / "my_rm_sample_last_posts.yaml").read_text()
     assert "task: my_rm_sample_last_posts" in yaml and "prbench_profile: my-rm-last-posts" in yaml
+    # the classes carry the new name, so the scorer is rewritten in place, not replaced
+    scorer_py = (out / "prbench_plugin_my_rm" / "scorer.py").read_text()
+    plugin_py = (out / "prbench_plugin_my_rm" / "plugin.py").read_text()
+    assert "class MyRmScorer:" in scorer_py and "class MyRmOptions:" in plugin_py
+    assert '"prbench_plugin_my_rm.scorer:MyRmScorer"' in plugin_py
+    # its README installs it with the constraints file and names its own task and scorer
+    readme = (out / "README.md").read_text()
+    assert "pip install -c constraints-cpu.txt -e plugins/prbench-plugin-my-rm\n" in readme
+    assert "--tasks my_rm_sample_last_posts --model_args scorer=my-rm," in readme
+    assert "rewrite `MyRmScorer` in `scorer.py`" in readme
     # nothing of the template's own names is left: a name added to the template without a
     # renaming rule fails here (the new plugin would clash with the installed template)
-    leftover = _template_names() | {"prbench-plugin-template", "prbench_plugin_template"}
+    leftover = (_template_names() | _template_classes()
+                | {"prbench-plugin-template", "prbench_plugin_template"})
+    assert {"QuestionOverlapScorer", "LastPostsBuilder"} <= leftover
     for rel in files:
         text = (out / rel).read_text(encoding="utf-8")
         if rel.suffix == ".py":

@@ -6,8 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from pathlib import Path
 
 from prbench.plugins import get_registry
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working folder when it is under it, else absolute."""
+    here, there = Path.cwd().resolve(), path.resolve()
+    return os.path.relpath(there, here) if there.is_relative_to(here) else str(there)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,7 +105,12 @@ def new_plugin(args: argparse.Namespace) -> int:
         ScaffoldError: a bad name, a name a loaded plugin or component already uses, or an
             existing destination.
     """
-    from prbench.plugin_scaffold import ScaffoldError, check_name, write_plugin
+    from prbench.plugin_scaffold import (
+        ScaffoldError,
+        check_name,
+        constraints_file,
+        write_plugin,
+    )
 
     names = check_name(args.name)
     registry = get_registry(args.plugin)
@@ -119,11 +132,15 @@ def new_plugin(args: argparse.Namespace) -> int:
           f"{names.snake}_sample_last_posts")
     for rel in files:
         print(f"  {rel.as_posix()}")
-    print("next, in the environment prbench is installed in:")
-    print(f"  pip install -e {folder}")
+    constraints = constraints_file()
+    pinned = _shown_path(constraints) if constraints else "<prbench's constraints-cpu.txt>"
+    print("next, in the environment prbench is installed in (the constraints file keeps torch at "
+          "prbench's version):")
+    print(f"  pip install -c {pinned} -e {folder}")
     print(f"  prbench eval --tasks {names.snake}_sample_last_posts --model_args "
           f"scorer={names.scorer} --limit 5")
     print(f"  python -m pytest {folder / 'tests'}")
-    print(f"then replace {names.module}/scorer.py with your reward model "
-          "(CONTRIBUTING.md, \"A new scorer plugin\")")
+    print(f"then rewrite {names.camel}Scorer ({names.module}/scorer.py) and {names.camel}Options "
+          f"({names.module}/plugin.py) as your reward model (CONTRIBUTING.md, \"A new scorer "
+          "plugin\")")
     return 0
