@@ -13,7 +13,9 @@ Every markdown page a reader starts from (README.md, CONTRIBUTING.md, docs/*.md)
   plugin's folders, no ``--use_cache``); every ``--model_args`` names a registered scorer and only
   options its options dataclass (or the scorer runtime) declares, with values of the declared
   types. Nothing runs; only the parsers and the plugin registry are used;
-* every ``make TARGET`` in a shell block is a target of the Makefile.
+* every ``make TARGET`` in a shell block is a target of the Makefile;
+* no page users read (these, ARCHITECTURE.md, CHANGELOG.md and the folders' READMEs) names an
+  issue or pull request number or an internal run label ("issue 38's check", "stop 4").
 
 The scorer ids come from prbench's built-ins, the plugins bundled in ``plugins/`` (``make setup``
 installs them) and the plugin CONTRIBUTING.md builds (``mymodel``, loaded from its snippet as a
@@ -548,6 +550,35 @@ def test_the_docs_name_scorers_of_every_origin(checker: Checker) -> None:
     unknown = [s for s in sorted(named)
                if any("unknown scorer" in p for p in checker._scorer(s, ""))]
     assert not unknown
+
+
+#: the pages users read (CHANGELOG.md and the plugins', tasks' and data folders' READMEs included)
+USER_PAGES = sorted({*LINK_PAGES, "ARCHITECTURE.md"})
+#: an issue, pull request or internal run label: "issue 38", "issues 36-38", "PR #12", "stop 4",
+#: "(#45)"; what the docs say must hold for the version in hand, not point at a tracker or a run
+INTERNAL_LABEL = re.compile(
+    r"\b(?:issues?|tickets?|PRs?|pull requests?|stops?)\s*#?\d+|(?:^|[\s(\[])#\d+\b", re.I)
+
+
+def internal_labels(page: str, text: str) -> list[str]:
+    """``page:line: label`` for each issue number or run label in ``text``, code blocks included."""
+    return [f"{page}:{number}: {match.group(0).strip()!r}"
+            for number, line in enumerate(text.split("\n"), 1)
+            for match in INTERNAL_LABEL.finditer(line)]
+
+
+def test_the_docs_name_no_issue_numbers_or_run_labels() -> None:
+    problems = [problem for page in USER_PAGES
+                for problem in internal_labels(page, (ROOT / page).read_text(encoding="utf-8"))]
+    assert not problems, "\n".join(problems)
+
+
+def test_issue_numbers_and_run_labels_are_found() -> None:
+    text = ("| `make test` | 15 min | CI, issue 35's final check |\n"
+            "measured for issues 36–38, see PR #12 (#45)\n"
+            "before Stop 4; ## Heading; 3 issues, #fff colour, &#39; and #1f77b4 are fine\n")
+    assert [p.rsplit(": ", 1)[1] for p in internal_labels("X.md", text)] == [
+        "'issue 35'", "'issues 36'", "'PR #12'", "'(#45'", "'Stop 4'"]
 
 
 def test_readme_and_contributing_stay_short() -> None:
