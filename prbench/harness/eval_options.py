@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -276,18 +277,101 @@ def profile_metadata(profile_args: str | None, metadata: Mapping[str, Any]) -> d
     return {**metadata, **keys}
 
 
+# -- a plain ``lm_eval`` command line, read by prbench ----------------------------------------
+
+
+def running_lm_eval_cli() -> bool:
+    """True in a process started as the ``lm_eval`` command (or ``python -m lm_eval``)."""
+    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if first is None:
+        return False
+    return first.name in ("lm_eval", "lm-eval") or (
+        first.name == "__main__.py" and first.parent.name == "lm_eval")
+
+
+def argv_values(argv: Sequence[str], *flags: str) -> list[str]:
+    """The values of ``flags`` in ``argv`` (``--flag V`` and ``--flag=V``), in order."""
+    args = list(argv)
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in flags:
+            if eq:
+                out.append(value)
+            elif i + 1 < len(args) and (not args[i + 1].startswith("-") or args[i + 1] == "-"):
+                out.append(args[i + 1])
+    return out
+
+
+def argv_given(argv: Sequence[str], *flags: str) -> bool:
+    """Whether any of ``flags`` is on the command line."""
+    return any(a.partition("=")[0] in flags for a in argv)
+
+
+def plain_model_args(arg_dict: Mapping[str, Any], argv: Sequence[str] | None = None
+                     ) -> dict[str, Any]:
+    """Plain ``lm_eval``: ``--model_args`` as the user wrote it, read by prbench's parser.
+
+    lm-eval types each ``key=value`` value itself (``00123456`` becomes 123456) and keeps the
+    last of a key given twice. Here the same flags are read again from the command line
+    (:func:`prbench.harness.eval_options.read_model_args`): a key given twice (in one value or
+    across flags) is an error naming both values, and each value is the user's text (the
+    scorer's option types decide). Outside the ``lm_eval`` command ``arg_dict`` is kept.
+
+    Raises:
+        OptionsError: a key given twice, or a value that does not parse.
+    """
+    if argv is None:
+        if not running_lm_eval_cli():
+            return dict(arg_dict)
+        argv = sys.argv[1:]
+    texts = argv_values(argv, "--model_args", "-a")
+    if not texts:  # an abbreviation lm-eval accepted: its reading stands
+        return dict(arg_dict)
+    ours = read_model_args(texts)
+    return {k: ours.get(k, v) for k, v in arg_dict.items()}
+
+
+def plain_task_kwargs(kwargs: Mapping[str, Any], argv: Sequence[str] | None = None
+                      ) -> dict[str, Any]:
+    """Plain ``lm_eval``: a task's keyword arguments with the text the user typed.
+
+    lm-eval hands a task's ``custom_dataset`` ``--model_args`` and ``--metadata`` merged, each
+    value typed by lm-eval (``prbench_revision=00123456`` arrives as 123456). The values are read
+    again from the command line (``--metadata`` first, as lm-eval merges them). Outside the
+    ``lm_eval`` command, or where the flags do not read, ``kwargs`` is kept.
+    """
+    if argv is None:
+        if not running_lm_eval_cli():
+            return dict(kwargs)
+        argv = sys.argv[1:]
+    ours: dict[str, Any] = {}
+    for flags in (("--metadata",), ("--model_args", "-a")):
+        try:
+            for key, value in read_model_args(argv_values(argv, *flags), flag=flags[0]).items():
+                ours.setdefault(key, value)
+        except OptionsError:
+            continue
+    return {k: ours.get(k, v) for k, v in kwargs.items()}
+
+
 __all__ = [
     "USE_CACHE_REFUSED",
+    "argv_given",
+    "argv_values",
     "json_flag_problem",
     "limit_note",
     "misspelt_task",
     "parse_limit",
     "parse_seed",
+    "plain_model_args",
+    "plain_task_kwargs",
     "profile_metadata",
     "read_metadata",
     "read_model_args",
     "requested_tasks",
     "reserved_metadata_keys",
+    "running_lm_eval_cli",
     "unknown_task",
     "unquoted",
 ]

@@ -31,7 +31,7 @@ import inspect
 import logging
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -284,85 +284,13 @@ def patch_writeout(lm: Any) -> bool:
 
 # -- plain lm_eval: its command line, read by prbench ---------------------------------------------
 
-
-def running_lm_eval_cli() -> bool:
-    """True in a process started as the ``lm_eval`` command (or ``python -m lm_eval``)."""
-    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if first is None:
-        return False
-    return first.name in ("lm_eval", "lm-eval") or (
-        first.name == "__main__.py" and first.parent.name == "lm_eval")
-
-
-def argv_values(argv: Sequence[str], *flags: str) -> list[str]:
-    """The values of ``flags`` in ``argv`` (``--flag V`` and ``--flag=V``), in order."""
-    args = list(argv)
-    out: list[str] = []
-    for i, arg in enumerate(args):
-        name, eq, value = arg.partition("=")
-        if name in flags:
-            if eq:
-                out.append(value)
-            elif i + 1 < len(args) and (not args[i + 1].startswith("-") or args[i + 1] == "-"):
-                out.append(args[i + 1])
-    return out
-
-
-def argv_given(argv: Sequence[str], *flags: str) -> bool:
-    """Whether any of ``flags`` is on the command line."""
-    return any(a.partition("=")[0] in flags for a in argv)
-
-
-def plain_model_args(arg_dict: Mapping[str, Any], argv: Sequence[str] | None = None
-                     ) -> dict[str, Any]:
-    """Plain ``lm_eval``: ``--model_args`` as the user wrote it, read by prbench's parser.
-
-    lm-eval types each ``key=value`` value itself (``00123456`` becomes 123456) and keeps the
-    last of a key given twice. Here the same flags are read again from the command line
-    (:func:`prbench.harness.eval_options.read_model_args`): a key given twice (in one value or
-    across flags) is an error naming both values, and each value is the user's text (the
-    scorer's option types decide). Outside the ``lm_eval`` command ``arg_dict`` is kept.
-
-    Raises:
-        OptionsError: a key given twice, or a value that does not parse.
-    """
-    if argv is None:
-        if not running_lm_eval_cli():
-            return dict(arg_dict)
-        argv = sys.argv[1:]
-    texts = argv_values(argv, "--model_args", "-a")
-    if not texts:  # an abbreviation lm-eval accepted: its reading stands
-        return dict(arg_dict)
-    from prbench.harness.eval_options import read_model_args
-
-    ours = read_model_args(texts)
-    return {k: ours.get(k, v) for k, v in arg_dict.items()}
-
-
-def plain_task_kwargs(kwargs: Mapping[str, Any], argv: Sequence[str] | None = None
-                      ) -> dict[str, Any]:
-    """Plain ``lm_eval``: a task's keyword arguments with the text the user typed.
-
-    lm-eval hands a task's ``custom_dataset`` ``--model_args`` and ``--metadata`` merged, each
-    value typed by lm-eval (``prbench_revision=00123456`` arrives as 123456). The values are read
-    again from the command line (``--metadata`` first, as lm-eval merges them). Outside the
-    ``lm_eval`` command, or where the flags do not read, ``kwargs`` is kept.
-    """
-    from prbench.harness.eval_options import read_model_args
-    from prbench.options import OptionsError
-
-    if argv is None:
-        if not running_lm_eval_cli():
-            return dict(kwargs)
-        argv = sys.argv[1:]
-    ours: dict[str, Any] = {}
-    for flags in (("--metadata",), ("--model_args", "-a")):
-        try:
-            for key, value in read_model_args(argv_values(argv, *flags), flag=flags[0]).items():
-                ours.setdefault(key, value)
-        except OptionsError:
-            continue
-    return {k: ours.get(k, v) for k, v in kwargs.items()}
+from prbench.harness.eval_options import (  # noqa: E402 - the command-line readers
+    argv_given,
+    argv_values,
+    plain_model_args,
+    plain_task_kwargs,
+    running_lm_eval_cli,
+)
 
 
 def plain_run_started(lm: Any) -> None:
