@@ -262,6 +262,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if extra and not getattr(args._module, "ACCEPTS_EXTRA_ARGS", False):
         args._parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra_args = extra
+    args.argv = args_list[args_list.index(args.command) + 1:] if args.command in args_list else []
     args.plugin = [*args.plugin, *getattr(args, "plugin_files", [])]
     from prbench.interrupts import watch_sigint
 
@@ -278,22 +279,16 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 class _Unset:
-    """A value no option can take; falsy, as lm-eval's merging actions treat "not set yet"."""
-
-    def __bool__(self) -> bool:
-        return False
+    """A value no option takes: marks the options a command line did not set."""
 
 
-def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
-    """The ``lm_eval run`` options that ``prbench eval ARGV`` would set, by their argparse dest.
+def eval_flags_given(argv: Sequence[str]) -> list[str]:
+    """The ``prbench eval`` options that ``argv`` sets, by their argparse dest.
 
-    ``argv`` goes through the parsers ``prbench eval`` itself uses: prbench's ``eval`` parser
-    takes its own flags (``--tasks`` and ``--model_args`` among them),
-    :func:`prbench.commands.eval_args.lm_eval_argv` hands the rest on in lm-eval's spelling, and
-    lm-eval's ``run`` parser reads it, short flags (``-a``), ``--flag=value`` and the
-    abbreviations it accepts (``--model_arg``) included. So
-    every spelling of an option is found, not only the one a string comparison would catch.
-    (``prbench sweep`` refuses ``eval_args`` that set what the sweep sets itself with it.)
+    ``argv`` goes through ``prbench eval``'s own parser, so every spelling of an option is found
+    (``-a``, ``--model-args``, ``--flag=value``, the abbreviations argparse accepts), not only the
+    one a string comparison would catch. (``prbench sweep`` refuses ``eval_args`` that set what
+    the sweep sets itself with it.)
 
     Args:
         argv: arguments as they would follow ``prbench eval``.
@@ -302,28 +297,30 @@ def lm_eval_flags_given(argv: Sequence[str]) -> list[str]:
         The dests (``model_args``, ``output_path``, ...) the arguments set, in parser order.
 
     Raises:
-        prbench.options.OptionsError: the arguments do not parse (argparse's message).
+        prbench.options.OptionsError: the arguments do not parse, or name a flag ``prbench
+            eval`` does not take.
     """
-    from lm_eval._cli.harness import HarnessCLI
-
-    from prbench.commands.eval_args import lm_eval_argv
+    from prbench.commands.eval import undeclared_flags_problem
     from prbench.options import OptionsError
 
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    eval_parser = sub.choices["eval"]
+    dests = [a.dest for a in eval_parser._actions
+             if a.dest not in (argparse.SUPPRESS, "help") and a.option_strings]
     unset = _Unset()
     noise = io.StringIO()
     try:
         with contextlib.redirect_stderr(noise), contextlib.redirect_stdout(io.StringIO()):
-            own, rest = build_parser().parse_known_args(["eval", *argv])
-            own.extra_args = rest
-            extra = lm_eval_argv(own)  # what `prbench eval` hands lm-eval
-            run_parser = HarnessCLI()._parser._subparsers._group_actions[0].choices["run"]
-            dests = [a.dest for a in run_parser._actions if a.dest != argparse.SUPPRESS]
-            ns = argparse.Namespace(**dict.fromkeys(dests, unset))
-            run_parser.parse_args(extra, ns)
+            ns, rest = eval_parser.parse_known_args(list(argv), argparse.Namespace(
+                **dict.fromkeys(dests, unset)))
     except SystemExit:
         said = [ln for ln in noise.getvalue().splitlines() if ln.strip()]
         why = said[-1].split("error:", 1)[-1].strip() if said else "they do not parse"
         raise OptionsError(f"not valid `prbench eval` arguments: {why}") from None
+    problem = undeclared_flags_problem(rest, eval_parser.flags())  # type: ignore[attr-defined]
+    if problem:
+        raise OptionsError(problem)
     return [dest for dest in dests if getattr(ns, dest) is not unset]
 
 
@@ -369,19 +366,26 @@ def check_outputs(args: argparse.Namespace) -> None:
 def quiet_progress(no_progress: bool) -> Iterator[None]:
     """Apply ``--no_progress`` for one command: prbench's bars off, and the libraries' bars.
 
-    prbench's own bars read ``PRBENCH_PROGRESS`` (see :mod:`prbench.progress`). lm-eval,
-    datasets and transformers draw plain tqdm bars; those are turned off too
-    (:func:`prbench.progress.library_bars_off`), both for ``--no_progress`` and when standard
-    error is not a terminal (unless the user set ``TQDM_DISABLE`` or ``PRBENCH_PROGRESS=1``
-    themselves); on a terminal their unlabelled bars are off
-    (:func:`prbench.progress.library_bars_quiet`). Everything is put back when the command ends.
+    prbench's own bars read ``PRBENCH_PROGRESS`` (see :mod:`prbench.progress`). The libraries'
+    tqdm bars are off for ``--no_progress`` and without a terminal through the environment
+    (:func:`prbench.progress.library_bars_off`); nothing of tqdm is replaced. Everything is put
+    back when the command ends.
     """
-    from prbench.progress import ENV_VAR, disable_progress, library_bars_quiet, restored_env
+    from prbench.progress import (
+        ENV_VAR,
+        disable_progress,
+        library_bars_off,
+        progress_enabled,
+        restored_env,
+    )
 
     with restored_env(ENV_VAR):
         if no_progress:
             disable_progress()
-        with library_bars_quiet():
+        if progress_enabled():
+            yield
+            return
+        with library_bars_off():
             yield
 
 

@@ -16,14 +16,11 @@ through :func:`progress_bar`, labelled (``scoring: length``, ``profiles: dense``
   prbench also sets for its child processes when it turns library bars off) turns bars, not the
   heartbeat lines, off.
 
-The libraries prbench drives (lm-eval, datasets, transformers) draw plain tqdm bars. Their
-*unlabelled* ones (lm-eval's bar over a task's documents, its bootstrap bars: a bare
-``100%|####|``) are turned off for every command (:func:`unlabelled_bars_off`); all of them are off
-under ``--no_progress`` or without a terminal (:func:`library_bars_off`). tqdm reads its
-``TQDM_*`` variables once, when it is first imported, so the variable alone would leave a
-bar-less tqdm behind for the rest of an in-process caller's session (a notebook, a test run)
-whenever the command was the first to import it: both switch tqdm's default in this process and
-put it back.
+The libraries prbench drives (lm-eval, datasets, transformers) draw plain tqdm bars. Under
+``--no_progress`` or without a terminal they are turned off through the environment
+(:func:`library_bars_off`: ``TQDM_DISABLE``, datasets' own switch), which tqdm reads when it is
+first imported; nothing of tqdm is replaced, so a bar a library draws with its own ``disable=``
+stays as the library shows it.
 
 No library does the heartbeat: tqdm draws a bar on a file too, but as ``\r``-separated
 redraws at its own ``mininterval``, one unreadable line in a log; ``rich`` and ``enlighten``
@@ -257,67 +254,16 @@ def restored_env(*names: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def library_bars_off() -> Iterator[None]:
-    """The tqdm bars of the libraries prbench drives off until the block ends.
+    """The tqdm bars of the libraries prbench drives off until the block ends, by environment.
 
-    ``TQDM_DISABLE=1`` is set for child processes (a sweep's cells, data-parallel workers; a value
-    the user set is kept), and tqdm's own default is switched to ``disable=True`` in this process;
-    both are put back on exit. tqdm is imported first, under the caller's environment, so its
-    import-time reading of ``TQDM_*`` never sees the temporary value.
+    ``TQDM_DISABLE=1`` (tqdm reads it when it is first imported: in child processes, and in
+    this one when nothing imported tqdm before) and ``HF_DATASETS_DISABLE_PROGRESS_BARS=1``
+    (datasets' own switch) are set, a value the user set kept; both are put back on exit.
+    Nothing of tqdm is replaced: a library that passes ``disable=`` itself keeps its bar.
     """
-    import functools
-
-    import tqdm.std
-
-    original = tqdm.std.tqdm.__dict__["__init__"]
-    with restored_env("TQDM_DISABLE"):
+    with restored_env("TQDM_DISABLE", "HF_DATASETS_DISABLE_PROGRESS_BARS"):
         os.environ.setdefault("TQDM_DISABLE", "1")
-        tqdm.std.tqdm.__init__ = functools.partialmethod(original, disable=True)  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
-
-
-def _labelled(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """Whether a tqdm call names what it counts (``desc``, keyword or second positional)."""
-    desc = kwargs["desc"] if "desc" in kwargs else (args[1] if len(args) > 1 else None)
-    return bool(desc)
-
-
-@contextlib.contextmanager
-def unlabelled_bars_off() -> Iterator[None]:
-    """Turn tqdm bars that carry no label (``desc``) off in this process until the block ends.
-
-    lm-eval 0.4.13 draws a bare ``100%|####| 45/45`` over each task's documents while it builds
-    the requests (and over bootstrap resamples): a bar that says nothing of what it counts.
-    Labelled bars (prbench's own, lm-eval's ``Checking cached requests``, datasets' ``Map``) are
-    kept. tqdm's ``__init__`` is put back on exit.
-    """
-    import tqdm.std
-
-    original = tqdm.std.tqdm.__dict__["__init__"]
-
-    def init(self: Any, *args: Any, **kwargs: Any) -> None:
-        if not _labelled(args, kwargs) and len(args) < 6:  # ``disable`` is the sixth parameter
-            kwargs["disable"] = True
-        original.__get__(self, type(self))(*args, **kwargs)  # a function or a partialmethod
-
-    tqdm.std.tqdm.__init__ = init  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        tqdm.std.tqdm.__init__ = original  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def library_bars_quiet() -> Iterator[None]:
-    """The libraries' tqdm bars as prbench shows them, until the block ends.
-
-    Without a terminal (or with bars off) all of them are off: prbench's heartbeat lines speak
-    for long steps (:func:`library_bars_off`); on a terminal only the unlabelled ones are
-    (:func:`unlabelled_bars_off`).
-    """
-    with library_bars_off() if not progress_enabled() else unlabelled_bars_off():
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
         yield
 
 

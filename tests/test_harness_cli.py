@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from prbench.commands.eval_args import only_prbench_tasks, requested_tasks
+from prbench.harness.eval_options import requested_tasks, unknown_task
 from prbench.harness import tasks
 from tests._harness_fixtures import (
     PYTHON,
@@ -74,11 +74,11 @@ def _eval_group(
 def test_task_selection() -> None:
     names = tasks.task_names()
     assert requested_tasks(["a,b", "c"]) == ["a", "b", "c"]
-    assert only_prbench_tasks(["personalized_rewardbench_sample"], names)
-    assert only_prbench_tasks(["personalized_rewardbench_sample_*"], names)
-    assert not only_prbench_tasks(["personalized_rewardbench_sample", "hellaswag"], names)
-    assert not only_prbench_tasks(["my_task.yaml"], names)
-    assert not only_prbench_tasks([], names)
+    assert requested_tasks(["a b"]) == ["a b"] and requested_tasks("a, b") == ["a", "b"]
+    assert unknown_task(["personalized_rewardbench_sample"], names) is None
+    assert unknown_task(["personalized_rewardbench_sample_*"], names) is None
+    assert "unknown task 'hellaswag'" in str(
+        unknown_task(["personalized_rewardbench_sample", "hellaswag"], names))
 
 
 def test_constant_scores_zero_with_all_ties(

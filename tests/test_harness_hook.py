@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from prbench.harness import bridge
+from prbench.harness import lm_eval_compat as bridge
 from tests._harness_fixtures import PYTHON, REPO, run, subprocess_env
 
 STARTUP = REPO / "prbench" / "harness" / "_startup.py"
@@ -145,12 +145,6 @@ def test_task_manager_patch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert calls[-1]["include_defaults"] is True
     FakeManager(None, [mine, str(builtin_task_dir())])
     assert calls[-1]["include_path"] == [str(builtin_task_dir()), mine]  # no duplicates
-    bridge.configure(include_defaults=False)
-    try:
-        FakeManager()
-        assert calls[-1]["include_defaults"] is False
-    finally:
-        bridge.configure()
     monkeypatch.setattr(bridge, "lm_eval_discovers", lambda group: True)
     FakeManager(include_path=mine)
     assert calls[-1]["include_path"] == [mine]  # lm-eval finds prbench's folders itself

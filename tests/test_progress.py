@@ -25,7 +25,6 @@ from prbench.progress import (
     NullBar,
     heartbeat_interval,
     progress_bar,
-    unlabelled_bars_off,
 )
 
 
@@ -122,19 +121,20 @@ def test_a_bad_interval_is_one_error_naming_the_variable(
         heartbeat_interval()
 
 
-def test_unlabelled_library_bars_are_off_and_labelled_ones_kept() -> None:
+def test_library_bars_off_is_environment_only() -> None:
+    import os
+
     import tqdm.std
 
+    from prbench.progress import library_bars_off
+
     original = tqdm.std.tqdm.__dict__["__init__"]
-    with unlabelled_bars_off():
-        bare = tqdm.std.tqdm(range(3), file=io.StringIO())  # lm-eval's bar over documents
-        positional = tqdm.std.tqdm(range(3), "", 3, file=io.StringIO())
-        labelled = tqdm.std.tqdm(range(3), desc="Checking cached requests", file=io.StringIO())
-        assert bare.disable and positional.disable and not labelled.disable
-        for bar in (bare, positional, labelled):
-            bar.close()
-    assert tqdm.std.tqdm.__dict__["__init__"] is original
-    assert not tqdm.std.tqdm(range(3), file=io.StringIO()).disable
+    before = os.environ.get("TQDM_DISABLE")
+    with library_bars_off():
+        assert os.environ["TQDM_DISABLE"] == "1"
+        assert os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] == "1"
+        assert tqdm.std.tqdm.__dict__["__init__"] is original  # nothing of tqdm replaced
+    assert os.environ.get("TQDM_DISABLE") == before
 
 
 def test_correlate_bootstrap_reports_progress(monkeypatch: pytest.MonkeyPatch,
@@ -232,31 +232,6 @@ def test_on_a_terminal_every_bar_is_labelled(tmp_path: Path) -> None:
     assert bare == [], drawn[-3000:]
     assert HEARTBEAT_PREFIX not in drawn  # bars, not log lines, on a terminal
     assert "fatal: not a git repository" not in drawn
-
-
-def test_lm_evals_git_lookup_outside_a_checkout_is_quiet_and_unchanged(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    import lm_eval.evaluator as evaluator
-    from lm_eval.loggers.utils import get_git_commit_hash as lm_evals_own
-
-    from prbench.harness import lm_eval_git
-
-    monkeypatch.setattr(evaluator, "get_git_commit_hash", lm_evals_own)
-    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
-    monkeypatch.chdir(tmp_path)
-    capfd.readouterr()
-    assert lm_evals_own() is None
-    assert "fatal: not a git repository" in capfd.readouterr().err  # what users saw
-    lm_eval_git.install()
-    lm_eval_git.install()  # once is enough; a second call changes nothing
-    assert evaluator.get_git_commit_hash is lm_eval_git.git_commit_hash
-    assert evaluator.get_git_commit_hash() is None
-    assert capfd.readouterr().err == ""
-    # in a checkout: the same commit as lm-eval's own lookup
-    repo = Path(__file__).resolve().parent.parent
-    monkeypatch.chdir(repo)
-    monkeypatch.delenv("GIT_CEILING_DIRECTORIES")
-    assert lm_eval_git.git_commit_hash() == lm_evals_own()
 
 
 def test_a_report_names_each_step_in_its_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

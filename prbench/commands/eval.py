@@ -1,18 +1,20 @@
-"""Run the benchmark through lm-eval; every `lm_eval run` flag passes through.
+"""Run the benchmark: lm-eval's tasks scored by a prbench scorer, on lm-eval's public API.
 
 Examples:
   prbench eval --tasks personalized_rewardbench_sample --model_args scorer=embedding-similarity
   prbench eval --tasks personalized_rewardbench_sample_noprofile --output_path results
-  prbench eval --lm_eval_help                # lm-eval's own flags
+  prbench eval --tasks personalized_rewardbench_sample --model_args scorer=length --limit 5
 
-Before lm-eval starts, prbench loads its plugins (also --plugin FILE) with their task folders and
-registers the `prbench` model (the default --model here). When every requested task is a prbench
-task, lm-eval's ~14.7k built-in tasks are not indexed (that costs seconds at every start). The
-results table is prbench's summary: per-domain accuracy with 95% bootstrap intervals (the method
-named under it), ties, the length baseline and micro/macro overall accuracy (lm-eval's own tables
-with --show_lm_eval_tables; its INFO log lines with --verbosity INFO). With --output_path,
-prbench_manifest_<date>.json (versions, scorer and options, profile condition, data hashes, seeds)
-is written next to lm-eval's results_<date>.json, in the folder prbench-<scorer>.
+Each option is read once into its typed value and checked, with the scorer's options, the
+device, the output folder and the task names, before any model loads or data is read; then the
+scorer is built and lm-eval's ``simple_evaluate`` runs prbench's tasks (only the task folders of
+prbench, its plugins and --include_path are indexed, not lm-eval's ~14.7k built-in tasks). The
+results table is prbench's summary: per-domain accuracy with 95% bootstrap intervals (the
+method named under it), ties, the length baseline and micro/macro overall accuracy. With
+--output_path, lm-eval's results_<date>.json (and samples_<task>_<date>.jsonl with --log_samples)
+and prbench_manifest_<date>.json (versions, scorer and options, profile condition, data hashes,
+seeds) are written in the folder prbench-<scorer>. The lm-eval flags this command takes are
+declared below; plain `lm_eval --model prbench` takes every lm-eval flag.
 """
 
 from __future__ import annotations
@@ -21,33 +23,16 @@ import argparse
 import json
 import logging
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from prbench.commands import positive_int
-from prbench.commands.eval_args import (
-    argument_problem,
-    device_problem,
-    groups_hint,
-    ignored_flags_warning,
-    lm_eval_argv,
-    lm_eval_namespace,
-    misspelt_task,
-    only_prbench_tasks,
-    other_model_problem,
-    profile_metadata,
-    requested_tasks,
-    reserved_metadata_keys,
-    unknown_flag_problem,
-    verbosity_shown,
-)
-from prbench.commands.eval_output import capture_lm_eval
 
-#: ``prbench.cli`` passes the arguments it does not know (lm-eval's) in ``args.extra_args``
+#: ``prbench.cli`` passes the arguments it does not know in ``args.extra_args``: each is an error
+#: naming it (:func:`undeclared_flags_problem`)
 ACCEPTS_EXTRA_ARGS = True
-
+OUTPUTS: dict[str, str] = {}  # --output_path is checked in run() (a .json path names a file)
 
 
 def _fraction(text: str) -> float:
@@ -61,45 +46,103 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> tuple[int | None, ...]:
+    from prbench.harness.eval_options import parse_seed
+
+    return parse_seed(text)
+
+
+def _limit(text: str) -> float:
+    from prbench.harness.eval_options import parse_limit
+
+    return parse_limit(text)
+
+
 #: Default of ``--max_invalid``: the share of pairs without a verdict a run may have and exit 0.
 DEFAULT_MAX_INVALID = 0.1
 
+#: lm-eval flags ``prbench eval`` does not take, and why (said in the error that names one)
+NOT_TAKEN: dict[str, str] = {
+    "--model": "prbench eval runs prbench's scorers; lm-eval's own models run with lm_eval",
+    "--num_fewshot": "the pairs are scored zero-shot",
+    "--fewshot_as_multiturn": "the pairs are scored zero-shot",
+    "--system_instruction": "a scorer builds its own input",
+    "--apply_chat_template": "a chat reward model always applies its own chat template",
+    "--gen_kwargs": "nothing is generated",
+    "--use_cache": "lm-eval's cache stores pickles; prbench's score cache does its job "
+                   "(runtime option cache=, cache_path=)",
+    "--cache_requests": "prbench's score and profile caches do its job",
+    "--predict_only": "a reward model's scores are its predictions",
+    "--check_integrity": "prbench's task tests are in its test suite",
+    "--config": "each option is a flag here",
+    "--samples": "use --limit",
+    "--trust_remote_code": "give it to the scorer: --model_args trust_remote_code=true",
+    "--confirm_run_unsafe_code": "prbench's tasks run no code",
+    "--trackio_args": "not supported by prbench eval",
+    "--wandb_config_args": "not supported by prbench eval",
+    "--bootstrap_iters": "prbench's intervals: --bootstrap_resamples",
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``prbench eval`` (lm-eval's own flags are passed through unchanged).
-
-    ``--tasks`` and ``--model_args`` are lm-eval's flags; they are declared here too so that
-    ``--help`` lists them, and :func:`~prbench.commands.eval_args.lm_eval_argv` hands them on to
-    lm-eval as given.
-    """
+    """Options of ``prbench eval``: the lm-eval flags it takes, typed, and prbench's own."""
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
 
-    parser.add_argument(
-        "--tasks", metavar="TASK,...",
-        help="the tasks or groups to run, comma-separated, e.g. personalized_rewardbench_sample "
-        "(required; lm-eval's flag)",
+    lm = parser.add_argument_group("lm-eval's flags (as `lm_eval run` reads them)")
+    lm.add_argument(
+        "--tasks", "-t", nargs="+", metavar="TASK",
+        help="the tasks or groups to run, comma- or space-separated, e.g. "
+        "personalized_rewardbench_sample (required)",
     )
-    parser.add_argument(
-        "--model_args", metavar="scorer=ID,K=V,...",
-        help="the scorer and its options, e.g. scorer=hf-classifier,pretrained=PATH (`prbench "
-        "scorers --options` lists them; runtime options cache=, cache_path=, chunk_size= work "
-        "too; lm-eval's flag) (default: scorer=embedding-similarity, the prbench model's "
-        "DEFAULT_SCORER)",
+    lm.add_argument(
+        "--model_args", "-a", action="append", metavar="scorer=ID,K=V,...",
+        help="the scorer and its options, as key=value text or a JSON object; repeatable, each "
+        "key once (e.g. scorer=hf-classifier,pretrained=PATH; `prbench scorers --options` lists "
+        "them; runtime options cache=, cache_path=, chunk_size= work too) (default: "
+        "scorer=embedding-similarity)",
     )
+    lm.add_argument("--limit", "-L", type=_limit, metavar="N",
+                    help="only the first N pairs of each task (or a fraction below 1): a quick "
+                    "check, not a benchmark result")
+    lm.add_argument("--output_path", "-o", metavar="DIR",
+                    help="write lm-eval's results file and prbench's manifest under "
+                    "DIR/prbench-<scorer>/ (a path ending in .json names the results file)")
+    lm.add_argument("--log_samples", "-s", action="store_true",
+                    help="also write each pair's scores and record (samples_<task>_<date>.jsonl; "
+                    "needs --output_path)")
+    lm.add_argument("--write_out", "-w", action="store_true",
+                    help="print what the scorer gets for the first pair of each task")
+    lm.add_argument("--seed", type=_seed, metavar="N|A,B,C,D",
+                    help="the seeds lm-eval sets: one integer (Python's random; numpy, torch and "
+                    "few-shot keep 1234) or four comma-separated (default: 0,1234,1234,1234)")
+    lm.add_argument("--device", metavar="DEVICE",
+                    help="where the scorer runs (cpu, cuda, cuda:N, mps, auto); a device the "
+                    "machine lacks is an error (default: the scorer's own)")
+    lm.add_argument("--batch_size", "-b", metavar="N|auto",
+                    help="the scorer's batch size (auto: the scorer's default)")
+    lm.add_argument("--max_batch_size", type=positive_int, metavar="N",
+                    help="the scorer's max_batch_size option, where it has one")
+    lm.add_argument("--include_path", metavar="DIR",
+                    help="a folder of your own task YAMLs, indexed beside prbench's")
+    lm.add_argument("--metadata", metavar="JSON",
+                    help="keys for the tasks, a JSON object (e.g. '{\"prbench_data\": \"DIR\"}')")
+    lm.add_argument("--verbosity", "-v", type=str.upper, metavar="LEVEL",
+                    choices=("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG"),
+                    help="lm-eval's log level (default WARNING; INFO shows its log lines)")
+    lm.add_argument("--show_config", action="store_true",
+                    help="print the whole results dict (every task's config) at the end")
+    lm.add_argument("--hf_hub_log_args", metavar="K=V,...",
+                    help="lm-eval's tracker arguments, e.g. hub_results_org=ORG,"
+                    "push_results_to_hub=True (HF_TOKEN from the environment)")
+    lm.add_argument("--wandb_args", metavar="K=V,...",
+                    help="log the run to Weights & Biases (wandb.init arguments, e.g. "
+                    "project=prbench); needs the wandb package")
     parser.add_argument(
         "--profile_args", metavar="builder=ID,K=V,...",
         help="the profile builder of the tasks' profile condition and its options, e.g. "
         "builder=bm25,k=3 (the --metadata keys prbench_profile, prbench_profile_k and "
         "prbench_profile_options) (default: the task's, builder=dense,k=5; the _noprofile tasks "
         "build none)",
-    )
-    parser.add_argument(
-        "--lm_eval_help", action="store_true", help="show the lm-eval flags this command accepts"
-    )
-    parser.add_argument(
-        "--index_lm_eval_tasks",
-        action="store_true",
-        help="index lm-eval's built-in tasks even when only prbench tasks are requested",
     )
     parser.add_argument("--no_summary", action="store_true", help="do not print prbench's summary")
     parser.add_argument(
@@ -119,12 +162,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 (results still written) when more than this share of pairs got no verdict, "
         "e.g. unreadable judge replies (1 never fails)",
     )
-    parser.epilog = textwrap.fill(
-        "Every other flag goes to `lm_eval run` unchanged (--tasks, --model_args, --limit, "
-        "--output_path, --log_samples, --metadata, --verbosity, ...; not --use_cache: prbench's "
-        "own score cache does its job); see --lm_eval_help. lm-eval's log lines below WARNING "
-        "are shown with --verbosity INFO.", width=79,
-    )
+    parser.epilog = ("An lm-eval flag not listed here is refused with the reason; plain "
+                     "`lm_eval --model prbench` takes every lm-eval flag.")
+
+
+def undeclared_flags_problem(extra: Sequence[str], known: Sequence[str]) -> str | None:
+    """The error for arguments ``prbench eval`` does not declare, naming each and the way out."""
+    from prbench.commands import spellings, unknown_flags_hint
+
+    if not extra:
+        return None
+    flags = [a.partition("=")[0] for a in extra if a.startswith("-")]
+    if not flags:
+        return (f"prbench eval: unexpected arguments {' '.join(extra)} (values go after their "
+                "flag, e.g. --tasks A,B)")
+    reasons = [f"{f} ({NOT_TAKEN[spellings(f)[0]]})" for f in flags
+               if f.startswith("--") and spellings(f)[0] in NOT_TAKEN]
+    if reasons:
+        return (f"prbench eval does not take {', '.join(reasons)}; plain `lm_eval --model "
+                "prbench` takes every lm-eval flag")
+    hint = unknown_flags_hint(flags, known)
+    return (f"prbench eval: unrecognized arguments: {' '.join(flags)}{hint} (see 'prbench eval "
+            "--help'; plain `lm_eval --model prbench` takes every lm-eval flag)")
 
 
 def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
@@ -146,141 +205,144 @@ def _changed_options(registry: Any, scorer: dict[str, Any]) -> dict[str, Any]:
             if k not in defaults or defaults[k] != v}
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run lm-eval with prbench's plugins, print the summary and write the manifest."""
-    from prbench.errors import PrbenchUserError, one_line
-    from prbench.harness.lm_eval_args import (
-        USE_CACHE_REFUSED,
-        json_flag_problem,
-        model_args_problem,
-        restore_option_text,
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 1
+
+
+def plan(args: argparse.Namespace) -> tuple[Any, Any]:
+    """Every option of a ``prbench eval`` command line read once and checked, nothing loaded.
+
+    Returns:
+        ``(evaluation, task_manager)``: the :class:`prbench.harness.evaluate.Evaluation` and
+        lm-eval's ``TaskManager`` over the task folders (built here for the task-name check).
+
+    Raises:
+        PrbenchUserError: the first mistake found, as one line naming it and the fix.
+    """
+    from prbench.harness import eval_options as eo
+    from prbench.harness import evaluate, tasks
+    from prbench.harness.lm_eval_compat import warn_troubled_plugins, warn_unreadable_task_files
+    from prbench.options import OptionsError, parse_kv_string
+    from prbench.scoring.spec import resolve_scorer
+
+    warn_troubled_plugins()  # one line per failed or partial plugin
+    requested = eo.requested_tasks(args.tasks)
+    if not requested:
+        groups = ", ".join(sorted(n for n in tasks.task_names() if n.startswith(
+            "personalized_rewardbench") and n.count("_") <= 3))
+        raise OptionsError("no --tasks given: name the tasks to run, e.g. --tasks "
+                           f"personalized_rewardbench_sample (prbench's groups: {groups})")
+    model_args = eo.read_model_args(args.model_args)
+    spec = resolve_scorer(model_args, device=args.device, batch_size=args.batch_size,
+                          max_batch_size=args.max_batch_size)
+    metadata = eo.read_metadata(args.metadata)
+    reserved = eo.reserved_metadata_keys(metadata)
+    if reserved:
+        raise OptionsError(
+            f"--metadata sets {', '.join(reserved)}, which the task YAMLs fix; choose the domain "
+            "and condition by task name (e.g. personalized_rewardbench_sample_noprofile)")
+    metadata = eo.profile_metadata(args.profile_args, metadata)
+    if args.log_samples and not args.output_path:
+        raise OptionsError("--log_samples writes per-pair samples files and needs a folder for "
+                           "them: add --output_path DIR (e.g. --output_path results)")
+    check_lm_eval_output(args.output_path)
+    tracker_args = {k: _typed(v) for k, v in parse_kv_string(args.hf_hub_log_args or "").items()}
+    wandb_args = None
+    if args.wandb_args is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            raise OptionsError("--wandb_args needs the wandb package: pip install wandb")
+        wandb_args = {k: _typed(v) for k, v in parse_kv_string(args.wandb_args).items()}
+    dirs = [*tasks.task_dirs(), *([args.include_path] if args.include_path else [])]
+    if args.include_path and not Path(args.include_path).is_dir():
+        raise OptionsError(f"--include_path {args.include_path}: no such folder")
+    warn_unreadable_task_files(dirs)  # lm-eval would skip them without a word
+    manager = evaluate.task_manager(dirs, {**model_args, **metadata})
+    problem = eo.unknown_task(requested, evaluate.task_names(manager))
+    if problem:
+        raise OptionsError(problem)
+    run = evaluate.Evaluation(
+        spec=spec, model_args=model_args, tasks=tuple(requested), task_dirs=tuple(dirs),
+        metadata=metadata, limit=args.limit, output_path=args.output_path,
+        log_samples=args.log_samples, write_out=args.write_out,
+        seeds=args.seed or (0, 1234, 1234, 1234),
+        batch_size=str(args.batch_size) if args.batch_size is not None else "auto",
+        device=args.device, tracker_args=tracker_args, wandb_args=wandb_args,
+        show_config=args.show_config,
     )
+    return run, manager
+
+
+def _typed(text: str) -> Any:
+    """A ``--hf_hub_log_args``/``--wandb_args`` value: true/false and numbers typed."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check every option, run the tasks through lm-eval, print the summary, write the manifest."""
+    from prbench.errors import PrbenchUserError, one_line
     from prbench.plugins import get_registry
 
-    expected = PrbenchUserError
+    own_parser = getattr(args, "_parser", None)
+    problem = undeclared_flags_problem(getattr(args, "extra_args", None) or [],
+                                       own_parser.flags() if own_parser is not None else ())
+    if problem:
+        return _fail(problem)
     registry = get_registry(getattr(args, "plugin", None) or ())
-    from prbench.harness import bridge, lm_eval_messages
-
-    lm_eval_messages.warn_troubled_plugins()  # one line per failed or partial plugin
-
     from lm_eval.utils import setup_logging
 
-    extra = lm_eval_argv(args)
-    args.extra_args = extra
-    verbose = verbosity_shown(extra)
-    setup_logging(logging.DEBUG if verbose == "DEBUG" else logging.INFO if verbose
-                  else logging.WARNING)
-    problem = json_flag_problem(extra) or model_args_problem(extra)
-    if problem:  # lm-eval would raise a bare ValueError naming no flag, or keep the last key
-        print(f"error: {problem}", file=sys.stderr)
-        return 1
-    own_parser = getattr(args, "_parser", None)
-    problem = unknown_flag_problem(extra, own_parser.flags() if own_parser is not None else ())
-    if problem:  # lm-eval would print its usage, without a suggestion
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+    setup_logging(getattr(logging, args.verbosity or "WARNING"))
     try:
-        ns = lm_eval_namespace(extra, show_help=args.lm_eval_help)
-    except SystemExit as exc:  # --help, or an argparse error already printed
-        return int(exc.code or 0)
-    if not getattr(ns, "config", None):  # a --config YAML sets these itself
-        if ns.model is None:
-            ns.model = "prbench"
-        if ns.model == "prbench" and not hasattr(ns, "batch_size"):
-            ns.batch_size = "auto"  # the scorer's own default, not lm-eval's 1
-        problem = (argument_problem(ns, tasks_hint=groups_hint) or other_model_problem(ns)
-                   or device_problem(ns, extra)
-                   or lm_eval_messages.model_args_problem_early(extra, model=ns.model))
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return 1
+        evaluation, manager = plan(args)
+    except PrbenchUserError as exc:
+        return _fail(one_line(exc))
+    from prbench.harness import evaluate, tasks
+    from prbench.harness.lm_eval_compat import metadata_hint_once
 
-    # the user's text back where lm-eval typed it; each option's declared type decides
-    if ns.model == "prbench" and isinstance(getattr(ns, "model_args", None), dict):
-        ns.model_args = restore_option_text(ns.model_args, extra)
-    if isinstance(getattr(ns, "metadata", None), dict):
-        ns.metadata = restore_option_text(ns.metadata, extra, flags=("metadata",))
-
-    try:
-        with_profile = profile_metadata(args.profile_args, getattr(ns, "metadata", None))
-    except expected as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 1
-    if with_profile is not None:
-        ns.metadata = with_profile
-        args.extra_args = [*extra, "--profile_args", args.profile_args]  # for the manifest
-    warning = ignored_flags_warning(ns)
-    if warning:
-        print(warning, file=sys.stderr)
-
-    reserved = reserved_metadata_keys(getattr(ns, "metadata", None))
-    if reserved:
-        print(
-            f"error: --metadata sets {', '.join(reserved)}, which the task YAMLs fix; choose the "
-            "domain and condition by task name (e.g. personalized_rewardbench_sample_noprofile)",
-            file=sys.stderr,
-        )
-        return 1
-
-    if getattr(ns, "use_cache", None):
-        print(f"error: {USE_CACHE_REFUSED}", file=sys.stderr)  # a pickle cache: never
-        return 1
-    try:
-        check_lm_eval_output(getattr(ns, "output_path", None))
-    except expected as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 1
-
-    from prbench.harness import tasks
-
-    dirs = tasks.task_dirs()
-    lm_eval_messages.warn_unreadable_task_files(dirs)  # lm-eval would skip them without a word
-    own = [*dirs, *([ns.include_path] if getattr(ns, "include_path", None) else [])]
-    own_names = tasks.task_names(own)
-    typo = misspelt_task(requested_tasks(ns.tasks), own_names)
-    if typo:
-        print(f"error: {typo}", file=sys.stderr)
-        return 1
-    skip_defaults = not args.index_lm_eval_tasks and only_prbench_tasks(
-        requested_tasks(ns.tasks), own_names
-    )
-    bridge.configure(include_defaults=False if skip_defaults else None, extra_dirs=tuple(dirs))
-    bridge.install()
-    # lm-eval's hint to pass task kwargs through --metadata: never for prbench's tasks here
-    lm_eval_messages.quiet_metadata_hint(
-        metadata_given=bool(getattr(ns, "metadata", None)) or not verbose)
     # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
-    # earlier run carries over, least of all profiles marked "not built" for a scorer that did
-    # not read them (the next scorer would see them empty)
+    # earlier run carries over
     tasks.reset()
     try:
-        with capture_lm_eval(tables=args.show_lm_eval_tables) as captured, \
-                lm_eval_messages.reworded_limit_warning(getattr(ns, "limit", None)):
-            ns.func(ns)
-    except expected as exc:
-        print(f"error: {one_line(exc)}", file=sys.stderr)
-        return 1
-    except ValueError as exc:  # lm-eval's own argument checks, with the fix added
-        fixed = lm_eval_messages.lm_eval_error_fix(exc)
-        if fixed is None:
-            raise
-        print(f"error: {fixed}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # an lm-eval model's files (--model hf, ...) that cannot be had
-        if ns.model == "prbench":
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"error: --model {ns.model} could not load its model: {first}", file=sys.stderr)
-        return 1
+        with metadata_hint_once():
+            outcome = evaluate.evaluate(evaluation, manager)
+    except PrbenchUserError as exc:
+        return _fail(one_line(exc))
     finally:
-        bridge.configure()
-    results = captured.get("results")
-    if results is None:  # not rank 0 of a multi-process run, or nothing evaluated
+        if "outcome" in locals():
+            outcome.lm.close()
+    results = outcome.results
+    if results is None:  # not rank 0 of a multi-process run
         return 0
-    sections = _report(args, results, captured, registry,
-                       length_baseline=not getattr(ns, "samples", None),
-                       limit=getattr(ns, "limit", None))
+    if args.show_lm_eval_tables:
+        from lm_eval.utils import make_table
+
+        from prbench.harness.summary import table_view
+
+        print(make_table(table_view(results)))
+        if "groups" in results:
+            print(make_table(table_view(results), "groups"))
+    sections = _report(args, results, outcome.saved, registry, length_baseline=True,
+                       limit=_effective_limit(args.limit, results))
     return invalid_exit_code(sections, args.max_invalid, causes=failure_causes(results))
+
+
+def _effective_limit(limit: float | None, results: dict[str, Any]) -> float | None:
+    """``--limit`` when it left pairs out of some task, else ``None`` (nothing to say)."""
+    if not limit:
+        return None
+    counts = [n.get("original") for n in (results.get("n-samples") or {}).values()
+              if isinstance(n, dict) and isinstance(n.get("original"), int)]
+    if limit >= 1 and counts and limit >= min(counts):
+        return None
+    return limit
 
 
 def check_lm_eval_output(output_path: str | None) -> None:
@@ -353,7 +415,7 @@ def invalid_exit_code(sections: Sequence[Any], max_invalid: float, causes: str =
 def _report(
     args: argparse.Namespace,
     results: dict[str, Any],
-    captured: dict[str, Any],
+    saved: dict[str, Any],
     registry: Any,
     *,
     length_baseline: bool,
@@ -372,19 +434,17 @@ def _report(
     if sections and not args.no_summary:
         print()
         print(summary.format_sections(sections, scorer=scorer or None, limit=limit))
-    argv = [
-        "prbench", *(f"--plugin={p}" for p in getattr(args, "plugin", None) or ()), "eval",
-        *(getattr(args, "extra_args", None) or []),
-    ]
+    argv = ["prbench", *(f"--plugin={p}" for p in getattr(args, "plugin", None) or ()), "eval",
+            *getattr(args, "argv", [])]
     written = manifest.write_run_manifest(
-        results, captured, argv=argv, sections=sections, plugins=registry.provenance(),
+        results, saved, argv=argv, sections=sections, plugins=registry.provenance(),
         data=list(profile_rows.PROVENANCE),
     )
     if written is None:
         return sections
     path, manifest_file = written
     print(f"\nresults: {path}\nmanifest: {manifest_file}")
-    for sample_file in samples_files(path, captured.get("date_id")):
+    for sample_file in samples_files(path, saved.get("date_id")):
         print(f"samples: {sample_file}")
     return sections
 

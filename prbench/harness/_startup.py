@@ -9,7 +9,7 @@ module and one set lookup per later import.
 
 When ``lm_eval.models`` or ``lm_eval.tasks.manager`` is imported (or lm-eval's command-line
 modules ``lm_eval._cli.utils`` and ``lm_eval.config.evaluate_config``), the finder lets the real
-loader run the module and then calls :func:`prbench.harness.bridge.on_lm_eval_import`, which
+loader run the module and then calls :func:`prbench.harness.lm_eval_compat.on_lm_eval_import`, which
 registers the ``prbench`` model *after* lm-eval's built-in models and adds prbench's task folders
 to every ``TaskManager``. The bridge stands aside where lm-eval discovers the ``lm_eval.models`` /
 ``lm_eval.tasks`` entry points itself.
@@ -40,7 +40,7 @@ def opted_out(environ=None):
 
 def _after_import(name, module):
     try:
-        from prbench.harness.bridge import on_lm_eval_import
+        from prbench.harness.lm_eval_compat import on_lm_eval_import
     except Exception as exc:  # prbench missing or broken: lm-eval must still work
         sys.stderr.write(f"prbench: lm-eval hook disabled, cannot import prbench: {exc}\n")
         return

@@ -32,17 +32,18 @@ import json
 import logging
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lm_eval.api.model import LM
 
 from prbench.devices import lm_eval_default_device, resolve_device
-from prbench.options import OptionsError, options_to_dict
+from prbench.harness.scored import Scored
+from prbench.options import options_to_dict
+from prbench.scoring.spec import DEFAULT_SCORER, ScorerSpec, parse_batch_size, resolve_scorer
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SCORER = "embedding-similarity"
 #: said once per run under ``--apply_chat_template`` (see :meth:`PRBenchLM.apply_chat_template`)
 CHAT_TEMPLATE_NOTE = (
     "prbench: note: --apply_chat_template changes nothing for the prbench model: a scorer gets "
@@ -52,36 +53,11 @@ CHAT_TEMPLATE_NOTE = (
 REQUIRED_DOC_FIELDS = ("id", "question", "chosen", "rejected", "profile_text", "record_ref")
 
 
-def parse_batch_size(value: Any) -> int | None:
-    """lm-eval's ``--batch_size`` (an int or a string such as ``"8"``, ``"auto"``, ``"auto:4"``).
-
-    Returns:
-        The batch size, or ``None`` for ``auto`` (the scorer keeps its own default).
-
-    Raises:
-        OptionsError: not a positive integer and not ``auto``.
-    """
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text.startswith("auto"):
-        return None
-    message = f"batch_size must be a positive integer or 'auto', got {value!r}"
-    try:
-        size = int(text)
-    except ValueError:
-        raise OptionsError(message) from None
-    if size < 1:
-        raise OptionsError(message)
-    return size
-
-
 def lm_device(device: Any) -> str | None:
     """The device for the scorer from lm-eval's ``device`` argument (``None``: none given).
 
     A CUDA device without CUDA is an error when the user asked for it with ``--device``; lm-eval's
-    own ``cuda:0`` default falls back to ``cpu`` silently (see
-    :func:`prbench.devices.lm_eval_default_device`).
+    own ``cuda:0`` default falls back to ``cpu`` silently.
     """
     if device is None or str(device).strip() == "":
         return None
@@ -134,41 +110,55 @@ class PRBenchLM(LM):
         **options: Any,
     ) -> None:
         super().__init__()
+        given: dict[str, Any] = {"scorer": scorer, **options}
+        for name, value in (("pretrained", pretrained), ("trust_remote_code", trust_remote_code)):
+            if value is not None:
+                given[name] = value
+        from prbench.harness import data_parallel
+
+        accelerator = data_parallel.start(device)  # under accelerate launch / torchrun
+        spec = resolve_scorer(
+            given, device=None if accelerator is not None else device,
+            device_explicit=device is not None and not lm_eval_default_device(device),
+            batch_size=batch_size, max_batch_size=max_batch_size,
+        )
+        self._start(spec, accelerator)
+
+    @classmethod
+    def from_spec(cls, spec: ScorerSpec, *, write_out: bool = False) -> PRBenchLM:
+        """The model of a resolved scorer (``prbench eval``: the options are parsed once).
+
+        Args:
+            spec: the scorer, resolved (:func:`prbench.scoring.spec.resolve_scorer`).
+            write_out: print, for each task, what the scorer gets for its first document
+                (``prbench eval --write_out``; :mod:`prbench.harness.writeout`).
+        """
+        from prbench.harness import data_parallel
+
+        lm = cls.__new__(cls)
+        LM.__init__(lm)
+        lm._start(spec, data_parallel.start(spec.device), write_out=write_out)
+        return lm
+
+    def _start(self, spec: ScorerSpec, accelerator: Any, *, write_out: bool = False) -> None:
+        from prbench.harness import data_parallel
         from prbench.plugins import get_registry
 
         self._registry = get_registry()
-        self.component = self._registry.get("scorer", str(scorer))
-        self.pairwise = "pairwise" in self.component.tags
-        fields = self._option_fields()
-        from prbench.harness import data_parallel
-
-        # under accelerate launch / torchrun: this process's rank and device (replicated scorer)
-        self._accelerator: Any = data_parallel.start(device)
-        if self._accelerator is not None:
-            self._rank = self._accelerator.process_index
-            self._world_size = self._accelerator.num_processes
-            resolved: str | None = data_parallel.process_device(self._accelerator)
-        else:
-            resolved = lm_device(device) if "device" in fields else None
-        self._device = resolved or "cpu"
-        self.label = str(pretrained) if pretrained is not None else None
-        self.batch_size = parse_batch_size(batch_size)
-        self.max_batch_size = max_batch_size
-        # prbench_* keys are task options (lm-eval also hands --model_args to the tasks)
-        raw = {k: v for k, v in options.items() if not k.startswith("prbench_")}
-        for name, value in (
-            ("pretrained", pretrained),
-            ("device", resolved),
-            ("batch_size", self.batch_size),
-            ("max_batch_size", max_batch_size),
-            ("trust_remote_code", trust_remote_code),
-        ):
-            if value is not None and name in fields:
-                raw[name] = value
-        from prbench.scoring.runtime_options import split_options
-
-        self.runtime_options, scorer_raw = split_options(self.component, raw)
-        self.options = self.component.parse_options(scorer_raw)
+        self._accelerator = accelerator
+        if accelerator is not None:  # a replicated scorer: this process's rank and device
+            self._rank = accelerator.process_index
+            self._world_size = accelerator.num_processes
+            spec = spec.with_device(data_parallel.process_device(accelerator))
+        self.spec = spec
+        self.component = spec.component
+        self.pairwise = spec.pairwise
+        self._device = spec.device
+        self.label = spec.label
+        self.batch_size = spec.batch_size
+        self.max_batch_size = spec.max_batch_size
+        self.runtime_options = spec.runtime_options
+        self.options = spec.options
         self._runtime: Any = None
         self._closed = False
         self.calls = 0
@@ -177,13 +167,13 @@ class PRBenchLM(LM):
         self._padded: list[Any] = []
         #: what every process did (rank 0, after lm-eval gathered the metrics)
         self._shards: list[dict[str, Any]] | None = None
+        #: tasks whose first document is still to be written out (``write_out``)
+        self._write_out = write_out
+        self._written_out: set[str] = set()
         _OPEN.add(self)
-        from prbench.harness import lm_eval_git, writeout
         from prbench.profiles.lazy import defer_to
 
         defer_to(self)  # rows' profiles are built here, for the rows scored (not in doc_to_text)
-        writeout.install(self)  # --write_out shows what this scorer gets, not doc_to_text's text
-        lm_eval_git.install()  # the results' git_hash without git's "fatal: not a git repository"
         self._chat_note_given = False
 
     @classmethod
@@ -192,48 +182,35 @@ class PRBenchLM(LM):
     ) -> PRBenchLM:
         """Build from ``--model_args`` plus lm-eval's ``device``/``batch_size`` arguments.
 
-        lm-eval passes its own ``--device``/``--batch_size`` (with defaults such as ``cuda:0``)
-        beside the model arguments; a key given in ``--model_args`` (``device=cpu``) wins over
-        them instead of failing with "got multiple values for keyword argument". Under the
-        ``lm_eval`` command, values lm-eval typed from the command line get the user's text back
-        (:func:`prbench.harness.lm_eval_args.restore_option_text`), so each option is read by its
-        declared type only (``revision=00123456`` stays ``'00123456'``).
+        This is how plain ``lm_eval --model prbench`` builds the model (``prbench eval`` uses
+        :meth:`from_spec`). lm-eval passes its own ``--device``/``--batch_size`` (with defaults
+        such as ``cuda:0``) beside the model arguments; a key given in ``--model_args``
+        (``device=cpu``) wins over them. Under the ``lm_eval`` command the ``--model_args`` text
+        is read again by prbench (:func:`prbench.harness.lm_eval_compat.plain_model_args`): a key
+        given twice is an error, and each value is the user's text, read by its option's declared
+        type only (lm-eval would type ``revision=00123456`` as the int 123456).
         """
-        from prbench.harness.lm_eval_args import (
-            check_model_args_text,
-            check_no_use_cache,
-            check_output_path,
-            restore_option_text,
-        )
+        from prbench.harness import lm_eval_compat
 
-        check_model_args_text()  # plain lm_eval: model=A,model=B would keep B without a word
-        check_no_use_cache()  # plain lm_eval: its pickle cache would open after this model
-        check_output_path()  # plain lm_eval: its files are written after the whole run
-        arg_dict = restore_option_text(arg_dict)
+        arg_dict = lm_eval_compat.plain_model_args(arg_dict)
         given = additional_config or {}
         extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}
-        return cls(**arg_dict, **extra)
+        lm = cls(**arg_dict, **extra)
+        lm_eval_compat.plain_run_started(lm)
+        return lm
 
     @classmethod
     def create_from_arg_string(
         cls, arg_string: str, additional_config: dict[str, Any] | None = None
     ) -> PRBenchLM:
-        """As :meth:`create_from_arg_obj`, from ``"key=value,..."``."""
-        from prbench.harness.lm_eval_args import option_text
+        """As :meth:`create_from_arg_obj`, from ``"key=value,..."`` (read by prbench's parser)."""
+        from prbench.harness.eval_options import unquoted
         from prbench.options import parse_kv_string
 
-        # the text as given: each option's declared type decides (lm-eval's parser would turn
-        # "00123456" into 123456)
-        args = {k: option_text(v) for k, v in parse_kv_string(arg_string).items()}
+        args = {k: unquoted(v) for k, v in parse_kv_string(arg_string).items()}
         return cls.create_from_arg_obj(args, additional_config)
 
     # -- lm-eval plumbing ----------------------------------------------------------------------
-
-    def _option_fields(self) -> set[str]:
-        import dataclasses
-
-        opts = self.component.options
-        return {f.name for f in dataclasses.fields(opts)} if opts is not None else set()
 
     @property
     def device(self) -> str:
@@ -309,22 +286,9 @@ class PRBenchLM(LM):
     def runtime(self) -> Any:
         """The scorer in its :class:`prbench.scoring.runtime.ScorerRuntime`, built on first use."""
         if self._runtime is None:
-            import dataclasses
-
-            from prbench.scoring.runtime import ScorerRuntime
-
             if self._closed:
                 raise RuntimeError(f"the prbench model ({self.component.name!r}) is closed")
-            factory = self.component.resolve_factory()
-            has_options = self.component.options is not None
-            scorer = factory(self.options) if has_options else factory()
-            settings = dataclasses.asdict(self.runtime_options)
-            self._runtime = ScorerRuntime(
-                scorer, component=self.component, options=self.options,
-                cache=settings["cache"], cache_path=settings["cache_path"] or None,
-                chunk_size=settings["chunk_size"], progress=settings["progress"],
-                timeout=settings["call_timeout"],
-            )
+            self._runtime = self.spec.build()
         return self._runtime
 
     @property
@@ -396,17 +360,7 @@ class PRBenchLM(LM):
             "hidden": hidden,
         }
 
-    @staticmethod
-    def _forget_outcomes(doc: dict[str, Any]) -> None:
-        """Drop a judge's order outcome recorded for this row by an earlier scorer of this
-        process (a sweep reusing the process): only this scorer's verdicts may reach the
-        task's metrics.
-        """  # noqa: D205
-        from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
-
-        PAIR_OUTCOMES.pop(doc_key(doc), None)
-
-    def _score_pointwise(self, requests: Sequence[Any]) -> list[float]:
+    def _score_pointwise(self, requests: Sequence[Any]) -> list[Scored]:
         from prbench.scoring.base import ScoreRequest
 
         self._prepare_profiles(requests)
@@ -414,7 +368,6 @@ class PRBenchLM(LM):
         unique: dict[tuple[Any, ...], ScoreRequest] = {}
         for inst in requests:
             doc = self._doc(inst)
-            self._forget_outcomes(doc)
             which = self._which(doc, inst)
             key = (inst.task_name, doc["id"], which)
             keys.append(key)
@@ -423,30 +376,26 @@ class PRBenchLM(LM):
                 unique[key] = ScoreRequest(response=response, **self._context(doc))
         batch = list(unique.values())
         scores = self.runtime.score(batch)  # checked by the runtime: one real number each
-        from prbench.harness import unscored
-
-        for key, extras in zip(unique, self.runtime.extras(batch), strict=True):
-            unscored.record(key[0], key[1], key[2], extras)  # why an answer has no score
+        # why an answer has no score travels with its result (prbench.harness.scored)
+        extras = [e if isinstance(e, Mapping) and isinstance(e.get("invalid"), str) else None
+                  for e in self.runtime.extras(batch)]
         self.calls += 1
         self.scored += len(batch)
-        by_key = dict(zip(unique, scores, strict=True))
+        by_key = {k: Scored(s, {"invalid": e["invalid"]} if e else None)
+                  for k, s, e in zip(unique, scores, extras, strict=True)}
         return [by_key[k] for k in keys]
 
-    def _score_pairwise(self, requests: Sequence[Any]) -> list[float]:
-        from prbench.judges.order_metrics import PAIR_OUTCOMES, doc_key
+    def _score_pairwise(self, requests: Sequence[Any]) -> list[Scored]:
         from prbench.scoring.base import PairRequest
 
         self._prepare_profiles(requests)
         sides: list[tuple[tuple[Any, ...], int]] = []
         unique: dict[tuple[Any, ...], PairRequest] = {}
-        docs: dict[tuple[Any, ...], dict[str, Any]] = {}
         for inst in requests:
             doc = self._doc(inst)
             key = (inst.task_name, doc["id"])
             sides.append((key, self._which(doc, inst)))
             if key not in unique:
-                self._forget_outcomes(doc)
-                docs[key] = doc
                 position = doc.get("domain_position")
                 unique[key] = PairRequest(
                     first=doc["chosen"], second=doc["rejected"], **self._context(doc),
@@ -455,29 +404,46 @@ class PRBenchLM(LM):
         batch = list(unique.values())
         probs = self.runtime.compare(batch)  # checked by the runtime
         # the judge's per-order verdicts (the runtime's request extras; chosen = the pair's
-        # first answer), for the tasks' both-order metrics (prbench.judges.order_metrics)
-        for key, outcome in zip(unique, self.runtime.extras(batch), strict=True):
-            if outcome is not None:
-                PAIR_OUTCOMES[doc_key(docs[key])] = outcome
+        # first answer) travel with the chosen answer's result to the task's both-order metrics
+        outcomes = dict(zip(unique, self.runtime.extras(batch), strict=True))
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, probs, strict=True))
-        return [by_key[k] if which == 0 else 1.0 - by_key[k] for k, which in sides]
+        out = []
+        for k, which in sides:
+            outcome = outcomes[k] if which == 0 and isinstance(outcomes[k], Mapping) else None
+            out.append(Scored(by_key[k] if which == 0 else 1.0 - by_key[k],
+                              {"orders": dict(outcome)} if outcome is not None else None))
+        return out
 
     def loglikelihood(
         self, requests: list[Any], disable_tqdm: bool = False
-    ) -> list[tuple[float, bool]]:
-        """The reward of each answer (or the judge's probability), in request order."""
+    ) -> list[Scored]:
+        """The reward of each answer (or the judge's probability), in request order.
+
+        Each is a :class:`~prbench.harness.scored.Scored`: lm-eval's ``(value, is_greedy)``
+        pair carrying what the scorer said of the answer to the task's ``process_results``.
+        """
         if not requests:
             return []
         if self.world_size > 1:
             from prbench.harness.data_parallel import padding
 
             self._padded.extend(padding(requests))
-        scores = (
-            self._score_pairwise(requests) if self.pairwise else self._score_pointwise(requests)
-        )
-        return [(float(s), False) for s in scores]
+        self._write_out_first(requests)
+        return self._score_pairwise(requests) if self.pairwise else self._score_pointwise(requests)
+
+    def _write_out_first(self, requests: Sequence[Any]) -> None:
+        """``write_out``: each task's first document as the scorer gets it, once (stderr)."""
+        if not self._write_out:
+            return
+        from prbench.harness.writeout import is_prbench_doc, render
+
+        for inst in requests:
+            name = str(inst.task_name)
+            if inst.doc_id == 0 and name not in self._written_out and is_prbench_doc(inst.doc):
+                self._written_out.add(name)
+                sys.stderr.write(render(name, inst.doc, self) + "\n")
 
     # -- lm-eval's --apply_chat_template -------------------------------------------------------
 

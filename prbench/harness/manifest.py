@@ -160,9 +160,9 @@ def save_samples_strictly(
 ) -> None:
     """Call lm-eval's ``save_results_samples`` with strict copies of the samples (see above).
 
-    A pair with an answer the scorer could not score gets its reason
-    (:mod:`prbench.harness.unscored`); a pair a judge judged gets its orders with the judge's
-    replies (:func:`prbench.judges.order_metrics.annotate_samples`); each ``doc`` gets its record
+    A pair with an answer the scorer could not score gets its reason, and a pair a judge judged
+    gets its orders with the judge's replies, both read off the pair's own results
+    (:func:`prbench.harness.scored.annotate_sample`); each ``doc`` gets its record
     back as ``record_json`` in place of the row's ``record_ref``
     (:func:`prbench.harness.record_store.restore`). lm-eval names the file
     ``samples_<task>_<date>.jsonl``; a task name with a path separator (a plugin task
@@ -175,8 +175,7 @@ def save_samples_strictly(
     """
     from prbench.analysis.strict_json import strict
     from prbench.harness.record_store import restore
-    from prbench.harness.unscored import annotate
-    from prbench.judges.order_metrics import annotate_samples
+    from prbench.harness.scored import annotate_sample
     from prbench.outputs import check_jsonl_file
 
     safe = safe_task_file_name(task_name)
@@ -187,7 +186,7 @@ def save_samples_strictly(
     from prbench.redaction import known_secrets, redact, warn_masked
 
     secrets = known_secrets()  # a judge reply that echoes the API key is written masked
-    whole = [strict(restore(sample)) for sample in annotate_samples(annotate(task_name, samples))]
+    whole = [strict(restore(annotate_sample(sample))) for sample in samples]
     rows = redact(whole, secrets)
     warn_masked(f"the samples file of {task_name}", whole, rows)
     save(tracker, task_name=safe, samples=rows)

@@ -1,11 +1,10 @@
 """The files a ``prbench`` run leaves, under ``prbench eval`` and plain ``lm_eval`` alike.
 
-lm-eval hands saving to an ``EvaluationTracker``, and its ``run`` command looks the class up in
-``lm_eval.loggers`` when it runs. prbench subclasses it (:func:`tracker_class`) rather than
-patching lm-eval's methods, and names its subclass there for lm-eval's command
-(:func:`use_tracker`: for one ``prbench eval`` run, or for the whole process under plain
-``lm_eval``); a program calling ``simple_evaluate`` itself passes
-``evaluation_tracker=tracker_class()(output_path=...)``. The subclass
+lm-eval hands saving to an ``EvaluationTracker``. prbench subclasses it (:func:`tracker_class`):
+``prbench eval`` passes it to ``simple_evaluate`` (:mod:`prbench.harness.evaluate`), and so can any
+program calling ``simple_evaluate`` itself; under plain ``lm_eval``, whose ``run`` command looks
+the class up in ``lm_eval.loggers``, the start-up hook names it there
+(:func:`prbench.harness.lm_eval_compat.use_tracker`). The subclass
 
 - writes results and samples files as strict JSON, each sample's record put back as
   ``record_json``, and reads them back (:mod:`prbench.harness.manifest`); under plain ``lm_eval``
@@ -15,10 +14,6 @@ patching lm-eval's methods, and names its subclass there for lm-eval's command
   ``GeneralConfigTracker``, a subclass too);
 - leaves every other model's run as lm-eval saves it (only putting back the records of prbench's
   tasks in the samples).
-
-lm-eval's printed table is prbench's view of it (:func:`patch_table`): lm-eval has no extension
-point for the table, so ``lm_eval.utils.make_table`` is wrapped (docs/plugin-api.md, "lm-eval
-internals prbench touches").
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import logging
 import sys
 from typing import Any
 
-from prbench.harness.lm_eval_args import MODEL_NAME
+MODEL_NAME = "prbench"
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +37,7 @@ def folder_name(model_args: Any) -> str:
     ``prbench`` run gets ``<output_path>/prbench-<scorer>/`` instead; the checkpoint is recorded
     in the manifest.
     """
-    from prbench.harness.lm import DEFAULT_SCORER
+    from prbench.scoring.spec import DEFAULT_SCORER
 
     scorer = None
     if isinstance(model_args, dict):
@@ -89,8 +84,13 @@ def tracker_class() -> type:
     class PrbenchConfigTracker(GeneralConfigTracker):
         """lm-eval's run settings; a ``prbench`` run's folder is ``prbench-<scorer>``."""
 
+        #: ``prbench eval``: the run's ``--model_args`` (it passes the model as an object)
+        run_model_args: dict[str, Any] | None = None
+
         def log_experiment_args(self, model_source: str, model_args: Any, *args: Any,
                                 **kwargs: Any) -> None:
+            if self.run_model_args is not None:  # prbench eval: lm-eval's CLI would say these
+                model_source, model_args = MODEL_NAME, self.run_model_args
             super().log_experiment_args(model_source, model_args, *args, **kwargs)
             if model_source == MODEL_NAME:
                 self.model_name = folder_name(model_args)
@@ -102,36 +102,36 @@ def tracker_class() -> type:
         """lm-eval's tracker, saving a ``prbench`` run's files strictly (module docstring).
 
         Attributes:
-            captured: under ``prbench eval``, where the saved results, the output path, the run's
-                date id and folder are handed back (``None`` under plain ``lm_eval``).
+            run_model_args: set by ``prbench eval`` (which writes the manifest itself); ``None``
+                under plain ``lm_eval``, where the tracker writes it.
         """
-
-        captured: dict[str, Any] | None = None
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.general_config_tracker = PrbenchConfigTracker()
-            self.prbench_run = False  # plain lm_eval: saw the results of a prbench run
+            self.prbench_run = False  # saw the results of a prbench run
+
+        @property
+        def run_model_args(self) -> dict[str, Any] | None:
+            return self.general_config_tracker.run_model_args
+
+        @run_model_args.setter
+        def run_model_args(self, value: dict[str, Any] | None) -> None:
+            self.general_config_tracker.run_model_args = value
 
         def save_results_aggregated(self, results: dict, samples: dict | None = None) -> None:
             save = EvaluationTracker.save_results_aggregated
-            if self.captured is not None:
-                save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
-                self.captured.update(
-                    results=results, output_path=self.output_path,
-                    date_id=getattr(self, "date_id", None),
-                    model_dir=self.general_config_tracker.model_name_sanitized)
-                return
             if not (results.get("config") or {}).get("prbench"):
                 save(self, results=results, samples=samples)
                 return  # not a prbench run: lm-eval's file as lm-eval writes it
             self.prbench_run = True
-            save_results_strictly(save, self, results, samples)
-            _write_manifest(self, results)
+            save_results_strictly(save, self, results, samples)  # strict JSON: no bare NaN
+            if self.run_model_args is None:
+                _write_manifest(self, results)
 
         def save_results_samples(self, task_name: str, samples: Any) -> None:
             save = EvaluationTracker.save_results_samples
-            if self.captured is None and not self.prbench_run:
+            if not self.prbench_run:
                 from prbench.harness.record_store import restore
 
                 # another model on prbench's tasks: the records put back too
@@ -142,56 +142,7 @@ def tracker_class() -> type:
     return PrbenchEvaluationTracker
 
 
-def use_tracker(captured: dict[str, Any] | None = None) -> tuple[Any, type]:
-    """Make lm-eval's ``run`` command build prbench's tracker (it reads ``lm_eval.loggers``).
-
-    Args:
-        captured: ``prbench eval``: a dict that receives the saved results (see
-            :func:`tracker_class`); ``None`` under plain ``lm_eval``.
-
-    Returns:
-        ``(lm_eval.loggers, the class named there before)``, for putting it back.
-    """
-    import lm_eval.loggers
-
-    before = lm_eval.loggers.EvaluationTracker
-    cls = tracker_class()
-    if captured is not None:
-        cls = type("PrbenchCapturingTracker", (cls,), {"captured": captured})
-    lm_eval.loggers.EvaluationTracker = cls
-    return lm_eval.loggers, before
-
-
-def patch_table() -> bool:
-    """Under plain ``lm_eval``: print its table through :func:`prbench.harness.summary.table_view`.
-
-    The table then shows ``acc_macro`` on group rows only and leaves the ``domains`` counts of a
-    task over every domain to prbench's summary, as ``prbench eval`` does; results files keep
-    every value.
-
-    Returns:
-        ``True`` if ``lm_eval.utils.make_table`` was wrapped now (``False``: wrapped before).
-    """
-    import lm_eval.utils
-
-    original = lm_eval.utils.make_table
-    if getattr(original, "_prbench_table", False):
-        return False
-
-    @functools.wraps(original)
-    def make_table(result_dict: dict, column: str = "results", sort_results: bool = False) -> str:
-        from prbench.harness.summary import table_view
-
-        return original(table_view(result_dict), column, sort_results)
-
-    make_table._prbench_table = True  # type: ignore[attr-defined]
-    lm_eval.utils.make_table = make_table
-    return True
-
-
 __all__ = [
     "folder_name",
-    "patch_table",
     "tracker_class",
-    "use_tracker",
 ]

@@ -56,10 +56,9 @@ CONDITION_KEYS = ("name", "tasks", "metadata", "description", "stand_in")
 ESTIMATE_KEYS = ("params_b", "tokens_per_s", "generated_tokens")
 #: what a cell asks of a Ray node (``--executor ray``); memory in GiB
 RESOURCE_KEYS = ("gpus", "cpus", "memory")
-#: the ``lm_eval run`` options the sweep sets itself (by argparse dest; ``config`` would replace
-#: them all); set in ``eval_args`` under any spelling they are an error
-OWN_OPTIONS = ("tasks", "model", "model_args", "output_path", "metadata", "limit",
-               "log_samples", "config")
+#: the ``prbench eval`` options the sweep sets itself (by argparse dest); set in ``eval_args``
+#: under any spelling they are an error
+OWN_OPTIONS = ("tasks", "model_args", "output_path", "metadata", "limit", "log_samples")
 
 
 class SweepFileError(DataSourceError):
@@ -326,11 +325,11 @@ def _check_json(value: Any, path: Path, where: str) -> None:
 
 def _check_eval_args(eval_args: Sequence[str], path: Path) -> None:
     """Parse ``eval_args`` as ``prbench eval`` does; refuse options the sweep sets itself."""
-    from prbench.cli import lm_eval_flags_given  # the `prbench eval` parsers themselves
+    from prbench.cli import eval_flags_given  # the `prbench eval` parser itself
     from prbench.options import OptionsError
 
     try:
-        given = lm_eval_flags_given(eval_args)
+        given = eval_flags_given(eval_args)
     except OptionsError as exc:
         raise SweepFileError(where_in(path, f"eval_args {list(eval_args)}: {exc}")) from None
     own = [f"--{dest}" for dest in given if dest in OWN_OPTIONS]

@@ -37,7 +37,6 @@ import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from prbench.harness.sweep_file import Cell, Sweep, SweepFileError
@@ -350,11 +349,10 @@ def estimate_sweep(
     post_words: float = DEFAULT_POST_WORDS,
 ) -> list[CellEstimate]:
     """The estimate of every cell (task names resolved from prbench's and the plugins' tasks)."""
-    from lm_eval.tasks._index import TaskIndex
+    from prbench.harness.lm_eval_compat import task_index
+    from prbench.harness.task_dirs import task_dirs
 
-    from prbench.harness.tasks import task_dirs
-
-    index = TaskIndex.build([Path(d) for d in task_dirs()])
+    index = task_index(task_dirs())
     cache: dict[str, dict[str, DomainStats]] = {}
     return [
         estimate_cell(c, index, tokens_per_s=tokens_per_s, tokens_per_word=tokens_per_word,

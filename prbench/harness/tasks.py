@@ -14,59 +14,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from prbench.harness.profile_rows import row_view
+from prbench.harness.task_dirs import builtin_task_dir, task_dirs
 from prbench.harness.task_options import ALL_DOMAINS
 
 log = logging.getLogger(__name__)
 
 
-def builtin_task_dir() -> Path:
-    """The folder of prbench's own tasks: ``prbench/_tasks`` (wheel) or ``<repo>/tasks`` (checkout).
-
-    Raises:
-        FileNotFoundError: neither exists (a broken install).
-    """
-    package = Path(__file__).resolve().parent.parent
-    for candidate in (package / "_tasks", package.parent / "tasks"):
-        if (candidate / "personalized_rewardbench").is_dir():
-            return candidate
-    raise FileNotFoundError(
-        f"prbench's task folder is missing: looked for {package / '_tasks'} (installed wheel) and "
-        f"{package.parent / 'tasks'} (source checkout); reinstall prbench"
-    )
-
-
-def task_dirs() -> list[str]:
-    """The task folders to index, prbench's own and the plugins' (``lm_eval.tasks`` entry point).
-
-    The folders come from the ``register_task_dirs`` hook of every loaded plugin, prbench's own
-    through its built-in ``prbench.tasks`` plugin. If the plugin registry cannot load, only
-    prbench's own folder is returned.
-    """
-    try:
-        from prbench.plugins import get_registry
-
-        dirs = [path for path, _desc, _plugin in get_registry().task_dirs]
-    except Exception as exc:  # a broken plugin set must not hide the benchmark
-        log.warning("prbench: plugin task folders unavailable (%s); using prbench's own", exc)
-        dirs = [str(builtin_task_dir())]
-    seen: set[str] = set()
-    out = []
-    for d in dirs:
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out
-
-
 def task_names(dirs: Sequence[str] | None = None) -> set[str]:
     """Every task, group and tag name defined in ``dirs`` (default :func:`task_dirs`)."""
-    from lm_eval.tasks._index import TaskIndex
+    from prbench.harness.lm_eval_compat import task_index_names
 
-    return set(TaskIndex.build([Path(d) for d in (task_dirs() if dirs is None else dirs)]))
+    return task_index_names(task_dirs() if dirs is None else dirs)
 
 
 def doc_to_text(doc: Mapping[str, Any]) -> str:
@@ -111,13 +72,15 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
     which :func:`domain_counts` sums per domain, so the summary shows one row per domain and a
     true macro average, as for the published groups.
 
-    For a pairwise judge that reported the pair's per-order verdicts, ``acc`` is the strict
+    For a pairwise judge that reported the pair's per-order verdicts (they come with the
+    results, :mod:`prbench.harness.scored`), ``acc`` is the strict
     order-based win (every order judged picked the chosen answer; an unreadable order is never
     a win) and the judge metrics of :func:`prbench.judges.order_metrics.pair_metrics` are
     added; the judge's probability still gives ``tie``, ``margin`` and ``invalid``.
     """
     from prbench.analysis.metrics import pair_outcome
-    from prbench.judges.order_metrics import doc_metrics as judge_metrics
+    from prbench.harness.scored import pair_extras
+    from prbench.judges.order_metrics import pair_metrics
 
     if len(results) != 2:
         raise ValueError(
@@ -132,7 +95,8 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
         "margin": out.margin,
         "invalid": out.invalid,
     }
-    judged = judge_metrics(doc)
+    outcome, _reasons = pair_extras(results)  # what the scorer said of this pair's answers
+    judged = pair_metrics(outcome, str(doc.get("domain", ""))) if outcome else {}
     if judged:  # a pairwise judge's strict acc comes from its orders (unreadable: never a win)
         metrics["acc"] = metrics["acc_macro"] = judged["acc"]
         metrics.update(judged)
@@ -172,14 +136,13 @@ def domain_counts(items: Sequence[Sequence[Any]]) -> dict[str, dict[str, int]]:
 
 def reset() -> None:
     """Forget loaded records, built profiles and provenance (tests)."""
-    from prbench.harness import profile_rows, record_store, unscored
+    from prbench.harness import profile_rows, record_store
     from prbench.harness.task_rows import LENGTHS
 
     profile_rows.PROVENANCE.clear()
     LENGTHS.clear()
     record_store.reset()
     profile_rows.reset()
-    unscored.reset()
 
 
 __all__ = [

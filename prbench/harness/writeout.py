@@ -3,45 +3,20 @@
 lm-eval's ``--write_out`` logs (at INFO) the prompt of each task's first document. For a prbench
 task that prompt is ``doc_to_text``: a likelihood baseline's text in which a profile still to be
 built stands as ``[profile <builder> <key>: built when scored]``, and which a reward model never
-reads (it gets the structured request). While a ``prbench`` model is open, lm-eval's
-``print_writeout`` is wrapped (:func:`install`): for a prbench task it writes to standard error,
+reads (it gets the structured request). :func:`render` writes instead, to standard error and
 whatever lm-eval's verbosity, what the scorer gets for document 0 — the profile as the task's
 builder renders it (built now for this one record, unless the scorer reads no profiles), and the
 chat for each answer with the profile where the scorer's ``profile_position`` and formats put it
-(a chat reward model then applies its own chat template). Other tasks keep lm-eval's output.
+(a chat reward model then applies its own chat template). ``prbench eval --write_out`` has the
+model print it as it scores (:meth:`prbench.harness.lm.PRBenchLM.from_spec`); under plain
+``lm_eval --write_out`` lm-eval's ``print_writeout`` does
+(:func:`prbench.harness.lm_eval_compat.patch_writeout`), and other tasks keep lm-eval's output.
 """
 
 from __future__ import annotations
 
-import sys
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
-
-_LM: weakref.ref[Any] | None = None
-_MARK = "_prbench_writeout"
-
-
-def install(lm: Any) -> None:
-    """Wrap lm-eval's ``print_writeout`` for prbench tasks, rendered for ``lm`` (the latest)."""
-    global _LM
-    import lm_eval.evaluator as evaluator
-
-    _LM = weakref.ref(lm)
-    original = evaluator.print_writeout
-    if getattr(original, _MARK, False):
-        return
-
-    def print_writeout(task: Any) -> None:
-        current = _LM() if _LM is not None else None
-        first = next((i for i in task.instances if i.doc_id == 0), None)
-        if current is None or first is None or not is_prbench_doc(first.doc):
-            original(task)
-            return
-        sys.stderr.write(render(getattr(task, "task_name", str(task)), first.doc, current) + "\n")
-
-    setattr(print_writeout, _MARK, True)
-    evaluator.print_writeout = print_writeout
 
 
 def is_prbench_doc(doc: Any) -> bool:

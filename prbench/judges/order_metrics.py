@@ -95,7 +95,7 @@ FALLBACK_VERDICTS = ("A",)
 REPLY_KEYS = ("verdict", "reply", "failure", "detail")
 
 #: The key of a samples-file line that holds the pair's judged orders with the judge's replies
-#: (:func:`annotate_samples`).
+#: (:func:`prbench.harness.scored.annotate_sample`).
 SAMPLE_KEY = "judge_replies"
 
 _SIDES = ("first", "second")
@@ -122,7 +122,7 @@ def order_outcome(
         or ``None``), the kept ``reply`` text (``None`` when none came back), the ``failure``
         reason and its ``detail`` (``None`` when the reply was read). The metrics never read
         the replies; the samples file and the pair explorer show them
-        (:func:`annotate_samples`).
+        (:func:`prbench.harness.scored.annotate_sample`).
     """
     rows = list(orders)
     out: dict[str, Any] = {"orders": [[str(o["shown_first"]), o.get("winner")] for o in rows]}
@@ -478,29 +478,7 @@ def aggregate(outcomes: Iterable[Any]) -> dict[str, float]:
     return metrics_from_counts(add_counts(counts)) if counts else {}
 
 
-# -- the side channel from the lm-eval model to the task's process_results ------------------------
-
-#: Order outcomes of the pairs judged in this process, by :func:`doc_key` (filled by the
-#: ``prbench`` lm-eval model, read by the tasks' ``process_results``).
-PAIR_OUTCOMES: dict[str, dict[str, Any]] = {}
-
-
-def doc_key(doc: Mapping[str, Any]) -> str:
-    """The key of a task row's pair: its id, question, profile view and both answers."""
-    from prbench.hashing import stable_hash
-
-    return stable_hash(
-        "pair-outcome", doc.get("id"), doc.get("question"), doc.get("profile_text"),
-        doc.get("chosen"), doc.get("rejected"),
-    )
-
-
-def doc_metrics(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The judge metrics of a task row, ``{}`` when no order outcome was recorded for it
-    (a pointwise scorer, or a judge that keeps none): then the metrics are absent, never zero.
-    """  # noqa: D205
-    outcome = PAIR_OUTCOMES.get(doc_key(doc))
-    return pair_metrics(outcome, str(doc.get("domain", ""))) if outcome is not None else {}
+# -- a pair's orders in the samples file --------------------------------------------------------
 
 
 def sample_orders(outcome: Any) -> list[dict[str, Any]] | None:
@@ -531,37 +509,15 @@ def outcome_of_sample(rows: Any) -> dict[str, Any]:
     return outcome
 
 
-def annotate_samples(samples: Sequence[Any]) -> list[Any]:
-    """The samples (lm-eval's logged lines), each judged pair's with its orders and replies.
-
-    A line whose document has a recorded order outcome with replies (:data:`PAIR_OUTCOMES`,
-    filled while this process judged it) gets :data:`SAMPLE_KEY` (:func:`sample_orders`);
-    other lines are returned unchanged.
-    """
-    if not PAIR_OUTCOMES:
-        return list(samples)
-    out = []
-    for sample in samples:
-        doc = sample.get("doc") if isinstance(sample, Mapping) else None
-        rows = sample_orders(PAIR_OUTCOMES.get(doc_key(doc))) if isinstance(doc, Mapping) \
-            else None
-        out.append({**sample, SAMPLE_KEY: rows} if rows is not None else sample)
-    return out
-
-
 __all__ = [
     "COUNT_KEYS",
     "ORDER_METRICS",
-    "PAIR_OUTCOMES",
     "RELEASED_METRICS",
     "REPLY_KEYS",
     "SAMPLE_KEY",
     "add_counts",
     "aggregate",
-    "annotate_samples",
     "check_outcome",
-    "doc_key",
-    "doc_metrics",
     "explain_pair",
     "judge_counts",
     "metrics_from_counts",
