@@ -401,10 +401,11 @@ def _depth(text: str) -> int:
 
 
 def _kv_items(text: str) -> list[str]:
-    """``text`` split at its commas, except those inside a JSON value (``k={"a": 1, "b": 2}``).
+    """``text`` split at its commas, except inside a JSON value or a quoted one.
 
-    A value that starts with ``{`` or ``[`` runs to its closing bracket; one that never closes
-    is split at every comma, as any other value.
+    ``k={"a": 1, "b": 2}`` and ``k="a, b"`` keep their commas. A value that starts with ``{``
+    or ``[`` runs to its closing bracket, a quoted one to its closing quote; one that never
+    closes is split at every comma, as any other value.
     """
     pieces = text.split(",")
     items: list[str] = []
@@ -412,6 +413,15 @@ def _kv_items(text: str) -> list[str]:
     while i < len(pieces):
         item = pieces[i]
         value = item.partition("=")[2].lstrip()
+        quote = value[:1] if value[:1] in ("'", '"') else ""
+        if quote and not (len(value.rstrip()) > 1 and value.rstrip().endswith(quote)):
+            j = i  # a quoted value runs to its closing quote, commas and all
+            while j + 1 < len(pieces) and not pieces[j + 1].rstrip().endswith(quote):
+                j += 1
+            if j + 1 < len(pieces):
+                items.append(",".join(pieces[i:j + 2]))
+                i = j + 2
+                continue
         if value[:1] in ("{", "["):
             j = i
             while _depth(item.partition("=")[2]) > 0 and j + 1 < len(pieces):

@@ -120,14 +120,14 @@ def test_eval_profile_args_set_the_tasks_profile_condition(
 
 
 def test_profile_metadata_maps_the_list_and_refuses_a_second_source() -> None:
-    from prbench.commands.eval_args import profile_metadata
+    from prbench.harness.eval_options import profile_metadata
     from prbench.options import OptionsError
 
-    assert profile_metadata(None, {"a": 1}) is None
+    assert profile_metadata(None, {"a": 1}) == {"a": 1}
     assert profile_metadata("builder=dense,k=3,model=minilm", {"prbench_data": "d"}) == {
         "prbench_data": "d", "prbench_profile": "dense", "prbench_profile_k": 3,
         "prbench_profile_options": {"model": "minilm"}}
-    assert profile_metadata("builder=none", '{"x": 1}') == {"x": 1, "prbench_profile": "none"}
+    assert profile_metadata("builder=none", {"x": 1}) == {"x": 1, "prbench_profile": "none"}
     with pytest.raises(OptionsError, match="--profile_args and --metadata both set the profile "
                        r"\(prbench_profile_k\)"):
         profile_metadata("builder=dense", {"prbench_profile_k": 4})
@@ -135,35 +135,28 @@ def test_profile_metadata_maps_the_list_and_refuses_a_second_source() -> None:
 
 def test_close_matches_for_misspelt_flags_and_removed_forms() -> None:
     from prbench.commands import unknown_flags_hint
-    from prbench.commands.eval_args import unknown_flag_problem
+    from prbench.commands.eval import undeclared_flags_problem
 
     assert unknown_flags_hint(["--limt", "2"], ["--limit", "--tasks"]) == (
         " (did you mean '--limit'?)")
     assert unknown_flags_hint(["--output-dir", "x"], ["--output_path"]) == (
         " (--output-dir is now -o/--output_path)")
     assert unknown_flags_hint(["--zzz"], ["--limit"]) == ""
-    assert unknown_flag_problem(["--model_arg", "scorer=length"], []) is None  # lm-eval's prefix
-    assert unknown_flag_problem(["--limit", "2", "--tasks", "t"], []) is None
-    problem = unknown_flag_problem(["--num-fewshot", "3", "--bootstrap_sed=1"],
-                                   ["--bootstrap_seed"])
+    assert undeclared_flags_problem([], ["--limit"]) is None
+    problem = undeclared_flags_problem(["--bootstrap_sed=1"], ["--bootstrap_seed"])
     assert problem == (
-        "prbench eval: unrecognized arguments: --num-fewshot --bootstrap_sed (--num-fewshot: did "
-        "you mean '--num_fewshot'?; --bootstrap_sed: did you mean '--bootstrap_seed'?) (see "
-        "'prbench eval --help' and 'prbench eval --lm_eval_help')")
+        "prbench eval: unrecognized arguments: --bootstrap_sed (did you mean '--bootstrap_seed'?) "
+        "(see 'prbench eval --help'; plain `lm_eval --model prbench` takes every lm-eval flag)")
 
 
-def test_ignored_lm_eval_flags_are_named_in_one_warning() -> None:
-    from prbench.commands.eval_args import ignored_flags_warning
+def test_lm_eval_flags_prbench_eval_does_not_take_are_refused_with_the_reason() -> None:
+    from prbench.commands.eval import undeclared_flags_problem
 
-    ns = argparse.Namespace(model="prbench", num_fewshot=3, gen_kwargs={"temperature": 0},
-                            system_instruction=None, fewshot_as_multiturn=True)
-    assert ignored_flags_warning(ns) == (
-        "warning: the prbench model ignores --num_fewshot 3 (the pairs are scored zero-shot), "
-        "--fewshot_as_multiturn (the pairs are scored zero-shot), --gen_kwargs ... (nothing is "
-        "generated); a scorer reads each pair from the task's rows, and its own options go in "
-        "--model_args")
-    assert ignored_flags_warning(argparse.Namespace(model="prbench", num_fewshot=0)) is None
-    assert ignored_flags_warning(argparse.Namespace(model="hf", num_fewshot=3)) is None
+    assert undeclared_flags_problem(["--num-fewshot", "3", "--gen_kwargs", "x"], []) == (
+        "prbench eval does not take --num-fewshot (the pairs are scored zero-shot), --gen_kwargs "
+        "(nothing is generated); plain `lm_eval --model prbench` takes every lm-eval flag")
+    assert "lm-eval's cache stores pickles" in str(undeclared_flags_problem(["--use_cache", "x"],
+                                                                            []))
 
 
 def test_rl_takes_bons_policy_form_and_says_what_it_cannot_take() -> None:
@@ -221,11 +214,12 @@ def test_plain_lm_eval_model_args_are_checked_from_the_command_line_alone(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the start-up hook checks when lm-eval imports its evaluate_config, before it builds
-    its TaskManager (no task index, no model): the scorer, its options, --device."""
-    from prbench.harness import lm_eval_messages
+    its TaskManager (no lm-eval task index, no model): the scorer, its options, --device, the
+    tasks."""
+    from prbench.harness.lm_eval_compat import check_plain_argv
 
     def problem(*argv: str) -> str | None:
-        return lm_eval_messages.model_args_problem_early(["--tasks", GROUP, *argv])
+        return check_plain_argv(["--tasks", GROUP, *argv])
 
     import lm_eval.tasks
 
@@ -233,18 +227,25 @@ def test_plain_lm_eval_model_args_are_checked_from_the_command_line_alone(
         raise AssertionError("the check built a TaskManager")
 
     monkeypatch.setattr(lm_eval.tasks.TaskManager, "__init__", no_index)
-    assert problem("--model", "prbench", "--model_args", "scorer=lenght").startswith(
+    assert str(problem("--model", "prbench", "--model_args", "scorer=lenght")).startswith(
         "unknown scorer 'lenght' (did you mean 'length'?)")
-    assert problem("--model", "prbench", "--model_args", "scorer=length,unitt=word").startswith(
-        "scorer 'length': unknown option 'unitt' (did you mean 'unit'?)")
+    assert str(problem("--model", "prbench", "--model_args", "scorer=length,unitt=word")
+               ).startswith("scorer 'length': unknown option 'unitt' (did you mean 'unit'?)")
     assert problem("--model", "prbench", "--model_args",
                    "scorer=length,pretrained=label,cache=false,prbench_data=x") is None
-    assert problem("--model", "hf", "--model_args", "scorer=lenght") is None  # not ours
+    assert problem("--model", "hf", "--model_args", "scorer=lenght") is not None  # the fix
+    assert problem("--model", "prbench", "--model_args", "scorer=length", "--model_args",
+                   "scorer=random") == ("--model_args: 'scorer' is given twice (scorer=length "
+                                        "and scorer=random); give scorer once")
+    typo = "personalized_rewardbench_smaple"
+    assert str(check_plain_argv(["--model", "prbench", "--tasks", typo])).startswith(
+        "unknown task 'personalized_rewardbench_smaple' (did you mean")
+    assert "--use_cache is refused" in str(problem("--model", "prbench", "--use_cache", "c"))
     import torch
 
     if not torch.cuda.is_available():
-        assert problem("--model", "prbench", "--model_args", "scorer=length", "--device",
-                       "cuda").startswith("--device='cuda' asks for CUDA")
+        assert str(problem("--model", "prbench", "--model_args", "scorer=length", "--device",
+                           "cuda")).startswith("--device='cuda' asks for CUDA")
 
 
 def test_a_misspelt_command_or_choice_is_one_line_with_the_close_match(
@@ -281,61 +282,47 @@ def test_an_installed_plugins_own_file_given_with_plugin_says_to_drop_the_flag()
     assert registry.get("scorer", "question-overlap").plugin == "template"  # still usable
 
 
-def test_lm_evals_limit_warning_is_reworded_not_dropped(
+def test_limit_is_said_once_and_only_when_it_left_pairs_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """lm-eval's all-caps ``--limit`` warning reads as prbench's line; the filter goes after."""
-    import logging
-
-    from prbench.harness.lm_eval_messages import LIMIT_WARNING, LimitWarningFilter
-
-    texts: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            texts.append(record.getMessage())
-
-    logger = logging.getLogger("lm_eval.config.evaluate_config")
-    keep = Keep(logging.WARNING)
-    logger.addHandler(keep)  # lm-eval's loggers may not propagate to pytest's handler
-    try:
-        code, _, _ = run_eval(
-            ["eval", "--tasks", "personalized_rewardbench_sample", "--model_args",
-             "scorer=length", "--limit", "2", "--no_progress", "-o", str(tmp_path / "out")],
-            capsys,
-        )
-    finally:
-        logger.removeHandler(keep)
-    assert code == 0
-    assert not any(LIMIT_WARNING in t for t in texts), texts
-    assert any(t.startswith("--limit 2: only 2 pairs per task are evaluated") for t in texts), texts
-    assert not [f for f in logger.filters if isinstance(f, LimitWarningFilter)]
+    """prbench eval says what --limit did under its summary; a limit above every task says
+    nothing of "part of the task"."""
+    code, out, _ = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_sample", "--model_args",
+         "scorer=length", "--limit", "2", "--no_progress", "-o", str(tmp_path / "a")], capsys)
+    assert code == 0 and "only part of each task was evaluated" in out
+    code, out, _ = run_eval(
+        ["eval", "--tasks", "personalized_rewardbench_sample", "--model_args",
+         "scorer=length", "--limit", "1000000", "--no_progress", "-o", str(tmp_path / "b")],
+        capsys)
+    assert code == 0 and "part of" not in out
 
 
-def test_a_plain_lm_eval_run_of_prbench_is_shown_as_prbench_eval_shows_it() -> None:
-    """Plain ``lm_eval --model prbench``: the --limit warning reworded, library bars quiet."""
+def test_a_plain_lm_eval_run_of_prbench_rewords_lm_evals_limit_warning() -> None:
+    """Plain ``lm_eval --model prbench``: lm-eval's all-caps --limit warning reads as prbench's;
+    nothing of tqdm is replaced."""
     import logging
 
     import tqdm.std
 
-    from prbench.harness import lm_eval_messages as messages
+    from prbench.harness import lm_eval_compat as compat
 
     original = tqdm.std.tqdm.__dict__["__init__"]
-    assert messages.quiet_plain_run(["--model", "hf", "--limit", "2"]) is False  # not ours
-    assert tqdm.std.tqdm.__dict__["__init__"] is original
     logger = logging.getLogger("lm_eval.config.evaluate_config")
+    before = list(logger.filters)
+    saved = compat._state["plain"]
+    compat._state["plain"] = False
     try:
-        assert messages.quiet_plain_run(["--model", "prbench", "--tasks", "t", "--limit", "1"])
+        compat.quiet_plain_run(["--model", "prbench", "--tasks", "t", "--limit", "1"])
         record = logging.LogRecord(logger.name, logging.WARNING, __file__, 1,
-                                   messages.LIMIT_WARNING + ". REAL METRICS ...", None, None)
+                                   compat.LIMIT_WARNING + ". REAL METRICS ...", None, None)
         assert all(f.filter(record) for f in logger.filters)
         assert record.getMessage().startswith("--limit 1: only 1 pair per task is evaluated")
-        # pytest's standard error is no terminal: every library bar is off
-        assert tqdm.std.tqdm(range(3), desc="lm-eval's labelled bar").disable
-        assert messages.quiet_plain_run(["--model", "prbench"])  # once per process
+        assert tqdm.std.tqdm.__dict__["__init__"] is original
     finally:
-        stack = messages._state.pop("plain_run", None)
-        if stack is not None:
-            stack.close()
-    assert tqdm.std.tqdm.__dict__["__init__"] is original
-    assert not [f for f in logger.filters if isinstance(f, messages.LimitWarningFilter)]
+        compat._state["plain"] = saved
+        for name in ("lm_eval.api.task", "lm_eval.config.evaluate_config"):
+            lg = logging.getLogger(name)
+            for f in list(lg.filters):
+                if isinstance(f, compat.PlainRunFilter) and f not in before:
+                    lg.removeFilter(f)

@@ -204,16 +204,6 @@ def test_unknown_flag_is_one_error_line_with_the_flag_meant(capsys: Any) -> None
         "'prbench rank --help')")
 
 
-def test_eval_passes_lm_eval_flags_in_lm_evals_spelling(capsys: pytest.CaptureFixture[str]) -> None:
-    from prbench.commands.eval_args import lm_eval_spellings
-
-    assert lm_eval_spellings(["--model-args", "scorer=length", "--log-samples", "--output-path=x",
-                              "--tasks", "t", "--not-a-flag"]) == [
-        "--model_args", "scorer=length", "--log_samples", "--output_path=x", "--tasks", "t",
-        "--not-a-flag"]
-    assert capsys.readouterr().err == ""
-
-
 def _all_help() -> dict[str, str]:
     """Every help text a user can print: ``prbench --help`` and each (sub)command's."""
     return {"": build_parser().format_help(),
@@ -252,22 +242,18 @@ def test_each_command_line_of_top_level_help_is_its_whole_first_paragraph() -> N
         in shown  # the line that used to stop mid-sentence
 
 
-def test_eval_help_lists_tasks_and_model_args_and_hands_them_to_lm_eval() -> None:
-    from prbench.commands.eval_args import lm_eval_argv
-    from prbench.harness.lm import DEFAULT_SCORER
+def test_eval_declares_the_lm_eval_flags_it_takes_and_reads_each_once() -> None:
+    from prbench.scoring.spec import DEFAULT_SCORER
 
     parser = SUBPARSERS["eval"]
-    options = parser.format_help().split("options:")[1]
-    assert "--tasks TASK,..." in options and "--model_args scorer=ID,K=V,..." in options
-    assert f"(default: scorer={DEFAULT_SCORER}," in " ".join(options.split())
+    text = " ".join(parser.format_help().split())
+    assert "--tasks TASK [TASK ...]" in text and "--model_args scorer=ID,K=V,..." in text
+    assert f"(default: scorer={DEFAULT_SCORER})" in text
     args, extra = parser.parse_known_args(
-        ["--limit", "2", "--model-args", "scorer=length", "--tasks", "t", "--log-samples"])
-    args.extra_args = extra
-    assert lm_eval_argv(args) == ["--tasks", "t", "--model_args", "scorer=length", "--limit", "2",
-                                  "--log_samples"]
-    args, extra = parser.parse_known_args(["--limit", "2"])
-    args.extra_args = extra
-    assert lm_eval_argv(args) == ["--limit", "2"]  # nothing given: nothing added
+        ["--limit", "2", "--model-args", "scorer=length", "--tasks", "a,b", "c", "--log-samples",
+         "--seed", "5"])
+    assert extra == [] and args.limit == 2.0 and args.model_args == ["scorer=length"]
+    assert args.tasks == ["a,b", "c"] and args.log_samples and args.seed == (5, 1234, 1234, 1234)
 
 
 def test_build_shows_the_defaults_its_shortcut_flags_leave_to_the_generator() -> None:
@@ -298,6 +284,8 @@ _COMPONENT_WORDS = {*ROLES, *(key for key in ROLES.values() if key)} - {"model"}
 #: flags named after a component word that are not a component (none left: rl's policy is
 #: ``--policy_args model=PATH`` now)
 _NOT_COMPONENTS: set[tuple[str, str]] = set()
+#: lm-eval's own flags that prbench eval declares as lm-eval spells them: not component options
+_LM_EVAL_FLAGS = {("eval", "--metadata"), ("eval", "--hf_hub_log_args"), ("eval", "--wandb_args")}
 
 
 @pytest.mark.parametrize("name", sorted(SUBPARSERS))
@@ -306,7 +294,8 @@ def test_every_component_option_is_in_the_role_args_form(name: str) -> None:
     for action in _flags(parser):
         shown = next(o for o in action.option_strings if o.startswith("--"))
         metavar = str(action.metavar or "")
-        takes_options = not isinstance(action, SWITCHES) and (
+        lm_evals = (name, shown) in _LM_EVAL_FLAGS
+        takes_options = not lm_evals and not isinstance(action, SWITCHES) and (
             "=" in metavar or metavar.upper() == "JSON" or shown.endswith(("_args", "_options")))
         if takes_options:
             role = shown[2:].removesuffix("_args")
@@ -333,8 +322,8 @@ def test_every_output_path_shows_one_metavar() -> None:
     for parser in SUBPARSERS.values():
         parser.add_spellings()
     with_output = [n for n, p in SUBPARSERS.items() if "--output_path" in p._option_string_actions]
-    assert set(with_output) == {"bon", "build", "correlate", "plugins new", "prefs convert", "rank",
-                                "report", "rl", "sweep"}
+    assert set(with_output) == {"bon", "build", "correlate", "eval", "plugins new", "prefs convert",
+                                "rank", "report", "rl", "sweep"}
     for name in with_output:
         assert "-o OUTPUT_PATH, --output_path OUTPUT_PATH" in SUBPARSERS[name].format_help(), name
 

@@ -439,6 +439,7 @@ class Checker:
 def written_model_args(argv: Sequence[str]) -> dict[str, str]:
     """The ``K=V`` text of every ``--model_args`` value in ``argv``, as written (JSON left out)."""
     from prbench.harness.lm_eval_args import option_text
+
     from prbench.options import parse_kv_string
 
     out: dict[str, str] = {}

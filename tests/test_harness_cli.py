@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from prbench.harness.eval_options import requested_tasks, unknown_task
 from prbench.harness import tasks
+from prbench.harness.eval_options import requested_tasks, unknown_task
 from tests._harness_fixtures import (
     PYTHON,
     read_log,

@@ -136,7 +136,7 @@ def test_task_manager_patch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
             calls.append({"include_path": include_path, "include_defaults": include_defaults})
 
     assert bridge.patch_task_manager(FakeManager)
-    assert bridge.patch_task_manager(FakeManager)  # once only
+    assert not bridge.patch_task_manager(FakeManager)  # once only
     from prbench.harness.tasks import builtin_task_dir
 
     mine = str(tmp_path)

@@ -50,16 +50,15 @@ def _eval(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str,
     return err, results
 
 
-def test_prbench_eval_apply_chat_template_is_accepted_and_changes_nothing(
+def test_prbench_eval_refuses_apply_chat_template_with_the_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    err, flagged = _eval(tmp_path, capsys, "flag", "--apply_chat_template")
-    plain_err, plain = _eval(tmp_path, capsys, "plain")
-    assert err.count(CHAT_TEMPLATE_NOTE) == 1 and "Traceback" not in err
-    assert CHAT_TEMPLATE_NOTE not in plain_err
-    task = f"{TASK}_noprofile"
-    for metric in ("acc,none", "margin,none", "tie,none"):
-        assert flagged["results"][task][metric] == plain["results"][task][metric]
+    code, _, err = run_eval(["eval", "--tasks", f"{TASK}_noprofile", "--model_args",
+                             "scorer=length", "--apply_chat_template"], capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        "error: prbench eval does not take --apply_chat_template (a chat reward model always "
+        "applies its own chat template); plain `lm_eval --model prbench` takes every lm-eval "
+        "flag"]
 
 
 def _profile_block(err: str) -> str:

@@ -126,34 +126,59 @@ def test_a_key_given_twice_in_k_v_text_is_refused() -> None:
     assert parse_kv_string('opts={"a": 1, "a2": 2},b=1') == {"opts": '{"a": 1, "a2": 2}', "b": "1"}
 
 
-@pytest.mark.parametrize("argv", [
-    ["--model_args", "scorer=length,unit=words,unit=chars"],
-    ["--model_args", "scorer=length,unit=words", "unit=chars"],
-    ["--model_args", "scorer=length,unit=words", "--model_args", "unit=chars"],
-    ["--model_args", '{"scorer": "length", "unit": "words", "unit": "chars"}'],
+@pytest.mark.parametrize("texts", [
+    ["scorer=length,unit=words,unit=chars"],
+    ["scorer=length,unit=words", "unit=chars"],
+    ['{"scorer": "length", "unit": "words", "unit": "chars"}'],
+    ['{"scorer": "length", "unit": "words"}', "unit=chars"],
 ])
-def test_a_model_args_key_given_twice_is_found_in_every_spelling(argv: list[str]) -> None:
-    from prbench.harness.lm_eval_args import model_args_problem
+def test_a_model_args_key_given_twice_is_found_in_every_form(texts: list[str]) -> None:
+    from prbench.harness.eval_options import read_model_args
+    from prbench.harness.lm_eval_compat import check_plain_argv
 
-    problem = model_args_problem(["--model", "prbench", "--tasks", GROUP, *argv])
-    assert problem is not None and "the key 'unit' is given twice" in problem
-    assert model_args_problem(["--tasks", GROUP, "--model_args", "scorer=length,unit=words"]) \
-        is None
+    with pytest.raises(OptionsError, match=r"'unit' is given twice \(unit=words and "
+                       r"unit=chars\)|'unit' is given twice in"):
+        read_model_args(texts)
+    argv = ["--model", "prbench", "--tasks", GROUP]
+    for text in texts:
+        argv += ["--model_args", text]
+    assert "'unit' is given twice" in str(check_plain_argv(argv))  # plain lm_eval too
+    assert read_model_args(["scorer=length,unit=words"]) == {"scorer": "length", "unit": "words"}
 
 
-# -- braces in K=V values -------------------------------------------------------------------------
+def test_model_args_are_parsed_once_per_prbench_eval(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.cli import main
+    from prbench.harness import eval_options
+
+    calls = []
+    original = eval_options.read_model_args
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(kwargs.get("flag", "--model_args"))
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(eval_options, "read_model_args", counted)
+    assert main(["eval", "--tasks", GROUP, "--model_args", "scorer=length", "--limit", "2",
+                 "--no_progress"]) == 0, capsys.readouterr().err
+    assert calls.count("--model_args") == 1
 
 
-def test_a_value_with_braces_parses_as_text_in_lm_evals_own_parser() -> None:
-    from prbench.harness.lm_eval_args import model_args_text, parse_text
+# -- braces and quotes in K=V values --------------------------------------------------------------
 
-    argv = ["--model", "prbench", "--tasks", GROUP, "--model_args",
-            "scorer=hf-classifier,pretrained=x,user_format=Q: {question} P: {profile}"]
-    assert parse_text(argv) is not None
-    assert model_args_text(argv)["user_format"] == "Q: {question} P: {profile}"
-    from prbench.harness.lm_eval_args import json_flag_problem
+
+def test_a_value_with_braces_is_text_and_a_json_value_is_checked() -> None:
+    from prbench.harness.eval_options import json_flag_problem, read_model_args
+
+    given = read_model_args(["scorer=hf-classifier,pretrained=x,user_format=Q: {question} P: "
+                             "{profile}"])
+    assert given["user_format"] == "Q: {question} P: {profile}"
     # a value that is meant as JSON (it starts with "{") is still checked as JSON
-    assert "invalid JSON" in (json_flag_problem(["--model_args", "{scorer: x}"]) or "")
+    assert "invalid JSON" in (json_flag_problem(["--model_args", "{scorer: x}"],
+                                                ["--model_args"]) or "")
+    with pytest.raises(OptionsError, match="invalid JSON at line 1"):
+        read_model_args(["{scorer: x}"])
 
 
 @pytest.mark.slow
@@ -185,31 +210,21 @@ def test_plain_lm_eval_takes_a_documented_user_format(tmp_path: Path) -> None:
     assert '"user_format": "Q: {question} P: {profile}"' in manifest.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize(("value", "char", "key"), [
-    ("scorer=length,user_format=It's {question},unit=chars", "'", "user_format"),
-    ("scorer=length,user_format=Answer (briefly: {question},unit=chars", "(", "user_format"),
-    ('scorer=length,system_format=say "hi {profile},unit=chars', '"', "system_format"),
+@pytest.mark.parametrize(("value", "key", "text"), [
+    ("scorer=length,user_format=It's {question},unit=chars", "user_format", "It's {question}"),
+    ("scorer=length,user_format=Answer (briefly: {question},unit=chars", "user_format",
+     "Answer (briefly: {question}"),
+    ('scorer=length,system_format=say "hi {profile},unit=chars', "system_format",
+     'say "hi {profile}'),
+    ('scorer=length,user_format="It\'s, {question} {profile}",unit=chars', "user_format",
+     "It's, {question} {profile}"),
+    ('{"scorer": "length", "user_format": "It\'s {question} {profile}", "unit": "chars"}',
+     "user_format", "It's {question} {profile}"),
 ])
-def test_a_quote_or_bracket_that_never_closes_is_refused(value: str, char: str, key: str) -> None:
-    """lm-eval would swallow every later pair into the value (unit=chars lost) without a word."""
-    from prbench.harness.lm_eval_args import model_args_problem
+def test_quotes_and_brackets_in_values_keep_every_pair(value: str, key: str, text: str) -> None:
+    """lm-eval's own splitter would swallow every later pair into a value with an unclosed quote
+    or bracket (unit=chars lost) without a word; prbench's reader keeps each pair as written."""
+    from prbench.harness.eval_options import read_model_args
 
-    problem = model_args_problem(["--model", "prbench", "--tasks", GROUP, "--model_args", value])
-    assert problem is not None
-    assert f"the {char} in the value of {key} never closes" in problem
-
-
-@pytest.mark.parametrize("value", [
-    'scorer=length,user_format="It\'s {question} {profile}",unit=chars',
-    "scorer=length,user_format=(a) {question} [b] {profile},unit=chars",
-    '{"scorer": "length", "user_format": "It\'s {question} {profile}"}',
-])
-def test_quotes_and_brackets_that_close_pass(value: str) -> None:
-    from lm_eval._cli.utils import key_val_to_dict
-
-    from prbench.harness.lm_eval_args import model_args_problem
-
-    assert model_args_problem(["--model", "prbench", "--tasks", GROUP, "--model_args",
-                               value]) is None
-    if not value.startswith("{"):  # lm-eval reads what was written: three pairs
-        assert len(key_val_to_dict(value)) == 3
+    given = read_model_args([value])
+    assert given[key] == text and given["unit"] == "chars" and len(given) == 3

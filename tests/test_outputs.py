@@ -195,8 +195,8 @@ def test_prbench_subclasses_lm_evals_tracker_and_patches_none_of_its_methods() -
     """lm-eval's run command builds prbench's subclass for one run; its own class is intact."""
     import lm_eval.loggers
     from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
-
     from prbench.commands.eval_output import capture_lm_eval
+
     from prbench.harness.run_files import tracker_class
 
     methods = (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,

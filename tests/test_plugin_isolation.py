@@ -249,6 +249,7 @@ def test_clean_errors_hook_turns_prbench_and_lm_eval_errors_into_one_line(
 ) -> None:
     """The ``sys.excepthook`` the bridge installs under plain ``lm_eval``."""
     from prbench.harness.lm_eval_messages import clean_errors_hook
+
     from prbench.options import OptionsError
     from prbench.plugins import UnknownComponentError
 

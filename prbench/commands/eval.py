@@ -69,8 +69,9 @@ NOT_TAKEN: dict[str, str] = {
     "--system_instruction": "a scorer builds its own input",
     "--apply_chat_template": "a chat reward model always applies its own chat template",
     "--gen_kwargs": "nothing is generated",
-    "--use_cache": "lm-eval's cache stores pickles; prbench's score cache does its job "
-                   "(runtime option cache=, cache_path=)",
+    "--use_cache": "refused: lm-eval's cache stores pickles, and reading a tampered one runs "
+                   "its code; prbench's score cache does its job: --model_args "
+                   "...,cache_path=FILE",
     "--cache_requests": "prbench's score and profile caches do its job",
     "--predict_only": "a reward model's scores are its predictions",
     "--check_integrity": "prbench's task tests are in its test suite",
@@ -80,7 +81,6 @@ NOT_TAKEN: dict[str, str] = {
     "--confirm_run_unsafe_code": "prbench's tasks run no code",
     "--trackio_args": "not supported by prbench eval",
     "--wandb_config_args": "not supported by prbench eval",
-    "--bootstrap_iters": "prbench's intervals: --bootstrap_resamples",
 }
 
 
@@ -88,14 +88,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench eval``: the lm-eval flags it takes, typed, and prbench's own."""
     from prbench.analysis.metrics import DEFAULT_RESAMPLES
 
-    lm = parser.add_argument_group("lm-eval's flags (as `lm_eval run` reads them)")
+    lm = parser.add_argument_group("lm-eval's flags (as lm_eval run reads them)")
     lm.add_argument(
         "--tasks", "-t", nargs="+", metavar="TASK",
         help="the tasks or groups to run, comma- or space-separated, e.g. "
         "personalized_rewardbench_sample (required)",
     )
     lm.add_argument(
-        "--model_args", "-a", action="append", metavar="scorer=ID,K=V,...",
+        "--model_args", "-a", action="extend", nargs="+", metavar="scorer=ID,K=V,...",
         help="the scorer and its options, as key=value text or a JSON object; repeatable, each "
         "key once (e.g. scorer=hf-classifier,pretrained=PATH; `prbench scorers --options` lists "
         "them; runtime options cache=, cache_path=, chunk_size= work too) (default: "
@@ -104,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lm.add_argument("--limit", "-L", type=_limit, metavar="N",
                     help="only the first N pairs of each task (or a fraction below 1): a quick "
                     "check, not a benchmark result")
-    lm.add_argument("--output_path", "-o", metavar="DIR",
+    lm.add_argument("--output_path", "-o",
                     help="write lm-eval's results file and prbench's manifest under "
                     "DIR/prbench-<scorer>/ (a path ending in .json names the results file)")
     lm.add_argument("--log_samples", "-s", action="store_true",
@@ -112,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "needs --output_path)")
     lm.add_argument("--write_out", "-w", action="store_true",
                     help="print what the scorer gets for the first pair of each task")
-    lm.add_argument("--seed", type=_seed, metavar="N|A,B,C,D",
+    lm.add_argument("--seed", type=_seed, metavar="SEED",
                     help="the seeds lm-eval sets: one integer (Python's random; numpy, torch and "
                     "few-shot keep 1234) or four comma-separated (default: 0,1234,1234,1234)")
     lm.add_argument("--device", metavar="DEVICE",
@@ -124,8 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="the scorer's max_batch_size option, where it has one")
     lm.add_argument("--include_path", metavar="DIR",
                     help="a folder of your own task YAMLs, indexed beside prbench's")
-    lm.add_argument("--metadata", metavar="JSON",
-                    help="keys for the tasks, a JSON object (e.g. '{\"prbench_data\": \"DIR\"}')")
+    lm.add_argument("--metadata", action="extend", nargs="+", metavar="JSON",
+                    help="keys for the tasks, a JSON object or key=value text, each key once "
+                    "(e.g. '{\"prbench_data\": \"DIR\"}')")
     lm.add_argument("--verbosity", "-v", type=str.upper, metavar="LEVEL",
                     choices=("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG"),
                     help="lm-eval's log level (default WARNING; INFO shows its log lines)")
@@ -294,8 +295,9 @@ def run(args: argparse.Namespace) -> int:
     own_parser = getattr(args, "_parser", None)
     problem = undeclared_flags_problem(getattr(args, "extra_args", None) or [],
                                        own_parser.flags() if own_parser is not None else ())
-    if problem:
-        return _fail(problem)
+    if problem:  # a usage error, as argparse's
+        _fail(problem)
+        return 2
     registry = get_registry(getattr(args, "plugin", None) or ())
     from lm_eval.utils import setup_logging
 

@@ -108,13 +108,13 @@ def json_flag_problem(argv: Sequence[str], flags: Sequence[str]) -> str | None:
     return None
 
 
-def read_metadata(text: str | None) -> dict[str, Any]:
+def read_metadata(text: Sequence[str] | str | None) -> dict[str, Any]:
     """``--metadata``: a JSON object (or ``key=value`` text), each key once.
 
     Raises:
         OptionsError: as :func:`read_model_args`.
     """
-    return read_model_args([text] if text else [], flag="--metadata")
+    return read_model_args(text or [], flag="--metadata")
 
 
 def parse_seed(text: str) -> tuple[int | None, int | None, int | None, int | None]:
@@ -289,23 +289,51 @@ def running_lm_eval_cli() -> bool:
         first.name == "__main__.py" and first.parent.name == "lm_eval")
 
 
+#: ``lm_eval run``'s long flags (lm-eval 0.4.13; tests/test_lm_eval_compat.py pins them against
+#: its parser): what an abbreviation on a plain ``lm_eval`` command line stands for
+LM_EVAL_RUN_FLAGS = (
+    "--config", "--tasks", "--model", "--model_args", "--apply_chat_template", "--limit",
+    "--use_cache", "--num_fewshot", "--batch_size", "--max_batch_size", "--device",
+    "--output_path", "--log_samples", "--samples", "--cache_requests", "--check_integrity",
+    "--system_instruction", "--fewshot_as_multiturn", "--include_path", "--verbosity",
+    "--write_out", "--show_config", "--predict_only", "--seed", "--gen_kwargs",
+    "--wandb_args", "--wandb_config_args", "--trackio_args", "--hf_hub_log_args",
+    "--metadata", "--trust_remote_code", "--confirm_run_unsafe_code",
+)
+
+
+def _flag(arg: str) -> str:
+    """A long flag as argparse reads it: an unambiguous prefix of an lm-eval flag expanded."""
+    if not arg.startswith("--") or arg in LM_EVAL_RUN_FLAGS:
+        return arg
+    matches = [f for f in LM_EVAL_RUN_FLAGS if f.startswith(arg)]
+    return matches[0] if len(matches) == 1 else arg
+
+
 def argv_values(argv: Sequence[str], *flags: str) -> list[str]:
-    """The values of ``flags`` in ``argv`` (``--flag V`` and ``--flag=V``), in order."""
+    """The values of ``flags`` in ``argv`` (``--flag V``, ``--flag=V``, abbreviations), in order.
+
+    A flag followed by several values (``--model_args a=1 b=2``) gives each.
+    """
     args = list(argv)
     out: list[str] = []
     for i, arg in enumerate(args):
         name, eq, value = arg.partition("=")
-        if name in flags:
-            if eq:
-                out.append(value)
-            elif i + 1 < len(args) and (not args[i + 1].startswith("-") or args[i + 1] == "-"):
-                out.append(args[i + 1])
+        if _flag(name) not in flags:
+            continue
+        if eq:
+            out.append(value)
+            continue
+        for nxt in args[i + 1:]:
+            if nxt.startswith("-") and nxt != "-":
+                break
+            out.append(nxt)
     return out
 
 
 def argv_given(argv: Sequence[str], *flags: str) -> bool:
-    """Whether any of ``flags`` is on the command line."""
-    return any(a.partition("=")[0] in flags for a in argv)
+    """Whether any of ``flags`` is on the command line (abbreviations too)."""
+    return any(_flag(a.partition("=")[0]) in flags for a in argv)
 
 
 def plain_model_args(arg_dict: Mapping[str, Any], argv: Sequence[str] | None = None
@@ -328,8 +356,8 @@ def plain_model_args(arg_dict: Mapping[str, Any], argv: Sequence[str] | None = N
     texts = argv_values(argv, "--model_args", "-a")
     if not texts:  # an abbreviation lm-eval accepted: its reading stands
         return dict(arg_dict)
-    ours = read_model_args(texts)
-    return {k: ours.get(k, v) for k, v in arg_dict.items()}
+    # the user's text; lm-eval's splitter may have swallowed pairs into a value
+    return {**arg_dict, **read_model_args(texts)}
 
 
 def plain_task_kwargs(kwargs: Mapping[str, Any], argv: Sequence[str] | None = None
@@ -356,6 +384,7 @@ def plain_task_kwargs(kwargs: Mapping[str, Any], argv: Sequence[str] | None = No
 
 
 __all__ = [
+    "LM_EVAL_RUN_FLAGS",
     "USE_CACHE_REFUSED",
     "argv_given",
     "argv_values",

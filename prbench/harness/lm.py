@@ -195,9 +195,7 @@ class PRBenchLM(LM):
         arg_dict = lm_eval_compat.plain_model_args(arg_dict)
         given = additional_config or {}
         extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}
-        lm = cls(**arg_dict, **extra)
-        lm_eval_compat.plain_run_started(lm)
-        return lm
+        return cls(**arg_dict, **extra)
 
     @classmethod
     def create_from_arg_string(

@@ -14,7 +14,8 @@ touches"):
   ``__init__`` (prbench's and the plugins' task folders indexed), ``lm_eval.loggers``'
   ``EvaluationTracker`` (the run's files as ``prbench eval`` writes them, and the manifest),
   ``lm_eval.utils.make_table`` (the table through prbench's view) and
-  ``lm_eval.evaluator.print_writeout`` (``--write_out`` shows what the scorer gets);
+  ``lm_eval._cli.utils.try_parse_json`` (a ``key=value`` value holding ``{``, such as
+  ``user_format={question}``, is text, not bad JSON);
 - two private names read (:data:`PRIVATE_NAMES`): lm-eval's task index and its YAML loader,
   for the task names of prbench's folders and the task files its index would skip silently;
 - the checks of a plain ``lm_eval`` command line prbench can make before lm-eval indexes its
@@ -28,9 +29,9 @@ import contextlib
 import functools
 import importlib
 import inspect
+import json
 import logging
 import sys
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -48,7 +49,7 @@ REPLACED = (
     ("lm_eval.tasks.manager", "TaskManager.__init__", "index prbench's task folders"),
     ("lm_eval.loggers", "EvaluationTracker", "the run's files and manifest as prbench eval's"),
     ("lm_eval.utils", "make_table", "the results table through prbench's view"),
-    ("lm_eval.evaluator", "print_writeout", "--write_out shows what the scorer gets"),
+    ("lm_eval._cli.utils", "try_parse_json", "user_format={question} is key=value text"),
 )
 #: the private names prbench reads: (module, attribute)
 PRIVATE_NAMES = (
@@ -255,31 +256,24 @@ def patch_table() -> bool:
     return _replace(lm_eval.utils, "make_table", make)
 
 
-_WRITEOUT: dict[str, Any] = {"lm": None}
+def allow_braces_in_values() -> bool:
+    """``try_parse_json``: a ``--model_args`` value that does not start with ``{``/``[`` is
+    ``key=value`` text whatever it holds (lm-eval 0.4.13 raises ``Invalid JSON`` for any value
+    holding a ``{``, so ``user_format={question}`` could not be given as ``K=V``)."""  # noqa: D205, D209
+    import lm_eval._cli.utils as cli_utils
 
+    def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def try_parse_json(value: Any) -> Any:
+            if isinstance(value, str) and not value.lstrip().startswith(("{", "[")):
+                try:
+                    return json.loads(value)
+                except json.JSONDecodeError:
+                    return value  # key=value text, braces and all
+            return original(value)
 
-def patch_writeout(lm: Any) -> bool:
-    """``print_writeout``: a prbench task's first document as ``lm``'s scorer gets it."""
-    import lm_eval.evaluator as evaluator
+        return try_parse_json
 
-    _WRITEOUT["lm"] = weakref.ref(lm)
-
-    def make(original: Callable[[Any], None]) -> Callable[[Any], None]:
-        def print_writeout(task: Any) -> None:
-            from prbench.harness.writeout import is_prbench_doc, render
-
-            ref = _WRITEOUT["lm"]
-            current = ref() if ref is not None else None
-            first = next((i for i in task.instances if i.doc_id == 0), None)
-            if current is None or first is None or not is_prbench_doc(first.doc):
-                original(task)
-                return
-            sys.stderr.write(render(getattr(task, "task_name", str(task)), first.doc, current)
-                             + "\n")
-
-        return print_writeout
-
-    return _replace(evaluator, "print_writeout", make)
+    return _replace(cli_utils, "try_parse_json", make)
 
 
 # -- plain lm_eval: its command line, read by prbench ---------------------------------------------
@@ -291,12 +285,6 @@ from prbench.harness.eval_options import (  # noqa: E402 - the command-line read
     plain_task_kwargs,
     running_lm_eval_cli,
 )
-
-
-def plain_run_started(lm: Any) -> None:
-    """Plain ``lm_eval``: ``--write_out`` rendered for ``lm`` (nothing elsewhere)."""
-    if running_lm_eval_cli():
-        patch_writeout(lm)
 
 
 def check_plain_argv(argv: Sequence[str]) -> str | None:
@@ -470,6 +458,10 @@ def lm_eval_error_fix(exc: BaseException, argv: Sequence[str]) -> str | None:
     message = str(exc)
     if not isinstance(exc, ValueError):
         return None
+    if "did not find any docs" in message:
+        return ("no pair to evaluate (lm-eval: task.build_requests() did not find any docs): "
+                "--limit must be above 0 (a number of pairs per task, or a fraction), and the "
+                "data must hold records")
     if message.startswith("Invalid JSON"):
         return (json_flag_problem(argv, ("--model_args", "-a", "--metadata", "--gen_kwargs"))
                 or f"{message}; lm-eval reads a value holding {{ as JSON: give --model_args as a "
@@ -503,7 +495,9 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
             patch_task_manager(getattr(module, "TaskManager", None))
         return
     install_clean_errors()
-    if name == "lm_eval.config.evaluate_config":  # lm-eval's run starts; nothing indexed yet
+    if name == "lm_eval._cli.utils":
+        allow_braces_in_values()  # lm-eval is about to parse its command line
+    elif name == "lm_eval.config.evaluate_config":  # lm-eval's run starts; nothing indexed yet
         argv = sys.argv[1:]
         problem = check_plain_argv(argv)
         if problem:
@@ -523,6 +517,7 @@ __all__ = [
     "PRIVATE_NAMES",
     "REPLACED",
     "LmEvalMovedError",
+    "allow_braces_in_values",
     "argv_values",
     "check_plain_argv",
     "clean_errors_hook",
@@ -533,9 +528,7 @@ __all__ = [
     "on_lm_eval_import",
     "patch_table",
     "patch_task_manager",
-    "patch_writeout",
     "plain_model_args",
-    "plain_run_started",
     "plain_task_kwargs",
     "private",
     "register_model",

@@ -8,9 +8,8 @@ whatever lm-eval's verbosity, what the scorer gets for document 0 — the profil
 builder renders it (built now for this one record, unless the scorer reads no profiles), and the
 chat for each answer with the profile where the scorer's ``profile_position`` and formats put it
 (a chat reward model then applies its own chat template). ``prbench eval --write_out`` has the
-model print it as it scores (:meth:`prbench.harness.lm.PRBenchLM.from_spec`); under plain
-``lm_eval --write_out`` lm-eval's ``print_writeout`` does
-(:func:`prbench.harness.lm_eval_compat.patch_writeout`), and other tasks keep lm-eval's output.
+model print it as it scores (:meth:`prbench.harness.lm.PRBenchLM.from_spec`); plain
+``lm_eval --write_out`` shows lm-eval's own text of document 0, as for any task.
 """
 
 from __future__ import annotations
