@@ -116,6 +116,9 @@ logger = logging.getLogger(__name__)
 #: Statuses no request of the run can get past: the key, or the URL/model name, is wrong.
 FATAL_STATUSES = frozenset({401, 403, 404})
 _EXCERPT = 300
+#: bytes of a reply read past the excerpt before it is cut, so that a secret the cut would split
+#: is masked whole first (a cut secret's first half is no longer a secret prbench can find)
+_EXCERPT_SLACK = 4096
 #: seconds between two looks at the requests in flight (see :meth:`OpenAIBackend._send_all`)
 _POLL_S = 0.2
 
@@ -495,7 +498,8 @@ class OpenAIBackend:
                           f"{self._redact(str(exc.error)) or 'no detail'})")
             else:
                 unreachable = False
-                excerpt = _one_line(self._redact(data[:_EXCERPT].decode("utf-8", "replace")))
+                excerpt = _one_line(self._redact(
+                    data[:_EXCERPT + _EXCERPT_SLACK].decode("utf-8", "replace"))[:_EXCERPT])
                 if status == 200:
                     decoded, problem = self._decode_reply(data)
                     if not problem:

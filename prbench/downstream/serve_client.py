@@ -49,7 +49,16 @@ MAX_CONNECTIONS = 32
 
 
 class RewardServerError(RuntimeError):
-    """The reward server refused a request or could not be reached."""
+    """The reward server refused a request or could not be reached.
+
+    Its message quotes the server's reply with every secret prbench holds masked (the token a
+    server echoes, in any of its encoded forms: :mod:`prbench.redaction`).
+    """
+
+    def __init__(self, message: str) -> None:
+        from prbench.redaction import redact_text
+
+        super().__init__(redact_text(message))
 
 
 class RewardClient:
