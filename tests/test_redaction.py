@@ -279,3 +279,71 @@ def test_the_reward_client_masks_a_token_its_server_echoes_encoded(
     said = str(caught.value)
     assert "refused" in said and "***" in said
     assert [name for name, core in _form_cores(ODD_KEY).items() if core in said] == []
+
+
+# -- credentials in a URL (issue 44, secrets item 2) --------------------------------------------
+
+URL_SECRET = "pw-r5-0123456789"
+
+
+@pytest.mark.parametrize("model_args", [
+    f"scorer=llm-judge,backend=openai,model=j,base_url=http://judge:{URL_SECRET}@127.0.0.1:9/v1",
+    f"scorer=llm-judge,backend=openai,model=j,base_url=http://{URL_SECRET}@127.0.0.1:9/v1",
+    f"scorer=llm-judge,backend=openai,model=j,base_url=http://127.0.0.1:9/v1?access_token={URL_SECRET}",
+    f"scorer=served-rm,base_url=http://127.0.0.1:9/?token={URL_SECRET}",
+    f"scorer=served-rm,base_url=http://127.0.0.1:9/?Api-Key={URL_SECRET}&x=1",
+    f"scorer=served-rm,base_url=http://127.0.0.1:9/v1#password={URL_SECRET}",
+], ids=["user-and-password", "token-as-user", "access_token", "token", "api-key", "fragment"])
+def test_a_url_with_credentials_is_one_error_that_does_not_show_them(
+        model_args: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused when the options are read (before a model, a task or an output folder), in one
+    ``error:`` line that shows the URL with the secret masked."""
+    from prbench.cli import main
+
+    code = main(["eval", "--tasks", GROUP, "--limit", "1", "--output_path", str(tmp_path / "out"),
+                 "--model_args", model_args])
+    captured = capsys.readouterr()
+    said = captured.out + captured.err
+    errors = [x for x in captured.err.splitlines() if x.startswith("error:")]
+    assert code == 1 and "Traceback" not in said, said[-2000:]
+    assert len(errors) == 1 and "base_url carries" in errors[0], errors
+    assert "***" in errors[0] and "api_key_env" in errors[0]
+    assert URL_SECRET not in said
+    assert not (tmp_path / "out").exists()
+    assert URL_SECRET in redaction.known_secrets()  # masked wherever else it turns up
+
+
+def test_what_a_server_url_may_hold() -> None:
+    """Credential-like query names in any case or spelling are named as such; a plain query or
+    a fragment is refused too (no server URL needs one); a good URL passes."""
+    from prbench.backends.urls import ServerURLError, check_server_url, shown_url
+
+    for good in ("http://127.0.0.1:8000/v1", "https://[::1]:8443/v1/", "http://judge.test/a/b",
+                 ""):
+        check_server_url(good)
+    for name in ("token", "KEY", "api_key", "apikey", "access_token", "password", "passwd",
+                 "secret", "client_secret", "sig", "x-api-key", "hf_token", "my_token"):
+        with pytest.raises(ServerURLError, match="a credential in its query") as caught:
+            check_server_url(f"http://h/v1?{name}={URL_SECRET}")
+        assert URL_SECRET not in str(caught.value)
+    with pytest.raises(ServerURLError, match="a query or fragment"):
+        check_server_url("http://h/v1?stream=1")
+    for bad in ("ftp://h/v1", "http:///v1", "http://h:99999/v1", "http://[::1/v1", "h:8000"):
+        with pytest.raises(ServerURLError, match="must be an http"):
+            check_server_url(bad)
+    assert shown_url(f"https://u:{URL_SECRET}@h:1/p?a=b&c#{URL_SECRET}") == \
+        "https://***@h:1/p?a=***&c#***"
+
+
+def test_the_reward_client_refuses_a_url_with_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given as an argument or in ``$PRBENCH_REWARD_URL``: one message, the token masked."""
+    from prbench.backends.urls import ServerURLError
+    from prbench.downstream.serve_client import RewardClient
+
+    with pytest.raises(ServerURLError, match="a credential in its query") as caught:
+        RewardClient(f"http://127.0.0.1:8000/?token={URL_SECRET}")
+    assert URL_SECRET not in str(caught.value)
+    monkeypatch.setenv("PRBENCH_REWARD_URL", f"http://reward:{URL_SECRET}@127.0.0.1:8000")
+    with pytest.raises(ServerURLError, match=r"\$PRBENCH_REWARD_URL carries a user name") as caught:
+        RewardClient()
+    assert URL_SECRET not in str(caught.value)

@@ -108,6 +108,7 @@ from prbench.backends.http_exchange import (
     NotConnected,
 )
 from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
+from prbench.backends.urls import check_server_url
 from prbench.errors import PrbenchUserError
 from prbench.redaction import MASK, MIN_SECRET, redact, redact_text, secret_from_env
 
@@ -174,19 +175,10 @@ class OpenAIBackend:
             raise ValueError(f"timeout must be a positive number of seconds, got {spec.timeout}")
         if spec.max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {spec.max_retries}")
+        check_server_url(spec.base_url, "base_url", key_hint=(
+            f"the environment variable named by api_key_env ({spec.api_key_env or 'unset'})"))
         parts = urllib.parse.urlsplit(spec.base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, "
-                f"got {spec.base_url!r}"
-            )
-        if parts.username or parts.password:
-            raise ValueError(
-                "base_url must not carry credentials; put the key in the environment variable "
-                f"named by api_key_env ({spec.api_key_env or 'unset'})"
-            )
-        if parts.query or parts.fragment:
-            raise ValueError(f"base_url must not have a query or fragment: {spec.base_url!r}")
+        assert parts.hostname is not None  # checked above
         self.spec = spec
         prefix = parts.path.rstrip("/")
         self._prefix = prefix
