@@ -899,6 +899,10 @@ CORPUS: dict[str, Fault] = {
                       "base_url=http://127.0.0.1:9/v1?api_key=sk-r5-0123456789",
                       "--tasks", GROUP, "--limit", "1"],
         subprocess=True, lm_eval=True, says="base_url carries a credential in its query"),
+    "unreadable-proxy-variable": Fault(
+        "HTTP_PROXY=::garbage:: stopped a judge on 127.0.0.1 (InvalidURL: Invalid port)",
+        covered_by="tests/test_http_transport.py::"
+                   "test_a_judge_run_with_an_unreadable_proxy_variable"),
     "encoded-key-echoed-by-the-server": Fault(
         "a key with /+=&% echoed URL-encoded or in base64: it reached samples, caches, causes:",
         covered_by="tests/test_redaction.py::"
