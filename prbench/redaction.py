@@ -12,6 +12,13 @@ writes itself), :mod:`prbench.store` (every cache), lm-eval's results and sample
 (:mod:`prbench.harness.manifest`) and the CLI's ``error:`` line. Each occurrence of a secret
 becomes :data:`MASK`.
 
+A secret is masked in the forms a server or a library writes it in, not only as it is
+(:func:`secret_forms`): URL-encoded (``%2F`` or ``%2f``, ``+`` for a space, ``/`` kept or not),
+escaped inside a JSON string, HTML-escaped, and base64-encoded (standard and URL-safe alphabets,
+padded or not), also where it is the tail of a longer encoded value such as an HTTP Basic
+``user:key``. What cannot be caught is a secret no longer written whole: split across fields
+or lines, hashed, encrypted, or encoded twice.
+
 Values shorter than :data:`MIN_SECRET` characters are not treated as secrets (placeholders such
 as ``EMPTY`` would otherwise mangle ordinary text).
 
@@ -20,8 +27,14 @@ Ground floor: imports nothing from prbench.
 
 from __future__ import annotations
 
+import base64
+import functools
+import html
+import json
 import os
+import re
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +46,7 @@ __all__ = [
     "redact",
     "redact_text",
     "remember",
+    "secret_forms",
     "secret_from_env",
     "warn_masked",
 ]
@@ -79,11 +93,63 @@ def known_secrets() -> list[str]:
     return sorted((s for s in found if len(s) >= MIN_SECRET), key=lambda s: (-len(s), s))
 
 
+def _base64_cores(raw: bytes) -> list[str]:
+    """The base64 text of ``raw`` wherever it sits in a longer value.
+
+    base64 writes 3 bytes as 4 characters, so what ``raw`` becomes depends on how many bytes
+    come before it (0, 1 or 2 modulo 3). For each of the three, the characters made of ``raw``'s
+    bits alone are the same whatever surrounds it: those are returned (the characters shared
+    with a neighbour are left out), so ``base64("user:" + key)`` holds one of them.
+    """
+    cores = []
+    for before in range(3):
+        encoded = base64.b64encode(b"\0" * before + raw).decode("ascii")
+        first = (before * 8 + 5) // 6  # the first character with no bit of the bytes before
+        last = (before + len(raw)) * 8 // 6  # past the last character with no bit of the after
+        cores.append(encoded[first:last])
+    return cores
+
+
+@functools.lru_cache(maxsize=256)
+def secret_forms(secret: str) -> tuple[str, ...]:
+    r"""Every form ``secret`` is masked in: as it is, and as servers and libraries encode it.
+
+    URL-encoded (every reserved character, or all but ``/``; ``+`` for a space; upper- and
+    lower-case hex digits), inside a JSON string (with and without ``\u`` escapes of
+    non-ASCII, ``/`` escaped or not), HTML-escaped, and base64 in the standard and URL-safe
+    alphabets at each of the three alignments (:func:`_base64_cores`; padded or not, inside a
+    longer value or alone).
+    Longest first, so that a form holding another is masked whole.
+    """
+    forms = {secret}
+    for encoded in (urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret),
+                    urllib.parse.quote_plus(secret), urllib.parse.quote_plus(secret, safe="/")):
+        forms.add(encoded)
+        forms.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded))
+    forms.add(json.dumps(secret)[1:-1])
+    forms.add(json.dumps(secret)[1:-1].replace("/", "\\/"))  # the escaped slash some write
+    forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
+    forms.add(html.escape(secret))
+    for core in _base64_cores(secret.encode("utf-8")):
+        forms.add(core)
+        forms.add(core.replace("+", "-").replace("/", "_"))
+    return tuple(sorted((f for f in forms if len(f) >= MIN_SECRET), key=lambda f: (-len(f), f)))
+
+
+@functools.lru_cache(maxsize=64)
+def _every_form(secrets: tuple[str, ...]) -> tuple[str, ...]:
+    """The forms of every one of ``secrets``, longest first."""
+    forms = {f for secret in secrets for f in secret_forms(secret)}
+    return tuple(sorted(forms, key=lambda f: (-len(f), f)))
+
+
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    """``text`` with every known secret (or each of ``secrets``) replaced by :data:`MASK`."""
-    for secret in known_secrets() if secrets is None else secrets:
-        if secret in text:
-            text = text.replace(secret, MASK)
+    """``text`` with every known secret (or each of ``secrets``) replaced by :data:`MASK`, in
+    each of its forms (:func:`secret_forms`).
+    """  # noqa: D205
+    for form in _every_form(tuple(known_secrets() if secrets is None else secrets)):
+        if form in text:
+            text = text.replace(form, MASK)
     return text
 
 

@@ -882,6 +882,31 @@ CORPUS: dict[str, Fault] = {
         lambda t, p: ["--model", "prbench", "--model_args", "scorer=lenght", "--tasks", GROUP,
                       "--limit", "1"],
         subprocess=True, lm_eval=True, says="unknown scorer 'lenght' (did you mean 'length'?)"),
+    # --- issue 44: secrets
+    "judge-base-url-with-a-password": Fault(
+        "base_url=http://user:PASS@host/v1: a traceback (the password was the URL's to show)",
+        _eval("scorer=llm-judge,backend=openai,model=j,"
+              "base_url=http://judge:hunter2-r5-secret@127.0.0.1:9/v1"),
+        says="base_url carries a user name or password (http://***@127.0.0.1:9/v1)"),
+    "served-rm-url-with-a-token": Fault(
+        "served-rm base_url with ?token=...: a traceback that printed the token",
+        _eval("scorer=served-rm,base_url=http://127.0.0.1:9/?token=tok-r5-0123456789"),
+        says="base_url carries a credential in its query (http://127.0.0.1:9/?token=***)"),
+    "plain-lm-eval-judge-url-with-a-key": Fault(
+        "lm_eval --model prbench with a base_url holding ?api_key=...: refused at options",
+        lambda t, p: ["--model", "prbench", "--model_args",
+                      "scorer=llm-judge,backend=openai,model=j,"
+                      "base_url=http://127.0.0.1:9/v1?api_key=sk-r5-0123456789",
+                      "--tasks", GROUP, "--limit", "1"],
+        subprocess=True, lm_eval=True, says="base_url carries a credential in its query"),
+    "unreadable-proxy-variable": Fault(
+        "HTTP_PROXY=::garbage:: stopped a judge on 127.0.0.1 (InvalidURL: Invalid port)",
+        covered_by="tests/test_http_transport.py::"
+                   "test_a_judge_run_with_an_unreadable_proxy_variable"),
+    "encoded-key-echoed-by-the-server": Fault(
+        "a key with /+=&% echoed URL-encoded or in base64: it reached samples, caches, causes:",
+        covered_by="tests/test_redaction.py::"
+                   "test_a_server_that_echoes_the_key_encoded_leaves_no_form_of_it_anywhere"),
 }
 
 

@@ -25,13 +25,19 @@ import pytest
 
 from prbench.backends import BackendSpec, GenerationConfig, GenerationFailure
 from prbench.backends.http import BackendRequestError, OpenAIBackend
-from prbench.backends.http_exchange import CABundleError, HttpSession, _Backend
+from prbench.backends.http_exchange import (
+    CABundleError,
+    HttpSession,
+    ProxySettingError,
+    _Backend,
+    is_loopback,
+)
 from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
 from prbench.downstream.serve_client import RewardClient, RewardServerError
 from prbench.testing import send_json
 
 GREEDY = GenerationConfig(max_new_tokens=8)
-PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
 CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "SSL_CERT_DIR")
 
 
@@ -70,7 +76,8 @@ class KeepAliveServer:
     """
 
     def __init__(self, *, tls: ssl.SSLContext | None = None,
-                 answer: Callable[[str], str] = lambda text: f"reply to {text}") -> None:
+                 answer: Callable[[str], str] = lambda text: f"reply to {text}",
+                 host: str = "127.0.0.1") -> None:
         self.connections = 0
         self.ended = threading.Semaphore(0)  # released once per connection the client closed
         self.requests: list[str] = []
@@ -116,10 +123,10 @@ class KeepAliveServer:
                     sock = tls.wrap_socket(sock, server_side=True)
                 return sock, address
 
-        self._server = Server(("127.0.0.1", 0), Handler)
+        self._server = Server((host, 0), Handler)
         self.port = self._server.server_address[1]
         scheme = "https" if tls is not None else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://{host}:{self.port}"
 
     def __enter__(self) -> KeepAliveServer:
         threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
@@ -187,12 +194,12 @@ def test_every_transport_of_the_client_keeps_the_deadline_backend(
 ) -> None:
     """The httpx internals prbench relies on are where it expects them (httpx is pinned)."""
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
-    client = HttpSession(max_connections=2).client()
-    transports = [client._transport, *(t for t in client._mounts.values() if t is not None)]
-    assert len(transports) == 2  # the direct one and the proxy's
-    for transport in transports:
+    session = HttpSession(max_connections=2)
+    session.client()
+    assert len(session.pools) == 2  # the direct one and the proxy's
+    for transport in session.pools:
         assert isinstance(transport._pool._network_backend, _Backend)
-    client.close()
+    session.close()
 
 
 # -- the whole-exchange deadline ----------------------------------------------------------------
@@ -359,6 +366,106 @@ def test_a_loopback_server_is_reached_directly_even_with_a_proxy_set(
         assert judge.generate([chat("hi")], GREEDY) == ["reply to hi"]
         judge.close()
     assert proxy.lines == [] and server.requests == ["/v1/chat/completions"]
+
+
+def test_every_loopback_address_is_reached_directly_with_a_proxy_set(
+    proxy: StandInProxy, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not only 127.0.0.1: all of 127.0.0.0/8 and ``localhost`` bypass a good proxy too."""
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("ALL_PROXY", proxy.url)
+    with KeepAliveServer(host="127.0.0.2") as server:
+        judge = backend(f"{server.url}/v1")
+        assert judge.generate([chat("hi")], GREEDY) == ["reply to hi"]
+        judge.close()
+    with KeepAliveServer() as server:
+        judge = backend(f"http://localhost:{server.port}/v1")
+        assert judge.generate([chat("hi")], GREEDY) == ["reply to hi"]
+        judge.close()
+    assert proxy.lines == []
+
+
+def test_what_counts_as_loopback() -> None:
+    for host in ("127.0.0.1", "127.1.2.3", "localhost", "LOCALHOST.", "api.localhost", "::1",
+                 "[::1]"):
+        assert is_loopback(host), host
+    for host in ("128.0.0.1", "10.0.0.1", "localhost.example.test", "::2", "", "example.test"):
+        assert not is_loopback(host), host
+
+
+UNREADABLE_PROXIES = ["::garbage::", "http://proxy.test:notaport", "ftp://proxy.test:21",
+                      "http://", "http://user:pw-r5-0123456789@[::1"]
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "https_proxy"])
+@pytest.mark.parametrize("value", UNREADABLE_PROXIES)
+def test_an_unreadable_proxy_variable_leaves_a_loopback_server_reachable(
+    variable: str, value: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HTTP_PROXY=::garbage::`` used to stop a judge on 127.0.0.1 (``InvalidURL: Invalid
+    port``): a loopback server is reached directly whatever the variable holds."""
+    monkeypatch.setenv(variable, value)
+    with KeepAliveServer() as server:
+        judge = backend(f"{server.url}/v1")
+        assert judge.generate([chat("hi")], GREEDY) == ["reply to hi"]
+        judge.close()
+        client = RewardClient(f"http://localhost:{server.port}", retries=1)
+        assert client.score([{"question": "q", "response": "abc"}]) == [3.0]
+        client.close()
+
+
+@pytest.mark.parametrize("value", UNREADABLE_PROXIES)
+def test_an_unreadable_proxy_variable_is_one_error_naming_it_for_another_host(
+    value: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request that would go through it: one error naming the variable and the fix, no
+    credential of the value; nothing is sent anywhere."""
+    monkeypatch.setenv("http_proxy", value)
+    asked = no_resolver(monkeypatch)
+    judge = backend("http://judge.example.test:8000/v1")
+    with pytest.raises(ProxySettingError, match=r"^\$http_proxy is not a proxy URL") as caught:
+        judge.generate([chat("hi")], GREEDY)
+    judge.close()
+    assert "unset it" in str(caught.value) and "pw-r5" not in str(caught.value)
+    assert asked == []
+    with pytest.raises(ProxySettingError, match=r"\$http_proxy"):
+        RewardClient("http://reward.example.test:8000", retries=1).score([])
+    monkeypatch.setenv("NO_PROXY", "example.test")  # the fix it names: reached directly
+    judge = backend("http://judge.example.test:8000/v1", max_retries=0)
+    with pytest.raises(BackendRequestError, match="gaierror"):
+        judge.generate([chat("hi")], GREEDY)
+    judge.close()
+
+
+def test_a_judge_run_with_an_unreadable_proxy_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Through ``prbench eval``: a judge on 127.0.0.1 runs; one on another host is one
+    ``error:`` line naming the variable, no traceback."""
+    from _backend_fixtures import ScriptedOpenAIServer
+    from _faults_fixtures import GROUP
+
+    from prbench.cli import main
+
+    monkeypatch.setenv("HTTP_PROXY", "::garbage::")
+
+    def run(base_url: str, out: str) -> tuple[int, str]:
+        code = main(["eval", "--tasks", GROUP, "--limit", "1", "--output_path",
+                     str(tmp_path / out), "--model_args",
+                     f"scorer=llm-judge,backend=openai,model=j,base_url={base_url},"
+                     f"cache_dir=,cache_path={tmp_path / out / 'scores.sqlite'}"])
+        return code, capsys.readouterr().err
+
+    with ScriptedOpenAIServer() as server:
+        server.answer = lambda _text: "Verdict: [[A]]"
+        code, err = run(server.base_url, "local")
+        assert code == 0 and "Traceback" not in err, err[-3000:]
+        assert server.requests
+    no_resolver(monkeypatch)
+    code, err = run("http://judge.example.test:8000/v1", "remote")
+    errors = [x for x in err.splitlines() if x.startswith("error:")]
+    assert code == 1 and "Traceback" not in err, err[-3000:]
+    assert len(errors) == 1 and "$HTTP_PROXY is not a proxy URL" in errors[0], errors
 
 
 def test_the_reward_client_honours_the_proxy_settings(

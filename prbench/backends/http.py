@@ -108,6 +108,7 @@ from prbench.backends.http_exchange import (
     NotConnected,
 )
 from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
+from prbench.backends.urls import check_server_url
 from prbench.errors import PrbenchUserError
 from prbench.redaction import MASK, MIN_SECRET, redact, redact_text, secret_from_env
 
@@ -116,6 +117,9 @@ logger = logging.getLogger(__name__)
 #: Statuses no request of the run can get past: the key, or the URL/model name, is wrong.
 FATAL_STATUSES = frozenset({401, 403, 404})
 _EXCERPT = 300
+#: bytes of a reply read past the excerpt before it is cut, so that a secret the cut would split
+#: is masked whole first (a cut secret's first half is no longer a secret prbench can find)
+_EXCERPT_SLACK = 4096
 #: seconds between two looks at the requests in flight (see :meth:`OpenAIBackend._send_all`)
 _POLL_S = 0.2
 
@@ -171,19 +175,10 @@ class OpenAIBackend:
             raise ValueError(f"timeout must be a positive number of seconds, got {spec.timeout}")
         if spec.max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {spec.max_retries}")
+        check_server_url(spec.base_url, "base_url", key_hint=(
+            f"the environment variable named by api_key_env ({spec.api_key_env or 'unset'})"))
         parts = urllib.parse.urlsplit(spec.base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"base_url must be an http(s) URL such as http://127.0.0.1:8000/v1, "
-                f"got {spec.base_url!r}"
-            )
-        if parts.username or parts.password:
-            raise ValueError(
-                "base_url must not carry credentials; put the key in the environment variable "
-                f"named by api_key_env ({spec.api_key_env or 'unset'})"
-            )
-        if parts.query or parts.fragment:
-            raise ValueError(f"base_url must not have a query or fragment: {spec.base_url!r}")
+        assert parts.hostname is not None  # checked above
         self.spec = spec
         prefix = parts.path.rstrip("/")
         self._prefix = prefix
@@ -495,7 +490,8 @@ class OpenAIBackend:
                           f"{self._redact(str(exc.error)) or 'no detail'})")
             else:
                 unreachable = False
-                excerpt = _one_line(self._redact(data[:_EXCERPT].decode("utf-8", "replace")))
+                excerpt = _one_line(self._redact(
+                    data[:_EXCERPT + _EXCERPT_SLACK].decode("utf-8", "replace"))[:_EXCERPT])
                 if status == 200:
                     decoded, problem = self._decode_reply(data)
                     if not problem:

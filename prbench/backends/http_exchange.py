@@ -7,10 +7,13 @@ The transport is **httpx** (pinned exactly in pyproject), which gives what the h
   (keep-alive), so a run's requests to one server share a few connections instead of opening a
   TCP (and TLS) connection each; :meth:`HttpSession.close` closes them at the end of the run;
 * **proxies from the environment** -- ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and
-  ``NO_PROXY`` (either case), read by httpx (``trust_env``). A loopback server (``127.0.0.1``,
-  ``localhost``, ``::1``) is always reached directly: a proxy cannot reach this machine's
-  loopback on a client's behalf, and a local vLLM/SGLang server or ``prbench serve`` is the
-  common case;
+  ``NO_PROXY`` (either case), read as httpx reads them (its ``get_environment_proxies``). A
+  loopback server (``127.0.0.0/8``, ``localhost``, ``::1``) is always reached directly, whatever
+  the variables hold: a proxy cannot reach this machine's loopback on a client's behalf, and a
+  local vLLM/SGLang server or ``prbench serve`` is the common case. A variable that is no proxy
+  URL (``HTTP_PROXY=::garbage::``, an unknown scheme, no host) is one error naming it
+  (:class:`ProxySettingError`) when a request to another host would go through it; it does not
+  stop a loopback server from being reached;
 * **a CA bundle** -- certificates are checked against the file named by ``SSL_CERT_FILE``, else
   ``REQUESTS_CA_BUNDLE`` (and the folder ``SSL_CERT_DIR``), else the system's store (as before);
   :func:`ssl_context`;
@@ -34,9 +37,12 @@ What stays prbench's, on top of httpx:
 The last two need the sockets themselves, which httpx does not hand out: the connection pool of
 each transport gets a network backend (:class:`_Backend`, httpcore's documented extension point)
 that wraps every connection it opens. httpx's ``HTTPTransport`` takes no network backend, so
-:func:`_with_deadlines` sets it on the pools httpx built -- the direct transport's and each
-proxy's (``client._transport``, ``client._mounts``, ``transport._pool._network_backend``). Those
-are the only httpx/httpcore internals prbench touches (both are pinned exactly);
+:func:`_with_deadline` sets it on the pool of each transport prbench builds -- the direct one
+and each proxy's (``transport._pool._network_backend``). The transports are built here, not by
+the client from the environment (``trust_env=False``), so that a proxy variable is checked and
+named, and a loopback host never routed through a proxy (:class:`_Routed`); the proxy settings
+are read by httpx's own ``httpx._utils.get_environment_proxies``. Those two are the only
+httpx/httpcore internals prbench touches (both are pinned exactly);
 ``tests/test_http_transport.py`` fails if they move.
 """
 
@@ -45,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import ipaddress
 import os
 import socket
 import ssl
@@ -95,12 +102,49 @@ class Dropped(Exception):
 CA_FILE_ENVS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 #: Environment variable naming a folder of CA certificates (OpenSSL's hashed layout).
 CA_DIR_ENV = "SSL_CERT_DIR"
-#: Hosts always reached without a proxy.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+#: The schemes a proxy URL may have (``socks5``/``socks5h`` need the optional ``socksio``).
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
 
 
 class CABundleError(PrbenchUserError, ValueError):
     """A CA bundle named in the environment cannot be read."""
+
+
+class ProxySettingError(PrbenchUserError, ValueError):
+    """A proxy variable of the environment holds no proxy URL a request could go through."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine's loopback (``localhost``, ``127.0.0.0/8``, ``::1``)."""
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _proxy_variable(scheme: str) -> str:
+    """The variable the proxy of ``scheme`` (``http``, ``https``, ``all``) was read from.
+
+    Python's reading (which httpx uses) prefers the lower-case name, then any other case.
+    """
+    lower = f"{scheme}_proxy"
+    if os.environ.get(lower):
+        return lower
+    return next((n for n, v in os.environ.items() if n.lower() == lower and v), lower.upper())
+
+
+def _proxy_error(variable: str, value: str, why: str) -> ProxySettingError:
+    """The error for a proxy variable that holds no usable proxy URL (credentials not shown)."""
+    shown = f" ({why})" if why and "@" not in value else ""
+    return ProxySettingError(
+        f"${variable} is not a proxy URL prbench can use{shown}; set it to "
+        f"http://HOST:PORT (or {'/'.join(PROXY_SCHEMES[2:])}://HOST:PORT with the socksio "
+        f"package), or unset it; a server on this machine (localhost, 127.0.0.1, ::1) is "
+        f"reached directly whatever it holds, and NO_PROXY names other hosts to reach directly"
+    )
 
 
 def ssl_context() -> ssl.SSLContext:
@@ -280,15 +324,37 @@ class _Backend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-def _with_deadlines(client: httpx.Client) -> httpx.Client:
-    """``client`` with every connection pool (direct, and each proxy's) opening its connections
-    through :class:`_Backend`.
-    """  # noqa: D205
-    for transport in (client._transport, *client._mounts.values()):
-        if isinstance(transport, httpx.HTTPTransport):
-            pool = transport._pool
-            pool._network_backend = _Backend(pool._network_backend)
-    return client
+def _with_deadline(transport: httpx.HTTPTransport) -> httpx.HTTPTransport:
+    """``transport`` with its connection pool opening connections through :class:`_Backend`."""
+    pool = transport._pool
+    pool._network_backend = _Backend(pool._network_backend)
+    return transport
+
+
+class _Refused(httpx.BaseTransport):
+    """Where a proxy variable that holds no proxy URL would send a request: its error."""
+
+    def __init__(self, error: ProxySettingError) -> None:
+        self.error = error
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        raise self.error
+
+
+class _Routed(httpx.BaseTransport):
+    """A proxy's mount: a request to a loopback host goes direct, any other through the proxy."""
+
+    def __init__(self, direct: httpx.BaseTransport, proxy: httpx.BaseTransport) -> None:
+        self.direct = direct
+        self.proxy = proxy
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if is_loopback(request.url.host):
+            return self.direct.handle_request(request)
+        return self.proxy.handle_request(request)
+
+    def close(self) -> None:
+        self.proxy.close()  # the direct transport is the client's own, closed with it
 
 
 class HttpSession:
@@ -309,26 +375,70 @@ class HttpSession:
         self._context = ssl_context()
         self._lock = threading.Lock()
         self._client: httpx.Client | None = None
+        #: the connection pools built so far (the direct one and each proxy's)
+        self.pools: list[httpx.HTTPTransport] = []
 
     def client(self) -> httpx.Client:
         """The httpx client (made at the first exchange, again after :meth:`close`)."""
         with self._lock:
             if self._client is None:
-                self._client = _with_deadlines(httpx.Client(
-                    verify=self._context,
-                    trust_env=True,
-                    http2=http2_available(),
-                    limits=httpx.Limits(max_connections=self.max_connections,
-                                        max_keepalive_connections=self.max_connections),
-                    mounts={f"all://{host}": None for host in LOOPBACK_HOSTS},
+                direct = self._transport()
+                self._client = httpx.Client(
+                    transport=direct,
+                    mounts=self._proxy_mounts(direct),
+                    trust_env=False,  # the proxies are read (and checked) by _proxy_mounts
                     follow_redirects=False,
-                ))
+                )
             return self._client
+
+    def _transport(self, proxy: httpx.Proxy | None = None) -> httpx.HTTPTransport:
+        """A pool of connections (through ``proxy``, if given), each under the deadline."""
+        self.pools.append(_with_deadline(httpx.HTTPTransport(
+            verify=self._context,
+            http2=http2_available(),
+            limits=httpx.Limits(max_connections=self.max_connections,
+                                max_keepalive_connections=self.max_connections),
+            proxy=proxy,
+        )))
+        return self.pools[-1]
+
+    def _proxy_mounts(self, direct: httpx.HTTPTransport) -> dict[str, httpx.BaseTransport | None]:
+        """The client's mounts: the environment's proxies as httpx reads them, each checked.
+
+        ``NO_PROXY`` hosts map to ``None`` (direct). Each proxy is a :class:`_Routed` mount, so a
+        loopback host is reached directly; a variable that holds no proxy URL becomes a
+        :class:`_Refused` one, raising :class:`ProxySettingError` only for a request to another
+        host.
+        """
+        from httpx._utils import get_environment_proxies
+
+        mounts: dict[str, httpx.BaseTransport | None] = {}
+        for pattern, url in get_environment_proxies().items():
+            if url is None:
+                mounts[pattern] = None
+                continue
+            scheme = pattern.partition("://")[0]
+            variable = _proxy_variable(scheme)
+            value = os.environ.get(variable, url)
+            proxy: httpx.BaseTransport
+            try:
+                parsed = httpx.Proxy(url=url)
+                if parsed.url.scheme not in PROXY_SCHEMES:
+                    raise ValueError(f"the scheme {parsed.url.scheme!r} is not one of "
+                                     f"{', '.join(PROXY_SCHEMES)}")
+                if not parsed.url.host:
+                    raise ValueError("it names no host")
+                proxy = self._transport(parsed)
+            except (httpx.InvalidURL, ValueError, TypeError, ImportError) as exc:
+                proxy = _Refused(_proxy_error(variable, value, str(exc)))
+            mounts[pattern] = _Routed(direct, proxy)
+        return mounts
 
     def close(self) -> None:
         """Close the open connections (the next exchange opens new ones)."""
         with self._lock:
             client, self._client = self._client, None
+            self.pools = []
         if client is not None:
             client.close()
 
@@ -354,6 +464,8 @@ class HttpSession:
             Abandoned: ``in_flight`` was abandoned before or during the exchange.
             NotConnected: the connection could not be opened (refused, unknown host, no route,
                 a proxy that refused the tunnel).
+            ProxySettingError: the request would go through a proxy variable of the
+                environment that holds no proxy URL (one line naming the variable).
             ssl.SSLError: TLS failed.
             Dropped: the server dropped the connection mid-exchange.
         """
@@ -413,6 +525,8 @@ __all__ = [
     "HttpSession",
     "InFlight",
     "NotConnected",
+    "ProxySettingError",
     "http2_available",
+    "is_loopback",
     "ssl_context",
 ]

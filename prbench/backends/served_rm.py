@@ -78,6 +78,7 @@ from prbench.backends.chat_inputs import (
 from prbench.backends.chat_options import ChatRenderOptions, check_max_length
 from prbench.backends.http import OpenAIBackend
 from prbench.backends.served_pooling import pooling_rule
+from prbench.backends.urls import check_server_url
 from prbench.options import OptionsError
 from prbench.scoring.base import ScoreRequest, UnscoredInputs, check_scores
 from prbench.scoring.cache import fingerprint_of, model_identity
@@ -145,6 +146,10 @@ class ServedRMOptions(ChatRenderOptions):
             raise ValueError(
                 "served-rm needs base_url, the server's root URL, e.g. base_url=http://127.0.0.1:8000"
             )
+        # a URL with a password or a token is refused here, before the tokenizer is loaded
+        check_server_url(self.base_url, "base_url", key_hint=(
+            "an environment variable, and name it with api_key_env"
+            + (f" (now {self.api_key_env})" if self.api_key_env else "")))
         endpoint = resolved_endpoint(self.engine, self.endpoint)
         if (self.engine, endpoint) not in ROUTES:
             raise ValueError(

@@ -34,6 +34,7 @@ from prbench.backends.http_exchange import (
     NotConnected,
 )
 from prbench.backends.http_retry import RETRY_STATUSES, backoff_delay, retry_after_seconds
+from prbench.backends.urls import check_server_url
 
 #: environment variable with the server's base URL (default ``http://127.0.0.1:8000``)
 URL_ENV = "PRBENCH_REWARD_URL"
@@ -49,7 +50,16 @@ MAX_CONNECTIONS = 32
 
 
 class RewardServerError(RuntimeError):
-    """The reward server refused a request or could not be reached."""
+    """The reward server refused a request or could not be reached.
+
+    Its message quotes the server's reply with every secret prbench holds masked (the token a
+    server echoes, in any of its encoded forms: :mod:`prbench.redaction`).
+    """
+
+    def __init__(self, message: str) -> None:
+        from prbench.redaction import redact_text
+
+        super().__init__(redact_text(message))
 
 
 class RewardClient:
@@ -64,6 +74,10 @@ class RewardClient:
             to 1), and never shorter than the server's ``Retry-After`` (capped too).
         api_key_env: the environment variable holding the server's token (unset or empty: no
             ``Authorization`` header).
+
+    Raises:
+        prbench.backends.urls.ServerURLError: the URL carries a user name, password, query or
+            fragment (a token belongs in ``api_key_env``), or is not an http(s) URL.
     """
 
     _sleep = staticmethod(time.sleep)
@@ -71,6 +85,8 @@ class RewardClient:
     def __init__(self, url: str = "", *, timeout: float = 300.0, retries: int = 20,
                  backoff: float = 0.05, api_key_env: str = KEY_ENV) -> None:
         self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        check_server_url(self.url, "the reward server's URL" if url else f"${URL_ENV}",
+                         key_hint=f"${api_key_env}" if api_key_env else "")
         self.api_key_env = api_key_env
         self.timeout = timeout
         self.retries = max(1, retries)

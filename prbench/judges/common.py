@@ -91,6 +91,11 @@ class BackendOptions:
     seed: int = dataclasses.field(default=0, metadata=_help("seed of sampling and order shuffles"))
 
     def __post_init__(self) -> None:
+        from prbench.backends.urls import check_server_url
+
+        # a URL with a password or a token is refused here, before any model or task is built
+        check_server_url(self.base_url, "base_url", key_hint=(
+            f"the environment variable named by api_key_env (now {self.api_key_env or 'unset'})"))
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         if self.temperature < 0:
