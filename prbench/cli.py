@@ -306,14 +306,17 @@ def eval_flags_given(argv: Sequence[str]) -> list[str]:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     eval_parser = sub.choices["eval"]
-    dests = [a.dest for a in eval_parser._actions
-             if a.dest not in (argparse.SUPPRESS, "help") and a.option_strings]
+    actions = [a for a in eval_parser._actions
+               if a.dest not in (argparse.SUPPRESS, "help") and a.option_strings]
+    dests = [a.dest for a in actions]
     unset = _Unset()
+    # a list-collecting flag starts from None (argparse adds to what is there)
+    start = {a.dest: None if isinstance(a, argparse._ExtendAction | argparse._AppendAction)
+             else unset for a in actions}
     noise = io.StringIO()
     try:
         with contextlib.redirect_stderr(noise), contextlib.redirect_stdout(io.StringIO()):
-            ns, rest = eval_parser.parse_known_args(list(argv), argparse.Namespace(
-                **dict.fromkeys(dests, unset)))
+            ns, rest = eval_parser.parse_known_args(list(argv), argparse.Namespace(**start))
     except SystemExit:
         said = [ln for ln in noise.getvalue().splitlines() if ln.strip()]
         why = said[-1].split("error:", 1)[-1].strip() if said else "they do not parse"
@@ -321,7 +324,7 @@ def eval_flags_given(argv: Sequence[str]) -> list[str]:
     problem = undeclared_flags_problem(rest, eval_parser.flags())  # type: ignore[attr-defined]
     if problem:
         raise OptionsError(problem)
-    return [dest for dest in dests if getattr(ns, dest) is not unset]
+    return [dest for dest in dests if getattr(ns, dest) not in (unset, None)]
 
 
 def check_plugin_files(args: argparse.Namespace) -> None:

@@ -343,12 +343,10 @@ class Checker:
             return [] if not extra else [f"unrecognized arguments: {' '.join(extra)}"]
         module = ns._module
         if ns.command == "eval":
-            from prbench.commands.eval_args import lm_eval_argv
+            from prbench.commands.eval import undeclared_flags_problem
 
-            if getattr(ns, "lm_eval_help", False):
-                return []
-            ns.extra_args = extra
-            return self._lm_eval(lm_eval_argv(ns), prbench_eval=True)
+            problem = undeclared_flags_problem(extra, [])
+            return [problem] if problem else self._eval(ns)
         if extra and not getattr(module, "ACCEPTS_EXTRA_ARGS", False):
             return [f"prbench {ns.command}: unrecognized arguments: {' '.join(extra)}"]
         from prbench.commands import ROLES, component_args, scorer_specs
@@ -363,56 +361,84 @@ class Checker:
                 out += self._scorer(scorer, rest)
         return out
 
-    def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
-        from prbench.commands.eval_args import (
-            argument_problem,
-            lm_eval_spellings,
+    def _eval(self, ns: argparse.Namespace) -> list[str]:
+        """What ``prbench eval`` checks before it runs, on a parsed command line."""
+        from prbench.errors import PrbenchUserError
+        from prbench.harness.eval_options import (
             misspelt_task,
+            read_metadata,
+            read_model_args,
             requested_tasks,
             reserved_metadata_keys,
         )
-        from prbench.harness.lm_eval_args import (
-            json_flag_problem,
-            model_args_problem,
-            model_args_text,
-            parse_text,
-        )
 
-        with contextlib.redirect_stderr(io.StringIO()):
-            argv = lm_eval_spellings(args) if prbench_eval else list(args)
-        problem = json_flag_problem(argv) or model_args_problem(argv)
-        if problem:
-            return [problem]
-        ns = parse_text(argv)
-        if ns is None:
-            from lm_eval._cli.harness import HarnessCLI
-
-            _, _, error = self._parse(HarnessCLI()._parser, ["run", *argv])
-            return [f"lm_eval run: {error}"]
-        problem = argument_problem(ns)
-        if problem:
-            return [problem]
+        if not requested_tasks(ns.tasks):
+            return ["no --tasks given"]
+        if ns.log_samples and not ns.output_path:
+            return ["--log_samples needs --output_path"]
+        try:
+            given = read_model_args(ns.model_args)
+            metadata = read_metadata(ns.metadata)
+        except PrbenchUserError as exc:
+            return [str(exc)]
         out = []
-        if getattr(ns, "use_cache", None):
-            out.append("--use_cache is refused by prbench")
-        if reserved_metadata_keys(getattr(ns, "metadata", None)):
+        if reserved_metadata_keys(metadata):
             out.append("--metadata sets keys the task YAMLs fix")
         typo = misspelt_task(requested_tasks(ns.tasks), self.task_names)
         if typo:
             out.append(typo)
-        model = ns.model or ("prbench" if prbench_eval else None)
-        if model == "prbench":
-            given = getattr(ns, "model_args", None)
-            text = model_args_text(argv) if isinstance(given, dict) else {}
-            options = dict(text or (given if isinstance(given, dict) else {}))
-            scorer = str(options.pop("scorer", DEFAULT_SCORER))
-            out += self._scorer(scorer, ",".join(f"{k}={v}" for k, v in options.items()))
-            # every K=V value reaches the scorer as written (lm-eval read a value holding `{`
-            # as bad JSON; `user_format={question}` could not be given)
-            written = written_model_args(argv)
-            changed = sorted(k for k, v in written.items() if text.get(k) != v)
-            if changed:
-                out.append(f"--model_args {', '.join(changed)}: not handed on as written")
+        return out + self._given_scorer(given)
+
+    def _given_scorer(self, given: dict[str, Any]) -> list[str]:
+        options = dict(given)
+        scorer = str(options.pop("scorer", DEFAULT_SCORER))
+        return self._scorer(scorer, ",".join(f"{k}={v}" for k, v in options.items()
+                                              if "," not in str(v)))
+
+    def _lm_eval(self, args: Sequence[str], *, prbench_eval: bool) -> list[str]:
+        """A plain ``lm_eval`` line: lm-eval's own parser, then what prbench reads of it."""
+        from lm_eval._cli.harness import HarnessCLI
+
+        from prbench.errors import PrbenchUserError
+        from prbench.harness.eval_options import (
+            USE_CACHE_REFUSED,
+            argv_given,
+            argv_values,
+            json_flag_problem,
+            misspelt_task,
+            read_model_args,
+            requested_tasks,
+        )
+
+        argv = list(args)
+        problem = json_flag_problem(argv, ("--model_args", "-a", "--metadata"))
+        if problem:
+            return [problem]
+        try:
+            ns, _, error = self._parse(HarnessCLI()._parser, ["run", *argv])
+        except ValueError as exc:  # K=V text holding "{": plain lm_eval reads it as text
+            # (prbench's start-up hook, lm_eval_compat.allow_braces_in_values)
+            ns, error = "text", str(exc)
+            if "Invalid JSON" not in error:
+                raise
+        if ns is None:
+            return [f"lm_eval run: {error}"]
+        out = []
+        if argv_given(argv, "--use_cache", "-c"):
+            out.append(USE_CACHE_REFUSED)
+        tasks = requested_tasks(argv_values(argv, "--tasks", "-t"))
+        if not tasks:
+            out.append("no --tasks given")
+        typo = misspelt_task(tasks, self.task_names)
+        if typo:
+            out.append(typo)
+        models = argv_values(argv, "--model", "-M")
+        if models and models[-1] == "prbench":
+            try:
+                given = read_model_args(argv_values(argv, "--model_args", "-a"))
+            except PrbenchUserError as exc:
+                return [*out, str(exc)]
+            out += self._given_scorer(given)
         return out
 
     def _scorer(self, scorer: str, rest: str) -> list[str]:
@@ -434,30 +460,6 @@ class Checker:
         except PrbenchUserError as exc:
             return [f"--model_args scorer={scorer}: {exc}"]
         return []
-
-
-def written_model_args(argv: Sequence[str]) -> dict[str, str]:
-    """The ``K=V`` text of every ``--model_args`` value in ``argv``, as written (JSON left out)."""
-    from prbench.harness.lm_eval_args import option_text
-
-    from prbench.options import parse_kv_string
-
-    out: dict[str, str] = {}
-    taking = False
-    for arg in argv:
-        flag, eq, value = arg.partition("=")
-        if flag in ("--model_args", "-a"):
-            taking = not eq
-            values = [value] if eq else []
-        elif taking and not arg.startswith("-"):
-            values = [arg]
-        else:
-            taking = False
-            continue
-        for text in values:
-            if not text.lstrip().startswith("{"):
-                out.update({k: option_text(v) for k, v in parse_kv_string(text).items()})
-    return out
 
 
 # -- the set-up the checks run in ---------------------------------------------------------------
@@ -657,7 +659,7 @@ def test_a_key_twice_fails_and_braces_reach_the_scorer(checker: Checker) -> None
     )
     problems = [checker.problems(c) for c in shell_commands("PLANTED.md", page)]
     assert problems[0] == [] and problems[1] == [], problems
-    assert len(problems[2]) == 1 and "the key 'unit' is given twice" in problems[2][0]
+    assert len(problems[2]) == 1 and "'unit' is given twice" in problems[2][0]
     braces = [c for c in _page_commands() if "user_format=" in " ".join(c.argv)
               or "system_format=" in " ".join(c.argv)]
     assert braces, "the docs show a user_format/system_format command"

@@ -464,24 +464,24 @@ def test_prbench_eval_logs_each_replies_and_the_explorer_shows_them(
     assert browser.errors == []
 
 
-def test_samples_lines_get_the_replies_of_the_pairs_judged_in_this_process(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from prbench.judges import order_metrics
+def test_samples_lines_get_the_replies_of_the_pairs_judged() -> None:
+    from prbench.harness.scored import Scored, annotate_sample
     from prbench.judges.order_tally import OrderTally
     from prbench.judges.parsing import parse_pairwise
 
-    monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})
     docs = [{"id": i, "question": "q", "profile_text": "", "chosen": "c", "rejected": f"r{i}"}
             for i in ("d1", "d2")]
-    samples = [{"doc_id": n, "doc": d, "acc": 1.0} for n, d in enumerate(docs)]
-    assert order_metrics.annotate_samples(samples) == samples  # nothing judged: unchanged
     tally = OrderTally()
     rows = [tally.order(s, parse_pairwise(r), r) for s, r in (("first", "Verdict: A"),
                                                                ("second", "hmm"))]
     tally.pair("d1", rows)
-    order_metrics.PAIR_OUTCOMES[order_metrics.doc_key(docs[0])] = tally.recent_outcomes(1)[0]
-    first, second = order_metrics.annotate_samples(samples)
-    assert second is samples[1]  # not judged here: unchanged
+    outcome = tally.recent_outcomes(1)[0]
+    samples = [{"doc_id": 0, "doc": docs[0], "acc": 1.0,
+                "filtered_resps": [Scored(0.5, {"orders": outcome}), Scored(0.5)]},
+               {"doc_id": 1, "doc": docs[1], "acc": 1.0,
+                "filtered_resps": [(0.5, False), (0.5, False)]}]
+    first, second = (annotate_sample(s) for s in samples)
+    assert second is samples[1]  # nothing said of this pair: unchanged
     assert first == {**samples[0], "judge_replies": [
         {"shown_first": "first", "winner": "first", "verdict": "A", "reply": "Verdict: A",
          "failure": None, "detail": None},

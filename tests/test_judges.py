@@ -594,12 +594,11 @@ def _task_utils():
     return utils
 
 
-def test_the_task_metrics_of_the_hand_computed_example(monkeypatch):
+def test_the_task_metrics_of_the_hand_computed_example():
     """process_results per pair, then the YAML's aggregations: the numbers of the example."""
-    from prbench.judges import order_metrics
+    from prbench.harness.scored import Scored
 
     utils = _task_utils()
-    monkeypatch.setattr(order_metrics, "PAIR_OUTCOMES", {})
     j, _ = judge(_patterned)
     docs = [{"id": rid, "question": "What should I cook?", "profile_text": "Post 1: no oven.",
              "chosen": f"{rid} chosen answer", "rejected": f"{rid} rejected answer",
@@ -607,10 +606,9 @@ def test_the_task_metrics_of_the_hand_computed_example(monkeypatch):
             for rid in PATTERNS]
     pairs = [pair(d["id"], d["chosen"], d["rejected"]) for d in docs]
     probs = j.compare(pairs)
-    for doc, outcome in zip(docs, j.request_extras(pairs), strict=True):
-        order_metrics.PAIR_OUTCOMES[order_metrics.doc_key(doc)] = outcome
-    rows = [utils.process_results(d, [(p, False), (1 - p, False)])
-            for d, p in zip(docs, probs, strict=True)]
+    # the judge's orders ride on the chosen answer's result, as the prbench model returns it
+    rows = [utils.process_results(d, [Scored(p, {"orders": o}), Scored(1 - p)])
+            for d, p, o in zip(docs, probs, j.request_extras(pairs), strict=True)]
 
     def column(name):
         return [r[name] for r in rows]

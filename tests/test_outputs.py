@@ -191,25 +191,27 @@ def test_plain_lm_eval_folder_rule() -> None:
     assert other.model_name_sanitized == "__tmp__rmA"  # lm-eval's rule for its own models
 
 
-def test_prbench_subclasses_lm_evals_tracker_and_patches_none_of_its_methods() -> None:
-    """lm-eval's run command builds prbench's subclass for one run; its own class is intact."""
+def test_prbench_subclasses_lm_evals_tracker_and_patches_none_of_its_methods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """prbench eval passes its subclass to simple_evaluate; lm-eval's own class is intact."""
     import lm_eval.loggers
     from lm_eval.loggers.evaluation_tracker import EvaluationTracker, GeneralConfigTracker
-    from prbench.commands.eval_output import capture_lm_eval
 
+    from prbench.cli import main
     from prbench.harness.run_files import tracker_class
 
     methods = (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,
                GeneralConfigTracker.log_experiment_args)
     before = lm_eval.loggers.EvaluationTracker
-    with capture_lm_eval() as captured:
-        cls = lm_eval.loggers.EvaluationTracker  # what lm-eval's run command builds
-        assert issubclass(cls, tracker_class()) and issubclass(cls, EvaluationTracker)
-        assert cls.captured is captured
+    assert issubclass(tracker_class(), EvaluationTracker)
+    assert main(["eval", "--tasks", "personalized_rewardbench_sample_noprofile", "--model_args",
+                 "scorer=length", "--limit", "1", "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
     assert lm_eval.loggers.EvaluationTracker is before
     assert (EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples,
             GeneralConfigTracker.log_experiment_args) == methods
-    assert tracker_class().captured is None  # plain lm_eval's: hands nothing back
+    assert list(tmp_path.glob("prbench-length/results_*.json"))
 
 
 def test_a_task_name_with_path_separators_stays_in_the_folder(tmp_path: Path) -> None:

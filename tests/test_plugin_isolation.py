@@ -186,17 +186,19 @@ def test_lm_eval_model_path_with_the_bad_plugin(
     """What plain ``lm_eval --model prbench`` builds, in process: the model and the task dirs."""
     from lm_eval.api.registry import get_model
 
-    from prbench.harness import bridge, lm_eval_messages
+    from prbench.harness import lm_eval_compat
+    from prbench.harness.task_dirs import task_dirs
 
-    bridge.install()
+    lm_eval_compat.register_model()
     lm = get_model("prbench").create_from_arg_string("scorer=clash-words")
     assert lm.component.qualified_id == "clash/clash-words"
-    dirs = bridge._prbench_dirs()
+    dirs = task_dirs()
     assert any(d.endswith("tasks") for d in dirs)
     assert not any("clash_tasks_that_do_not_exist" in d for d in dirs)
+    lm_eval_compat.warn_troubled_plugins()
     err = capsys.readouterr().err
     assert err.count("prbench: warning: plugin 'clash' partial") == 1
-    assert lm_eval_messages.warn_troubled_plugins() == []  # once per process
+    assert lm_eval_compat.warn_troubled_plugins() == []  # once per process
 
 
 @pytest.mark.slow
@@ -247,9 +249,8 @@ def test_plain_lm_eval_warns_once_and_errors_in_one_line(site: Path, tmp_path: P
 def test_clean_errors_hook_turns_prbench_and_lm_eval_errors_into_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The ``sys.excepthook`` the bridge installs under plain ``lm_eval``."""
-    from prbench.harness.lm_eval_messages import clean_errors_hook
-
+    """The ``sys.excepthook`` the start-up hook installs under plain ``lm_eval``."""
+    from prbench.harness.lm_eval_compat import clean_errors_hook
     from prbench.options import OptionsError
     from prbench.plugins import UnknownComponentError
 

@@ -114,7 +114,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     help="print what the scorer gets for the first pair of each task")
     lm.add_argument("--seed", type=_seed, metavar="SEED",
                     help="the seeds lm-eval sets: one integer (Python's random; numpy, torch and "
-                    "few-shot keep 1234) or four comma-separated (default: 0,1234,1234,1234)")
+                    "few-shot keep 1234) or four separated by commas (default: "
+                    "0,1234,1234,1234)")
     lm.add_argument("--device", metavar="DEVICE",
                     help="where the scorer runs (cpu, cuda, cuda:N, mps, auto); a device the "
                     "machine lacks is an error (default: the scorer's own)")

@@ -118,9 +118,9 @@ def check_cells(sweep: Any, plugins: Sequence[str], out: Path | None = None,
         SweepFileError: an unknown scorer or option, or a misspelt prbench task, named with the
             sweep file and the scorer or condition.
     """
-    from prbench.commands.eval_args import misspelt_task
     from prbench.errors import PrbenchUserError, one_line
     from prbench.harness import tasks
+    from prbench.harness.eval_options import misspelt_task
     from prbench.harness.sweep_file import SweepFileError, where_in
     from prbench.options import parse_kv_string
     from prbench.plugins import get_registry

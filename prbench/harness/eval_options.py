@@ -43,20 +43,29 @@ def _cut(value: str, most: int = 80) -> str:
 
 
 def _json_object(text: str, flag: str) -> list[tuple[str, Any]]:
-    """A JSON object's items in order, repeats kept (their check is the caller's)."""
+    """A JSON object's items in order; a key twice in any object of it is an error."""
+
+    def pairs_hook(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise OptionsError(f"{flag}: {key!r} is given twice ({key}={out[key]} and "
+                                   f"{key}={value}); give {key} once")
+            out[key] = value
+        return out
+
     try:
-        parsed = json.loads(text, object_pairs_hook=lambda items: items)
+        parsed = json.loads(text, object_pairs_hook=pairs_hook)
     except json.JSONDecodeError as exc:
         raise OptionsError(
             f"{flag}: invalid JSON at line {exc.lineno} column {exc.colno} (character {exc.pos}): "
             f"{exc.msg}, in {_cut(text)!r}; JSON needs double quotes around keys and strings"
         ) from None
-    if not isinstance(parsed, list) or (parsed and not isinstance(parsed[0], tuple)):
-        kind = type(json.loads(text)).__name__
+    if not isinstance(parsed, dict):
+        kind = "array" if isinstance(parsed, list) else type(parsed).__name__
         raise OptionsError(f"{flag} must be a JSON object ({{\"key\": value, ...}}) or key=value "
-                           f"pairs, got a JSON {'array' if kind == 'list' else kind}: "
-                           f"{_cut(text)!r}")
-    return [(str(k), v) for k, v in parsed]
+                           f"pairs, got a JSON {kind}: {_cut(text)!r}")
+    return [(str(k), v) for k, v in parsed.items()]
 
 
 def read_model_args(texts: Sequence[str] | str | None, flag: str = "--model_args"

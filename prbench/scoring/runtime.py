@@ -510,8 +510,21 @@ def build_runtime(
         registry = get_registry()
     component = registry.get("scorer", str(scorer_id))
     runtime, scorer_raw = split_options(component, options)
+    return runtime_of(component, component.parse_options(scorer_raw), runtime,
+                      **runtime_overrides)
+
+
+def runtime_of(component: Any, parsed: Any, runtime: Any, **runtime_overrides: Any
+               ) -> ScorerRuntime:
+    """The scorer of ``component`` built with its validated options, in its runtime.
+
+    Args:
+        component: the registry's component.
+        parsed: its validated options object (``None`` for a scorer without options).
+        runtime: the runtime's options (:class:`~prbench.scoring.runtime_options.RuntimeOptions`).
+        **runtime_overrides: runtime settings fixed by the caller, over ``runtime``.
+    """
     settings = {**dataclasses.asdict(runtime), **runtime_overrides}
-    parsed = component.parse_options(scorer_raw)
     factory = component.resolve_factory()
     scorer = factory(parsed) if component.options is not None else factory()
     return ScorerRuntime(
@@ -526,4 +539,4 @@ def build_runtime(
     )
 
 
-__all__ = ["ScorerRuntime", "build_runtime"]
+__all__ = ["ScorerRuntime", "build_runtime", "runtime_of"]

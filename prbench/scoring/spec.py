@@ -95,17 +95,9 @@ class ScorerSpec:
 
     def build(self) -> Any:
         """The scorer in its runtime (``prbench.scoring.runtime.ScorerRuntime``), built now."""
-        from prbench.scoring.runtime import ScorerRuntime
+        from prbench.scoring.runtime import runtime_of
 
-        factory = self.component.resolve_factory()
-        scorer = factory(self.options) if self.component.options is not None else factory()
-        settings = dataclasses.asdict(self.runtime_options)
-        return ScorerRuntime(
-            scorer, component=self.component, options=self.options,
-            cache=settings["cache"], cache_path=settings["cache_path"] or None,
-            chunk_size=settings["chunk_size"], progress=settings["progress"],
-            timeout=settings["call_timeout"],
-        )
+        return runtime_of(self.component, self.options, self.runtime_options)
 
     def describe_options(self) -> dict[str, Any]:
         """The scorer's options as recorded (JSON values)."""
