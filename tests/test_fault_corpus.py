@@ -817,9 +817,8 @@ CORPUS: dict[str, Fault] = {
     "eval-model-hf-offline": Fault(
         "prbench eval --model hf --model_args pretrained=gpt2 offline (a 65-line OSError)",
         lambda t, p: ["eval", "--model", "hf", "--model_args", "pretrained=gpt2", "--tasks",
-                      GROUP, "--limit", "1"], code=2,
-        says="prbench eval does not take --model (prbench eval runs prbench's scorers; lm-eval's "
-             "own models run with lm_eval)"),
+                      GROUP, "--limit", "1"],
+        says="not a local folder and not in the Hugging Face cache, and the hub is offline"),
     "custom-task-without-data": Fault(
         "--tasks personalized_rewardbench_custom without prbench_data (ran the bundled sample)",
         _eval("scorer=length", tasks="personalized_rewardbench_custom_noprofile"),

@@ -104,26 +104,27 @@ def test_metadata_revision_keeps_the_users_text(capsys: pytest.CaptureFixture[st
     assert code == 1  # offline: the hub data cannot load, and the message shows the revision
     line = one_error_line(err)
     assert "'someone/dataset' (revision 00123456)" in line, line
-    from prbench.harness.eval_options import plain_task_kwargs
+    from prbench.harness.eval_options import json_flag_argv
 
-    argv = ["--model", "prbench", "--metadata", "prbench_revision=00123456"]
-    kwargs = {"prbench_revision": 123456, "prbench_domain": "*"}
-    assert plain_task_kwargs(kwargs, argv) == {"prbench_revision": "00123456",
-                                               "prbench_domain": "*"}
+    argv = ["--model", "prbench", "--metadata", "prbench_revision=00123456", "--limit", "1"]
+    assert json_flag_argv(argv) == ["--model", "prbench", "--metadata",
+                                    '{"prbench_revision": "00123456"}', "--limit", "1"]
 
 
 def test_plain_lm_eval_model_args_keep_the_users_text() -> None:
-    from prbench.harness.eval_options import plain_model_args
+    import json
+
+    from prbench.harness.eval_options import json_flag_argv
 
     argv = ["run", "--model", "prbench", "--model_args", "revision=00123456,kind=1e3",
-            "--model_args", "label='0.50'", "--tasks", GROUP]
-    typed = {"revision": 123456, "kind": 1000.0, "label": "0.50", "set_in_code": 7}
-    assert plain_model_args(typed, argv) == {
-        "revision": "00123456", "kind": "1e3", "label": "0.50", "set_in_code": 7,
-    }
+            "--model_args", "label='0.50'", "user_format={question}", "--tasks", GROUP]
+    out = json_flag_argv(argv)
+    assert out[:3] == ["run", "--model", "prbench"] and out[5:] == ["--tasks", GROUP]
+    assert json.loads(out[4]) == {"revision": "00123456", "kind": "1e3", "label": "0.50",
+                                  "user_format": "{question}"}
     # a JSON object keeps its own types; an abbreviated flag is found too
-    as_json = ["--model", "prbench", "--model_arg", '{"revision": 123}']
-    assert plain_model_args({"revision": 123}, as_json) == {"revision": 123}
+    as_json = json_flag_argv(["--model", "prbench", "--model_arg", '{"revision": 123}'])
+    assert as_json == ["--model", "prbench", "--model_args", '{"revision": 123}']
 
 
 def test_lm_create_from_arg_string_keeps_text(faulty_plugin: Path) -> None:

@@ -63,7 +63,6 @@ DEFAULT_MAX_INVALID = 0.1
 
 #: lm-eval flags ``prbench eval`` does not take, and why (said in the error that names one)
 NOT_TAKEN: dict[str, str] = {
-    "--model": "prbench eval runs prbench's scorers; lm-eval's own models run with lm_eval",
     "--num_fewshot": "the pairs are scored zero-shot",
     "--fewshot_as_multiturn": "the pairs are scored zero-shot",
     "--system_instruction": "a scorer builds its own input",
@@ -93,6 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tasks", "-t", nargs="+", metavar="TASK",
         help="the tasks or groups to run, comma- or space-separated, e.g. "
         "personalized_rewardbench_sample (required)",
+    )
+    lm.add_argument(
+        "--model", "-M", default="prbench", metavar="MODEL",
+        help="prbench (a prbench scorer, chosen in --model_args), or one of lm-eval's models "
+        "(e.g. hf: a likelihood baseline on the same pairs, built by lm-eval from --model_args)",
     )
     lm.add_argument(
         "--model_args", "-a", action="extend", nargs="+", metavar="scorer=ID,K=V,...",
@@ -236,8 +240,18 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any]:
         raise OptionsError("no --tasks given: name the tasks to run, e.g. --tasks "
                            f"personalized_rewardbench_sample (prbench's groups: {groups})")
     model_args = eo.read_model_args(args.model_args)
-    spec = resolve_scorer(model_args, device=args.device, batch_size=args.batch_size,
-                          max_batch_size=args.max_batch_size)
+    spec = None
+    if args.model == "prbench":
+        spec = resolve_scorer(model_args, device=args.device, batch_size=args.batch_size,
+                              max_batch_size=args.max_batch_size)
+    else:
+        problem = eo.other_model_problem(args.model, model_args)
+        if problem:
+            raise OptionsError(problem)
+        if args.device:
+            from prbench.devices import resolve_device
+
+            resolve_device(str(args.device), option="--device")
     metadata = eo.read_metadata(args.metadata)
     reserved = eo.reserved_metadata_keys(metadata)
     if reserved:
@@ -272,7 +286,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any]:
         seeds=args.seed or (0, 1234, 1234, 1234),
         batch_size=str(args.batch_size) if args.batch_size is not None else "auto",
         device=args.device, tracker_args=tracker_args, wandb_args=wandb_args,
-        show_config=args.show_config,
+        show_config=args.show_config, model=args.model,
     )
     return run, manager
 
@@ -319,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
     except PrbenchUserError as exc:
         return _fail(one_line(exc))
     finally:
-        if "outcome" in locals():
+        if "outcome" in locals() and outcome.lm is not None:
             outcome.lm.close()
     results = outcome.results
     if results is None:  # not rank 0 of a multi-process run

@@ -242,6 +242,33 @@ def unknown_task(requested: Sequence[str], names: set[str]) -> str | None:
     return None
 
 
+def other_model_problem(model: str, model_args: Mapping[str, Any]) -> str | None:
+    """An lm-eval model (``--model hf``) whose ``pretrained=`` cannot load offline, else None.
+
+    Checked before lm-eval starts: transformers would otherwise raise a 60-line ``OSError``
+    after the tasks are built.
+    """
+    pretrained = str(model_args.get("pretrained", "") or "")
+    from prbench.profiles.model_ref import hub_offline
+
+    if not pretrained or Path(pretrained).expanduser().exists() or not hub_offline():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(pretrained, "config.json")
+    except Exception:  # not a valid hub id: lm-eval's model says so itself
+        return None
+    if isinstance(cached, str):
+        return None
+    return (
+        f"--model {model} --model_args pretrained={pretrained}: not a local folder and not in "
+        "the Hugging Face cache, and the hub is offline (HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE is "
+        f"set): give a local model folder (pretrained=PATH) or fetch it first (`hf download "
+        f"{pretrained}`); a reward model is --model prbench --model_args scorer=ID (the default)"
+    )
+
+
 def reserved_metadata_keys(metadata: Mapping[str, Any]) -> list[str]:
     """Task-fixed ``prbench_`` keys given in ``--metadata`` (lm-eval would crash on them)."""
     from prbench.harness.task_options import TASK_DEFAULT_KEYS, TASK_KEYS
@@ -345,51 +372,41 @@ def argv_given(argv: Sequence[str], *flags: str) -> bool:
     return any(_flag(a.partition("=")[0]) in flags for a in argv)
 
 
-def plain_model_args(arg_dict: Mapping[str, Any], argv: Sequence[str] | None = None
-                     ) -> dict[str, Any]:
-    """Plain ``lm_eval``: ``--model_args`` as the user wrote it, read by prbench's parser.
+def json_flag_argv(argv: Sequence[str]) -> list[str]:
+    """A plain ``lm_eval`` command line with its ``--model_args`` and ``--metadata`` as JSON.
 
-    lm-eval types each ``key=value`` value itself (``00123456`` becomes 123456) and keeps the
-    last of a key given twice. Here the same flags are read again from the command line
-    (:func:`prbench.harness.eval_options.read_model_args`): a key given twice (in one value or
-    across flags) is an error naming both values, and each value is the user's text (the
-    scorer's option types decide). Outside the ``lm_eval`` command ``arg_dict`` is kept.
+    lm-eval types each ``key=value`` value itself (``00123456`` becomes 123456), splits on commas
+    inside quotes its own way, keeps the last of a key given twice, and raises ``Invalid JSON``
+    for a value holding ``{`` (``user_format={question}``). Each of the two flags is read here
+    by prbench's reader instead (:func:`read_model_args`: every flag's values, each key once)
+    and handed to lm-eval as one JSON object, which lm-eval takes as it is: every value the
+    user's text, or the JSON value given.
 
     Raises:
-        OptionsError: a key given twice, or a value that does not parse.
+        OptionsError: a key given twice, or a value that does not read.
     """
-    if argv is None:
-        if not running_lm_eval_cli():
-            return dict(arg_dict)
-        argv = sys.argv[1:]
-    texts = argv_values(argv, "--model_args", "-a")
-    if not texts:  # an abbreviation lm-eval accepted: its reading stands
-        return dict(arg_dict)
-    # the user's text; lm-eval's splitter may have swallowed pairs into a value
-    return {**arg_dict, **read_model_args(texts)}
-
-
-def plain_task_kwargs(kwargs: Mapping[str, Any], argv: Sequence[str] | None = None
-                      ) -> dict[str, Any]:
-    """Plain ``lm_eval``: a task's keyword arguments with the text the user typed.
-
-    lm-eval hands a task's ``custom_dataset`` ``--model_args`` and ``--metadata`` merged, each
-    value typed by lm-eval (``prbench_revision=00123456`` arrives as 123456). The values are read
-    again from the command line (``--metadata`` first, as lm-eval merges them). Outside the
-    ``lm_eval`` command, or where the flags do not read, ``kwargs`` is kept.
-    """
-    if argv is None:
-        if not running_lm_eval_cli():
-            return dict(kwargs)
-        argv = sys.argv[1:]
-    ours: dict[str, Any] = {}
-    for flags in (("--metadata",), ("--model_args", "-a")):
-        try:
-            for key, value in read_model_args(argv_values(argv, *flags), flag=flags[0]).items():
-                ours.setdefault(key, value)
-        except OptionsError:
+    groups = {"--model_args": ("--model_args", "-a"), "--metadata": ("--metadata",)}
+    out: list[str] = []
+    args = list(argv)
+    done: set[str] = set()
+    i = 0
+    while i < len(args):
+        name, eq, _value = args[i].partition("=")
+        flag = next((g for g, names in groups.items() if _flag(name) in names), None)
+        if flag is None:
+            out.append(args[i])
+            i += 1
             continue
-    return {k: ours.get(k, v) for k, v in kwargs.items()}
+        n = 1
+        if not eq:
+            while i + n < len(args) and (not args[i + n].startswith("-") or args[i + n] == "-"):
+                n += 1
+        i += n
+        if flag not in done:
+            done.add(flag)
+            given = read_model_args(argv_values(argv, *groups[flag]), flag=flag)
+            out += [flag, json.dumps(given, ensure_ascii=False)]
+    return out
 
 
 __all__ = [
@@ -397,13 +414,13 @@ __all__ = [
     "USE_CACHE_REFUSED",
     "argv_given",
     "argv_values",
+    "json_flag_argv",
     "json_flag_problem",
     "limit_note",
     "misspelt_task",
+    "other_model_problem",
     "parse_limit",
     "parse_seed",
-    "plain_model_args",
-    "plain_task_kwargs",
     "profile_metadata",
     "read_metadata",
     "read_model_args",

@@ -28,7 +28,8 @@ class Evaluation:
     """One run's settings, read and checked.
 
     Attributes:
-        spec: the scorer (:class:`prbench.scoring.spec.ScorerSpec`).
+        spec: the scorer (:class:`prbench.scoring.spec.ScorerSpec`); ``None`` for another
+            lm-eval model (``model``).
         model_args: ``--model_args`` as given (recorded in the results; handed to the tasks).
         tasks: the task and group names.
         task_dirs: the task folders to index (prbench's, the plugins', ``--include_path``).
@@ -43,6 +44,8 @@ class Evaluation:
         tracker_args: lm-eval's ``EvaluationTracker`` arguments (``--hf_hub_log_args``).
         wandb_args: ``wandb.init`` arguments, or ``None``.
         show_config: print the whole results dict.
+        model: the lm-eval model: ``prbench`` (the scorer), or another of lm-eval's models
+            (``hf``: a likelihood baseline), built by lm-eval from ``model_args``.
     """
 
     spec: Any
@@ -60,6 +63,7 @@ class Evaluation:
     tracker_args: dict[str, Any] = dataclasses.field(default_factory=dict)
     wandb_args: dict[str, Any] | None = None
     show_config: bool = False
+    model: str = MODEL_NAME
 
 
 @dataclasses.dataclass
@@ -69,7 +73,7 @@ class Outcome:
     Attributes:
         results: lm-eval's results dict (``None`` on a data-parallel process other than rank 0).
         saved: ``output_path``, ``date_id`` and ``model_dir`` of the files written.
-        lm: the ``prbench`` model (open: the caller closes it).
+        lm: the ``prbench`` model (open: the caller closes it); ``None`` for another model.
     """
 
     results: dict[str, Any] | None
@@ -106,22 +110,26 @@ def evaluate(run: Evaluation, manager: Any = None) -> Outcome:
     if manager is None:
         manager = task_manager(run.task_dirs, metadata)
     tracker = tracker_class()(**{**run.tracker_args, "output_path": run.output_path})
-    tracker.run_model_args = dict(run.model_args)
+    ours = run.model == MODEL_NAME
+    if ours:
+        tracker.run_model_args = dict(run.model_args)
     wandb = _wandb_logger(run.wandb_args) if run.wandb_args else None
-    lm = PRBenchLM.from_spec(run.spec, write_out=run.write_out)
+    lm = PRBenchLM.from_spec(run.spec, write_out=run.write_out) if ours else None
     python_seed, numpy_seed, torch_seed, fewshot_seed = run.seeds
     results = lm_eval.simple_evaluate(
-        model=lm, model_args=dict(run.model_args), tasks=list(run.tasks),
-        batch_size=run.batch_size, max_batch_size=run.spec.max_batch_size, device=run.device,
+        model=lm if ours else run.model, model_args=dict(run.model_args),
+        tasks=list(run.tasks), batch_size=run.batch_size if ours or run.batch_size != "auto"
+        else 1, max_batch_size=run.spec.max_batch_size if ours else None, device=run.device,
         limit=run.limit, log_samples=run.log_samples, evaluation_tracker=tracker,
         task_manager=manager, random_seed=python_seed, numpy_random_seed=numpy_seed,
         torch_random_seed=torch_seed, fewshot_random_seed=fewshot_seed,
-        gen_kwargs={}, write_out=False,
+        gen_kwargs={}, write_out=run.write_out and not ours,
     )
     saved: dict[str, Any] = {}
     if results is None:  # not rank 0 of a data-parallel run
         return Outcome(None, saved, lm)
-    results["config"]["model"] = MODEL_NAME  # lm-eval names a model object by its class
+    if ours:
+        results["config"]["model"] = MODEL_NAME  # lm-eval names a model object by its class
     samples = results.pop("samples", None) if run.log_samples else None
     if run.show_config:
         print(json.dumps(results, indent=2, default=handle_non_serializable, ensure_ascii=False))

@@ -185,17 +185,18 @@ class PRBenchLM(LM):
         This is how plain ``lm_eval --model prbench`` builds the model (``prbench eval`` uses
         :meth:`from_spec`). lm-eval passes its own ``--device``/``--batch_size`` (with defaults
         such as ``cuda:0``) beside the model arguments; a key given in ``--model_args``
-        (``device=cpu``) wins over them. Under the ``lm_eval`` command the ``--model_args`` text
-        is read again by prbench (:func:`prbench.harness.lm_eval_compat.plain_model_args`): a key
-        given twice is an error, and each value is the user's text, read by its option's declared
-        type only (lm-eval would type ``revision=00123456`` as the int 123456).
+        (``device=cpu``) wins over them. Under the ``lm_eval`` command prbench has already handed
+        lm-eval the ``--model_args`` as one JSON object of the user's text
+        (:func:`prbench.harness.eval_options.json_flag_argv`), so each value is read by its
+        option's declared type only.
         """
-        from prbench.harness import lm_eval_compat
-
-        arg_dict = lm_eval_compat.plain_model_args(arg_dict)
         given = additional_config or {}
         extra = {k: v for k, v in given.items() if v is not None and k not in arg_dict}
-        return cls(**arg_dict, **extra)
+        lm = cls(**arg_dict, **extra)
+        from prbench.harness import lm_eval_compat
+
+        lm_eval_compat.plain_run_started(lm)
+        return lm
 
     @classmethod
     def create_from_arg_string(

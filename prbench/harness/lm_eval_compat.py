@@ -14,8 +14,7 @@ touches"):
   ``__init__`` (prbench's and the plugins' task folders indexed), ``lm_eval.loggers``'
   ``EvaluationTracker`` (the run's files as ``prbench eval`` writes them, and the manifest),
   ``lm_eval.utils.make_table`` (the table through prbench's view) and
-  ``lm_eval._cli.utils.try_parse_json`` (a ``key=value`` value holding ``{``, such as
-  ``user_format={question}``, is text, not bad JSON);
+  ``lm_eval.evaluator.print_writeout`` (``--write_out`` shows what the scorer gets);
 - two private names read (:data:`PRIVATE_NAMES`): lm-eval's task index and its YAML loader,
   for the task names of prbench's folders and the task files its index would skip silently;
 - the checks of a plain ``lm_eval`` command line prbench can make before lm-eval indexes its
@@ -29,7 +28,6 @@ import contextlib
 import functools
 import importlib
 import inspect
-import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +47,7 @@ REPLACED = (
     ("lm_eval.tasks.manager", "TaskManager.__init__", "index prbench's task folders"),
     ("lm_eval.loggers", "EvaluationTracker", "the run's files and manifest as prbench eval's"),
     ("lm_eval.utils", "make_table", "the results table through prbench's view"),
-    ("lm_eval._cli.utils", "try_parse_json", "user_format={question} is key=value text"),
+    ("lm_eval.evaluator", "print_writeout", "--write_out shows what the scorer gets"),
 )
 #: the private names prbench reads: (module, attribute)
 PRIVATE_NAMES = (
@@ -256,24 +254,33 @@ def patch_table() -> bool:
     return _replace(lm_eval.utils, "make_table", make)
 
 
-def allow_braces_in_values() -> bool:
-    """``try_parse_json``: a ``--model_args`` value that does not start with ``{``/``[`` is
-    ``key=value`` text whatever it holds (lm-eval 0.4.13 raises ``Invalid JSON`` for any value
-    holding a ``{``, so ``user_format={question}`` could not be given as ``K=V``)."""  # noqa: D205, D209
-    import lm_eval._cli.utils as cli_utils
+_WRITEOUT: dict[str, Any] = {"lm": None}
 
-    def make(original: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        def try_parse_json(value: Any) -> Any:
-            if isinstance(value, str) and not value.lstrip().startswith(("{", "[")):
-                try:
-                    return json.loads(value)
-                except json.JSONDecodeError:
-                    return value  # key=value text, braces and all
-            return original(value)
 
-        return try_parse_json
+def patch_writeout(lm: Any) -> bool:
+    """``print_writeout``: a prbench task's first document as ``lm``'s scorer gets it."""
+    import weakref
 
-    return _replace(cli_utils, "try_parse_json", make)
+    import lm_eval.evaluator as evaluator
+
+    _WRITEOUT["lm"] = weakref.ref(lm)
+
+    def make(original: Callable[[Any], None]) -> Callable[[Any], None]:
+        def print_writeout(task: Any) -> None:
+            from prbench.harness.writeout import is_prbench_doc, render
+
+            ref = _WRITEOUT["lm"]
+            current = ref() if ref is not None else None
+            first = next((i for i in task.instances if i.doc_id == 0), None)
+            if current is None or first is None or not is_prbench_doc(first.doc):
+                original(task)
+                return
+            sys.stderr.write(render(getattr(task, "task_name", str(task)), first.doc, current)
+                             + "\n")
+
+        return print_writeout
+
+    return _replace(evaluator, "print_writeout", make)
 
 
 # -- plain lm_eval: its command line, read by prbench ---------------------------------------------
@@ -281,10 +288,38 @@ def allow_braces_in_values() -> bool:
 from prbench.harness.eval_options import (  # noqa: E402 - the command-line readers
     argv_given,
     argv_values,
-    plain_model_args,
-    plain_task_kwargs,
+    json_flag_argv,
     running_lm_eval_cli,
 )
+
+
+def plain_run_started(lm: Any) -> None:
+    """Plain ``lm_eval``: ``--write_out`` rendered for ``lm`` (nothing elsewhere)."""
+    if running_lm_eval_cli():
+        patch_writeout(lm)
+
+
+def json_model_args_in_argv() -> None:
+    """Plain ``lm_eval --model prbench``: ``--model_args``/``--metadata`` handed over as JSON.
+
+    Runs as lm-eval's command-line module loads, before it parses: ``sys.argv`` gets the flags'
+    values as prbench reads them (:func:`prbench.harness.eval_options.json_flag_argv`). A
+    mistake in them ends the run with one ``error:`` line.
+
+    Raises:
+        SystemExit: code 1, after one ``error:`` line.
+    """
+    from prbench.errors import PrbenchUserError, one_line
+
+    argv = sys.argv[1:]
+    models = argv_values(argv, "--model", "-M")
+    if not models or models[-1] != MODEL_NAME:
+        return
+    try:
+        sys.argv[1:] = json_flag_argv(argv)
+    except PrbenchUserError as exc:
+        sys.stderr.write(f"error: {one_line(exc)}\n")
+        raise SystemExit(1) from None
 
 
 def check_plain_argv(argv: Sequence[str]) -> str | None:
@@ -496,7 +531,7 @@ def on_lm_eval_import(name: str, module: ModuleType) -> None:
         return
     install_clean_errors()
     if name == "lm_eval._cli.utils":
-        allow_braces_in_values()  # lm-eval is about to parse its command line
+        json_model_args_in_argv()  # lm-eval is about to parse its command line
     elif name == "lm_eval.config.evaluate_config":  # lm-eval's run starts; nothing indexed yet
         argv = sys.argv[1:]
         problem = check_plain_argv(argv)
@@ -517,10 +552,10 @@ __all__ = [
     "PRIVATE_NAMES",
     "REPLACED",
     "LmEvalMovedError",
-    "allow_braces_in_values",
     "argv_values",
     "check_plain_argv",
     "clean_errors_hook",
+    "json_model_args_in_argv",
     "lm_eval_discovers",
     "lm_eval_error_fix",
     "metadata_hint_once",
@@ -528,8 +563,8 @@ __all__ = [
     "on_lm_eval_import",
     "patch_table",
     "patch_task_manager",
-    "plain_model_args",
-    "plain_task_kwargs",
+    "patch_writeout",
+    "plain_run_started",
     "private",
     "register_model",
     "running_lm_eval_cli",

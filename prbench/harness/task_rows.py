@@ -198,10 +198,6 @@ def load_docs(**kwargs: Any) -> dict[str, Any]:
         prbench.records.DataSourceError: the source cannot be found or reached.
         OptionsError: a bad ``prbench_`` key or value.
     """
-    from prbench.harness.eval_options import plain_task_kwargs
-
-    # under plain lm_eval: the text typed in --metadata/--model_args (prbench_revision=00123456)
-    kwargs = plain_task_kwargs(kwargs)
     req = parse_request(kwargs)
     return {"test": rows_to_dataset(build_rows(req))}
 

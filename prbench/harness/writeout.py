@@ -8,8 +8,9 @@ whatever lm-eval's verbosity, what the scorer gets for document 0 — the profil
 builder renders it (built now for this one record, unless the scorer reads no profiles), and the
 chat for each answer with the profile where the scorer's ``profile_position`` and formats put it
 (a chat reward model then applies its own chat template). ``prbench eval --write_out`` has the
-model print it as it scores (:meth:`prbench.harness.lm.PRBenchLM.from_spec`); plain
-``lm_eval --write_out`` shows lm-eval's own text of document 0, as for any task.
+model print it as it scores (:meth:`prbench.harness.lm.PRBenchLM.from_spec`); under plain
+``lm_eval --write_out`` lm-eval's ``print_writeout`` does it
+(:func:`prbench.harness.lm_eval_compat.patch_writeout`); other tasks keep lm-eval's output.
 """
 
 from __future__ import annotations
