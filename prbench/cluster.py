@@ -424,14 +424,14 @@ def one_line_raylet_deaths(ray: ModuleType, ray_worker: Any,
     def name_the_dead() -> None:
         deadline = time.monotonic() + wait_s
         while True:
-            with contextlib.suppress(Exception):  # the cluster may be going away too
+            dead: list[dict[str, Any]] = []
+            with contextlib.suppress(Exception), lock:  # the cluster may be going away too
                 dead = [n for n in ray.nodes() if not n.get("Alive") and n["NodeID"] not in told]
-                if dead:
-                    with lock:
-                        told.update(n["NodeID"] for n in dead)
-                    for node in dead:
-                        say(raylet_death_line(node))
-                    return
+                told.update(n["NodeID"] for n in dead)
+            if dead:
+                for node in dead:
+                    say(raylet_death_line(node))
+                return
             if time.monotonic() > deadline:
                 say(raylet_death_line(None))
                 return
