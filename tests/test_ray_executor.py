@@ -12,7 +12,9 @@ local run and spread over both nodes; a small sweep whose second node is killed 
 cells runs there (its command dies with the node, the cell reruns on the head; a cell with bad
 input fails once, unretried); Ctrl-C to a sweep (exit 130, the running cell's command ends, a
 local re-run finishes the rest); ``rank --shards 2`` stopped by Ctrl-C after its first shard and
-run again (only the other shard is embedded; the rank file equals a local rank byte for byte).
+run again (only the other shard is embedded; the rank file equals a local rank byte for byte);
+a sweep without ``--ray_address`` while Ray's ``ray_current_cluster`` file names the test's
+cluster (it starts a cluster of its own). The killed node's raylet is one line naming it.
 The unreachable address and the missing Ray need no cluster.
 """
 
