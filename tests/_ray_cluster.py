@@ -157,7 +157,8 @@ def own_cluster(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
     names this cluster (as ``ray start`` by another user would): it must start one of its own.
 
     The file is written in a Ray temporary folder of this scenario's own (``RAY_TMPDIR``, short:
-    Ray's socket paths must fit), never in the machine's shared one.
+    Ray's socket paths must fit), never in the machine's shared one; ``HOME`` is that folder too,
+    so the token Ray 2.60 writes for a new local cluster (``~/.ray/auth_token``) goes with it.
     """
     import shutil
     import tempfile
@@ -166,7 +167,8 @@ def own_cluster(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, 
     try:
         (Path(tmp) / "ray").mkdir()
         (Path(tmp) / "ray" / "ray_current_cluster").write_text(cluster.address, encoding="utf-8")
-        env = {**{k: v for k, v in env.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": tmp}
+        env = {**{k: v for k, v in env.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": tmp,
+               "HOME": tmp}
         return _prbench([*spec["argv"], "--executor", "ray"], env, spec["cwd"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
