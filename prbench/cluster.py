@@ -5,9 +5,15 @@ as Ray tasks; this module is what both need from Ray. Ray is an optional extra
 (``pip install "prbench[cluster]"``), imported only here and only when ``--executor ray`` is
 given: without it the command ends in one ``error:`` line saying how to install it.
 
-- :func:`connect` joins the cluster at ``--ray_address`` (else ``RAY_ADDRESS``, else the one
-  ``ray start`` made on this machine) within a bounded wait: an address nothing answers at is one
-  error, not a hang.
+- :func:`connect` joins the cluster at ``--ray_address`` (else ``RAY_ADDRESS`` where the user set
+  it, else a new cluster of the command's own: never the one Ray's ``ray_current_cluster`` file
+  names, on a shared machine maybe another user's) and says which (address, nodes).
+  :func:`check_address` first asks the address, in a bounded wait, what answers there: nothing, a
+  web server, a service that is not Ray's GCS, or a GCS that refuses this command's token are each
+  one error, not Ray's minute of warnings.
+- :func:`check_ray_flags` refuses a Ray-only flag given without ``--executor ray``.
+- :func:`one_line_raylet_deaths` turns the ~20-line report of a raylet that died into one line
+  naming the node.
 - :func:`check_shared_folder` makes every alive node write a probe file into the output folder
   and read back the driver's: a node that cannot see the folder is one error naming the node and
   the path.
@@ -30,7 +36,7 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -63,6 +69,9 @@ __all__ = [
     "MachineFailure",
     "RayTasks",
     "alive_nodes",
+    "auth_refusal",
+    "check_address",
+    "check_ray_flags",
     "check_shared_folder",
     "connect",
     "driver_priority",
@@ -72,7 +81,9 @@ __all__ = [
     "niceness",
     "niceness_warning",
     "node_label",
+    "one_line_raylet_deaths",
     "passed_env",
+    "raylet_death_line",
     "task_niceness",
     "task_options",
     "this_node",
@@ -108,10 +119,42 @@ def import_ray() -> ModuleType:
     return ray
 
 
-def _address(address: str | None) -> str:
+def check_ray_flags(executor: str, given: Mapping[str, object], what: str) -> None:
+    """Refuse a flag only ``--executor ray`` reads, given without it.
+
+    Args:
+        executor: the ``--executor`` value.
+        given: each Ray-only flag and its value (``None``: not given).
+        what: what the Ray tasks are, for the message (``"the shards"``).
+
+    Raises:
+        ClusterError: such a flag was given with ``--executor local``.
+    """
+    if executor == "ray":
+        return
+    named = [flag for flag, value in given.items() if value is not None]
+    if named:
+        flags = " and ".join(named)
+        raise ClusterError(
+            f"{flags} {'is' if len(named) == 1 else 'are'} read only with --executor ray "
+            f"({what} as Ray tasks), and this run is local: add --executor ray, or drop {flags}"
+        )
+
+
+def _target(address: str | None) -> tuple[str, str]:
+    """The address ``ray.init`` gets, and where it came from (for messages).
+
+    ``--ray_address`` first; else ``RAY_ADDRESS`` as the user set it (``auto`` there means the
+    cluster ``ray start`` made on this machine, as in Ray); else ``local``: a cluster of this
+    command's own, never one found in Ray's ``ray_current_cluster`` file (on a shared machine,
+    possibly another user's).
+    """
     if address:
-        return address
-    return os.environ.get("RAY_ADDRESS") or "auto"
+        return address, "--ray_address"
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if env and env != "local":
+        return env, "RAY_ADDRESS"
+    return "local", ""
 
 
 def _reachable(address: str, timeout: float) -> str | None:
@@ -126,6 +169,57 @@ def _reachable(address: str, timeout: float) -> str | None:
         return exc.strerror or str(exc) or type(exc).__name__
 
 
+#: what a gRPC client (Ray's GCS client) sends first: the HTTP/2 preface and an empty SETTINGS
+#: frame; a gRPC server (Ray's GCS) answers with a SETTINGS frame of its own
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_SETTINGS = 0x04
+
+
+def _first_bytes(data: bytes) -> str:
+    """The start of a reply as printable text, for a message."""
+    text = data[:40].decode("latin-1")
+    return "".join(c if c.isprintable() else "." for c in text)
+
+
+def _not_gcs(address: str, timeout: float) -> str | None:
+    """What answers at ``HOST:PORT`` when it is not a gRPC server such as Ray's GCS (None: it is).
+
+    Sends the greeting every gRPC client sends (the HTTP/2 preface and a SETTINGS frame) and
+    reads the first reply bytes: Ray's GCS answers with a SETTINGS frame; a web server answers
+    ``HTTP/1.1 400``; other services answer their own banner, close, or say nothing.
+    """
+    host, _, port = address.rpartition(":")
+    data = b""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(_HTTP2_HELLO)
+            while len(data) < 9:
+                chunk = sock.recv(9 - len(data))
+                if not chunk:
+                    break
+                data += chunk
+            if len(data) == 9 and data[3] != _SETTINGS:  # more of it, for the message
+                sock.settimeout(min(timeout, 0.5))
+                with contextlib.suppress(OSError):
+                    data += sock.recv(31)
+    except TimeoutError:
+        if not data:
+            return (f"a service that accepts connections but gave no gRPC reply within "
+                    f"{timeout:g} s")
+    except OSError as exc:
+        if not data:
+            return f"a service that dropped the gRPC greeting ({exc.strerror or exc})"
+    if len(data) == 9 and data[3] == _SETTINGS:
+        return None
+    if data.startswith(b"HTTP/") or data.lstrip().lower().startswith((b"<!doctype", b"<html")):
+        return (f"a web server (it answered {_first_bytes(data)!r}...), not Ray's GCS "
+                "(gRPC)")
+    if not data:
+        return "a service that closed the connection at the gRPC greeting"
+    return f"a service that answered {_first_bytes(data)!r}..., not Ray's GCS (gRPC)"
+
+
 def _local_ip_towards(address: str) -> str | None:
     """This machine's address on the route to ``HOST:PORT`` (what the cluster should see)."""
     host, _, port = address.rpartition(":")
@@ -137,49 +231,256 @@ def _local_ip_towards(address: str) -> str | None:
         return None
 
 
-def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> ModuleType:
+def check_address(target: str, where: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Check that Ray's GCS answers at ``HOST:PORT`` before ``ray.init`` waits on it.
+
+    Ray's own wait for a service that is not its GCS (a web server on a mistyped port) runs past
+    a minute and a half, printing its warnings; this one is bounded by ``timeout``.
+
+    Args:
+        target: ``HOST:PORT``.
+        where: where the address came from (``--ray_address``, ``RAY_ADDRESS``).
+        timeout: seconds for each of the two checks (TCP connect, the gRPC greeting).
+
+    Raises:
+        ClusterError: nothing answers there, or something that is not a gRPC server.
+    """
+    problem = _reachable(target, timeout)
+    if problem:
+        raise ClusterError(
+            f"no Ray cluster answers at {where} {target} within {timeout:g} s ({problem}): "
+            "start one (`ray start --head` on the first node, docs/scale.md \"On a "
+            "cluster\") or fix the address"
+        )
+    found = _not_gcs(target, timeout) or _gcs_handshake(target, where, timeout)
+    if found:
+        raise ClusterError(
+            f"no Ray cluster at {where} {target}: found {found}; give the port `ray start "
+            "--head` printed (its GCS, 6379 by default), not the dashboard's or another "
+            "service's"
+        )
+
+
+#: run in a child process: Ray's own GCS client asks the GCS for its cluster id (what
+#: ``ray.init`` does first); its warnings (one a second while it retries) stay in the child
+_HANDSHAKE = """
+import sys
+from ray._raylet import GcsClient
+print("cluster-id", GcsClient(address=sys.argv[1]).cluster_id.hex(), flush=True)
+"""
+
+
+def _gcs_handshake(target: str, where: str, timeout: float) -> str | None:
+    """Ask the GCS at ``target`` for its cluster id, as ``ray.init`` does, in a bounded child.
+
+    Ray's client retries a refused or silent GCS for 20 s, printing a warning a second, and then
+    says only "Failed to connect"; the child keeps those lines and this reads them.
+
+    Returns:
+        What answers there when it is not Ray's GCS (None: the GCS answered).
+
+    Raises:
+        ClusterError: the GCS refused this command's token (Ray's ``InvalidAuthToken``).
+    """
+    import subprocess
+    import sys
+
+    seconds = max(int(timeout), 1)
+    env = {**os.environ, "RAY_gcs_rpc_server_connect_timeout_s": str(seconds)}
+    try:
+        proc = subprocess.run([sys.executable, "-c", _HANDSHAKE, target], env=env,
+                              capture_output=True, text=True, timeout=seconds + 60,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return f"a service that gave no GCS reply within {seconds + 60} s"
+    if "cluster-id" in proc.stdout:
+        return None
+    said = proc.stderr + proc.stdout
+    if "InvalidAuthToken" in said or "Unauthenticated" in said or "authentication token" in said:
+        raise ClusterError(auth_refusal(where, target, said=said))
+    if "ModuleNotFoundError" in said or "ImportError" in said:
+        return None  # another Ray than the pinned one: Ray's own wait decides
+    return (f"a service that does not answer as Ray's GCS within {seconds} s (Ray's client: "
+            f"{_last_ray_line(said)})")
+
+
+def _last_ray_line(text: str) -> str:
+    """The last informative line of a Ray client's output, without its log prefix."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no output"
+    last = lines[-1]
+    return last.rsplit("] ", 1)[-1][:160]
+
+
+def auth_refusal(where: str, target: str, *, said: str = "") -> str:
+    """The one line for a cluster that refused this command's token (Ray's ``InvalidAuthToken``).
+
+    Args:
+        where: where the address came from.
+        target: the address.
+        said: what Ray's client said (tells a missing token from a wrong one).
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        why = "this command sent none (RAY_AUTH_MODE is not token here)"
+    elif "find an authentication token" in said or "no authentication token" in said.lower():
+        why = "RAY_AUTH_MODE=token here but no token was found"
+    else:
+        why = "the token this command sent is not the cluster's"
+    return (f"the Ray cluster at {where} {target} refused this command (InvalidAuthToken): it "
+            f"uses token authentication and {why}; run with RAY_AUTH_MODE=token and the head's "
+            "token (RAY_AUTH_TOKEN, a RAY_AUTH_TOKEN_PATH file, or ~/.ray/auth_token; `ray "
+            "get-auth-token` on the head prints it), docs/scale.md \"On a cluster\"")
+
+
+def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S,
+            say: Callable[[str], None] | None = None) -> ModuleType:
     """Join the Ray cluster at ``address`` and return the ``ray`` module (connected).
+
+    Says which cluster it uses (address, nodes) once, when it connects.
 
     Args:
         address: ``HOST:PORT`` of the head's GCS (what ``ray start --head`` prints); ``None``:
-            ``RAY_ADDRESS``, else the cluster ``ray start`` made on this machine.
+            ``RAY_ADDRESS`` where the user set it, else a new cluster of this command's own on
+            this machine (never the one Ray's ``ray_current_cluster`` file names).
         timeout: seconds to wait for the address to answer.
+        say: where the line naming the cluster goes (standard error when ``None``).
 
     Raises:
-        ClusterError: Ray missing, or no cluster at the address within ``timeout``.
+        ClusterError: Ray missing, no cluster at the address within ``timeout``, or the cluster
+            refused this command (its token).
     """
     ray = import_ray()
     if ray.is_initialized():
         return ray
-    target = _address(address)
-    where = "--ray_address" if address else ("RAY_ADDRESS" if target != "auto" else "")
-    if target != "auto" and not target.startswith("ray://"):
-        problem = _reachable(target, timeout)
-        if problem:
-            raise ClusterError(
-                f"no Ray cluster answers at {where} {target} within {timeout:g} s ({problem}): "
-                "start one (`ray start --head` on the first node, docs/scale.md \"On a "
-                "cluster\") or fix the address"
-            )
+    target, where = _target(address)
+    remote = target not in ("auto", "local") and not target.startswith("ray://")
+    if remote:
+        check_address(target, where, timeout)
     os.environ.setdefault("RAY_gcs_rpc_server_connect_timeout_s", str(int(max(timeout, 1))))
     extra: dict[str, Any] = {}
-    if target != "auto" and not target.startswith("ray://"):
+    if remote:
         ip = _local_ip_towards(target)
         if ip:
             extra["_node_ip_address"] = ip  # the address the head is reached from, not a guess
-    try:
+    try:  # an explicit "local" is never replaced by RAY_ADDRESS or ray_current_cluster
         ray.init(address=target, log_to_driver=False, logging_level="ERROR",
                  configure_logging=False, **extra)
-    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
-        if target == "auto":
-            raise ClusterError(
-                "--executor ray found no Ray cluster on this machine: start one (`ray start "
-                "--head`, docs/scale.md \"On a cluster\") or pass --ray_address HOST:PORT"
-            ) from None
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ClusterError(f"cannot join the Ray cluster at {where} {target}: {first}") \
-            from None
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError,
+            ray.exceptions.RayError) as exc:
+        raise ClusterError(_join_error(exc, target, where)) from None
+    tell = say or _to_stderr
+    _announce(ray, target, where, tell)
+    ray_worker = getattr(getattr(ray, "_private", None), "worker", None)
+    if ray_worker is not None and hasattr(ray_worker, "print_to_stdstream"):
+        one_line_raylet_deaths(ray, ray_worker, tell)
     return ray
+
+
+def _to_stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+#: how long to wait for the cluster to mark a node dead once its raylet's death is reported
+NODE_DEATH_WAIT_S = 60.0
+
+
+def raylet_death_line(node: dict[str, Any] | None) -> str:
+    """The one line for a node whose raylet died (``None``: not yet known which)."""
+    which = (f"node {node_label(node['NodeID'], node.get('NodeManagerAddress'))}" if node
+             else "a node")
+    return (f"ray: {which} died (its raylet ended unexpectedly: killed, e.g. by the OOM "
+            "killer, or crashed); its tasks run again on the other nodes (--max_retries); its "
+            "last log lines are in logs/raylet.out of the Ray session folder on that node")
+
+
+def one_line_raylet_deaths(ray: ModuleType, ray_worker: Any,
+                           say: Callable[[str], None], *,
+                           wait_s: float = NODE_DEATH_WAIT_S) -> None:
+    """Print a dying raylet's report as one line naming the node, not Ray's ~20-line dump.
+
+    Ray hands every connected driver the report of a raylet that died (the last 20 lines of its
+    log, a state dump) through ``ray._private.worker.print_to_stdstream``; this wraps that
+    function. The report names no node, so the line is said once the cluster marks a node dead
+    (within ``wait_s``; a background thread waits), naming it.
+
+    Args:
+        ray: the connected ``ray`` module.
+        ray_worker: ``ray._private.worker`` (the module whose function is wrapped).
+        say: where the line goes.
+        wait_s: the longest wait for the cluster to mark the node dead.
+    """
+    import threading
+    import time
+
+    original = ray_worker.print_to_stdstream
+    if getattr(original, "prbench_wrapped", False):
+        return
+    told: set[str] = {n["NodeID"] for n in ray.nodes() if not n.get("Alive")}
+    lock = threading.Lock()
+
+    def name_the_dead() -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            dead: list[dict[str, Any]] = []
+            with contextlib.suppress(Exception), lock:  # the cluster may be going away too
+                dead = [n for n in ray.nodes() if not n.get("Alive") and n["NodeID"] not in told]
+                told.update(n["NodeID"] for n in dead)
+            if dead:
+                for node in dead:
+                    say(raylet_death_line(node))
+                return
+            if time.monotonic() > deadline:
+                say(raylet_death_line(None))
+                return
+            time.sleep(0.5)
+
+    def print_to_stdstream(data: dict[str, Any], ignore_prefix: bool) -> None:
+        lines = data.get("lines") or []
+        if data.get("pid") == "raylet" and lines and \
+                str(lines[0]).startswith("Raylet is terminated"):
+            threading.Thread(target=name_the_dead, name="prbench-raylet-death",
+                             daemon=True).start()
+            return
+        original(data, ignore_prefix)
+
+    print_to_stdstream.prbench_wrapped = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = print_to_stdstream
+
+
+def _join_error(exc: BaseException, target: str, where: str) -> str:
+    """The one line for a failed ``ray.init``."""
+    text = str(exc).strip()
+    if "InvalidAuthToken" in text or type(exc).__name__ == "AuthenticationError":
+        return auth_refusal(where, target, said=text)
+    if target == "auto":
+        return ("RAY_ADDRESS=auto found no Ray cluster on this machine: start one (`ray start "
+                "--head`, docs/scale.md \"On a cluster\") or pass --ray_address HOST:PORT")
+    first = (text.splitlines() or [type(exc).__name__])[0]
+    if target == "local":
+        return f"--executor ray could not start a Ray cluster on this machine: {first}"
+    return f"cannot join the Ray cluster at {where} {target}: {first}"
+
+
+def _announce(ray: ModuleType, target: str, where: str, say: Callable[[str], None]) -> None:
+    """One line naming the cluster this command uses: its address and nodes."""
+    try:
+        gcs = ray.get_runtime_context().gcs_address
+    except Exception:
+        gcs = target
+    nodes = alive_nodes(ray)
+    cpus = sum((n.get("Resources") or {}).get("CPU", 0.0) for n in nodes)
+    gpus = sum((n.get("Resources") or {}).get("GPU", 0.0) for n in nodes)
+    size = f"{len(nodes)} node(s), {cpus:g} CPU(s), {gpus:g} GPU(s)"
+    if target == "local":
+        line = (f"ray: started a Ray cluster of this command's own at {gcs} ({size}; it stops "
+                "with the command); for a cluster `ray start` made, pass --ray_address "
+                "HOST:PORT")
+    else:
+        line = f"ray: using the Ray cluster at {gcs} ({where} {target}; {size})"
+    say(line)
 
 
 def alive_nodes(ray: ModuleType) -> list[dict[str, Any]]:

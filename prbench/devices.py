@@ -318,6 +318,29 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def check_thread_count(count: int, *, cpus: int | None = None) -> None:
+    """Refuse an ``embed_threads`` count above this machine's CPUs.
+
+    More threads than CPUs only slow each other down, and a count in the thousands ends in
+    "can't start new thread" and a crash inside torch: the range is 1 to the CPU count.
+
+    Args:
+        count: the threads asked for (already known to be >= 1).
+        cpus: the machine's CPU count (``os.cpu_count()`` when ``None``).
+
+    Raises:
+        ValueError: ``count`` above the CPU count (naming the option and the range).
+    """
+    import os
+
+    cpus = (os.cpu_count() or 1) if cpus is None else cpus
+    if count > cpus:
+        raise ValueError(
+            f"option 'embed_threads' must be auto or 1..{cpus} (this machine's CPUs), "
+            f"got {count}: more threads than CPUs only wait on each other"
+        )
+
+
 def resolve_threads(
     requested: int | str | None,
     device: str,
@@ -353,6 +376,7 @@ def resolve_threads(
             ) from None
         if count < 1:
             raise ValueError(f"option 'embed_threads' must be at least 1, got {count}")
+        check_thread_count(count)  # the machine's CPUs, whatever `cpus` says
         return count, "asked for"
     if not device.startswith("cpu"):
         return default, f"auto: {device} computes; torch's {default} thread(s) kept"

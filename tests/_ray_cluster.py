@@ -151,7 +151,31 @@ def rank(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, str]) -
     return {"first": first, "second": _prbench(argv, env, spec["cwd"])}
 
 
-SCENARIOS = {"sweep": sweep, "kill_worker": kill_worker, "interrupt": interrupt, "rank": rank}
+def own_cluster(spec: dict[str, Any], cluster: Any, worker: Any, env: dict[str, str]
+                ) -> dict[str, Any]:
+    """A sweep with ``--executor ray`` and no address, while Ray's ``ray_current_cluster`` file
+    names this cluster (as ``ray start`` by another user would): it must start one of its own.
+
+    The file is written in a Ray temporary folder of this scenario's own (``RAY_TMPDIR``, short:
+    Ray's socket paths must fit), never in the machine's shared one; ``HOME`` is that folder too,
+    so the token Ray 2.60 writes for a new local cluster (``~/.ray/auth_token``) goes with it.
+    """
+    import shutil
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")
+    try:
+        (Path(tmp) / "ray").mkdir()
+        (Path(tmp) / "ray" / "ray_current_cluster").write_text(cluster.address, encoding="utf-8")
+        env = {**{k: v for k, v in env.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": tmp,
+               "HOME": tmp}
+        return _prbench([*spec["argv"], "--executor", "ray"], env, spec["cwd"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+SCENARIOS = {"sweep": sweep, "kill_worker": kill_worker, "interrupt": interrupt, "rank": rank,
+             "own_cluster": own_cluster}
 
 
 def main() -> int:

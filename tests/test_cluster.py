@@ -5,6 +5,9 @@ The real two-node cluster runs in tests/test_ray_executor.py.
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -246,3 +249,238 @@ def test_driver_priority_sets_every_thread_for_the_block_and_puts_them_back() ->
     expected = max(0, got["lowest"]) if got["lowest"] <= 5 else 5
     assert got["got"] == expected and got["inside"] == [expected]
     assert got["after"] == [5]
+
+
+# -- joining a cluster: what answers at the address, which cluster, a refused token ------------
+
+@contextlib.contextmanager
+def _web_server() -> Iterator[int]:
+    """A loopback web server (a mistyped port of the dashboard, say); yields its port."""
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def _silent_http2_server() -> Iterator[int]:
+    """A loopback service that answers the HTTP/2 greeting, then nothing (not Ray's GCS)."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # an empty SETTINGS frame
+            held.append(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_a_web_server_at_the_address_is_one_error_naming_it() -> None:
+    """A web server on a mistyped port: Ray's own wait ran past 90 s printing warnings."""
+    from prbench.cluster import check_address
+
+    with _web_server() as port, pytest.raises(ClusterError) as caught:
+        check_address(f"127.0.0.1:{port}", "--ray_address")
+    message = str(caught.value)
+    assert message.startswith(f"no Ray cluster at --ray_address 127.0.0.1:{port}: found a web "
+                              "server (it answered '"), message
+    assert "not Ray's GCS" in message and "give the port `ray start --head` printed" in message
+
+
+def test_a_web_server_given_to_the_command_is_one_error_line(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("ray", reason='Ray is not installed (pip install "prbench[cluster]")')
+    from tests._harness_fixtures import run_eval
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(GRID, encoding="utf-8")
+    with _web_server() as port:
+        code, _, err = run_eval(["sweep", str(path), "-o", str(tmp_path / "out"), "--executor",
+                                 "ray", "--ray_address", f"127.0.0.1:{port}"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: no Ray cluster at --ray_address 127.0.0.1:{port}: "
+                               "found a web server")
+    assert not (tmp_path / "out" / "cells").exists()
+
+
+def test_a_service_that_is_not_ray_s_gcs_is_one_error_in_a_bounded_wait() -> None:
+    """It answers the gRPC greeting, not the GCS's question: Ray's client gives up in the child."""
+    pytest.importorskip("ray", reason='Ray is not installed (pip install "prbench[cluster]")')
+    from prbench.cluster import check_address
+
+    with _silent_http2_server() as port, pytest.raises(ClusterError) as caught:
+        check_address(f"127.0.0.1:{port}", "RAY_ADDRESS", timeout=2)
+    assert str(caught.value).startswith(
+        f"no Ray cluster at RAY_ADDRESS 127.0.0.1:{port}: found a service that does not answer "
+        "as Ray's GCS within 2 s"), str(caught.value)
+
+
+#: what Ray's GCS client printed, retrying a cluster that refused its token (Ray 2.60, measured)
+REFUSED = ("[2026-12-02 00:24:18,873 W 13120 13120] gcs_client.cc:210: Failed to get cluster ID "
+           "from GCS server: Unauthenticated: RPC error: InvalidAuthToken: Authentication token "
+           "is missing or incorrect\n")
+
+
+def test_a_refused_token_is_one_line_saying_what_the_driver_needs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from prbench import cluster
+
+    def refused(*args: object, **kwargs: object) -> subprocess.CompletedProcess:
+        return subprocess.CompletedProcess([], 1, stdout="", stderr=REFUSED * 20)
+
+    monkeypatch.setattr(subprocess, "run", refused)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with pytest.raises(ClusterError) as caught:
+        cluster._gcs_handshake("127.0.0.1:6379", "--ray_address", 15)
+    assert str(caught.value).splitlines() == [str(caught.value)]
+    assert str(caught.value).startswith(
+        "the Ray cluster at --ray_address 127.0.0.1:6379 refused this command (InvalidAuthToken)"
+        ": it uses token authentication and this command sent none (RAY_AUTH_MODE is not token "
+        "here); run with RAY_AUTH_MODE=token and the head's token")
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    with pytest.raises(ClusterError, match="the token this command sent is not the cluster's"):
+        cluster._gcs_handshake("127.0.0.1:6379", "--ray_address", 15)
+    assert "RAY_AUTH_MODE=token here but no token was found" in cluster.auth_refusal(
+        "RAY_ADDRESS", "h:1", said="Token authentication is enabled but Ray couldn't find an "
+        "authentication token.")
+
+
+class _Context:
+    gcs_address = "127.0.0.1:6379"
+
+
+class _JoinRay:
+    """Stands in for ``ray`` in ``connect`` (records what ``ray.init`` was asked)."""
+
+    class exceptions:  # the attribute path of ray.exceptions.RayError
+        class RayError(Exception):
+            pass
+
+    def __init__(self) -> None:
+        self.addresses: list[str] = []
+
+    def is_initialized(self) -> bool:
+        return bool(self.addresses)
+
+    def init(self, address: str, **kwargs: object) -> None:
+        self.addresses.append(address)
+
+    def nodes(self) -> list[dict]:
+        return [_node("a" * 56, 0, 2, 4)]
+
+    def get_runtime_context(self) -> _Context:
+        return _Context()
+
+
+@pytest.mark.parametrize(("env", "address", "line"), [
+    (None, "local", "ray: started a Ray cluster of this command's own at 127.0.0.1:6379 (1 "
+                    "node(s), 2 CPU(s), 0 GPU(s); it stops with the command)"),
+    ("local", "local", "ray: started a Ray cluster of this command's own"),
+    ("auto", "auto", "ray: using the Ray cluster at 127.0.0.1:6379 (RAY_ADDRESS auto; 1 "
+                     "node(s), 2 CPU(s), 0 GPU(s))"),
+])
+def test_without_an_address_the_command_starts_its_own_cluster(
+        monkeypatch: pytest.MonkeyPatch, env: str | None, address: str, line: str) -> None:
+    """Never the cluster Ray's ``ray_current_cluster`` file names (maybe another user's)."""
+    from prbench import cluster
+
+    fake = _JoinRay()
+    monkeypatch.setattr(cluster, "import_ray", lambda: fake)
+    if env is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", env)
+    said: list[str] = []
+    assert cluster.connect(None, say=said.append) is fake
+    assert fake.addresses == [address]  # ray.init(address=None) would read the file
+    assert len(said) == 1 and said[0].startswith(line), said
+
+
+def test_the_cluster_in_use_is_named_with_its_address_and_nodes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from prbench import cluster
+
+    fake = _JoinRay()
+    monkeypatch.setattr(cluster, "import_ray", lambda: fake)
+    monkeypatch.setattr(cluster, "check_address", lambda *a, **k: None)
+    said: list[str] = []
+    cluster.connect("127.0.0.1:6379", say=said.append)
+    assert said == ["ray: using the Ray cluster at 127.0.0.1:6379 (--ray_address 127.0.0.1:6379; "
+                    "1 node(s), 2 CPU(s), 0 GPU(s))"]
+
+
+class _DyingRay(_JoinRay):
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive = {"a" * 56: True, "b" * 56: True}
+
+    def nodes(self) -> list[dict]:
+        return [{**_node(i, 0, 1, 1), "Alive": alive} for i, alive in self.alive.items()]
+
+
+def test_a_dying_raylet_is_one_line_naming_the_node() -> None:
+    """Ray hands the driver the dead raylet's last 20 log lines (a state dump) naming no node."""
+    import threading
+    import time
+
+    from prbench.cluster import one_line_raylet_deaths
+
+    fake = _DyingRay()
+    passed: list[dict] = []
+    worker = type("Worker", (), {})()
+    worker.print_to_stdstream = lambda data, ignore_prefix: passed.append(data)
+    said: list[str] = []
+    told = threading.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        told.set()
+
+    one_line_raylet_deaths(fake, worker, say, wait_s=60)
+    one_line_raylet_deaths(fake, worker, say, wait_s=60)  # wrapped once only
+    dump = ("Raylet is terminated. Termination is unexpected. Possible reasons include: (1) "
+            "SIGKILL by the user or system OOM killer, ... Last 20 lines of the Raylet logs:\n"
+            + "    [state-dump] \tNodeManager.ScheduleAndGrantLeases - 1 total\n" * 20)
+    worker.print_to_stdstream({"lines": [dump], "pid": "raylet", "is_err": False}, False)
+    worker.print_to_stdstream({"lines": ["other news"], "pid": "raylet", "is_err": False}, False)
+    assert [d["lines"] for d in passed] == [["other news"]]  # the rest goes through as before
+    time.sleep(0.2)
+    fake.alive["b" * 56] = False  # the cluster marks the node dead a moment later
+    assert told.wait(30), "no line about the dead node"
+    assert said == [
+        "ray: node 10.0.0.9 (bbbbbbbb) died (its raylet ended unexpectedly: killed, e.g. by the "
+        "OOM killer, or crashed); its tasks run again on the other nodes (--max_retries); its "
+        "last log lines are in logs/raylet.out of the Ray session folder on that node"]

@@ -136,12 +136,39 @@ def test_auto_threads_never_exceed_the_cores_others_leave_free() -> None:
     assert rule("auto", "cpu", default=2, others=14.0, cpus=2)[0] == 1  # oversubscribed
     assert rule("auto", "cpu", default=2, others=0.4, cpus=2)[0] == 2
     assert rule(None, "cpu", default=4, others=0.0, cpus=4)[0] == 4
-    assert rule(3, "cpu", default=8, others=50.0, cpus=8) == (3, "asked for")
+    assert rule(1, "cpu", default=8, others=50.0, cpus=8) == (1, "asked for")
     assert rule("auto", "cuda:0", default=8, others=50.0, cpus=8)[0] == 8  # a GPU computes
     with pytest.raises(ValueError, match="embed_threads"):
         rule("many", "cpu", default=2)
     with pytest.raises(ValueError, match="at least 1"):
         rule(0, "cpu", default=2)
+    with pytest.raises(ValueError, match=r"embed_threads' must be auto or 1\.\."):
+        rule(100000, "cpu", default=2)
+
+
+def test_more_threads_than_cpus_is_one_error_when_options_are_read(tmp_path: Path,
+                                                                   capsys) -> None:
+    """A count past the CPUs ended in "can't start new thread" and a crash inside torch."""
+    import os
+
+    from tests._harness_fixtures import run_eval
+
+    cpus = os.cpu_count() or 1
+    devices.check_thread_count(cpus)  # the machine's count itself is allowed
+    with pytest.raises(ValueError, match=rf"must be auto or 1\.\.{cpus} \(this machine's CPUs\), "
+                                         r"got 100000"):
+        devices.check_thread_count(100000)
+    with pytest.raises(Exception, match=r"embed_threads.*1\.\..*got 100000"):
+        get_registry().build("profile-builder", "dense", {"embed_threads": "100000"})
+    with pytest.raises(Exception, match=r"embed_threads.*got 100000"):
+        get_registry().build("scorer", "embedding-similarity", {"embed_threads": 100000})
+    code, _, err = run_eval(["rank", "sample", "-o", str(tmp_path / "r.jsonl"), "--profile_args",
+                             "builder=dense,embed_threads=100000"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("error: ") and "embed_threads" in lines[0] \
+        and f"1..{cpus}" in lines[0]
+    assert not (tmp_path / "r.jsonl").exists()
 
 
 #: a child that says it started, then keeps a core busy (runnable at every sample)

@@ -301,6 +301,30 @@ def test_rank_argument_errors_are_one_line(
         assert not out.exists()
 
 
+def test_ray_flags_without_executor_ray_are_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--shards N`` on a local rank was ignored without a word."""
+    out = tmp_path / "r.jsonl"
+    code, _, err = run_eval(["rank", "sample", "-o", str(out), "--shards", "4"], capsys)
+    assert code == 1
+    assert err.strip().splitlines() == [
+        "error: --shards is read only with --executor ray (the shards embedded as Ray tasks), "
+        "and this run is local: add --executor ray, or drop --shards"]
+    code, _, err = run_eval(["rank", "sample", "-o", str(out), "--ray_address", "10.0.0.1:6379",
+                             "--max_retries", "2"], capsys)
+    assert code == 1 and err.startswith(
+        "error: --ray_address and --max_retries are read only with --executor ray"), err
+    assert not out.exists()
+    sweep = Path(__file__).resolve().parents[1] / "sweeps" / "sample.yaml"
+    code, _, err = run_eval(["sweep", str(sweep), "-o", str(tmp_path / "s"), "--ray_address",
+                             "10.0.0.1:6379"], capsys)
+    assert code == 1 and err.strip().splitlines() == [
+        "error: --ray_address is read only with --executor ray (the cells run as Ray tasks), "
+        "and this run is local: add --executor ray, or drop --ray_address"]
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_swapped_ranking_serves_the_swapped_condition_only(
     tmp_path: Path, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

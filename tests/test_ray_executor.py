@@ -12,7 +12,9 @@ local run and spread over both nodes; a small sweep whose second node is killed 
 cells runs there (its command dies with the node, the cell reruns on the head; a cell with bad
 input fails once, unretried); Ctrl-C to a sweep (exit 130, the running cell's command ends, a
 local re-run finishes the rest); ``rank --shards 2`` stopped by Ctrl-C after its first shard and
-run again (only the other shard is embedded; the rank file equals a local rank byte for byte).
+run again (only the other shard is embedded; the rank file equals a local rank byte for byte);
+a sweep without ``--ray_address`` while Ray's ``ray_current_cluster`` file names the test's
+cluster (it starts a cluster of its own). The killed node's raylet is one line naming it.
 The unreachable address and the missing Ray need no cluster.
 """
 
@@ -167,6 +169,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [{"name": "block-a", "model_args": {"scorer": "blocking", "label": "a"}},
          {"name": "length", "model_args": {"scorer": "length"}}],
         [{"name": "none", "tasks": NONE}], limit=1)
+    one = _sweep_file(tmp / "one.yaml", [{"name": "length", "model_args": {"scorer": "length"}}],
+                      [{"name": "none", "tasks": NONE}], limit=1)
     sample = ["sweep", str(REPO / "sweeps" / "sample.yaml"), "--limit", "1", "--no_report"]
     # byte-equal files need one thread count on both sides (embed_threads=auto follows the
     # run queue, and fp32 sums in another order differ in the last bits: docs/scale.md)
@@ -191,6 +195,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                       str(tmp / "pair-ray"), "--no_report"]},
             {"name": "rank", "kind": "rank", "cwd": str(REPO),
              "argv": [*rank, "-o", str(tmp / "rank-ray.jsonl"), "--shards", "2"]},
+            {"name": "own", "kind": "own_cluster", "cwd": str(REPO),
+             "argv": ["sweep", str(one), "-o", str(tmp / "own-ray"), "--no_report"]},
         ],
     }
     (tmp / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -231,6 +237,10 @@ def test_sample_sweep_on_ray_equals_local_on_both_nodes(runs: dict[str, Any]) ->
     assert ray_run["rc"] == 0, ray_run["stdout"][-3000:] + ray_run["stderr"][-3000:]
     assert runs["local"]["sample"].returncode == 0, runs["local"]["sample"].stderr[-3000:]
     assert "cells: 12 run, 0 already finished, 0 failed" in ray_run["stdout"]
+    # the cluster it joined, named with its address and nodes
+    assert (f"ray: using the Ray cluster at {runs['ray']['nodes']['address']} (--ray_address "
+            f"{runs['ray']['nodes']['address']}; 2 node(s), 2 CPU(s), 0 GPU(s))") \
+        in ray_run["stdout"]
     assert "each sees" in ray_run["stdout"]  # the shared-storage probe passed on both nodes
     on_ray, local = _records(tmp / "sample-ray"), _records(tmp / "sample-local")
     assert set(on_ray) == set(local) and len(on_ray) == 12
@@ -280,6 +290,22 @@ def test_killed_node_cells_rerun_on_the_other_node(runs: dict[str, Any]) -> None
     for key in ("block-a/none", "block-b/none", "oom/none", "length/none"):
         assert on_ray[key]["status"] == local[key]["status"] == "done"
     assert _table(tmp / "small-ray") == _table(tmp / "small-local")
+    # the dead node's raylet: one line naming it, not the last 20 lines of its log
+    assert "Raylet is terminated" not in kill["stdout"] and "[state-dump]" not in kill["stdout"]
+    assert kill["stdout"].count(f"ray: node 127.0.0.1 ({nodes['worker'][:8]}) died (its raylet "
+                                "ended unexpectedly") == 1, kill["stdout"][-3000:]
+
+
+def test_without_an_address_a_sweep_starts_a_cluster_of_its_own(runs: dict[str, Any]) -> None:
+    """Ray's ``ray_current_cluster`` file names the test's cluster (as another user's would be
+    named on a shared machine): without --ray_address the command must not join it."""
+    own, nodes = _ok(runs["ray"]["own"]), runs["ray"]["nodes"]
+    assert own["rc"] == 0, own["stdout"][-3000:] + own["stderr"][-3000:]
+    assert "ray: started a Ray cluster of this command's own at 127.0.0.1:" in own["stdout"]
+    assert nodes["address"] not in own["stdout"] + own["stderr"]
+    record = _records(runs["tmp"] / "own-ray")["length/none"]
+    assert record["status"] == "done"
+    assert record["ray_node_id"] not in (nodes["head"], nodes["worker"])
 
 
 def test_a_cell_killed_by_a_signal_is_retried(runs: dict[str, Any]) -> None:

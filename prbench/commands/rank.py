@@ -86,14 +86,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--executor ray: shards (tasks) to embed in (default: one per node)")
     parser.add_argument(
         "--ray_address", default=None, metavar="HOST:PORT",
-        help="--executor ray: the cluster's head (default: RAY_ADDRESS, else the cluster "
-        "`ray start` made on this machine)",
+        help="--executor ray: the cluster's head (default: RAY_ADDRESS where set, else a Ray "
+        "cluster of this command's own on this machine)",
     )
     parser.add_argument("--shard_resources", default=None, metavar="SPEC",
                         help="--executor ray: what each shard asks of a node, e.g. "
                         "gpus=1,cpus=4,memory=16 (memory in GiB) (default: 1 CPU, and 1 GPU "
                         "when the builder's device is not cpu and the cluster has a GPU)")
-    parser.add_argument("--max_retries", type=int, default=1, metavar="N",
+    parser.add_argument("--max_retries", type=int, default=None, metavar="N",
                         help="--executor ray: retries of a shard the machine ended (default: 1)")
     parser.add_argument("--revision", default=None, help="hub revision (hub ids only)")
     parser.add_argument("--split", default="test", help="hub split (hub ids only)")
@@ -198,6 +198,7 @@ def _resume(out: Path, identity: dict[str, Any], records: Sequence[Any],
 def run(args: argparse.Namespace) -> int:
     """Rank the records not yet in OUT and append them; print the rate and the time taken."""
     from prbench import __version__
+    from prbench.cluster import check_ray_flags
     from prbench.options import OptionsError
     from prbench.plugins import get_registry
     from prbench.profiles.ranked import (
@@ -211,6 +212,10 @@ def run(args: argparse.Namespace) -> int:
     from prbench.progress import progress_bar
     from prbench.records import load_records
 
+    check_ray_flags(args.executor, {
+        "--shards": args.shards, "--ray_address": args.ray_address,
+        "--shard_resources": args.shard_resources, "--max_retries": args.max_retries,
+    }, "the shards embedded")
     builder_id, raw = _options(args)
     if args.executor == "ray":  # Ray missing: one error before any work
         from prbench.cluster import import_ray
@@ -315,12 +320,13 @@ def _rank_on_ray(args: argparse.Namespace, builder_id: str, raw: dict[str, Any],
     from prbench.profiles.rank_shards import embed_on_ray
     from prbench.profiles.ranked import entry_for, seal
 
-    if args.max_retries < 0:
-        raise OptionsError(f"--max_retries must be >= 0, got {args.max_retries}")
+    retries = 1 if args.max_retries is None else args.max_retries
+    if retries < 0:
+        raise OptionsError(f"--max_retries must be >= 0, got {retries}")
     if args.shards is not None and args.shards < 1:
         raise OptionsError(f"--shards must be >= 1, got {args.shards}")
     resources = _shard_resources(args, raw.get("device"))
-    ray = connect(args.ray_address)
+    ray = connect(args.ray_address, say=lambda line: print(line, file=sys.stderr))
     nodes = alive_nodes(ray)
     if resources["gpus"] < 0:  # the default: a GPU when the cluster has one
         has_gpu = any((n.get("Resources") or {}).get("GPU", 0) >= 1 for n in nodes)
@@ -329,7 +335,7 @@ def _rank_on_ray(args: argparse.Namespace, builder_id: str, raw: dict[str, Any],
     scores, counts = embed_on_ray(
         steps, builder_id=builder_id, options=raw, identity={**identity, **source},
         shards=args.shards or len(nodes), state_dir=Path(f"{out}.shards"),
-        address=args.ray_address, resources=resources, max_retries=args.max_retries,
+        address=args.ray_address, resources=resources, max_retries=retries,
         say=lambda line: print(line, file=sys.stderr),
     )
     with out.open("ab", buffering=0) as fh:

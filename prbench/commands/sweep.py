@@ -81,10 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ray_address", default=None, metavar="HOST:PORT",
         help="--executor ray: the cluster's head (what `ray start --head` printed; default: "
-        "RAY_ADDRESS, else the cluster `ray start` made on this machine)",
+        "RAY_ADDRESS where set, else a Ray cluster of this command's own on this machine)",
     )
     parser.add_argument(
-        "--max_retries", type=int, default=1, metavar="N",
+        "--max_retries", type=int, default=None, metavar="N",
         help="--executor ray: retries of a cell the machine ended (node died, out of memory); a "
         "cell that fails on its input is never retried (default: 1)",
     )
@@ -151,9 +151,12 @@ def check_cells(sweep: Any, plugins: Sequence[str], out: Path | None = None,
 
 def run(args: argparse.Namespace) -> int:
     """Dry-run or run the sweep, then write the table and the report."""
+    from prbench.cluster import check_ray_flags
     from prbench.harness.sweep import run_sweep
     from prbench.harness.sweep_file import load_sweep
 
+    check_ray_flags(args.executor, {"--ray_address": args.ray_address,
+                                    "--max_retries": args.max_retries}, "the cells run")
     sweep = load_sweep(args.sweep_file)
     if args.dry_run:  # the file alone (a plan for a machine that may have other plugins)
         from prbench.harness.sweep_plan import estimate_sweep, format_estimates
@@ -168,14 +171,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = check_output_dir(_output(args, sweep))
     check_cells(sweep, getattr(args, "plugin", None) or (), out, args.limit)
-    if args.max_retries < 0:
+    retries = 1 if args.max_retries is None else args.max_retries
+    if retries < 0:
         from prbench.options import OptionsError
 
-        raise OptionsError(f"--max_retries must be >= 0, got {args.max_retries}")
+        raise OptionsError(f"--max_retries must be >= 0, got {retries}")
     outcome = run_sweep(sweep, out, limit=args.limit, reuse_model=args.reuse_model,
                         plugins=getattr(args, "plugin", None) or (),
                         executor=args.executor, ray_address=args.ray_address,
-                        max_retries=args.max_retries)
+                        max_retries=retries)
     from prbench.analysis.sweep_table import to_markdown, write_table
 
     table, md, path_csv = write_table(out, resamples=args.bootstrap_resamples,

@@ -334,7 +334,7 @@ def run_sweep(
     if executor == "ray":  # before anything is written: the cluster and its view of the folder
         from prbench.cluster import check_shared_folder, connect
 
-        ray = connect(ray_address)
+        ray = connect(ray_address, say=say)
         out.mkdir(parents=True, exist_ok=True)
         nodes = check_shared_folder(ray, out)
         say(f"sweep: Ray cluster of {len(nodes)} node(s), each sees {out.resolve()}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from prbench.devices import EMBED_DTYPES
+from prbench.devices import EMBED_DTYPES, check_thread_count
 from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
 from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
 
@@ -43,7 +43,8 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
                     "bf16 autocast on a CPU with AMX, else float32 (bf16 measured slower on "
                     "CPUs with avx512_bf16 alone and on GPUs)"),
     "embed_threads": ("auto", "CPU threads: auto = torch's count, fewer when other processes "
-                      "want cores now (the run queue), or a count"),
+                      "want cores now (the run queue), or a count from 1 to this machine's "
+                      "CPU count"),
 }
 
 #: The type of the ``embed_threads`` option (a count or ``auto``).
@@ -78,8 +79,8 @@ class EncoderOptions:
         """Check ``encoder``, ``embed_dtype``, ``embed_threads``, ``batch_size``, ``max_length``.
 
         Raises:
-            ValueError: an unknown encoder kind or precision, or a size below 1 (naming the
-                option).
+            ValueError: an unknown encoder kind or precision, a size below 1, or more threads
+                than this machine has CPUs (naming the option).
         """
         if self.encoder not in ENCODER_KINDS:
             raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
@@ -88,6 +89,8 @@ class EncoderOptions:
         check_positive(self.batch_size, "batch_size")
         check_positive(None if self.embed_threads == "auto" else self.embed_threads,
                        "embed_threads")
+        if self.embed_threads != "auto":
+            check_thread_count(self.embed_threads)
         check_positive(self.max_length, "max_length")
 
     def make_encoder(self, model: str | None = None) -> Encoder:
