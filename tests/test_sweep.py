@@ -411,6 +411,12 @@ def test_default_post_words_is_the_sample_mean() -> None:
         ("scorers: [{model_args: {scorer: length}}, {model_args: {scorer: length}}]\n"
          "conditions: [{tasks: x}]\n", "two scorers named 'length'"),
         ("scorers: [\n", "not valid YAML"),
+        ("scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
+         "scorers: [{model_args: {scorer: random}}]\n",
+         "line 3 not valid YAML (the key 'scorers' is given twice (first on line 1)"),
+        ("scorers:\n  - model_args: {scorer: length, scorer: random}\n"
+         "conditions: [{tasks: x}]\n",
+         "line 2 not valid YAML (the key 'scorer' is given twice (first on line 2)"),
     ],
 )
 def test_bad_sweep_file_is_one_error_line(tmp_path: Path, capsys, text: str, message: str

@@ -282,11 +282,13 @@ def model_args_text(value: Any, path: Path, where: str) -> str:
 
 
 def _sweep_loader() -> type:
-    """PyYAML's safe loader without aliases: ``*name`` is refused where it is read.
+    """PyYAML's safe loader without aliases or repeated keys, each refused where it is read.
 
     An alias repeats a node without copying its text, so a few lines of nested aliases expand to
     billions of values (an alias-expansion bomb) before any check could run; a sweep file has no
-    need of them.
+    need of them. A key given twice in one mapping (``scorers:`` twice, ``{scorer: length,
+    scorer: random}``) would keep only the last value and drop the rest without a word; the
+    command line refuses a flag or option given twice, and so does the sweep file.
     """
     import yaml
 
@@ -298,6 +300,25 @@ def _sweep_loader() -> type:
                     None, None, f"an alias (*{event.anchor}) is not allowed in a sweep file: "
                     "write the value out", event.start_mark)
             return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                first: dict[Any, int] = {}
+                for key_node, _value_node in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        if key in first:
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"the key {key!r} is given twice (first on line "
+                                f"{first[key]}); the second would replace the first: keep one",
+                                key_node.start_mark)
+                        first[key] = line
+                    except TypeError:  # an unhashable key: the constructor refuses it
+                        continue
+            return super().construct_mapping(node, deep=deep)
 
     return SweepLoader
 
