@@ -58,7 +58,9 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
     ``/dev`` (their "regular" files are made up by the kernel as they are read:
     ``/proc/self/environ`` would send the environment, secrets included, wherever the text
     goes); and what is read must have the size the file system reported (a kernel file reports
-    0 bytes and then yields text). The error says which of these rules refused the file.
+    0 bytes and then yields text). The error says which of these rules refused the file. A
+    UTF-8 byte-order mark at the start is dropped (a warning says so, once per option and file):
+    it is no part of a prompt or template and would otherwise reach the model as text.
 
     Args:
         path: the file (``~`` is expanded).
@@ -116,11 +118,25 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
             "written, or one made up by the kernel, is refused); name a finished text file"
         )
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise OptionsError(
             f"{where}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.end]!r})"
         ) from None
+    if text.startswith("\ufeff"):  # an editor's byte-order mark: no text of the option's
+        text = text[1:]
+        if (option, str(real)) not in _BOM_WARNED:
+            _BOM_WARNED.add((option, str(real)))
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "%s: the file starts with a UTF-8 byte-order mark; it is dropped, never sent on "
+                "(save the file without one to silence this warning)", where)
+    return text
+
+
+#: (option, file) pairs whose byte-order mark was warned about (once per process)
+_BOM_WARNED: set[tuple[str, str]] = set()
 
 
 def suggest(name: str, choices: typing.Iterable[str]) -> str:

@@ -388,6 +388,33 @@ def test_placeholder_text_in_a_record_is_filled_as_the_script_does_with_one_warn
     assert "two {question}" in shown and not caplog.records
 
 
+def test_a_prompt_file_with_a_byte_order_mark_sends_no_mark_and_warns_once(tmp_path, caplog):
+    """A prompt file saved with a UTF-8 BOM: the mark is dropped (one warning), not sent."""
+    import logging
+
+    from prbench.plugins import get_registry
+
+    system, user = _released_files(tmp_path)
+    plain = {"backend": "openai", "model": "judge", "base_url": "http://127.0.0.1:9/v1",
+             "protocol": "released", "system_prompt_file": str(system),
+             "user_prompt_file": str(user)}
+    before = get_registry().build("scorer", "llm-judge", plain)
+    marked = tmp_path / "system_bom.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + system.read_bytes())
+    with caplog.at_level(logging.WARNING, logger="prbench.options"):
+        judges = [get_registry().build("scorer", "llm-judge",
+                                       {**plain, "system_prompt_file": str(marked)})
+                  for _ in range(2)]
+    chat = judges[0]._chat(_pair("r1"), "x", "y")
+    assert chat[0]["content"] == RELEASED_SYSTEM.strip()  # no \ufeff before the text
+    assert chat == before._chat(_pair("r1"), "x", "y")
+    assert judges[0].describe()["prompt_version"] == before.describe()["prompt_version"]
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned
+    assert f"system_prompt_file {marked}: the file starts with a UTF-8 byte-order mark; it is " \
+           "dropped" in warned[0]
+
+
 def test_released_metrics_print_zero_for_an_empty_position():
     """The script's accuracy of a position no pair had is 0.0 (prbench's own metric: nan)."""
     from prbench.judges.order_metrics import (

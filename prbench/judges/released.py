@@ -83,8 +83,9 @@ class PromptFile:
         option: the option that named it (``system_prompt_file`` / ``user_prompt_file``).
         path: the path as given.
         text: the text, stripped of surrounding whitespace (as the released script reads it).
-        sha256: the hex digest of the file's bytes.
-        size: the file's size in bytes.
+        sha256: the hex digest of the file's bytes (less a UTF-8 byte-order mark, which
+            :func:`prbench.options.read_option_file` drops with a warning).
+        size: the file's size in bytes (less a byte-order mark).
     """
 
     option: str
@@ -121,7 +122,7 @@ def read_prompt_file(path: str, option: str, placeholders: tuple[str, ...] = ())
         text = read_option_file(path, f"llm-judge: {option}", limit=MAX_PROMPT_BYTES)
     except OptionsError as exc:
         raise PromptFileError(str(exc)) from None
-    data = text.encode("utf-8")  # the file's bytes (valid UTF-8 decodes and encodes back exactly)
+    data = text.encode("utf-8")  # the file's bytes, less a byte-order mark (never sent on)
     if not text.strip():
         raise PromptFileError(f"{where}: the file is empty")
     for placeholder in placeholders:
