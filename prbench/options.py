@@ -49,6 +49,58 @@ OPTION_FILE_LIMIT = 32 * 1024 * 1024
 _KERNEL_FOLDERS = ("/proc", "/sys", "/dev")
 
 
+def check_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT
+                      ) -> tuple[Any, Any]:
+    """Check, without opening it, that a file an option names may be read as option text.
+
+    The rules of :func:`read_option_file` that need no read: the path exists, is a regular
+    file (not a FIFO, device, socket or folder), lives outside ``/proc``, ``/sys`` and
+    ``/dev``, and is at most ``limit`` bytes. Option dataclasses call it when the options are
+    read, so a bad file is refused before any model or lm-eval set-up, not when it is read.
+
+    Returns:
+        The file's ``os.stat_result`` and its ``pathlib.Path`` (``~`` expanded).
+
+    Raises:
+        OptionsError: one line naming the option, the file and the rule.
+    """
+    import stat
+    from pathlib import Path
+
+    from prbench.issues import shown_path
+
+    file = Path(path).expanduser()
+    where = f"{option} {shown_path(path)}"  # a 40,000-character path is cut, not repeated
+    try:
+        info = file.stat()
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = getattr(exc, "strerror", None) or exc
+        raise OptionsError(f"{where}: cannot read it ({why})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
+                or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
+                else "not a regular file")
+        raise OptionsError(f"{where}: is {kind}, not a regular file; name a text file")
+    try:
+        real = file.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise OptionsError(f"{where}: cannot read it ({exc})") from None
+    for root in _KERNEL_FOLDERS:
+        if real == Path(root) or Path(root) in real.parents:
+            shown = "" if str(real) == str(file) else f" (it resolves to {real})"
+            raise OptionsError(
+                f"{where}: lives under {root}{shown}, whose files the kernel makes up as they "
+                "are read (rule: no option file under /proc, /sys or /dev); name a text file"
+            )
+    if info.st_size > limit:
+        raise OptionsError(
+            f"{where}: the file is {info.st_size:,} bytes, more than the {limit:,} an option "
+            "file may have; is it the right file?"
+        )
+    return info, file
+
+
 def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) -> str:
     """The UTF-8 text of a file named by an option (``user_prompt_file=``, ``chat_template=``).
 
@@ -72,37 +124,11 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
             UTF-8; one line naming the option and the file.
     """
     import os
-    import stat
-    from pathlib import Path
 
-    file = Path(path).expanduser()
-    where = f"{option} {path}"
-    try:
-        info = file.stat()
-    except OSError as exc:
-        raise OptionsError(f"{where}: cannot read it ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)"
-                if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
-                or stat.S_ISBLK(info.st_mode) else "a socket" if stat.S_ISSOCK(info.st_mode)
-                else "not a regular file")
-        raise OptionsError(f"{where}: is {kind}, not a regular file; name a text file")
-    try:
-        real = file.resolve()
-    except (OSError, RuntimeError) as exc:
-        raise OptionsError(f"{where}: cannot read it ({exc})") from None
-    for root in _KERNEL_FOLDERS:
-        if real == Path(root) or Path(root) in real.parents:
-            shown = "" if str(real) == str(file) else f" (it resolves to {real})"
-            raise OptionsError(
-                f"{where}: lives under {root}{shown}, whose files the kernel makes up as they "
-                "are read (rule: no option file under /proc, /sys or /dev); name a text file"
-            )
-    if info.st_size > limit:
-        raise OptionsError(
-            f"{where}: the file is {info.st_size:,} bytes, more than the {limit:,} an option "
-            "file may have; is it the right file?"
-        )
+    from prbench.issues import shown_path
+
+    info, file = check_option_file(path, option, limit=limit)
+    where = f"{option} {shown_path(path)}"
     try:
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as handle:
@@ -125,8 +151,8 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
         ) from None
     if text.startswith("\ufeff"):  # an editor's byte-order mark: no text of the option's
         text = text[1:]
-        if (option, str(real)) not in _BOM_WARNED:
-            _BOM_WARNED.add((option, str(real)))
+        if (option, str(file)) not in _BOM_WARNED:
+            _BOM_WARNED.add((option, str(file)))
             import logging
 
             logging.getLogger(__name__).warning(

@@ -213,3 +213,41 @@ def test_quotes_and_brackets_that_close_pass(value: str) -> None:
                                value]) is None
     if not value.startswith("{"):  # lm-eval reads what was written: three pairs
         assert len(key_val_to_dict(value)) == 3
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "/dev/stdin"])
+@pytest.mark.parametrize("option", ["system_prompt_file", "user_prompt_file", "chat_template"])
+def test_an_option_file_that_is_no_regular_file_is_refused_when_options_are_read(
+        tmp_path: Path, kind: str, option: str) -> None:
+    """A FIFO, a folder or /dev/stdin is refused by the early check of ``--model_args``.
+
+    ``prbench eval`` and plain ``lm_eval`` run that check before lm-eval sets anything up;
+    the file used to be refused only when the scorer was built, after lm-eval's set-up.
+    """
+    import os
+
+    from prbench.harness.lm_eval_messages import model_args_problem_early
+
+    if kind == "fifo":
+        bad = tmp_path / "prompt.fifo"
+        os.mkfifo(bad)
+    elif kind == "folder":
+        bad = tmp_path / "prompts"
+        bad.mkdir()
+    else:
+        bad = Path(kind)
+        if not os.path.lexists(bad):
+            pytest.skip(f"{kind} is not on this machine")
+    user = tmp_path / "user.txt"
+    user.write_text("{question} A: {Response_A} B: {Response_B}", encoding="utf-8")
+    if option == "chat_template":
+        args = f"scorer=hf-classifier,pretrained=no-model,chat_template={bad}"
+    else:
+        files = {"system_prompt_file": str(user), "user_prompt_file": str(user), option: str(bad)}
+        args = ("scorer=llm-judge,backend=openai,model=m,base_url=http://127.0.0.1:9/v1,"
+                "protocol=released," + ",".join(f"{k}={v}" for k, v in files.items()))
+    problem = model_args_problem_early(["--model", "prbench", "--tasks", GROUP,
+                                        "--model_args", args])
+    assert problem is not None, "refused only when the scorer is built"
+    assert f"{option} {bad}: " in problem
+    assert "not a regular file" in problem or "lives under /dev" in problem, problem

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from prbench.hashing import json_sha256
+from prbench.issues import shown_path
 from prbench.records import DataSourceError
 from prbench.typed_input import STRICT, first_error, place
 
@@ -426,13 +427,25 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     Raises:
         SweepFileError: unreadable, not YAML, or a missing, unknown or malformed field.
     """
+    import stat
+
     import yaml
 
     file = Path(path)
     try:
+        mode = file.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or /dev/stdin would wait for a writer forever
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if \
+                stat.S_ISFIFO(mode) else "not a regular file"
+            raise SweepFileError(f"{shown_path(file)}: the sweep file is {kind}; name a YAML "
+                                 "file")
         data = yaml.load(file.read_text(encoding="utf-8"), Loader=_sweep_loader())
     except OSError as exc:
-        raise SweepFileError(f"{file}: cannot read the sweep file ({exc.strerror})") from exc
+        raise SweepFileError(f"{shown_path(file)}: cannot read the sweep file "
+                             f"({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise SweepFileError(f"{shown_path(file)}: the sweep file is not UTF-8 text (byte "
+                             f"{exc.start})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -48,7 +49,7 @@ from prbench.judges import prompts, released
 from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
 from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import parse_pairwise
-from prbench.options import OptionsError
+from prbench.options import OptionsError, check_option_file
 from prbench.scoring.base import PairRequest
 
 logger = logging.getLogger(__name__)
@@ -114,6 +115,12 @@ class LLMJudgeOptions(BackendOptions):
                     "protocol=prbench)"
                 )
             object.__setattr__(self, name, value)
+        for name in ("system_prompt_file", "user_prompt_file"):
+            # a FIFO, a device or a folder is refused here, before any set-up; a missing file
+            # when it is read (a sweep's dry run plans with files of another machine)
+            path = getattr(self, name)
+            if path and os.path.lexists(os.path.expanduser(path)):
+                check_option_file(path, f"llm-judge: {name}", limit=released.MAX_PROMPT_BYTES)
 
     def check_given(self, given: dict[str, Any]) -> None:
         """Refuse, under ``protocol=released``, a fixed option written with another value.
