@@ -251,3 +251,35 @@ def test_an_option_file_that_is_no_regular_file_is_refused_when_options_are_read
     assert problem is not None, "refused only when the scorer is built"
     assert f"{option} {bad}: " in problem
     assert "not a regular file" in problem or "lives under /dev" in problem, problem
+
+
+@pytest.mark.parametrize("value", ["[" * 20000 + "]" * 20000, "a" * 40000, "org/" + "n" * 300])
+@pytest.mark.parametrize(("scorer", "key"), [("hf-classifier", "pretrained"),
+                                             ("llm-judge", "model"),
+                                             ("embedding-similarity", "model")])
+def test_a_model_too_long_to_be_a_path_or_id_is_one_short_line(value: str, scorer: str,
+                                                               key: str) -> None:
+    """``model=[[[...40,000...]]]`` or a 40,000-character path: was ``OSError: File name too
+    long`` when the scorer was built; now refused when the options are read, the value cut."""
+    from prbench.harness.lm_eval_messages import model_args_problem_early
+
+    args = f"scorer={scorer},{key}={value}" + (",backend=hf" if scorer == "llm-judge" else "")
+    problem = model_args_problem_early(["--model", "prbench", "--tasks", GROUP,
+                                        "--model_args", args])
+    assert problem is not None and problem.startswith(f"scorer '{scorer}': option '{key}': ")
+    assert "longer than any" in problem and f"…({len(value)} chars)" in problem
+    assert len(problem) < 400 and "\n" not in problem
+
+
+@pytest.mark.parametrize("value", ["a" * 40000, "org/" + "n" * 300, "org/" + "n" * 120])
+def test_model_lookups_answer_a_long_name_with_their_own_error(value: str) -> None:
+    """The loaders' own checks (reached by plugins and by the RL policy) never raise OSError."""
+    from prbench.backends.model_files import ModelFilesError, check_model_files
+    from prbench.profiles.model_ref import ModelUnavailableError, resolve_model
+
+    with pytest.raises(ModelFilesError) as files:
+        check_model_files(value, None, what="policy model")
+    with pytest.raises(ModelUnavailableError) as ref:
+        resolve_model(value)
+    for message in (str(files.value), str(ref.value)):
+        assert len(message) < 1500, message[:300]

@@ -91,6 +91,10 @@ class BackendOptions:
     seed: int = dataclasses.field(default=0, metadata=_help("seed of sampling and order shuffles"))
 
     def __post_init__(self) -> None:
+        if self.backend == "hf":  # a path or hub id (a served model's name may be any text)
+            from prbench.profiles.model_ref import check_model_name
+
+            check_model_name(self.model, "option 'model'", ValueError)
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         if self.temperature < 0:
