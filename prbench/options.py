@@ -352,6 +352,38 @@ def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:
     return sorted(fields, key=lambda f: f.kw_only is True)
 
 
+#: the bound keys a numeric option's ``field(metadata=...)`` may give, and how each reads
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def option_range(f: dataclasses.Field[Any]) -> str:
+    """A numeric option's documented range as text (``">= 1"``, ``"> 0, <= 1"``), or ``""``.
+
+    The bounds are the field's ``metadata`` keys ``ge``, ``gt``, ``le``, ``lt`` (inclusive or
+    strict); :func:`parse_options` checks them when the options are read, and ``prbench
+    scorers --options`` shows them.
+    """
+    return ", ".join(f"{sign} {f.metadata[key]:g}" if isinstance(f.metadata[key], float)
+                     else f"{sign} {f.metadata[key]}"
+                     for key, sign in _BOUNDS.items() if f.metadata.get(key) is not None)
+
+
+def _check_bounds(cls: type, values: Mapping[str, Any], component: str) -> None:
+    """Refuse a given value outside its option's ``ge``/``gt``/``le``/``lt`` bounds."""
+    import operator
+
+    tests = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+    for f in option_fields(cls):
+        value = values.get(f.name)
+        if f.name not in values or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        for key, test in tests.items():
+            bound = f.metadata.get(key)
+            if bound is not None and not test(value, bound):
+                raise OptionsError(f"{component}: option {f.name!r} must be {option_range(f)}, "
+                                   f"got {value!r}")
+
+
 def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str) -> T | None:
     """Build an options instance from user input.
 
@@ -382,6 +414,7 @@ def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str
         raise _option_error(first_error(exc.errors()), component, known, choices) from None
     values = {info.alias: getattr(given, name) for name, info in type(given).model_fields.items()
               if name in given.model_fields_set}
+    _check_bounds(cls, values, component)
     try:
         instance = cls(**values)
         # an options class that must tell a value given from its default (an option another
@@ -395,7 +428,11 @@ def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str
 
 
 def describe_options(cls: type | None) -> list[dict[str, str]]:
-    """One row per option: name, type, default and help (from ``field(metadata={"help": ...})``)."""
+    """One row per option: name, type, default, help and range.
+
+    The help is ``field(metadata={"help": ...})``; the range is :func:`option_range` (``""``
+    for an option without bounds).
+    """
     rows = []
     if cls is None:
         return rows
@@ -415,6 +452,7 @@ def describe_options(cls: type | None) -> list[dict[str, str]]:
                 "type": type_name or str(tp).replace("typing.", ""),
                 "default": default,
                 "help": str(f.metadata.get("help", "")),
+                "range": option_range(f),
             }
         )
     return rows
