@@ -49,36 +49,33 @@ OPTION_FILE_LIMIT = 32 * 1024 * 1024
 _KERNEL_FOLDERS = ("/proc", "/sys", "/dev")
 
 
-def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) -> str:
-    """The UTF-8 text of a file named by an option (``user_prompt_file=``, ``chat_template=``).
+def check_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT
+                      ) -> tuple[Any, Any]:
+    """Check, without opening it, that a file an option names may be read as option text.
 
-    Every option that names a file to read goes through here: the path must be a regular file
-    (a FIFO would block forever, ``/dev/zero`` never ends, a folder has no text) of at most
-    ``limit`` bytes, checked before it is opened; it must not live under ``/proc``, ``/sys`` or
-    ``/dev`` (their "regular" files are made up by the kernel as they are read:
-    ``/proc/self/environ`` would send the environment, secrets included, wherever the text
-    goes); and what is read must have the size the file system reported (a kernel file reports
-    0 bytes and then yields text). The error says which of these rules refused the file.
+    The rules of :func:`read_option_file` that need no read: the path exists, is a regular
+    file (not a FIFO, device, socket or folder), lives outside ``/proc``, ``/sys`` and
+    ``/dev``, and is at most ``limit`` bytes. Option dataclasses call it when the options are
+    read, so a bad file is refused before any model or lm-eval set-up, not when it is read.
 
-    Args:
-        path: the file (``~`` is expanded).
-        option: the option's name, shown in the error.
-        limit: the size cap in bytes.
+    Returns:
+        The file's ``os.stat_result`` and its ``pathlib.Path`` (``~`` expanded).
 
     Raises:
-        OptionsError: missing, not a regular file, larger than ``limit``, unreadable or not
-            UTF-8; one line naming the option and the file.
+        OptionsError: one line naming the option, the file and the rule.
     """
-    import os
     import stat
     from pathlib import Path
 
+    from prbench.issues import shown_path
+
     file = Path(path).expanduser()
-    where = f"{option} {path}"
+    where = f"{option} {shown_path(path)}"  # a 40,000-character path is cut, not repeated
     try:
         info = file.stat()
-    except OSError as exc:
-        raise OptionsError(f"{where}: cannot read it ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = getattr(exc, "strerror", None) or exc
+        raise OptionsError(f"{where}: cannot read it ({why})") from None
     if not stat.S_ISREG(info.st_mode):
         kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)"
                 if stat.S_ISFIFO(info.st_mode) else "a device" if stat.S_ISCHR(info.st_mode)
@@ -101,6 +98,37 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
             f"{where}: the file is {info.st_size:,} bytes, more than the {limit:,} an option "
             "file may have; is it the right file?"
         )
+    return info, file
+
+
+def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) -> str:
+    """The UTF-8 text of a file named by an option (``user_prompt_file=``, ``chat_template=``).
+
+    Every option that names a file to read goes through here: the path must be a regular file
+    (a FIFO would block forever, ``/dev/zero`` never ends, a folder has no text) of at most
+    ``limit`` bytes, checked before it is opened; it must not live under ``/proc``, ``/sys`` or
+    ``/dev`` (their "regular" files are made up by the kernel as they are read:
+    ``/proc/self/environ`` would send the environment, secrets included, wherever the text
+    goes); and what is read must have the size the file system reported (a kernel file reports
+    0 bytes and then yields text). The error says which of these rules refused the file. A
+    UTF-8 byte-order mark at the start is dropped (a warning says so, once per option and file):
+    it is no part of a prompt or template and would otherwise reach the model as text.
+
+    Args:
+        path: the file (``~`` is expanded).
+        option: the option's name, shown in the error.
+        limit: the size cap in bytes.
+
+    Raises:
+        OptionsError: missing, not a regular file, larger than ``limit``, unreadable or not
+            UTF-8; one line naming the option and the file.
+    """
+    import os
+
+    from prbench.issues import shown_path
+
+    info, file = check_option_file(path, option, limit=limit)
+    where = f"{option} {shown_path(path)}"
     try:
         fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as handle:
@@ -116,11 +144,25 @@ def read_option_file(path: str, option: str, *, limit: int = OPTION_FILE_LIMIT) 
             "written, or one made up by the kernel, is refused); name a finished text file"
         )
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise OptionsError(
             f"{where}: not UTF-8 text (byte {exc.start}: {data[exc.start:exc.end]!r})"
         ) from None
+    if text.startswith("\ufeff"):  # an editor's byte-order mark: no text of the option's
+        text = text[1:]
+        if (option, str(file)) not in _BOM_WARNED:
+            _BOM_WARNED.add((option, str(file)))
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "%s: the file starts with a UTF-8 byte-order mark; it is dropped, never sent on "
+                "(save the file without one to silence this warning)", where)
+    return text
+
+
+#: (option, file) pairs whose byte-order mark was warned about (once per process)
+_BOM_WARNED: set[tuple[str, str]] = set()
 
 
 def suggest(name: str, choices: typing.Iterable[str]) -> str:
@@ -310,6 +352,38 @@ def option_fields(cls: type | None) -> list[dataclasses.Field[Any]]:
     return sorted(fields, key=lambda f: f.kw_only is True)
 
 
+#: the bound keys a numeric option's ``field(metadata=...)`` may give, and how each reads
+_BOUNDS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def option_range(f: dataclasses.Field[Any]) -> str:
+    """A numeric option's documented range as text (``">= 1"``, ``"> 0, <= 1"``), or ``""``.
+
+    The bounds are the field's ``metadata`` keys ``ge``, ``gt``, ``le``, ``lt`` (inclusive or
+    strict); :func:`parse_options` checks them when the options are read, and ``prbench
+    scorers --options`` shows them.
+    """
+    return ", ".join(f"{sign} {f.metadata[key]:g}" if isinstance(f.metadata[key], float)
+                     else f"{sign} {f.metadata[key]}"
+                     for key, sign in _BOUNDS.items() if f.metadata.get(key) is not None)
+
+
+def _check_bounds(cls: type, values: Mapping[str, Any], component: str) -> None:
+    """Refuse a given value outside its option's ``ge``/``gt``/``le``/``lt`` bounds."""
+    import operator
+
+    tests = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+    for f in option_fields(cls):
+        value = values.get(f.name)
+        if f.name not in values or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        for key, test in tests.items():
+            bound = f.metadata.get(key)
+            if bound is not None and not test(value, bound):
+                raise OptionsError(f"{component}: option {f.name!r} must be {option_range(f)}, "
+                                   f"got {value!r}")
+
+
 def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str) -> T | None:
     """Build an options instance from user input.
 
@@ -340,6 +414,7 @@ def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str
         raise _option_error(first_error(exc.errors()), component, known, choices) from None
     values = {info.alias: getattr(given, name) for name, info in type(given).model_fields.items()
               if name in given.model_fields_set}
+    _check_bounds(cls, values, component)
     try:
         instance = cls(**values)
         # an options class that must tell a value given from its default (an option another
@@ -353,7 +428,11 @@ def parse_options(cls: type[T] | None, raw: Mapping[str, Any], *, component: str
 
 
 def describe_options(cls: type | None) -> list[dict[str, str]]:
-    """One row per option: name, type, default and help (from ``field(metadata={"help": ...})``)."""
+    """One row per option: name, type, default, help and range.
+
+    The help is ``field(metadata={"help": ...})``; the range is :func:`option_range` (``""``
+    for an option without bounds).
+    """
     rows = []
     if cls is None:
         return rows
@@ -373,6 +452,7 @@ def describe_options(cls: type | None) -> list[dict[str, str]]:
                 "type": type_name or str(tp).replace("typing.", ""),
                 "default": default,
                 "help": str(f.metadata.get("help", "")),
+                "range": option_range(f),
             }
         )
     return rows

@@ -17,8 +17,10 @@ that checking a large file takes memory for the ids seen, not for the records.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -174,7 +176,9 @@ def scan_source(source: str | os.PathLike[str]) -> tuple[list[Path], list[Issue]
         path.lstat()
     except FileNotFoundError:
         kind = "folder" if str(source).endswith(("/", os.sep)) else "file or folder"
-        raise DataSourceError(f"{shown_path(source)}: no such {kind}") from None
+        close = difflib.get_close_matches(str(source), list(NAMED_SOURCES), n=1, cutoff=0.75)
+        hint = f" (did you mean {close[0]!r}, the bundled one?)" if close else ""
+        raise DataSourceError(f"{shown_path(source)}: no such {kind}{hint}") from None
     except OSError as exc:
         raise DataSourceError(
             f"{shown_path(source)}: cannot be read: {exc.strerror or exc}"
@@ -196,13 +200,20 @@ def scan_source(source: str | os.PathLike[str]) -> tuple[list[Path], list[Issue]
     return files, skipped
 
 
+#: an ``owner/name`` hub id: both parts given, of the characters hub names use
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
 def is_hub_id(source: str) -> bool:
-    """True for ``owner/name`` strings that are not local paths."""
+    """True for ``owner/name`` strings that are not local paths.
+
+    Both parts must be given: ``no_such_dir/`` (a folder, with its slash) or ``/name`` is a
+    local path that does not exist, and is reported as such, not looked up on the hub.
+    """
     text = str(source)
     return (
-        text.count("/") == 1
+        _HUB_ID.fullmatch(text) is not None
         and not os.path.lexists(text)
-        and not text.startswith((".", "/", "~"))
         and data_suffix(Path(text)) == (None, None)
     )
 
@@ -306,7 +317,8 @@ def _hub_rows(
     revision = revision or HUB_REVISION
     if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
         raise DataSourceError(
-            f"cannot load the hub dataset {dataset!r} (revision {revision}) while offline "
+            f"{dataset}: no such local file or folder, and as a hub dataset id it cannot be "
+            f"loaded (revision {revision}) while offline "
             "(HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set). Download it on a machine with internet "
             "(e.g. `huggingface-cli download --repo-type dataset "
             f"{dataset} --revision {revision} --local-dir DIR`) and point prbench at the local "
@@ -324,8 +336,8 @@ def _hub_rows(
         except Exception as exc:
             raise DataSourceError(
                 f"cannot load {dataset!r} config {config!r} split {split!r} at revision "
-                f"{revision}: {exc}. Without internet, download the files elsewhere and pass the "
-                "local folder instead."
+                f"{revision}: {exc}. No local file or folder has that name either; without "
+                "internet, download the files elsewhere and pass the local folder instead."
             ) from exc
         origin = f"hf://{dataset}@{revision}/{split}:{config}"
         yield origin, (Row(origin, i, dict(r), unit="row") for i, r in enumerate(ds, start=1))

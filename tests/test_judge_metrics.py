@@ -347,6 +347,74 @@ def test_protocol_released_sets_the_released_settings(tmp_path):
     assert "Is first better than {profile}?" in filled
 
 
+def test_placeholder_text_in_a_record_is_filled_as_the_script_does_with_one_warning(
+        tmp_path, caplog):
+    """protocol=released: a record's ``{Response_B}`` is filled as the released script fills it
+    (sequential ``str.replace``), with one warning per record and field; the default protocol
+    never changes the record's text and says nothing; a profile's text is never filled.
+    """
+    import logging
+
+    from prbench.plugins import get_registry
+    from prbench.profiles.base import ProfileView
+    from prbench.scoring.base import PairRequest
+
+    system, _user = _released_files(tmp_path)
+    with_profile = tmp_path / "user_profile.txt"
+    with_profile.write_text("About the reader:\n{profile}\n" + RELEASED_USER, encoding="utf-8")
+    base = {"backend": "openai", "model": "judge", "base_url": "http://127.0.0.1:9/v1"}
+    judge = get_registry().build("scorer", "llm-judge", {
+        **base, "protocol": "released", "system_prompt_file": str(system),
+        "user_prompt_file": str(with_profile)})
+    pair = PairRequest(record_id="r9", question="Q {Response_B}?", first="see {Response_B}",
+                       second="two {question}",
+                       profile=ProfileView(text="I wrote {Response_A} once"))
+    with caplog.at_level(logging.WARNING, logger="prbench.judges.pairwise"):
+        text = judge._chat(pair, pair.first, pair.second)[1]["content"]
+        judge._chat(pair, pair.first, pair.second)  # the same record again: no second warning
+    script = RELEASED_USER.strip().replace("{question}", pair.question)
+    script = script.replace("{Response_A}", pair.first).replace("{Response_B}", pair.second)
+    assert text == "About the reader:\nI wrote {Response_A} once\n" + script
+    assert "Q two {question}?" in text and "<<<see two {question}>>>" in text
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2, warned
+    assert "record 'r9', field question holds the text {Response_B}" in warned[0]
+    assert "record 'r9', field chosen holds the text {Response_B}" in warned[1]
+    caplog.clear()
+    default = get_registry().build("scorer", "llm-judge", base)
+    with caplog.at_level(logging.WARNING, logger="prbench.judges.pairwise"):
+        shown = default._chat(pair, pair.first, pair.second)[1]["content"]
+    assert "Q {Response_B}?" in shown and "see {Response_B}" in shown
+    assert "two {question}" in shown and not caplog.records
+
+
+def test_a_prompt_file_with_a_byte_order_mark_sends_no_mark_and_warns_once(tmp_path, caplog):
+    """A prompt file saved with a UTF-8 BOM: the mark is dropped (one warning), not sent."""
+    import logging
+
+    from prbench.plugins import get_registry
+
+    system, user = _released_files(tmp_path)
+    plain = {"backend": "openai", "model": "judge", "base_url": "http://127.0.0.1:9/v1",
+             "protocol": "released", "system_prompt_file": str(system),
+             "user_prompt_file": str(user)}
+    before = get_registry().build("scorer", "llm-judge", plain)
+    marked = tmp_path / "system_bom.txt"
+    marked.write_bytes(b"\xef\xbb\xbf" + system.read_bytes())
+    with caplog.at_level(logging.WARNING, logger="prbench.options"):
+        judges = [get_registry().build("scorer", "llm-judge",
+                                       {**plain, "system_prompt_file": str(marked)})
+                  for _ in range(2)]
+    chat = judges[0]._chat(_pair("r1"), "x", "y")
+    assert chat[0]["content"] == RELEASED_SYSTEM.strip()  # no \ufeff before the text
+    assert chat == before._chat(_pair("r1"), "x", "y")
+    assert judges[0].describe()["prompt_version"] == before.describe()["prompt_version"]
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned
+    assert f"system_prompt_file {marked}: the file starts with a UTF-8 byte-order mark; it is " \
+           "dropped" in warned[0]
+
+
 def test_released_metrics_print_zero_for_an_empty_position():
     """The script's accuracy of a position no pair had is 0.0 (prbench's own metric: nan)."""
     from prbench.judges.order_metrics import (

@@ -49,7 +49,7 @@ def test_builders_are_registered_with_options() -> None:
         ("dense", {"k": 0}, "'k' must be >= 1"),
         ("dense", {"similarity": "euclid"}, "is not one of"),
         ("bm25", {"query_format": "{narrative}"}, "unknown field {narrative}"),
-        ("bm25", {"b": 2}, "0 <= b <= 1"),
+        ("bm25", {"b": 2}, "'b' must be >= 0, <= 1"),
         ("all", {"max_tokens": -5}, "'max_tokens' must be >= 1"),
         ("all", {"max_token": 5}, "did you mean 'max_tokens'"),
     ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import weakref
 from pathlib import Path
 from typing import Any
@@ -345,3 +346,53 @@ def test_a_line_with_several_duplicate_keys_counts_as_one_row(tmp_path: Path) ->
         (1, "chosen", "duplicate-key"),
     ]
     assert report.rows == 2 and [r.id for r in report.records] == ["u3"]
+
+
+def test_a_folder_path_that_does_not_exist_is_no_hub_id(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path) -> None:
+    """``no_such_dir/`` is a missing local folder, not a hub id with an empty name."""
+    monkeypatch.chdir(tmp_path)
+    assert not is_hub_id("no_such_dir/") and not is_hub_id("/name") and not is_hub_id("a/b/")
+    assert is_hub_id("owner/name") and is_hub_id("Qiyao.Ma/Personalized-RewardBench_2")
+    with pytest.raises(DataSourceError) as err:
+        validate("no_such_dir/")
+    assert str(err.value) == "no_such_dir/: no such folder"
+
+
+def test_a_missing_hub_looking_path_says_no_local_folder_first(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataSourceError) as err:
+        validate("data/mine")  # offline in the tests
+    assert str(err.value).startswith("data/mine: no such local file or folder, and as a hub "
+                                     "dataset id it cannot be loaded")
+
+
+def test_a_misspelt_bundled_source_is_suggested(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "samples"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: samples: no such file or folder (did you mean 'sample', the bundled " \
+                  "one?)\n"
+
+
+def test_validate_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """``prbench validate ... --format json | head``: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    from tests._harness_fixtures import subprocess_env
+
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first line is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "prbench.cli", "validate", "sample",
+                               "--format", "json"], stdout=write, stderr=subprocess.PIPE,
+                              env=subprocess_env(), cwd=tmp_path, timeout=300, check=False)
+    finally:
+        os.close(write)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert err == "" and proc.returncode == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,30 @@ def test_a_run_saved_under_a_json_output_path_is_found_with_its_samples(
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no prbench_manifest"):
         expand(["empty"])
+
+
+def test_the_terminal_says_why_figures_and_explorers_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without matplotlib, or without --log_samples samples, the terminal says what is left out.
+
+    The page said it before; a user who reads only the terminal saw no figure and no explorer
+    and no word why.
+    """
+    from prbench.cli import main
+
+    folder = tmp_path / "runs" / "a"
+    write_run(folder, "alpha", {"profile": [1, 1, 0, 1], "noprofile": [0, 1, 0, 0]})
+    for samples in folder.glob("samples_*.jsonl"):
+        samples.unlink()
+    for module in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, module, None)  # an import of it fails: not installed
+    out = tmp_path / "report"
+    code = main(["report", str(tmp_path / "runs"), "-o", str(out), "--resamples", "20"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "note: no per-pair samples for alpha: no pair explorer" in printed
+    assert "--log_samples" in printed
+    assert re.search(r"note: \d+ figure\(s\) left out of the report: plots need matplotlib",
+                     printed), printed
+    assert not (out / "leaderboard.png").exists()

@@ -411,6 +411,12 @@ def test_default_post_words_is_the_sample_mean() -> None:
         ("scorers: [{model_args: {scorer: length}}, {model_args: {scorer: length}}]\n"
          "conditions: [{tasks: x}]\n", "two scorers named 'length'"),
         ("scorers: [\n", "not valid YAML"),
+        ("scorers: [{model_args: {scorer: length}}]\nconditions: [{tasks: x}]\n"
+         "scorers: [{model_args: {scorer: random}}]\n",
+         "line 3 not valid YAML (the key 'scorers' is given twice (first on line 1)"),
+        ("scorers:\n  - model_args: {scorer: length, scorer: random}\n"
+         "conditions: [{tasks: x}]\n",
+         "line 2 not valid YAML (the key 'scorer' is given twice (first on line 2)"),
     ],
 )
 def test_bad_sweep_file_is_one_error_line(tmp_path: Path, capsys, text: str, message: str
@@ -545,3 +551,37 @@ def test_the_up_front_check_leaves_out_cells_already_finished(
         check_cells(sweep, (), tmp_path, None)  # nothing finished yet
     done.add("gone")
     check_cells(sweep, (), tmp_path, None)  # its cell is finished: not checked again
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_sweep_file_that_is_no_regular_file_is_refused_unread(tmp_path: Path, capsys,
+                                                                 kind: str) -> None:
+    """A FIFO (or /dev/stdin) as the sweep file was read until a writer came: forever."""
+    import errno
+    import threading
+
+    path = tmp_path / "grid.yaml"
+    done = threading.Event()
+
+    def release_a_reader() -> None:  # a waiting read gets EOF: the test fails, never hangs
+        while not done.wait(0.05):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                    return
+            else:
+                return
+
+    if kind == "fifo":
+        os.mkfifo(path)
+        threading.Thread(target=release_a_reader, daemon=True).start()
+    else:
+        path.mkdir()
+    try:
+        code, _, err = run_eval(["sweep", str(path), "--dry_run"], capsys)
+    finally:
+        done.set()
+    assert code == 1
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a folder"
+    assert err == f"error: {path}: the sweep file is {what}; name a YAML file\n"

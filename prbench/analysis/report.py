@@ -262,10 +262,16 @@ _STEPS = ("leaderboard", "sensitivity and paired tests", "pair explorer",
           "sweeps and record properties", "downstream and figures")
 
 
-def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
-    """Draw the figure blocks as PNGs in ``out``; they become image blocks."""
+def _render_figures(blocks: list[Block], out: Path,
+                    on_text: Callable[[str], None] | None = None) -> list[Block]:
+    """Draw the figure blocks as PNGs in ``out``; they become image blocks.
+
+    A figure that cannot be drawn (matplotlib missing) is a line in the page saying so, and
+    ``on_text`` hears once how many were left out and why, so the terminal says it too.
+    """
     from prbench.analysis import plots
 
+    left_out: dict[str, int] = {}
     drawn: list[Block] = []
     for block in blocks:
         kind = block[0]
@@ -288,8 +294,12 @@ def _render_figures(blocks: list[Block], out: Path) -> list[Block]:
                 continue
         except RuntimeError as exc:  # matplotlib missing
             drawn.append(("p", f"(figure left out: {exc})"))
+            left_out[str(exc)] = left_out.get(str(exc), 0) + 1
             continue
         drawn.append(("img", path))
+    if on_text is not None:
+        for why, count in left_out.items():
+            on_text(f"note: {count} figure(s) left out of the report: {why}")
     return drawn
 
 
@@ -508,6 +518,9 @@ def build_report(
     if no_samples:
         notes.append(f"No per-pair samples for {', '.join(no_samples)} (run with --log_samples): "
                      "left out of the paired statistics and the pair explorer.")
+        if on_text is not None:
+            on_text(f"note: no per-pair samples for {', '.join(no_samples)}: no pair explorer "
+                    "and no paired statistics for them (rerun prbench eval with --log_samples)")
     notes += [f"Rerun: {n}." for n in replaced]
     used = {r.path for r in runs}
     notes.append("Inputs: " + ", ".join(str(f) for f in files
@@ -552,7 +565,7 @@ def build_report(
         next_step()
         blocks += best_of_n(bons)
         blocks += correlations(corrs)
-        blocks = _render_figures(blocks, out)
+        blocks = _render_figures(blocks, out, on_text)
         next_step()
     md_path = out / "report.md"
     write_text(md_path, to_markdown(blocks, title) + "\n")

@@ -31,7 +31,6 @@ import hashlib
 import logging
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from prbench.errors import PrbenchUserError
@@ -56,6 +55,19 @@ _WS = re.compile(r"\s+")
 logger = logging.getLogger(__name__)
 
 
+def names_a_file(value: str) -> bool:
+    """Whether a ``chat_template=`` value names a file (rather than being the template's text).
+
+    One line, no Jinja markers, and something exists at that path (a FIFO or a folder too: the
+    reader then says what it is). A path too long to exist is no file (``os.path.lexists``
+    answers False where ``Path.exists`` raises "File name too long").
+    """
+    import os
+
+    return (len(value) < 4096 and "\n" not in value and "{%" not in value
+            and "{{" not in value and os.path.lexists(os.path.expanduser(value)))
+
+
 def load_chat_template(value: str) -> str:
     """A chat template override: the path of a Jinja file, or the template text itself.
 
@@ -64,10 +76,7 @@ def load_chat_template(value: str) -> str:
     """
     from prbench.options import read_option_file
 
-    path = Path(value).expanduser()
-    if len(value) < 4096 and "\n" not in value and path.exists() and (
-        "{%" not in value and "{{" not in value
-    ):
+    if names_a_file(value):
         return read_option_file(value, "chat_template")  # a regular file under the size cap
     if "{%" in value or "{{" in value:
         return value

@@ -28,6 +28,7 @@ from prbench.backends.chat_inputs import (
     DEFAULT_USER_FORMAT,
     RELEASED_PROFILE_USER_FORMAT,
     check_formats,
+    names_a_file,
 )
 
 #: ``input_format`` values every chat-rendering scorer accepts.
@@ -67,6 +68,11 @@ class ProfileRenderOptions:
                     "posts, no separator); drop " + ", ".join(clashes)
                 )
         check_formats(self.profile_position, self.user_format, self.system_format)
+        if self.chat_template and names_a_file(self.chat_template):
+            from prbench.options import check_option_file
+
+            # a FIFO, a device or a folder is refused here, before any model or lm-eval set-up
+            check_option_file(self.chat_template, "chat_template")
 
     @property
     def released_profile(self) -> bool:

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Literal
 from prbench.backends.chat_options import ChatRenderOptions, check_max_length
 
 
-def _opt(default: Any, help_text: str) -> Any:
-    return dataclasses.field(default=default, metadata={"help": help_text})
+def _opt(default: Any, help_text: str, **bounds: int) -> Any:
+    return dataclasses.field(default=default, metadata={"help": help_text, **bounds})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,7 @@ class HFClassifierOptions(ChatRenderOptions):
         "auto", "attention kernel (auto = transformers' default, usually sdpa)"
     )
     max_length: int = _opt(
-        8192, "most tokens per input; the profile is cut first, never the answer"
+        8192, "most tokens per input; the profile is cut first, never the answer", le=1_048_576
     )
     input_format: Literal["prbench", "released", "released_profile", "released_bon"] = (
         dataclasses.field(default="prbench", kw_only=True, metadata={"help": (
@@ -54,14 +54,16 @@ class HFClassifierOptions(ChatRenderOptions):
         "model", "which token's state is the reward: model (the model's own rule: the last "
         "token that is not the pad token) or last_token (the last token, even a pad token)"
     )
-    label_index: int = _opt(0, "which logit is the reward")
-    batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)")
+    label_index: int = _opt(0, "which logit is the reward", ge=0, le=1_048_576)
+    batch_tokens: int = _opt(0, "padded tokens per batch; 0 = auto (CPU 16384; GPU from memory)",
+                             ge=0, le=2**31 - 1)
     max_batch_size: int = _opt(0, "cap on sequences per batch (with packing: per packed row, "
-                                  "one row per forward pass); 0 = none")
+                                  "one row per forward pass); 0 = none", ge=0, le=1_048_576)
     prefix_sharing: Literal["auto", "on", "off"] = _opt(
         "auto", "run a prompt shared by several answers once (auto: where supported and verified)"
     )
-    prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing")
+    prefix_min_tokens: int = _opt(16, "shortest shared prefix worth sharing", ge=1,
+                                  le=1_048_576)
     packing: Literal["auto", "on", "off"] = _opt(
         "auto", "pack the sequences of a forward pass end to end in rows, without padding "
         "(auto: on a GPU where the model supports it; padded batches on a CPU, measured faster "
@@ -74,6 +76,9 @@ class HFClassifierOptions(ChatRenderOptions):
     def __post_init__(self) -> None:
         """Refuse values and combinations no input can honour, before any model is loaded."""
         super().__post_init__()
+        from prbench.profiles.model_ref import check_model_name
+
+        check_model_name(self.pretrained, "option 'pretrained'", ValueError)
         if not (self.max_length == 0 and self.max_length_zero_is_default):
             check_max_length(self.max_length)
         if self.label_index < 0:

@@ -49,8 +49,11 @@ def check_model_files(model: str, revision: str | None, *, what: str,
             (a folder that is not a saved model), or a hub model that is not in
             the local Hugging Face cache while ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` is set.
     """
-    from prbench.profiles.model_ref import hub_offline
+    from prbench.profiles.model_ref import HUB_ID_MAX, hub_offline, model_name_problem
 
+    problem = model_name_problem(model)
+    if problem:  # the file system would answer "File name too long", an OSError
+        raise ModelFilesError(f"{what}: {problem}; name a local folder or a hub id (org/name)")
     local = Path(model).expanduser()
     if local.is_dir():
         if (local / marker).is_file():
@@ -63,7 +66,7 @@ def check_model_files(model: str, revision: str | None, *, what: str,
         return
     if local.exists():
         raise ModelFilesError(f"{what}: {model} is a file, not a model folder")
-    if _looks_like_path(model):
+    if _looks_like_path(model) or len(model) > HUB_ID_MAX:
         raise ModelFilesError(
             f"{what}: no such local folder {model} (a path is read as a local folder; a hub id "
             "looks like org/name)"

@@ -97,8 +97,8 @@ ROUTES = {("vllm", "pooling"): "pooling", ("vllm", "classify"): "classify",
 CARD_FIELDS = ("id", "root", "parent", "max_model_len")
 
 
-def _opt(default: Any, help_text: str) -> Any:
-    return dataclasses.field(default=default, metadata={"help": help_text})
+def _opt(default: Any, help_text: str, **bounds: float) -> Any:
+    return dataclasses.field(default=default, metadata={"help": help_text, **bounds})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +121,8 @@ class ServedRMOptions(ChatRenderOptions):
     use_activation: bool = _opt(
         False, "vLLM: let the server apply sigmoid/softmax (default: raw logits, as hf-classifier)"
     )
-    label_index: int = _opt(0, "which value (logit) per input is the reward")
+    label_index: int = _opt(0, "which value (logit) per input is the reward", ge=0,
+                            le=1_048_576)
     pooling: Literal["model", "last_token"] = _opt(
         "model", "model (the token the model's own forward reads: the last that is not its pad "
         "token; trailing pad ids are not sent) or last_token (every id sent; the server's last)"
@@ -131,12 +132,13 @@ class ServedRMOptions(ChatRenderOptions):
     revision: str = _opt("main", "hub revision of the tokenizer; ignored for folders")
     trust_remote_code: bool = _opt(False, "run code shipped with the tokenizer (only if trusted)")
     max_length: int = _opt(
-        8192, "most tokens per input (at most the server's max_model_len); profile cut first"
-    )
-    batch_size: int = _opt(32, "inputs per HTTP request")
-    max_concurrency: int = _opt(4, "HTTP requests in flight at once")
-    timeout: float = _opt(120.0, "seconds for one whole HTTP exchange")
-    max_retries: int = _opt(5, "retries on 5xx/429/timeouts/malformed replies (backoff)")
+        8192, "most tokens per input (at most the server's max_model_len); profile cut first",
+        le=1_048_576)
+    batch_size: int = _opt(32, "inputs per HTTP request", ge=1, le=1_048_576)
+    max_concurrency: int = _opt(4, "HTTP requests in flight at once", ge=1, le=1024)
+    timeout: float = _opt(120.0, "seconds for one whole HTTP exchange", gt=0, le=86_400)
+    max_retries: int = _opt(5, "retries on 5xx/429/timeouts/malformed replies (backoff)", ge=0,
+                            le=100)
     api_key_env: str = _opt("", "environment variable holding the server's API key")
 
     def __post_init__(self) -> None:

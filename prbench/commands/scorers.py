@@ -51,12 +51,18 @@ def run(args: argparse.Namespace) -> int:
             if not rows:
                 print("    (no options)")
             for row in rows:
-                help_text = f"  {row['help']}" if row["help"] else ""
-                print(f"    {row['name']}: {row['type']} = {row['default']}{help_text}")
+                print(_option_line(row))
     if args.options and args.kind == "scorer" and components:
         print("\nevery scorer also takes the scorer runtime's options:")
         for row in runtime_option_rows():
-            print(f"    {row['name']}: {row['type']} = {row['default']}  {row['help']}")
+            print(_option_line(row))
     for info in registry.troubled():
         print(f"warning: {registry.describe_trouble(info)}", file=sys.stderr)
     return 0
+
+
+def _option_line(row: dict[str, str]) -> str:
+    """``    name: type = default (range)  help`` for ``--options``."""
+    bounds = f" ({row['range']})" if row.get("range") else ""
+    help_text = f"  {row['help']}" if row["help"] else ""
+    return f"    {row['name']}: {row['type']} = {row['default']}{bounds}{help_text}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 
 from prbench.jsonio import Issue, shown_path, summarize
@@ -46,7 +47,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate; print statistics (exit 0) or every problem (exit 1)."""
+    """Validate; print statistics (exit 0) or every problem (exit 1).
+
+    A reader that stops early (``prbench validate ... --format json | head``) closes the pipe:
+    the command then ends quietly, as Python's documentation of ``SIGPIPE`` advises, its
+    stdout pointed at the null device so that the interpreter's last flush cannot fail again.
+    """
+    try:
+        code = _validate(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 1
+    return code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device after its reader went away (no second broken pipe)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): nothing to do
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    """The command itself: validate, print statistics (0) or every problem (1)."""
     from prbench.analysis.dataset_stats import StatsAccumulator, format_table
 
     pools_path = args.pools

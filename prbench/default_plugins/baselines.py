@@ -25,7 +25,8 @@ from prbench.text import content_words
 class RandomOptions:
     """Options of the ``random`` scorer."""
 
-    seed: int = dataclasses.field(default=0, metadata={"help": "seed of the per-answer scores"})
+    seed: int = dataclasses.field(
+        default=0, metadata={"help": "seed of the per-answer scores", "ge": 0, "le": 2**63 - 1})
 
 
 class RandomScorer:

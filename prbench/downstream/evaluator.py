@@ -35,8 +35,8 @@ from prbench.plugins import BUILTIN_NAMESPACE
 DEFAULT_N = 16
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+def _help(text: str, **bounds: float) -> dict[str, Any]:
+    return {"help": text, **bounds}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,8 @@ class BestOfNOptions:
                        "(see prbench.downstream.policy.PolicyOptions); '' = use `pools`"),
     )
     n: int = dataclasses.field(
-        default=DEFAULT_N, metadata=_help("candidates per record (the first n of a given pool)")
+        default=DEFAULT_N, metadata=_help("candidates per record (the first n of a given pool)",
+                                          ge=1, le=1_000_000)
     )
     quality: Literal["auto", "gold", "rubric-judge"] = dataclasses.field(
         default="auto",
@@ -70,17 +71,20 @@ class BestOfNOptions:
     profile: str = dataclasses.field(
         default="dense", metadata=_help("profile builder for the scorers and the policy")
     )
-    profile_k: int = dataclasses.field(default=5, metadata=_help("posts kept (builders with k)"))
+    profile_k: int = dataclasses.field(default=5, metadata=_help("posts kept (builders with k)",
+                                                                       ge=1, le=1_048_576))
     profile_options: str = dataclasses.field(
         default="", metadata=_help("further profile-builder options, a JSON object")
     )
     resamples: int = dataclasses.field(
-        default=DEFAULT_BON_RESAMPLES, metadata=_help("bootstrap resamples (over records)")
+        default=DEFAULT_BON_RESAMPLES, metadata=_help("bootstrap resamples (over records)", ge=1,
+                                                      le=10_000_000)
     )
     confidence: float = dataclasses.field(
-        default=DEFAULT_CONFIDENCE, metadata=_help("confidence of the intervals")
+        default=DEFAULT_CONFIDENCE, metadata=_help("confidence of the intervals", gt=0, lt=1)
     )
-    seed: int = dataclasses.field(default=DEFAULT_SEED, metadata=_help("bootstrap seed"))
+    seed: int = dataclasses.field(default=DEFAULT_SEED, metadata=_help("bootstrap seed", ge=0,
+                                                                             le=2**63 - 1))
     progress: bool = dataclasses.field(default=True, metadata=_help("show progress bars"))
 
     def __post_init__(self) -> None:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from prbench.hashing import json_sha256
+from prbench.issues import shown_path
 from prbench.records import DataSourceError
 from prbench.typed_input import STRICT, first_error, place
 
@@ -281,11 +282,13 @@ def model_args_text(value: Any, path: Path, where: str) -> str:
 
 
 def _sweep_loader() -> type:
-    """PyYAML's safe loader without aliases: ``*name`` is refused where it is read.
+    """PyYAML's safe loader without aliases or repeated keys, each refused where it is read.
 
     An alias repeats a node without copying its text, so a few lines of nested aliases expand to
     billions of values (an alias-expansion bomb) before any check could run; a sweep file has no
-    need of them.
+    need of them. A key given twice in one mapping (``scorers:`` twice, ``{scorer: length,
+    scorer: random}``) would keep only the last value and drop the rest without a word; the
+    command line refuses a flag or option given twice, and so does the sweep file.
     """
     import yaml
 
@@ -297,6 +300,25 @@ def _sweep_loader() -> type:
                     None, None, f"an alias (*{event.anchor}) is not allowed in a sweep file: "
                     "write the value out", event.start_mark)
             return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                first: dict[Any, int] = {}
+                for key_node, _value_node in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        if key in first:
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"the key {key!r} is given twice (first on line "
+                                f"{first[key]}); the second would replace the first: keep one",
+                                key_node.start_mark)
+                        first[key] = line
+                    except TypeError:  # an unhashable key: the constructor refuses it
+                        continue
+            return super().construct_mapping(node, deep=deep)
 
     return SweepLoader
 
@@ -404,13 +426,25 @@ def load_sweep(path: str | os.PathLike[str]) -> Sweep:
     Raises:
         SweepFileError: unreadable, not YAML, or a missing, unknown or malformed field.
     """
+    import stat
+
     import yaml
 
     file = Path(path)
     try:
+        mode = file.stat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO or /dev/stdin would wait for a writer forever
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if \
+                stat.S_ISFIFO(mode) else "not a regular file"
+            raise SweepFileError(f"{shown_path(file)}: the sweep file is {kind}; name a YAML "
+                                 "file")
         data = yaml.load(file.read_text(encoding="utf-8"), Loader=_sweep_loader())
     except OSError as exc:
-        raise SweepFileError(f"{file}: cannot read the sweep file ({exc.strerror})") from exc
+        raise SweepFileError(f"{shown_path(file)}: cannot read the sweep file "
+                             f"({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise SweepFileError(f"{shown_path(file)}: the sweep file is not UTF-8 text (byte "
+                             f"{exc.start})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -38,9 +38,23 @@ from prbench.judges import prompts
 from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import ParseFailure, generation_failed
 
+#: the bounds of the options that count tokens, items or calls: beyond them a value is a typo
+#: (a million tokens is more than any model's context, a thousand parallel calls more than a
+#: server takes)
+MOST_TOKENS = 1_048_576
+MOST_ITEMS = 1_048_576
+MOST_CALLS = 1024
+#: the largest seed every backend takes (an HTTP server's 64-bit integer)
+MOST_SEED = 2**63 - 1
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+
+def _help(text: str, **bounds: float) -> dict[str, Any]:
+    """An option's metadata: its help and its bounds (``ge``, ``gt``, ``le``, ``lt``).
+
+    :func:`prbench.options.parse_options` refuses a value outside the bounds when the options
+    are read, and ``prbench scorers --options`` shows them.
+    """
+    return {"help": text, **bounds}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,20 +89,28 @@ class BackendOptions:
     api_key_env: str = dataclasses.field(
         default="OPENAI_API_KEY", metadata=_help("env var holding the API key (openai)")
     )
-    max_concurrency: int = dataclasses.field(default=8, metadata=_help("parallel calls (openai)"))
-    timeout: float = dataclasses.field(default=120.0, metadata=_help("request timeout, s (openai)"))
-    max_retries: int = dataclasses.field(default=5, metadata=_help("retries with backoff (openai)"))
+    max_concurrency: int = dataclasses.field(
+        default=8, metadata=_help("parallel calls (openai)", ge=1, le=MOST_CALLS))
+    timeout: float = dataclasses.field(
+        default=120.0, metadata=_help("request timeout, s (openai)", gt=0, le=86_400))
+    max_retries: int = dataclasses.field(
+        default=5, metadata=_help("retries with backoff (openai)", ge=0, le=100))
     cache_dir: str = dataclasses.field(
         default="auto",
         metadata=_help("backend response cache: 'auto' (prbench cache), a folder, or '' (off)"),
     )
-    batch_size: int = dataclasses.field(default=8, metadata=_help("chats per generate call (hf)"))
-    max_new_tokens: int = dataclasses.field(default=512, metadata=_help("tokens per reply"))
+    batch_size: int = dataclasses.field(
+        default=8, metadata=_help("chats per generate call (hf)", ge=1, le=MOST_ITEMS))
+    max_new_tokens: int = dataclasses.field(
+        default=512, metadata=_help("tokens per reply", ge=1, le=MOST_TOKENS))
     temperature: float = dataclasses.field(
-        default=0.0, metadata=_help("0 = greedy (as the released judges); >0 = seeded sampling")
+        default=0.0,
+        metadata=_help("0 = greedy (as the released judges); >0 = seeded sampling", ge=0, le=100),
     )
-    top_p: float = dataclasses.field(default=1.0, metadata=_help("nucleus mass when sampling"))
-    seed: int = dataclasses.field(default=0, metadata=_help("seed of sampling and order shuffles"))
+    top_p: float = dataclasses.field(
+        default=1.0, metadata=_help("nucleus mass when sampling", gt=0, le=1))
+    seed: int = dataclasses.field(
+        default=0, metadata=_help("seed of sampling and order shuffles", ge=0, le=MOST_SEED))
 
     def __post_init__(self) -> None:
         from prbench.backends.urls import check_server_url
@@ -96,6 +118,10 @@ class BackendOptions:
         # a URL with a password or a token is refused here, before any model or task is built
         check_server_url(self.base_url, "base_url", key_hint=(
             f"the environment variable named by api_key_env (now {self.api_key_env or 'unset'})"))
+        if self.backend == "hf":  # a path or hub id (a served model's name may be any text)
+            from prbench.profiles.model_ref import check_model_name
+
+            check_model_name(self.model, "option 'model'", ValueError)
         if self.max_new_tokens < 1:
             raise ValueError("max_new_tokens must be at least 1")
         if self.temperature < 0:

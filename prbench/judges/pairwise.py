@@ -38,6 +38,8 @@ script does.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -47,8 +49,10 @@ from prbench.judges import prompts, released
 from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
 from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import parse_pairwise
-from prbench.options import OptionsError
+from prbench.options import OptionsError, check_option_file
 from prbench.scoring.base import PairRequest
+
+logger = logging.getLogger(__name__)
 
 #: What ``protocol=released`` fixes: option -> (prbench's default, the released value).
 RELEASED_SETTINGS: dict[str, tuple[Any, Any]] = {
@@ -111,6 +115,12 @@ class LLMJudgeOptions(BackendOptions):
                     "protocol=prbench)"
                 )
             object.__setattr__(self, name, value)
+        for name in ("system_prompt_file", "user_prompt_file"):
+            # a FIFO, a device or a folder is refused here, before any set-up; a missing file
+            # when it is read (a sweep's dry run plans with files of another machine)
+            path = getattr(self, name)
+            if path and os.path.lexists(os.path.expanduser(path)):
+                check_option_file(path, f"llm-judge: {name}", limit=released.MAX_PROMPT_BYTES)
 
     def check_given(self, given: dict[str, Any]) -> None:
         """Refuse, under ``protocol=released``, a fixed option written with another value.
@@ -146,6 +156,8 @@ class LLMPairwiseJudge(LLMJudgeBase):
             released.load_prompts(options.system_prompt_file, options.user_prompt_file)
             if options.protocol == "released" else None
         )
+        #: (record, field) pairs whose placeholder text was filled, each warned about once
+        self._filled_warned: set[tuple[str, str]] = set()
         super().__init__(options, backend)
 
     def reset_stats(self) -> None:
@@ -157,7 +169,30 @@ class LLMPairwiseJudge(LLMJudgeBase):
         if self._released is None:
             return prompts.pairwise_chat(pair.question, pair.profile.text, answer_a, answer_b)
         profile = pair.profile.text if self._released.reads_profile else ""
+        self._warn_filled(pair, answer_a, answer_b)
         return self._released.chat(pair.question, profile, answer_a, answer_b)
+
+    def _warn_filled(self, pair: PairRequest, answer_a: str, answer_b: str) -> None:
+        """Warn once per record and field whose own text the released fill changes.
+
+        The released script fills ``{Response_A}`` and ``{Response_B}`` wherever they stand,
+        the record's question and answer A included; prbench does the same under
+        ``protocol=released`` (the numbers are the script's) and says so. The tasks give the
+        chosen answer as ``first``, the rejected one as ``second``.
+        """
+        for field, placeholder in released.ReleasedPrompts.filled_in_record(
+                pair.question, answer_a, answer_b):
+            if field == "response_a":
+                field = "chosen" if answer_a == pair.first else "rejected"
+            key = (pair.record_id, field)
+            if key in self._filled_warned:
+                continue
+            self._filled_warned.add(key)
+            logger.warning(
+                "llm-judge protocol=released: record %r, field %s holds the text %s; it is "
+                "filled with that answer, as the released script's str.replace fills it (the "
+                "default protocol never changes a record's text)", pair.record_id, field,
+                placeholder)
 
     def _orders(self, pair: PairRequest) -> list[str]:
         if self.options.orders == "both":

@@ -31,10 +31,12 @@ What differs, on purpose, and is said where results are shown:
   is below 0.5; the pair's place in its domain (``PairRequest.domain_position``, set by the tasks)
   picks its draw, so every pair gets the script's order, line by line.
 
-The placeholders are filled as the script fills them, one after another (:meth:`ReleasedPrompts
-.chat`), so a question that contains ``{Response_A}`` is filled again, as there. The script's
-empty position (no pair with the chosen answer in A, or in B) prints 0.0; the ``released_*``
-metrics do the same (:func:`prbench.judges.order_metrics.metrics_from_counts`).
+The placeholders are filled as the script fills them, one after another with ``str.replace``
+(:meth:`ReleasedPrompts.chat`), so a question that contains ``{Response_A}`` is filled again, as
+there; the judge warns once per record and field where that happens. Under the default
+protocol prompts are filled with ``str.format``, which never fills the record's own text. The
+script's empty position (no pair with the chosen answer in A, or in B) prints 0.0; the
+``released_*`` metrics do the same (:func:`prbench.judges.order_metrics.metrics_from_counts`).
 """
 
 from __future__ import annotations
@@ -81,8 +83,9 @@ class PromptFile:
         option: the option that named it (``system_prompt_file`` / ``user_prompt_file``).
         path: the path as given.
         text: the text, stripped of surrounding whitespace (as the released script reads it).
-        sha256: the hex digest of the file's bytes.
-        size: the file's size in bytes.
+        sha256: the hex digest of the file's bytes (less a UTF-8 byte-order mark, which
+            :func:`prbench.options.read_option_file` drops with a warning).
+        size: the file's size in bytes (less a byte-order mark).
     """
 
     option: str
@@ -119,7 +122,7 @@ def read_prompt_file(path: str, option: str, placeholders: tuple[str, ...] = ())
         text = read_option_file(path, f"llm-judge: {option}", limit=MAX_PROMPT_BYTES)
     except OptionsError as exc:
         raise PromptFileError(str(exc)) from None
-    data = text.encode("utf-8")  # the file's bytes (valid UTF-8 decodes and encodes back exactly)
+    data = text.encode("utf-8")  # the file's bytes, less a byte-order mark (never sent on)
     if not text.strip():
         raise PromptFileError(f"{where}: the file is empty")
     for placeholder in placeholders:
@@ -146,21 +149,39 @@ class ReleasedPrompts:
     def chat(self, question: str, profile_text: str, response_a: str, response_b: str) -> Chat:
         """The judge's chat for one order: the system file, then the filled user file.
 
-        The placeholders are replaced one after another, everywhere, as the script replaces
-        them: ``{profile}`` first (prbench's addition, only when the file has it, so a file
-        without it gives the script's text exactly), then ``{question}``, ``{Response_A}``,
-        ``{Response_B}``. A question holding ``{Response_A}`` therefore gets answer A there too,
-        as in the script.
+        The placeholders are replaced one after another, everywhere, with ``str.replace``, as
+        the script replaces them: ``{question}``, then ``{Response_A}``, then ``{Response_B}``.
+        A question holding ``{Response_A}`` therefore gets answer A there too, and answer A
+        holding ``{Response_B}`` gets answer B, as in the script (:meth:`filled_in_record`
+        names such text, for the judge's warning). ``{profile}`` (prbench's addition, only
+        when the file has it) is put in last, between the filled parts of the file, so the
+        profile's text is never filled and a file without it gives the script's text exactly.
         """
-        user = self.user.text
-        if self.reads_profile:
-            user = user.replace(PROFILE_PLACEHOLDER, profile_text)
-        for placeholder, value in zip(
-            USER_PLACEHOLDERS, (question, response_a, response_b), strict=True
-        ):
-            user = user.replace(placeholder, value)
+        parts = []
+        for part in self.user.text.split(PROFILE_PLACEHOLDER):
+            for placeholder, value in zip(
+                USER_PLACEHOLDERS, (question, response_a, response_b), strict=True
+            ):
+                part = part.replace(placeholder, value)
+            parts.append(part)
+        user = profile_text.join(parts)
         return [{"role": "system", "content": self.system.text},
                 {"role": "user", "content": user}]
+
+    @staticmethod
+    def filled_in_record(question: str, response_a: str,
+                         response_b: str) -> list[tuple[str, str]]:
+        """The record text that :meth:`chat` fills as the script does: ``(field, placeholder)``.
+
+        ``field`` is ``question``, ``response_a`` or ``response_b``: a placeholder inside it
+        that is replaced after the field is put in (``{Response_A}`` or ``{Response_B}`` in the
+        question, ``{Response_B}`` in answer A). Answer B, put in last, is never changed.
+        """
+        found = []
+        for field, text, later in (("question", question, USER_PLACEHOLDERS[1:]),
+                                   ("response_a", response_a, USER_PLACEHOLDERS[2:])):
+            found += [(field, placeholder) for placeholder in later if placeholder in text]
+        return found
 
     def describe(self) -> dict[str, Any]:
         """Both files' path, sha256 and size (results manifest)."""

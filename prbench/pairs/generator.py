@@ -62,12 +62,14 @@ class RubricContrastOptions(FilterOptions, BackendOptions):
         metadata={"help": 'its options as JSON, e.g. {"k": 10, "model": "minilm"}'},
     )
     answer_words: int = dataclasses.field(
-        default=100, metadata={"help": "word limit stated in the generation prompts"}
+        default=100, metadata={"help": "word limit stated in the generation prompts", "ge": 1,
+                               "le": 100_000}
     )
     include_reasons: bool = dataclasses.field(
         default=True, metadata={"help": "tell the chosen prompt why each aspect matters"}
     )
-    max_new_tokens: int = dataclasses.field(default=256, metadata={"help": "tokens per answer"})
+    max_new_tokens: int = dataclasses.field(
+        default=256, metadata={"help": "tokens per answer", "ge": 1, "le": 1_048_576})
     temperature: float = dataclasses.field(
         default=0.7, metadata={"help": "sampling temperature (0 = greedy)"}
     )

@@ -73,8 +73,10 @@ class BM25Options:
     """Options of the ``bm25`` profile builder."""
 
     k: int = ranked_option("k")
-    k1: float = dataclasses.field(default=1.5, metadata={"help": "BM25 term-frequency saturation"})
-    b: float = dataclasses.field(default=0.75, metadata={"help": "BM25 length normalisation"})
+    k1: float = dataclasses.field(
+        default=1.5, metadata={"help": "BM25 term-frequency saturation", "ge": 0, "le": 100})
+    b: float = dataclasses.field(
+        default=0.75, metadata={"help": "BM25 length normalisation", "ge": 0, "le": 1})
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = dataclasses.field(
         default="lucene", metadata={"help": "BM25 variant (bm25s)"}
     )

@@ -62,6 +62,14 @@ RANKED_OPTIONS: dict[str, tuple[Any, str]] = {
 }
 
 
+#: the bounds of the shared counts (``ge``/``le``, checked when options are read and shown by
+#: ``--options``): at least one, and no more than a million (more posts, tokens or texts per
+#: batch than any profile or model has; a larger value is a typo)
+TABLE_BOUNDS: dict[str, dict[str, int]] = {
+    name: {"ge": 1, "le": 1_048_576} for name in ("k", "max_tokens", "max_length", "batch_size")
+}
+
+
 def table_option(
     table: Mapping[str, tuple[Any, str]], name: str, help: str | None = None
 ) -> Any:
@@ -73,7 +81,8 @@ def table_option(
         help: the component's own help text (replaces the shared one).
     """
     default, shared_help = table[name]
-    return dataclasses.field(default=default, metadata={"help": help or shared_help})
+    return dataclasses.field(default=default, metadata={"help": help or shared_help,
+                                                        **TABLE_BOUNDS.get(name, {})})
 
 
 def ranked_option(name: str, help: str | None = None) -> Any:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from prbench.devices import EMBED_DTYPES, check_thread_count
 from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
 from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
+from prbench.profiles.model_ref import check_model_name
 
 #: The default and help text of each encoder option (a component may give its own help text).
 ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
@@ -82,6 +83,7 @@ class EncoderOptions:
             ValueError: an unknown encoder kind or precision, a size below 1, or more threads
                 than this machine has CPUs (naming the option).
         """
+        check_model_name(self.model, "option 'model'", ValueError)  # no 40,000-character path
         if self.encoder not in ENCODER_KINDS:
             raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
         if self.embed_dtype not in EMBED_DTYPES:

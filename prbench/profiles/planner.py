@@ -59,12 +59,14 @@ class PlannerOptions(BackendOptions):
         metadata={"help": 'options of the retriever as JSON, e.g. {"k": 10, "model": "minilm"}'},
     )
     max_aspects: int = dataclasses.field(
-        default=8, metadata={"help": "the most inferred aspects kept per record"}
+        default=8, metadata={"help": "the most inferred aspects kept per record", "ge": 1,
+                             "le": 1000}
     )
     show: Literal["plan", "plan+posts"] = dataclasses.field(
         default="plan", metadata={"help": "what the RM sees: the plan, or the plan then the posts"}
     )
-    max_new_tokens: int = dataclasses.field(default=256, metadata={"help": "tokens per plan"})
+    max_new_tokens: int = dataclasses.field(
+        default=256, metadata={"help": "tokens per plan", "ge": 1, "le": 1_048_576})
     plan_cache_dir: str = dataclasses.field(
         default="", metadata={"help": "plan cache folder ('' = the prbench cache 'planner')"}
     )

@@ -46,7 +46,8 @@ class AllPostsOptions:
 
     max_tokens: int | None = dataclasses.field(
         default=4096,
-        metadata={"help": "token budget of the rendered profile; none = every post"},
+        metadata={"help": "token budget of the rendered profile; none = every post", "ge": 1,
+                  "le": 1_048_576},
     )
     tokenizer: str | None = dataclasses.field(
         default=None,

@@ -41,14 +41,15 @@ class RuntimeOptions:
         default=0,
         metadata={"help": "requests per scorer call; each chunk is cached before the next. 0 = "
                   "auto: the scorer's default for its device (hf-classifier: 2048 on a GPU, "
-                  "256 on a CPU, both measured), else 256"},
+                  "256 on a CPU, both measured), else 256", "ge": 0, "le": 1_048_576},
     )
     progress: bool = dataclasses.field(default=True, metadata={"help": "show a progress bar"})
     call_timeout: float = dataclasses.field(
         default=DEFAULT_TIMEOUT,
         metadata={"help": "seconds one scorer call (one chunk) may take before the run ends with "
                   "an error (chunks scored before it stay cached); 0 = no limit. Not `timeout`: "
-                  "judges and served RMs use that name for one HTTP request"},
+                  "judges and served RMs use that name for one HTTP request",
+                  "ge": 0, "le": 7 * 86_400},
     )
 
 
