@@ -103,7 +103,7 @@ def test_metadata_revision_keeps_the_users_text(capsys: pytest.CaptureFixture[st
     )
     assert code == 1  # offline: the hub data cannot load, and the message shows the revision
     line = one_error_line(err)
-    assert "'someone/dataset' (revision 00123456)" in line, line
+    assert "someone/dataset" in line and "(revision 00123456)" in line, line
     from prbench.harness.eval_options import json_flag_argv
 
     argv = ["--model", "prbench", "--metadata", "prbench_revision=00123456", "--limit", "1"]
