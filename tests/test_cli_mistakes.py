@@ -326,3 +326,29 @@ def test_a_plain_lm_eval_run_of_prbench_rewords_lm_evals_limit_warning() -> None
             for f in list(lg.filters):
                 if isinstance(f, compat.PlainRunFilter) and f not in before:
                     lg.removeFilter(f)
+
+
+def test_a_key_that_differs_only_by_case_names_the_right_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``Scorer=length`` ran the default scorer before (and suggested one of its options)."""
+    for argv, right in (
+        (["eval", "--tasks", GROUP, "--model_args", "Scorer=length"], "scorer"),
+        (["eval", "--tasks", GROUP, "--model_args", "scorer=length,Unit=chars"], "unit"),
+        (["bon", "--model_args", "Scorer=length", "-o", str(tmp_path / "bon")], "scorer"),
+    ):
+        code, _, err = run_eval(argv, capsys)
+        assert code == 1 and err.strip().splitlines() == [
+            f"error: --model_args: '{right.capitalize()}' is not an option; option names are "
+            f"case-sensitive: write {right}= (not {right.capitalize()}=)"], err
+
+
+def test_a_prbench_scorer_given_to_another_lm_eval_model_names_the_fix(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--model hf --model_args scorer=length`` was a TypeError traceback from lm-eval."""
+    code, _, err = run_eval(["eval", "--model", "hf", "--tasks", GROUP, "--model_args",
+                             "scorer=length"], capsys)
+    assert code == 1 and err.strip().splitlines() == [
+        "error: --model hf --model_args scorer=length: scorer= picks a prbench scorer, which "
+        "--model prbench (the default) runs; drop --model hf"]

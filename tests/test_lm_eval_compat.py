@@ -194,3 +194,23 @@ def test_process_results_reads_the_judges_orders_from_the_results_only() -> None
 
     back = pickle.loads(pickle.dumps(Scored(0.5, {"invalid": "x"})))
     assert back == (0.5, False) and back.extras == {"invalid": "x"}
+
+
+@pytest.mark.parametrize(("argv0", "patched"), [("/venv/bin/prbench", False),
+                                                ("/venv/prbench/cli.py", False),
+                                                ("notebook", True)])
+def test_the_hook_leaves_lm_eval_alone_in_prbenchs_own_commands(argv0: str, patched: bool
+                                                                ) -> None:
+    """A process of the prbench command imports lm-eval with nothing replaced; a program using
+    lm-eval's Python API with the hook installed gets prbench's task folders indexed."""
+    import subprocess
+
+    from _harness_fixtures import PYTHON, subprocess_env
+
+    script = (f"import sys; sys.argv[0] = {argv0!r}\n"
+              "from lm_eval.tasks.manager import TaskManager\n"
+              "print(getattr(TaskManager.__init__, '_prbench_compat', False))\n")
+    proc = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=subprocess_env(), check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == str(patched)

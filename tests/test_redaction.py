@@ -35,24 +35,29 @@ def _every_file(*roots: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for root in roots for p in root.rglob("*") if p.is_file()}
 
 
+
+def _judge_eval(base_url: str, out: Path, cache: Path, options: str) -> int:
+    """``prbench eval`` of one pair per task with the llm-judge against ``base_url``."""
+    from prbench.cli import main
+
+    return main([
+        "eval", "--tasks", GROUP, "--limit", "1", "--log_samples", "--output_path", str(out),
+        "--model_args",
+        f"scorer=llm-judge,backend=openai,model=judge,base_url={base_url},{options},"
+        f"cache_dir={cache / 'responses'},cache_path={cache / 'scores.sqlite'}",
+    ])
+
 def test_a_judge_server_that_echoes_the_key_leaves_no_key_on_disk(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The key reached the server and came back in every reply; no file under the output
     folder, the response cache or the score cache holds it, and the samples file shows it
     masked where the reply quoted it."""
-    from prbench.cli import main
 
     monkeypatch.setenv("PRBENCH_ROUND4_KEY", KEY)
     out, cache = tmp_path / "out", tmp_path / "cache"
     with EchoingServer() as server:
-        code = main([
-            "eval", "--tasks", GROUP, "--limit", "1", "--log_samples", "--output_path", str(out),
-            "--model_args",
-            f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},"
-            f"api_key_env=PRBENCH_ROUND4_KEY,cache_dir={cache / 'responses'},"
-            f"cache_path={cache / 'scores.sqlite'}",
-        ])
+        code = _judge_eval(server.base_url, out, cache, "api_key_env=PRBENCH_ROUND4_KEY")
         sent = [h.get("Authorization") for _, h, _ in server.requests]
     err = capsys.readouterr().err
     assert code == 0, err[-2000:]
@@ -192,19 +197,13 @@ def test_a_server_that_echoes_the_key_encoded_leaves_no_form_of_it_anywhere(
     """The key came back URL-encoded, escaped and in base64, in replies (samples, caches) or in
     HTTP 400 bodies (the per-item failures: the manifest, the ``causes:`` of the error line);
     no file and no line on stderr holds any form of it."""
-    from prbench.cli import main
 
     monkeypatch.setenv("PRBENCH_ROUND5_KEY", ODD_KEY)
     out, cache = tmp_path / "out", tmp_path / "cache"
     with EncodingEchoServer() as server:
         server.refuse = refuse
-        code = main([
-            "eval", "--tasks", GROUP, "--limit", "1", "--log_samples", "--output_path", str(out),
-            "--model_args",
-            f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},"
-            f"api_key_env=PRBENCH_ROUND5_KEY,max_retries=0,cache_dir={cache / 'responses'},"
-            f"cache_path={cache / 'scores.sqlite'}",
-        ])
+        code = _judge_eval(server.base_url, out, cache,
+                           "api_key_env=PRBENCH_ROUND5_KEY,max_retries=0")
         sent = [h.get("Authorization") for _, h, _ in server.requests]
     err = capsys.readouterr().err
     assert sent and all(s == f"Bearer {ODD_KEY}" for s in sent)

@@ -112,8 +112,11 @@ def scorer_specs(args: argparse.Namespace) -> list[str]:
     given = args.model_args if isinstance(args.model_args, list) else (
         [args.model_args] if args.model_args else [])
     specs: list[str] = []
+    from prbench.scoring.spec import check_key_case
+
     for text in given:
         options = parse_kv_string(text)
+        check_key_case(options, {"scorer"}, flag="--model_args")  # Scorer=ID names scorer=
         scorer = options.pop("scorer", "")
         if not scorer:
             raise OptionsError(

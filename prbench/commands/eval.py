@@ -245,6 +245,11 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any]:
         spec = resolve_scorer(model_args, device=args.device, batch_size=args.batch_size,
                               max_batch_size=args.max_batch_size)
     else:
+        if "scorer" in model_args:
+            raise OptionsError(
+                f"--model {args.model} --model_args scorer={model_args['scorer']}: scorer= picks a "
+                "prbench scorer, which --model prbench (the default) runs; drop --model "
+                f"{args.model}")
         problem = eo.other_model_problem(args.model, model_args)
         if problem:
             raise OptionsError(problem)
@@ -321,12 +326,9 @@ def run(args: argparse.Namespace) -> int:
         evaluation, manager = plan(args)
     except PrbenchUserError as exc:
         return _fail(one_line(exc))
-    from prbench.harness import evaluate, tasks
+    from prbench.harness import evaluate
     from prbench.harness.lm_eval_compat import metadata_hint_once
 
-    # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
-    # earlier run carries over
-    tasks.reset()
     try:
         with metadata_hint_once():
             outcome = evaluate.evaluate(evaluation, manager)

@@ -520,13 +520,22 @@ def install_clean_errors() -> None:
 # -- the start-up hook's entry ---------------------------------------------------------------------
 
 
+def running_prbench_cli() -> bool:
+    """True in a process started as the ``prbench`` command (or ``python -m prbench.cli``)."""
+    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if first is None:
+        return False
+    return first.name == "prbench" or (first.name == "cli.py" and first.parent.name == "prbench")
+
+
 def on_lm_eval_import(name: str, module: ModuleType) -> None:
     """Called by the start-up hook right after lm-eval's module ``name`` has been imported."""
     if name == "lm_eval.models":
         register_model()
     if not running_lm_eval_cli():
-        if name == "lm_eval.tasks.manager":
+        if name == "lm_eval.tasks.manager" and not running_prbench_cli():
             # a program using lm-eval's Python API with the hook installed: prbench's folders
+            # (prbench's own commands name their folders to lm-eval's public API themselves)
             patch_task_manager(getattr(module, "TaskManager", None))
         return
     install_clean_errors()
@@ -568,6 +577,7 @@ __all__ = [
     "private",
     "register_model",
     "running_lm_eval_cli",
+    "running_prbench_cli",
     "task_index",
     "task_index_names",
     "unreadable_task_files",
