@@ -68,11 +68,12 @@ class ProfileRenderOptions:
                     "posts, no separator); drop " + ", ".join(clashes)
                 )
         check_formats(self.profile_position, self.user_format, self.system_format)
-        if self.chat_template and names_a_file(self.chat_template):
+        template = getattr(self, "chat_template", None)  # options that render with no template
+        if template and names_a_file(template):
             from prbench.options import check_option_file
 
             # a FIFO, a device or a folder is refused here, before any model or lm-eval set-up
-            check_option_file(self.chat_template, "chat_template")
+            check_option_file(template, "chat_template")
 
     @property
     def released_profile(self) -> bool:
