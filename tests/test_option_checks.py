@@ -302,34 +302,58 @@ def test_model_lookups_answer_a_long_name_with_their_own_error(value: str) -> No
 UNBOUNDED = {
     "ConstantOptions.value",  # the score itself
     "LLMRatingOptions.low", "LLMRatingOptions.high",  # the rating scale; low < high is checked
+    "SynthesizeMeRatingOptions.low", "SynthesizeMeRatingOptions.high",  # the same, a plugin's
     "DenseOptions.embed_threads", "EmbeddingSimilarityOptions.embed_threads",  # "auto" or >= 1
 }
-#: not audited yet (issue 44, item 8): prbench rl's config, the pair generator's decoding and
-#: filter thresholds, the ranked builder's max_length; their __post_init__ checks what it checks
-NOT_YET = {
-    "RLConfig.num_generations", "RLConfig.prompts_per_step", "RLConfig.max_steps",
-    "RLConfig.epochs", "RLConfig.learning_rate", "RLConfig.beta",
-    "RLConfig.max_completion_length", "RLConfig.temperature", "RLConfig.top_p", "RLConfig.seed",
-    "RLConfig.save_steps", "RLConfig.eval_max_new_tokens", "RLConfig.train_layers",
-    "RankedOptions.max_length", "RubricContrastOptions.temperature", "RubricContrastOptions.top_p",
-    "RubricContrastOptions.max_words", "RubricContrastOptions.min_length_ratio",
-    "RubricContrastOptions.lexical_threshold", "RubricContrastOptions.embedding_threshold",
-    "RubricContrastOptions.max_leaked_aspects", "RubricContrastOptions.judge_leak_score",
-}
+PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 
 
-def _numeric_options() -> list[tuple[str, object]]:
-    """Every int/float option of the built-in components and of the scorer runtime."""
+def _plugin_option_classes(monkeypatch: pytest.MonkeyPatch) -> dict[str, set[type]]:
+    """The options classes each bundled plugin registers, by plugin folder.
+
+    Each plugin's entry-point module is imported from its folder (installed or not) and its
+    ``register_*`` hooks are called with a register that keeps the ``options=`` classes.
+    """
+    import importlib
+    import tomllib
+
+    found: dict[str, set[type]] = {}
+    for project in sorted(PLUGINS.glob("prbench-plugin-*/pyproject.toml")):
+        monkeypatch.syspath_prepend(str(project.parent))
+        classes = found.setdefault(project.parent.name, set())
+
+        def keep(*_args: object, options: type | None = None, _into: set[type] = classes,
+                 **_kwargs: object) -> None:
+            if options is not None:
+                _into.add(options)
+
+        entry = tomllib.loads(project.read_text(encoding="utf-8"))["project"]["entry-points"]
+        for target in entry["prbench"].values():
+            module = importlib.import_module(target.split(":")[0])
+            for name in ("register_scorers", "register_profile_builders",
+                         "register_pair_generators", "register_downstream_evaluators"):
+                hook = getattr(module, name, None)
+                if hook is not None:
+                    hook(keep)
+    return found
+
+
+def _numeric_options(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """Every int/float option of the built-in components, the bundled plugins' components and
+    the scorer runtime."""
     import dataclasses
     import typing
 
     from prbench.options import option_fields
     from prbench.scoring.runtime_options import RuntimeOptions
 
-    classes = {RuntimeOptions}
+    classes: set[type] = {RuntimeOptions}
     for kind in ("scorer", "profile-builder", "pair-generator", "downstream-evaluator"):
         classes |= {c.options for c in get_registry().list(kind)
                     if c.options is not None and c.options.__module__.startswith("prbench.")}
+    plugins = _plugin_option_classes(monkeypatch)
+    assert all(plugins.values()) and len(plugins) >= 7, plugins  # every plugin has options
+    classes |= set().union(*plugins.values())
     found = []
     for cls in sorted(classes, key=lambda c: c.__name__):
         hints = typing.get_type_hints(cls)
@@ -341,13 +365,17 @@ def _numeric_options() -> list[tuple[str, object]]:
     return found
 
 
-def test_every_numeric_option_of_a_built_in_component_has_a_documented_range() -> None:
+def test_every_numeric_option_has_a_documented_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built-in components, ``prbench rl``'s settings and every bundled plugin's options."""
     from prbench.options import option_range
 
-    found = _numeric_options()
-    assert len(found) > 40
-    missing = [name for name, f in found
-               if name not in UNBOUNDED | NOT_YET and not option_range(f)]
+    found = _numeric_options(monkeypatch)
+    names = {name for name, _ in found}
+    assert len(found) > 60
+    assert {"RLConfig.learning_rate", "RubricContrastOptions.top_p", "RankedOptions.max_length",
+            "SkyworkOptions.max_length", "GPOOptions.swap_resamples",
+            "ProfileVocabularyOptions.min_word_length"} <= names
+    missing = [name for name, f in found if name not in UNBOUNDED and not option_range(f)]
     assert not missing, f"numeric options without bounds (metadata ge/gt/le/lt): {missing}"
 
 
@@ -373,6 +401,57 @@ def test_a_number_outside_its_range_is_refused_naming_the_range(scorer: str, opt
     with pytest.raises(OptionsError) as info:
         build_runtime(scorer, {**extra, option: value, "cache": "false"})
     assert says in str(info.value)
+
+
+RL = {"policy": "p", "output_dir": "o", "scorer": "length"}
+GENERATOR = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+
+
+@pytest.mark.parametrize(("kind", "name", "options", "says"), [
+    ("downstream-evaluator", "online-rl", {**RL, "temperature": "0"},
+     "'online-rl': option 'temperature' must be > 0, <= 100, got 0.0"),
+    ("downstream-evaluator", "online-rl", {**RL, "learning_rate": "-1e-6"},
+     "option 'learning_rate' must be > 0, <= 1, got -1e-06"),
+    ("downstream-evaluator", "online-rl", {**RL, "seed": str(2**32)},
+     "option 'seed' must be >= 0, <= 4294967295, got 4294967296"),
+    ("downstream-evaluator", "online-rl", {**RL, "max_steps": "-2"},
+     "option 'max_steps' must be >= -1, <= 1048576, got -2"),
+    ("downstream-evaluator", "online-rl", {**RL, "max_steps": "0"},
+     "max_steps must be -1 (epochs over the data) or at least 1, got 0"),
+    ("downstream-evaluator", "online-rl", {**RL, "num_generations": "1"},
+     "option 'num_generations' must be >= 2, <= 1024, got 1"),
+    ("pair-generator", "rubric-contrast", {**GENERATOR, "top_p": "0"},
+     "'rubric-contrast': option 'top_p' must be > 0, <= 1, got 0.0"),
+    ("pair-generator", "rubric-contrast", {**GENERATOR, "temperature": "-1"},
+     "option 'temperature' must be >= 0, <= 100, got -1.0"),
+    ("pair-generator", "rubric-contrast", {**GENERATOR, "lexical_threshold": "1.5"},
+     "option 'lexical_threshold' must be > 0, <= 1, got 1.5"),
+    ("pair-generator", "rubric-contrast", {**GENERATOR, "judge_leak_score": "3"},
+     "option 'judge_leak_score' must be >= 1, <= 2, got 3"),
+    ("pair-generator", "rubric-contrast", {**GENERATOR, "max_words": "-1"},
+     "option 'max_words' must be >= 0, <= 1048576, got -1"),
+    ("profile-builder", "ranked", {"path": "r.jsonl", "max_length": "0"},
+     "'ranked': option 'max_length' must be >= 1, <= 1048576, got 0"),
+])
+def test_rl_pair_generator_and_ranked_numbers_are_checked_when_read(
+        kind: str, name: str, options: dict[str, str], says: str) -> None:
+    with pytest.raises(OptionsError) as info:
+        get_registry().get(kind, name).parse_options(options)
+    assert says in str(info.value) and "\n" not in str(info.value)
+    good = {k: v for k, v in options.items() if k in RL | GENERATOR | {"path": ""}}
+    assert get_registry().get(kind, name).parse_options(good) is not None
+
+
+def test_a_plugins_range_is_checked_when_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bundled plugin's bounds are its own metadata; parse_options checks them the same way."""
+    from prbench.options import parse_options
+
+    [overlap] = [c for c in _plugin_option_classes(monkeypatch)["prbench-plugin-template"]
+                 if c.__name__ == "QuestionOverlapOptions"]
+    with pytest.raises(OptionsError, match=r"question-overlap: option 'min_word_length' must be "
+                       r">= 1, <= 1000, got 0"):
+        parse_options(overlap, {"min_word_length": "0"}, component="question-overlap")
+    assert parse_options(overlap, {"min_word_length": "3"}, component="question-overlap")
 
 
 def test_scorers_options_shows_each_range(capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,7 +108,8 @@ def test_online_rl_is_a_registered_downstream_evaluator(capsys: pytest.CaptureFi
     # the CLI goes through the same component: a bad value is one error line
     code = main(["rl", "--policy_args", "model=p", "--model_args", "scorer=length", "-o", "o",
                  "--num_generations", "1"])
-    assert code == 1 and "num_generations must be at least 2" in capsys.readouterr().err
+    assert code == 1 and ("option 'num_generations' must be >= 2, <= 1024, got 1"
+                          in capsys.readouterr().err)
 
 
 def test_reward_curve_prints_one_line_per_step_with_eta(

@@ -5,7 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from prbench.judges.common import MOST_ITEMS, MOST_TOKENS
+
 ALGORITHMS = ("grpo", "rloo")
+#: the most completions in one group (a group is sampled and scored at once)
+MOST_GROUP = 1024
+#: the most passes over the training records
+MOST_EPOCHS = 10_000
+#: the largest seed: the run seeds numpy too, which takes 32-bit seeds only
+MOST_RL_SEED = 2**32 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,23 +58,44 @@ class RLConfig:
     scorer_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     gguf_file: str = ""
     algorithm: Literal["grpo", "rloo"] = "grpo"
-    num_generations: int = 4
-    prompts_per_step: int = 2
-    max_steps: int = 10
-    epochs: float = 1.0
-    learning_rate: float = 1e-6
-    beta: float = 0.0
-    max_completion_length: int = 128
-    temperature: float = 1.0
-    top_p: float = 0.9
-    seed: int = 0
-    save_steps: int = 50
+    num_generations: int = dataclasses.field(
+        default=4, metadata={"help": "completions per prompt (a group: 2 or more)", "ge": 2,
+                             "le": MOST_GROUP})
+    prompts_per_step: int = dataclasses.field(
+        default=2, metadata={"help": "prompts per optimisation step", "ge": 1, "le": MOST_ITEMS})
+    max_steps: int = dataclasses.field(
+        default=10, metadata={"help": "optimisation steps (-1: epochs over the data)", "ge": -1,
+                              "le": MOST_ITEMS})
+    epochs: float = dataclasses.field(
+        default=1.0, metadata={"help": "passes over the data when max_steps is -1", "gt": 0,
+                               "le": MOST_EPOCHS})
+    learning_rate: float = dataclasses.field(
+        default=1e-6, metadata={"help": "actor learning rate", "gt": 0, "le": 1})
+    beta: float = dataclasses.field(
+        default=0.0, metadata={"help": "KL coefficient (0: no KL)", "ge": 0, "le": 100})
+    max_completion_length: int = dataclasses.field(
+        default=128, metadata={"help": "tokens per sampled completion", "ge": 1,
+                               "le": MOST_TOKENS})
+    temperature: float = dataclasses.field(
+        default=1.0, metadata={"help": "sampling temperature of the completions", "gt": 0,
+                               "le": 100})
+    top_p: float = dataclasses.field(
+        default=0.9, metadata={"help": "nucleus mass of the completions", "gt": 0, "le": 1})
+    seed: int = dataclasses.field(
+        default=0, metadata={"help": "seed of sampling, shuffling and initialisation", "ge": 0,
+                             "le": MOST_RL_SEED})
+    save_steps: int = dataclasses.field(
+        default=50, metadata={"help": "checkpoint every N steps", "ge": 1, "le": MOST_ITEMS})
     judge: str = "oracle-rubric"
     judge_options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    eval_max_new_tokens: int = 128
+    eval_max_new_tokens: int = dataclasses.field(
+        default=128, metadata={"help": "tokens per greedy evaluation answer", "ge": 1,
+                               "le": MOST_TOKENS})
     progress: bool = True
     step_lines: bool = True
-    train_layers: int = 0
+    train_layers: int = dataclasses.field(
+        default=0, metadata={"help": "train only the top N blocks (0: every weight)", "ge": 0,
+                             "le": MOST_ITEMS})
     gradient_checkpointing: bool = False
     trust_remote_code: bool = False
 
@@ -81,5 +110,7 @@ class RLConfig:
                 raise ValueError(f"{name} must be at least 1")
         if self.train_layers < 0:
             raise ValueError("train_layers must be 0 (all) or a positive number of blocks")
+        if self.max_steps == 0:
+            raise ValueError("max_steps must be -1 (epochs over the data) or at least 1, got 0")
         if self.num_generations < 2:
             raise ValueError("num_generations must be at least 2 (group baselines need a group)")

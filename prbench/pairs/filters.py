@@ -37,19 +37,26 @@ if TYPE_CHECKING:
     from prbench.records import RubricAspect
 
 
+#: the bound of ``max_words`` and ``max_leaked_aspects``: an answer has no more words than
+#: tokens (``max_new_tokens`` is at most this too), a rubric far fewer aspects; more is a typo
+MOST_COUNT = 1_048_576
+
+
 @dataclasses.dataclass(frozen=True)
 class FilterOptions:
     """Thresholds of the pair checks (embedded in pair-generator options)."""
 
     max_words: int = dataclasses.field(
-        default=0, metadata={"help": "drop an answer longer than this many words (0 = no limit)"}
+        default=0, metadata={"help": "drop an answer longer than this many words (0 = no limit)",
+                             "ge": 0, "le": MOST_COUNT}
     )
     drop_unfinished: bool = dataclasses.field(
         default=True, metadata={"help": "drop answers cut off mid-sentence (token limit)"}
     )
     min_length_ratio: float = dataclasses.field(
         default=0.75,
-        metadata={"help": "drop pairs whose shorter/longer word-count ratio is below this"},
+        metadata={"help": "drop pairs whose shorter/longer word-count ratio is below this",
+                  "ge": 0, "le": 1},
     )
     leak_check: Literal["lexical", "embedding", "both", "none"] = dataclasses.field(
         default="lexical",
@@ -57,22 +64,26 @@ class FilterOptions:
     )
     lexical_threshold: float = dataclasses.field(
         default=0.6,
-        metadata={"help": "share of an aspect's content words that marks it as mentioned"},
+        metadata={"help": "share of an aspect's content words that marks it as mentioned",
+                  "gt": 0, "le": 1},
     )
     embedding_model: str = dataclasses.field(
         default="minilm", metadata={"help": "sentence-embedding model for leak_check=embedding"}
     )
     embedding_threshold: float = dataclasses.field(
-        default=0.6, metadata={"help": "cosine similarity that marks an aspect as mentioned"}
+        default=0.6, metadata={"help": "cosine similarity that marks an aspect as mentioned",
+                             "ge": -1, "le": 1}
     )
     max_leaked_aspects: int = dataclasses.field(
-        default=0, metadata={"help": "aspects the rejected answer may mention before it is dropped"}
+        default=0, metadata={"help": "aspects the rejected answer may mention before it is dropped",
+                             "ge": 0, "le": MOST_COUNT}
     )
     judge_check: bool = dataclasses.field(
         default=False, metadata={"help": "also ask the rubric judge if rejected covers aspects"}
     )
     judge_leak_score: int = dataclasses.field(
-        default=2, metadata={"help": "a judge score (0/1/2) at or above this counts as covered"}
+        default=2, metadata={"help": "a judge score (0/1/2) at or above this counts as covered",
+                             "ge": 1, "le": 2}
     )
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from prbench.judges import prompts
 from prbench.judges.common import (
+    MOST_TOKENS,
     BackendOptions,
     build_component,
     generate_in_batches,
@@ -69,11 +70,12 @@ class RubricContrastOptions(FilterOptions, BackendOptions):
         default=True, metadata={"help": "tell the chosen prompt why each aspect matters"}
     )
     max_new_tokens: int = dataclasses.field(
-        default=256, metadata={"help": "tokens per answer", "ge": 1, "le": 1_048_576})
+        default=256, metadata={"help": "tokens per answer", "ge": 1, "le": MOST_TOKENS})
     temperature: float = dataclasses.field(
-        default=0.7, metadata={"help": "sampling temperature (0 = greedy)"}
+        default=0.7, metadata={"help": "sampling temperature (0 = greedy)", "ge": 0, "le": 100}
     )
-    top_p: float = dataclasses.field(default=0.9, metadata={"help": "nucleus mass when sampling"})
+    top_p: float = dataclasses.field(
+        default=0.9, metadata={"help": "nucleus mass when sampling", "gt": 0, "le": 1})
     judge_model: str = dataclasses.field(
         default="", metadata={"help": "rubric judge model for judge_check ('' = the generator)"}
     )

@@ -46,6 +46,7 @@ from prbench.profiles.budget import (
     DOC_FIELDS,
     POST_FIELDS,
     QUERY_FIELDS,
+    TABLE_BOUNDS,
     TokenCounter,
     builder_id,
     check_format,
@@ -372,7 +373,8 @@ class RankedOptions:
         default=None, metadata={"help": "check: the model's hub revision"}
     )
     max_length: int | None = dataclasses.field(
-        default=None, metadata={"help": "check: the encoder's truncation"}
+        default=None, metadata={"help": "check: the encoder's truncation",
+                                 **TABLE_BOUNDS["max_length"]}
     )
     similarity: str = dataclasses.field(default="dot", metadata={"help": "check: dot or cosine"})
     query_format: str = ranked_option("query_format", help="check: the query template")

@@ -13,7 +13,8 @@ class ProfileVocabularyOptions:
     """Options of ``profile-vocabulary``."""
 
     min_word_length: int = dataclasses.field(
-        default=5, metadata={"help": "ignore words shorter than this (drops most function words)"}
+        default=5, metadata={"help": "ignore words shorter than this (drops most function words)",
+                             "ge": 1, "le": 1000}
     )
 
 

@@ -50,19 +50,23 @@ class GPOOptions:
                           "user's context) in stats and the summary"},
     )
     swap_seed: int = dataclasses.field(
-        default=0, metadata={"help": "seed of the context-swap derangement and its bootstrap"}
+        default=0, metadata={"help": "seed of the context-swap derangement and its bootstrap",
+                             "ge": 0, "le": 2**63 - 1}
     )
     swap_resamples: int = dataclasses.field(
-        default=2000, metadata={"help": "bootstrap resamples of the context-swap interval"}
+        default=2000, metadata={"help": "bootstrap resamples of the context-swap interval",
+                                "ge": 1, "le": 10_000_000}
     )
     device: str = dataclasses.field(
         default="auto", metadata={"help": "auto | cpu | cuda | cuda:N (embedder and network)"}
     )
     batch_size: int = dataclasses.field(
-        default=64, metadata={"help": "requests per forward pass of the network"}
+        default=64, metadata={"help": "requests per forward pass of the network", "ge": 1,
+                              "le": 1_048_576}
     )
     embed_batch_size: int = dataclasses.field(
-        default=32, metadata={"help": "texts per forward pass of the embedder"}
+        default=32, metadata={"help": "texts per forward pass of the embedder", "ge": 1,
+                              "le": 1_048_576}
     )
     embed_cache: bool = dataclasses.field(
         default=True, metadata={"help": "read/write the on-disk embedding cache"}

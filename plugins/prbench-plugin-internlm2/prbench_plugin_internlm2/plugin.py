@@ -22,8 +22,9 @@ REMOTE_CODE_REFUSAL = (
 )
 
 
-def _opt(default: object, text: str) -> object:
-    return dataclasses.field(default=default, metadata={"help": text})
+def _opt(default: object, text: str, **bounds: int) -> object:
+    """An option's field: its default, its help and its range (``ge``, ``le``), if numeric."""
+    return dataclasses.field(default=default, metadata={"help": text, **bounds})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,10 +50,12 @@ class InternLM2RewardOptions(ProfileRenderOptions):
     )
     device: str = _opt("auto", "cpu, cuda, cuda:N or auto")
     max_length: int = _opt(
-        8192, "most tokens per chat (reward token included); the profile is cut first"
+        8192, "most tokens per chat (reward token included); the profile is cut first", ge=8,
+        le=1_048_576,
     )
-    batch_size: int = _opt(16, "most chats per forward call (call=forward)")
-    batch_tokens: int = _opt(32768, "most padded tokens per forward call (halved on OOM)")
+    batch_size: int = _opt(16, "most chats per forward call (call=forward)", ge=1, le=1_048_576)
+    batch_tokens: int = _opt(32768, "most padded tokens per forward call (halved on OOM)", ge=1,
+                             le=2**31 - 1)
 
     def __post_init__(self) -> None:
         super().__post_init__()

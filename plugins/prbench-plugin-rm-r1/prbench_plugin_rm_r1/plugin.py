@@ -68,7 +68,8 @@ class RMR1Options(BackendOptions):
         default=0,
         metadata={"help": "tokens per reply; 0 = by style (reasoning 32768, instruct 8192); on a "
                           "served model at most its max_model_len - prompt tokens; a trace cut at "
-                          "the budget is invalid (`truncated`) under parse=strict"},
+                          "the budget is invalid (`truncated`) under parse=strict",
+                  "ge": 0, "le": 1_048_576},
     )
     style: Literal["auto", "instruct", "reasoning"] = dataclasses.field(
         default="auto",

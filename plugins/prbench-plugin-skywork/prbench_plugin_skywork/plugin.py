@@ -43,7 +43,8 @@ class SkyworkOptions(HFClassifierOptions):
     )
     max_length: int = dataclasses.field(
         default=0,
-        metadata={"help": "most tokens per input; 0 = the variant's (V2 16384, v0.2 8192)"},
+        metadata={"help": "most tokens per input; 0 = the variant's (V2 16384, v0.2 8192)",
+                  "ge": 0, "le": 1_048_576},
     )
     max_length_zero_is_default: ClassVar[bool] = True
 

@@ -47,20 +47,23 @@ class SynthesizeMeOptions(BackendOptions):
         metadata={"help": "'both' judges each pair in both orders; 'one' a seeded single order"},
     )
     persona_max_new_tokens: int = dataclasses.field(
-        default=512, metadata={"help": "tokens for a persona (and for a bootstrap reasoning)"}
+        default=512, metadata={"help": "tokens for a persona (and for a bootstrap reasoning)",
+                               "ge": 1, "le": 1_048_576}
     )
     demos: int = dataclasses.field(
         default=4,
         metadata={"help": "most demonstrations per candidate set (the user's labelled training "
-                          "pairs, with their verified reasoning where there is one)"},
+                          "pairs, with their verified reasoning where there is one)",
+                  "ge": 0, "le": 1024},
     )
     demo_candidates: int = dataclasses.field(
         default=8,
         metadata={"help": "seeded candidate demo sets tried on the validation pairs (the empty "
-                          "set is tried as well)"},
+                          "set is tried as well)", "ge": 1, "le": 1024},
     )
     val_fraction: float = dataclasses.field(
-        default=0.3, metadata={"help": "share of a user's pairs held out to select the demos"}
+        default=0.3, metadata={"help": "share of a user's pairs held out to select the demos",
+                               "ge": 0, "lt": 1}
     )
     split: Literal["shuffled", "temporal"] = dataclasses.field(
         default="shuffled",
@@ -70,12 +73,12 @@ class SynthesizeMeOptions(BackendOptions):
     parse_retries: int = dataclasses.field(
         default=3,
         metadata={"help": "times an unparsable reply (persona, reasoning, verdict, grade) is "
-                          "asked again, each at a higher temperature"},
+                          "asked again, each at a higher temperature", "ge": 0, "le": 100},
     )
     retry_temperature: float = dataclasses.field(
         default=0.75,
         metadata={"help": "temperature of the last retry; retry k of n samples at temperature + "
-                          "(retry_temperature - temperature) * k / n"},
+                          "(retry_temperature - temperature) * k / n", "ge": 0, "le": 100},
     )
     protocol: Literal["prbench", "authors"] = dataclasses.field(
         default="prbench",

@@ -18,7 +18,7 @@ class QuestionOverlapOptions:
     """Options of ``question-overlap`` (every field is a validated option)."""
 
     min_word_length: int = dataclasses.field(
-        default=4, metadata={"help": "ignore words shorter than this"}
+        default=4, metadata={"help": "ignore words shorter than this", "ge": 1, "le": 1000}
     )
     use_profile: bool = dataclasses.field(
         default=False, metadata={"help": "also count words of the profile shown to the RM"}

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 class LastPostsOptions:
     """Options of ``last-posts``."""
 
-    k: int = dataclasses.field(default=5, metadata={"help": "how many of the last posts to show"})
+    k: int = dataclasses.field(
+        default=5, metadata={"help": "how many of the last posts to show", "ge": 1,
+                             "le": 1_048_576})
 
     def __post_init__(self) -> None:
         if self.k < 1:

@@ -55,7 +55,7 @@ def test_last_posts_builder_keeps_the_last_k_in_order() -> None:
     assert views[0].builder == "last-posts(k=2)" and views[2].text == ""
     from prbench.api import OptionsError
 
-    with pytest.raises(OptionsError, match="k must be at least 1"):
+    with pytest.raises(OptionsError, match=r"option 'k' must be >= 1, <= 1048576, got 0"):
         PluginRegistry(env=ONLY_ME).build("profile-builder", "last-posts", {"k": 0})
 
 
