@@ -402,7 +402,7 @@ def _table(model: str, data: str, records: list, backends: list[str],
     Returns:
         ``(default posts/s / torch posts/s, default's top-10 overlap)`` when both rows ran.
     """
-    from prbench.profiles.model_ref import ModelUnavailableError
+    from prbench.model_ref import ModelUnavailableError
 
     texts = [p.text for r in records for p in r.profile]
     questions = [r.question for r in records]

@@ -83,7 +83,6 @@ part of this API too.
 
 from __future__ import annotations
 
-from prbench.analysis.metrics import pair_outcome
 from prbench.analysis.paired import compare as compare_paired
 from prbench.backends.base import (
     BackendFatalError,
@@ -114,6 +113,9 @@ from prbench.judges.parsing import (
     parse_rating,
     strip_reasoning,
 )
+from prbench.metrics import pair_outcome
+from prbench.model_ref import ModelUnavailableError, remote_code_error, resolve_model
+from prbench.oom import uncounted_if_out_of_memory
 from prbench.options import OptionsError, options_to_dict, parse_options, read_option_file
 from prbench.pairs.base import PairGenerator
 from prbench.paths import cache_dir
@@ -122,7 +124,6 @@ from prbench.profiles.base import POST_FORMAT, ProfileBuilder, ProfileView, rend
 from prbench.profiles.budget import builder_id, ranked_view, top_k
 from prbench.profiles.embed import Encoder, EncoderSpec
 from prbench.profiles.embed_cache import EmbeddingCache
-from prbench.profiles.model_ref import ModelUnavailableError, remote_code_error, resolve_model
 from prbench.progress import disable_progress, progress_bar
 from prbench.records import (
     PREFERENCES_SAMPLE_DIR,
@@ -141,7 +142,6 @@ from prbench.scoring.base import (
 )
 from prbench.scoring.cache import fingerprint_of, model_identity
 from prbench.scoring.engine import BatchStats, run_batches
-from prbench.scoring.oom import uncounted_if_out_of_memory
 from prbench.scoring.runtime import build_runtime
 from prbench.store import SQLiteStore
 

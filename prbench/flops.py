@@ -118,7 +118,7 @@ def embedding_flop_model(model: str, revision: str | None = None) -> FlopModel |
         The model's FLOP figures, or ``None`` when its config cannot be read here (a hub model
         not in the local cache and not in :data:`KNOWN_ENCODER_CONFIGS`).
     """
-    from prbench.profiles.model_ref import HUB_ALIASES, ModelUnavailableError, resolve_model
+    from prbench.model_ref import HUB_ALIASES, ModelUnavailableError, resolve_model
 
     name = HUB_ALIASES.get(model.strip().lower(), model.strip())
     try:

@@ -13,7 +13,7 @@ one of them would throw away those caches, so each keeps its own, named at the c
 
 Likewise the two model-folder identities keep their own rule for a large file: the score cache
 (:func:`prbench.scoring.cache.model_identity`) hashes its first and last 64 KiB with its
-modification time, the embedding cache (:mod:`prbench.profiles.model_ref`) only its size and
+modification time, the embedding cache (:mod:`prbench.model_ref`) only its size and
 modification time; files up to :data:`SMALL_FILE` are hashed whole by both.
 
 Ground floor: imports nothing from prbench.

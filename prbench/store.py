@@ -9,7 +9,7 @@ so a file written by an incompatible prbench is refused rather than misread.
 Each cache is a thin typed view over a store: it declares its namespace, its schema version and
 its tables, and keeps its own API (:class:`prbench.scoring.cache.ScoreCache`,
 :class:`prbench.profiles.embed_cache.EmbeddingCache`, :class:`prbench.backends.cache.ResponseCache`,
-:class:`prbench.profiles.planner.PlanCache`).
+:class:`prbench.judges.planner.PlanCache`).
 
 A file that is not a database, or a damaged one, raises :class:`StoreError` naming the file and the
 two ways out: turn that cache off (the view says how) or move the file aside. WAL needs a local

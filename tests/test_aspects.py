@@ -15,7 +15,7 @@ from prbench.analysis.aspects import (
     factors_of,
     report_blocks,
 )
-from prbench.analysis.metrics import bootstrap_ci
+from prbench.metrics import bootstrap_ci
 
 
 def _labels(values: list[float], max_bins: int = 4) -> list[str]:

@@ -143,7 +143,7 @@ def test_output_path_everywhere_and_the_old_flags_refused(
 
 
 def test_one_resamples_default_everywhere() -> None:
-    from prbench.analysis.metrics import DEFAULT_RESAMPLES
+    from prbench.metrics import DEFAULT_RESAMPLES
 
     seen = {}
     for name, parser in SUBPARSERS.items():

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from prbench.analysis.metrics import (
+from prbench.metrics import (
     accuracy,
     bootstrap_ci,
     domain_summary,

@@ -97,7 +97,7 @@ def test_score_cache_model_identity_is_pinned(model_folder: Path) -> None:
 
 
 def test_embedding_model_fingerprint_is_pinned(model_folder: Path) -> None:
-    from prbench.profiles.model_ref import _dir_fingerprint
+    from prbench.model_ref import _dir_fingerprint
 
     assert _dir_fingerprint(model_folder) == "dir:33e247166cfbcdf856a13ea163005fff"
 

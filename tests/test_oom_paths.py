@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from prbench.oom import ScorerOutOfMemoryError
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from prbench.scoring.oom import ScorerOutOfMemoryError
 from prbench.scoring.runtime import build_runtime
 from prbench.testing import token_slot_limit
 from tests._hf_fixtures import build_tiny_model, sample_text
@@ -184,7 +184,7 @@ def test_the_cli_shows_an_out_of_memory_error_as_one_line() -> None:
 
 
 def test_a_learned_limit_halves_grows_back_and_waits_longer_after_a_premature_growth() -> None:
-    from prbench.scoring.oom import AdaptiveLimit
+    from prbench.oom import AdaptiveLimit
 
     limit = AdaptiveLimit(16, grow_after=2)
     assert limit.shrink(13) == 6  # half the work that failed
@@ -201,8 +201,8 @@ def test_a_learned_limit_halves_grows_back_and_waits_longer_after_a_premature_gr
 def test_run_batches_grows_its_budget_back_after_a_transient_out_of_memory() -> None:
     import torch
 
+    from prbench.oom import GROW_AFTER
     from prbench.scoring.engine import BatchStats, run_batches
-    from prbench.scoring.oom import GROW_AFTER
 
     lengths = [10] * 200
     sizes: list[int] = []
@@ -223,7 +223,7 @@ def test_run_batches_grows_its_budget_back_after_a_transient_out_of_memory() -> 
 def test_the_runtime_chunk_grows_back_and_keeps_chunks_deterministic() -> None:
     import torch
 
-    from prbench.scoring.oom import GROW_AFTER
+    from prbench.oom import GROW_AFTER
     from prbench.scoring.runtime import ScorerRuntime
 
     class Transient:

@@ -288,7 +288,7 @@ def test_a_model_too_long_to_be_a_path_or_id_is_one_short_line(value: str, score
 def test_model_lookups_answer_a_long_name_with_their_own_error(value: str) -> None:
     """The loaders' own checks (reached by plugins and by the RL policy) never raise OSError."""
     from prbench.backends.model_files import ModelFilesError, check_model_files
-    from prbench.profiles.model_ref import ModelUnavailableError, resolve_model
+    from prbench.model_ref import ModelUnavailableError, resolve_model
 
     with pytest.raises(ModelFilesError) as files:
         check_model_files(value, None, what="policy model")

@@ -6,10 +6,10 @@ import pytest
 from _judges_fixtures import ScriptedBackend, source_row, tagged, user_text
 
 from prbench.jsonio import Row
+from prbench.judges.planner import PlannerOptions, PlannerProfileBuilder
 from prbench.judges.rating import JudgeParseError
 from prbench.options import OptionsError
 from prbench.plugins import get_registry
-from prbench.profiles.planner import PlannerOptions, PlannerProfileBuilder
 from prbench.records import Record, RecordChecker
 
 PLAN = "- meals cooked on a stove only\n- vegetables children will eat\n- costs under forty dollars"

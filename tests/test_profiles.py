@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from _profiles_fixtures import SLEEP, WATERCOLOR, make_record, minilm_dir, tiny_bert
 
+from prbench.model_ref import ModelUnavailableError
 from prbench.options import OptionsError
 from prbench.plugins import get_registry
 from prbench.profiles import embed, embed_models
@@ -17,7 +18,6 @@ from prbench.profiles.base import POST_FORMAT, ProfileView, render_posts
 from prbench.profiles.bm25 import simple_stem
 from prbench.profiles.embed import Encoder, EncoderSpec
 from prbench.profiles.embed_cache import EmbeddingCache
-from prbench.profiles.model_ref import ModelUnavailableError
 
 
 def build(builder: str, records: list, **options: object) -> list[ProfileView]:

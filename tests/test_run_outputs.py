@@ -28,7 +28,7 @@ from tests._harness_fixtures import REPO, run_eval
 
 
 def test_strict_json_round_trip() -> None:
-    from prbench.analysis.strict_json import dumps, restore, strict
+    from prbench.strict_json import dumps, restore, strict
 
     data = {"margin": math.nan, "scores": [1.0, math.inf, [2.0, -math.inf]], "n": 3, "ok": True}
     text = dumps(data)

@@ -8,11 +8,11 @@ import sqlite3
 
 import pytest
 
+from prbench.oom import ScorerOutOfMemoryError
 from prbench.options import OptionsError
 from prbench.profiles.base import ProfileView
 from prbench.records import ProfileItem
 from prbench.scoring.base import PairRequest, ScoreRequest, ScorerFaultError
-from prbench.scoring.oom import ScorerOutOfMemoryError
 from prbench.scoring.request_key import request_key
 from prbench.scoring.runtime import ScorerRuntime, build_runtime
 from prbench.store import StoreError
@@ -324,7 +324,7 @@ def test_accelerator_memory_is_emptied_once_the_failed_chunk_is_released(monkeyp
     import sys
     import weakref
 
-    import prbench.scoring.oom as oom
+    import prbench.oom as oom
 
     class Held:
         pass

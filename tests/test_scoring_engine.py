@@ -131,7 +131,7 @@ def test_run_batches_counts_failed_batches_apart_and_frees_memory_once_they_are_
 ):
     import weakref
 
-    import prbench.scoring.oom as oom
+    import prbench.oom as oom
 
     refs, seen = [], []
     _released_check(monkeypatch, oom, refs, seen)
@@ -160,7 +160,7 @@ def test_run_batches_counts_failed_batches_apart_and_frees_memory_once_they_are_
 def test_counts_of_an_attempt_that_runs_out_of_memory_are_undone():
     import torch
 
-    from prbench.scoring.oom import uncounted_if_out_of_memory
+    from prbench.oom import uncounted_if_out_of_memory
 
     counts = {"requests": 4, "real_tokens": 100, "oom_retries": 1, "wasted_tokens": 7}
     with pytest.raises(torch.OutOfMemoryError), uncounted_if_out_of_memory(counts):
@@ -231,7 +231,7 @@ def test_free_accelerator_memory_empties_the_cache_of_any_device(monkeypatch, de
     import accelerate.utils.memory as memory
     import torch
 
-    from prbench.scoring import oom
+    from prbench import oom
 
     emptied: list[str] = []
     monkeypatch.setattr(memory, available, lambda *args, **kwargs: True)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from prbench.backends.cache import ResponseCache
+from prbench.judges.planner import PlanCache
 from prbench.profiles.embed_cache import EmbeddingCache
-from prbench.profiles.planner import PlanCache
 from prbench.scoring.cache import ScoreCache
 from prbench.store import IN_CHUNK, SQLiteStore, StoreError
 

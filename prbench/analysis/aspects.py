@@ -12,7 +12,7 @@ three factors:
 
 Each factor is binned once over all the pairs of every run (so every scorer is cut at the same
 places, :func:`bin_edges`), and per run, condition and bin the accuracy gets a percentile-bootstrap
-interval (:func:`prbench.analysis.metrics.bootstrap_ci`). The report shows a table and a plot per
+interval (:func:`prbench.metrics.bootstrap_ci`). The report shows a table and a plot per
 factor.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from prbench.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 
 #: factor id -> axis title
 FACTORS = {
@@ -163,7 +163,7 @@ def binned_accuracy(
     seed: int = DEFAULT_SEED,
 ) -> FactorTable:
     """Accuracy with a bootstrap interval per (run, condition) and bin of ``factor``."""
-    from prbench.analysis.metrics import bootstrap_ci
+    from prbench.metrics import bootstrap_ci
 
     bins = bin_edges([p.factors[factor] for p in points], max_bins)
     grouped: dict[tuple[str, str], dict[str, list[float]]] = {}

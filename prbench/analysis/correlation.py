@@ -26,11 +26,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
+from prbench.metrics import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.progress import progress_bar
 
 DEFAULT_RBO_P = 0.9
-#: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
+#: one bootstrap default in every command (:data:`prbench.metrics.DEFAULT_RESAMPLES`)
 DEFAULT_CORR_RESAMPLES = DEFAULT_RESAMPLES
 STATISTICS = ("spearman", "kendall", "weighted_kendall", "ndcg", "rbo")
 RESULT_KIND = "prbench-correlation"

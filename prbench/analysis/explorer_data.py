@@ -211,7 +211,7 @@ def _judge_reasons(line: Mapping[str, Any], outcome: Mapping[str, Any], p_chosen
 def _pointwise_reasons(scores: list[float | None],
                        unscored: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Why a pointwise pair counted as it did (strict ``acc``: a tie or a missing score is 0)."""
-    from prbench.analysis.metrics import pair_outcome
+    from prbench.metrics import pair_outcome
 
     c, r = (math.nan if s is None else s for s in scores)
     out = pair_outcome(c, r)
@@ -295,9 +295,9 @@ def explorer_pairs(run: Any) -> list[dict[str, Any]]:
             ``record_json`` that is not JSON, or a malformed ``judge_replies`` (naming the file
             and line).
     """
-    from prbench.analysis.metrics import pair_outcome
     from prbench.analysis.runs import RunFileError, read_sample_lines, samples_file
     from prbench.analysis.summary import task_rows
+    from prbench.metrics import pair_outcome
 
     rows = task_rows(run.results)
     out: list[dict[str, Any]] = []

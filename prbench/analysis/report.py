@@ -30,14 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.analysis.summary import order_totals
+from prbench.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED
 from prbench.outputs import write_text
 from prbench.progress import progress_bar
 from prbench.tables import markdown_table
 
 Block = tuple[Any, ...]
-#: one bootstrap default in every command (:data:`prbench.analysis.metrics.DEFAULT_RESAMPLES`)
+#: one bootstrap default in every command (:data:`prbench.metrics.DEFAULT_RESAMPLES`)
 DEFAULT_REPORT_RESAMPLES = DEFAULT_RESAMPLES
 
 

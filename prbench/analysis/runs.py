@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_RESAMPLES
+from prbench.metrics import DEFAULT_RESAMPLES
 from prbench.records import DataSourceError
 
 
@@ -74,7 +74,7 @@ def read_json(path: str | os.PathLike[str], *, what: str = "results file") -> di
     Raises:
         RunFileError: unreadable, not JSON or not an object (naming the file).
     """
-    from prbench.analysis.strict_json import restore
+    from prbench.strict_json import restore
 
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -192,7 +192,7 @@ def read_sample_lines(file: Path) -> list[dict[str, Any]]:
 def _read_samples(
     file: Path, domains: dict[str, str] | None = None, domain: str = ""
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    from prbench.analysis.metrics import pair_outcome
+    from prbench.metrics import pair_outcome
 
     correct: dict[str, float] = {}
     ties: dict[str, float] = {}

@@ -20,13 +20,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prbench.analysis.metrics import (
+from prbench.analysis.paired import PairedComparison, compare
+from prbench.metrics import (
     DEFAULT_CONFIDENCE,
     DEFAULT_SEED,
     Estimate,
     bootstrap_ci,
 )
-from prbench.analysis.paired import PairedComparison, compare
 
 #: the sources in the order tables and plots show them
 SOURCES = ("own", "shuffled", "swapped", "none")

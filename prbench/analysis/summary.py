@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prbench.analysis.metrics import (
+from prbench.metrics import (
     DEFAULT_CONFIDENCE,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,

@@ -3,7 +3,7 @@
 Reads a sweep's output folder (``sweep.json`` and the cell records of
 :mod:`prbench.harness.sweep`). Each finished cell contributes, per domain and over all its pairs
 (micro), the strict accuracy with a percentile-bootstrap interval stratified by domain
-(:func:`prbench.analysis.metrics.domain_summary`, from the pair counts of lm-eval's results). The
+(:func:`prbench.metrics.domain_summary`, from the pair counts of lm-eval's results). The
 last row is the length baseline ("the longer answer wins") on the pairs of each condition, from
 the logged samples. A cell that failed or has not run shows ``failed`` / ``-``. Under each
 pairwise judge's row, a second row gives its single-order accuracy (``acc_single_order``: every
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from prbench.metrics import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 from prbench.outputs import write_text
 
 LENGTH_ROW = "length baseline (longer answer wins)"
@@ -95,9 +95,9 @@ def _cell_estimates(results_file: Path, tasks: list[str], resamples: int, seed: 
     """Per-domain + micro estimates of one cell, the length outcomes per domain, flags, and a
     judge's single-order accuracy per domain and overall (``None`` for other scorers).
     """  # noqa: D205
-    from prbench.analysis.metrics import domain_summary, outcomes_from_counts, pair_outcome
     from prbench.analysis.runs import read_json, read_sample_lines, samples_file
     from prbench.analysis.summary import domain_rows, task_rows
+    from prbench.metrics import domain_summary, outcomes_from_counts, pair_outcome
 
     results = read_json(results_file)
     rows = task_rows(results)
@@ -131,8 +131,8 @@ def build_table(folder: str | Path, *, resamples: int = DEFAULT_RESAMPLES, seed:
     Raises:
         prbench.analysis.runs.RunFileError: no ``sweep.json`` or an unreadable results file.
     """
-    from prbench.analysis.metrics import domain_summary, outcomes_from_counts
     from prbench.analysis.runs import RunFileError, read_json
+    from prbench.metrics import domain_summary, outcomes_from_counts
 
     out = Path(folder)
     if not (out / SWEEP_FILE).is_file():

@@ -191,8 +191,8 @@ class HFClassifierScorer(UnscoredInputs):
         import torch
         from transformers import AutoModelForSequenceClassification
 
+        from prbench.oom import AdaptiveLimit
         from prbench.scoring.engine import auto_token_budget
-        from prbench.scoring.oom import AdaptiveLimit
         from prbench.scoring.prefix import prefix_sharing_support
 
         opts = self.options
@@ -701,7 +701,7 @@ class HFClassifierScorer(UnscoredInputs):
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[float]:
         """One reward per request, in order (the runtime dedups and caches; this computes)."""
-        from prbench.scoring.oom import uncounted_if_out_of_memory
+        from prbench.oom import uncounted_if_out_of_memory
 
         requests = list(requests)
         if not requests:
@@ -775,7 +775,7 @@ class HFClassifierScorer(UnscoredInputs):
 
     def close(self) -> None:
         """Release the model weights (and accelerator memory); a later score() reloads them."""
-        from prbench.scoring.oom import free_accelerator_memory
+        from prbench.oom import free_accelerator_memory
 
         loaded = self.model is not None
         self.model = None

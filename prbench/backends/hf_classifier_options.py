@@ -76,7 +76,7 @@ class HFClassifierOptions(ChatRenderOptions):
     def __post_init__(self) -> None:
         """Refuse values and combinations no input can honour, before any model is loaded."""
         super().__post_init__()
-        from prbench.profiles.model_ref import check_model_name
+        from prbench.model_ref import check_model_name
 
         check_model_name(self.pretrained, "option 'pretrained'", ValueError)
         if not (self.max_length == 0 and self.max_length_zero_is_default):

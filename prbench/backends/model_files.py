@@ -5,12 +5,12 @@ does not exist becomes "Repo id must use alphanumeric chars" (the path is read a
 a hub model that is not in the local cache while ``HF_HUB_OFFLINE`` is set ends in a 120-line
 traceback. :func:`check_model_files` says either in one line before anything is loaded, and
 :func:`loading` turns transformers' refusal of a model that needs its own code (an ``auto_map``)
-into the one line :func:`prbench.profiles.model_ref.remote_code_error` gives everywhere.
+into the one line :func:`prbench.model_ref.remote_code_error` gives everywhere.
 
 The backends that load weights from transformers (``hf-classifier`` and the plugins built on it,
 the ``hf`` causal-LM backend of ``llm-judge``, ``rm-r1`` and the other generative judges) call
 these; the embedding models of the profile builders have their own resolver
-(:func:`prbench.profiles.model_ref.resolve_model`), which follows the same rules.
+(:func:`prbench.model_ref.resolve_model`), which follows the same rules.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def check_model_files(model: str, revision: str | None, *, what: str,
             (a folder that is not a saved model), or a hub model that is not in
             the local Hugging Face cache while ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` is set.
     """
-    from prbench.profiles.model_ref import HUB_ID_MAX, hub_offline, model_name_problem
+    from prbench.model_ref import HUB_ID_MAX, hub_offline, model_name_problem
 
     problem = model_name_problem(model)
     if problem:  # the file system would answer "File name too long", an OSError
@@ -90,10 +90,10 @@ def loading(model: str) -> Iterator[None]:
     """Around transformers' ``from_pretrained``: a model that needs its own code is one line.
 
     Raises:
-        prbench.profiles.model_ref.ModelUnavailableError: the model needs ``trust_remote_code``
+        prbench.model_ref.ModelUnavailableError: the model needs ``trust_remote_code``
             (the message names the option); other errors pass through unchanged.
     """
-    from prbench.profiles.model_ref import remote_code_error
+    from prbench.model_ref import remote_code_error
 
     try:
         yield

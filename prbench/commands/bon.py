@@ -31,8 +31,8 @@ OUTPUTS = {"output_path": "dir"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench bon``."""
-    from prbench.analysis.metrics import DEFAULT_RESAMPLES
     from prbench.commands import add_component_argument, add_scorer_argument
+    from prbench.metrics import DEFAULT_RESAMPLES
 
     add_scorer_argument(parser, repeatable=True)
     parser.add_argument("-o", "--output_path", default="bon", help="output folder")
@@ -71,12 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run Best-of-N and write the results."""
-    from prbench.analysis.strict_json import write_json
     from prbench.commands import component_args, kv_text, scorer_specs
     from prbench.downstream.bestofn import format_table
     from prbench.downstream.evaluator import RUBRIC_JUDGE
     from prbench.options import OptionsError
     from prbench.plugins import get_registry
+    from prbench.strict_json import write_json
 
     specs = scorer_specs(args)
     judge, profile, policy = (component_args(args, r) for r in ("judge", "profile", "policy"))

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from prbench.analysis.correlation import DEFAULT_CORR_RESAMPLES, DEFAULT_RBO_P, Side
-from prbench.analysis.strict_json import write_json
 from prbench.outputs import write_text
+from prbench.strict_json import write_json
 
 #: where the command writes, checked before any work (:func:`prbench.cli.check_outputs`)
 OUTPUTS = {"output_path": "dir"}
@@ -212,7 +212,7 @@ def scorer_points(result: Mapping[str, Any], bench: Side, down: Side) -> list[di
 
     Stored in the results file (``points``), so ``prbench report`` draws the same figure.
     """
-    from prbench.analysis.metrics import bootstrap_ci
+    from prbench.metrics import bootstrap_ci
 
     boot = result["bootstrap"]
     points = []

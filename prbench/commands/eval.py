@@ -85,7 +85,7 @@ NOT_TAKEN: dict[str, str] = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench eval``: the lm-eval flags it takes, typed, and prbench's own."""
-    from prbench.analysis.metrics import DEFAULT_RESAMPLES
+    from prbench.metrics import DEFAULT_RESAMPLES
 
     lm = parser.add_argument_group("lm-eval's flags (as lm_eval run reads them)")
     lm.add_argument(

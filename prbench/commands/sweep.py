@@ -31,8 +31,8 @@ from prbench.outputs import check_output_dir
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prbench sweep``."""
-    from prbench.analysis.metrics import DEFAULT_RESAMPLES
     from prbench.harness.sweep_plan import DEFAULT_POST_WORDS, DEFAULT_TOKENS_PER_WORD
+    from prbench.metrics import DEFAULT_RESAMPLES
 
     parser.add_argument("sweep_file", metavar="SWEEP.yaml", help="the sweep file")
     parser.add_argument(

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from prbench.hookspecs import hookimpl
 from prbench.judges.pairwise import LLMJudgeOptions
+from prbench.judges.planner import PlannerOptions
 from prbench.judges.rating import LLMRatingOptions
 from prbench.judges.rubric import RubricJudgeOptions
 from prbench.pairs.generator import RubricContrastOptions
-from prbench.profiles.planner import PlannerOptions
 
 
 @hookimpl
@@ -43,7 +43,7 @@ def register_scorers(register) -> None:
 def register_profile_builders(register) -> None:
     """Register the planner profile condition."""
     register(
-        "planner", "prbench.profiles.planner:PlannerProfileBuilder", options=PlannerOptions,
+        "planner", "prbench.judges.planner:PlannerProfileBuilder", options=PlannerOptions,
         description="aspects the user will expect, inferred by an LLM from retrieved posts",
     )
 

@@ -20,7 +20,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from prbench.analysis.metrics import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci
 from prbench.downstream.bestofn import (
     DEFAULT_BON_RESAMPLES,
     RESULT_KIND,
@@ -29,6 +28,7 @@ from prbench.downstream.bestofn import (
     k_values,
     pair_outcomes,
 )
+from prbench.metrics import DEFAULT_CONFIDENCE, DEFAULT_SEED, bootstrap_ci
 from prbench.options import OptionsError, as_mapping, parse_kv_string
 from prbench.plugins import BUILTIN_NAMESPACE
 

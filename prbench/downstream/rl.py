@@ -33,12 +33,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from prbench.analysis.strict_json import write_json
 from prbench.downstream.rl_config import RLConfig
 from prbench.downstream.rl_policy import check_policy, load_policy, plain_copy
 from prbench.profiles.base import ProfileView
 from prbench.records import Record
 from prbench.scoring.base import ScoreRequest
+from prbench.strict_json import write_json
 
 
 def completion_text(completion: Any) -> str:

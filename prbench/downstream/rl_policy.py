@@ -29,8 +29,8 @@ def check_policy(config: RLConfig) -> None:
     """
     from transformers import AutoConfig, AutoTokenizer
 
+    from prbench.model_ref import remote_code_error
     from prbench.options import OptionsError
-    from prbench.profiles.model_ref import remote_code_error
 
     if config.gguf_file:
         return  # a GGUF file carries no code, and reading it twice would cost seconds

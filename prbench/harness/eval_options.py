@@ -249,7 +249,7 @@ def other_model_problem(model: str, model_args: Mapping[str, Any]) -> str | None
     after the tasks are built.
     """
     pretrained = str(model_args.get("pretrained", "") or "")
-    from prbench.profiles.model_ref import hub_offline
+    from prbench.model_ref import hub_offline
 
     if not pretrained or Path(pretrained).expanduser().exists() or not hub_offline():
         return None

@@ -7,7 +7,7 @@ source: own, swapped, shuffled or none, with the swap seed); the data source
 with its revision or the SHA-256 of every file read; the seeds; the command line; and prbench's
 summary (per-domain accuracy with bootstrap intervals). The manifest, and lm-eval's results and
 samples files of a prbench run, are strict JSON: a NaN or infinity is written as ``null`` with a
-``<key>_nonfinite`` note next to it (:mod:`prbench.analysis.strict_json`).
+``<key>_nonfinite`` note next to it (:mod:`prbench.strict_json`).
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ def build_manifest(
 
 
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> Path:
-    """Write the manifest as strict, indented JSON (:mod:`prbench.analysis.strict_json`)."""
-    from prbench.analysis.strict_json import write_json
+    """Write the manifest as strict, indented JSON (:mod:`prbench.strict_json`)."""
+    from prbench.strict_json import write_json
 
     return write_json(path, manifest)
 
@@ -131,7 +131,7 @@ def save_results_strictly(
     lm-eval writes ``NaN`` for a metric without a value (e.g. the mean margin when no pair got a
     verdict). A pairwise judge's group rows first get every judge metric from their tasks'
     counts (:func:`prbench.judges.order_metrics.add_group_metrics`). It is given a copy with
-    :func:`prbench.analysis.strict_json.strict` applied; the
+    :func:`prbench.strict_json.strict` applied; the
     keys lm-eval adds while saving (task hashes, its config tracker) are copied back to
     ``results``, which keeps its own numbers for the summary. The file is then read back.
 
@@ -139,10 +139,10 @@ def save_results_strictly(
         OutputWriteError: lm-eval did not write its results file in full (it logs a failed write
             as a warning and goes on); a cut file is removed.
     """
-    from prbench.analysis.strict_json import strict
     from prbench.judges.order_metrics import add_group_metrics
     from prbench.outputs import check_json_file
     from prbench.redaction import redact
+    from prbench.strict_json import strict
 
     add_group_metrics(results)  # a judge's group rows: every judge metric, from counts
     copy = redact(strict(results))  # no secret a server echoed reaches the file
@@ -173,10 +173,10 @@ def save_samples_strictly(
     Raises:
         OutputWriteError: lm-eval did not write the samples file in full; a cut file is removed.
     """
-    from prbench.analysis.strict_json import strict
     from prbench.harness.record_store import restore
     from prbench.harness.scored import annotate_sample
     from prbench.outputs import check_jsonl_file
+    from prbench.strict_json import strict
 
     safe = safe_task_file_name(task_name)
     if safe != task_name:  # a warning line like prbench's others, whatever the log level

@@ -13,12 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from prbench.analysis.metrics import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-    pair_outcome,
-)
 from prbench.analysis.summary import (
     Section,
     TaskRow,
@@ -28,6 +22,12 @@ from prbench.analysis.summary import (
 )
 from prbench.analysis.summary import summarize as _summarize
 from prbench.analysis.summary import task_rows as _task_rows
+from prbench.metrics import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    pair_outcome,
+)
 
 
 def _length_acc(data: str, domain: str, condition: str, n: int) -> float | None:

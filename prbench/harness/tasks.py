@@ -78,9 +78,9 @@ def process_results(doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str,
     a win) and the judge metrics of :func:`prbench.judges.order_metrics.pair_metrics` are
     added; the judge's probability still gives ``tie``, ``margin`` and ``invalid``.
     """
-    from prbench.analysis.metrics import pair_outcome
     from prbench.harness.scored import pair_extras
     from prbench.judges.order_metrics import pair_metrics
+    from prbench.metrics import pair_outcome
 
     if len(results) != 2:
         raise ValueError(

@@ -119,7 +119,7 @@ class BackendOptions:
         check_server_url(self.base_url, "base_url", key_hint=(
             f"the environment variable named by api_key_env (now {self.api_key_env or 'unset'})"))
         if self.backend == "hf":  # a path or hub id (a served model's name may be any text)
-            from prbench.profiles.model_ref import check_model_name
+            from prbench.model_ref import check_model_name
 
             check_model_name(self.model, "option 'model'", ValueError)
         if self.max_new_tokens < 1:

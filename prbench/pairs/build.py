@@ -35,12 +35,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from prbench.analysis.strict_json import dumps
 from prbench.errors import PrbenchUserError
 from prbench.jsonio import Row
 from prbench.pairs.base import GENERATION_FAILED, PairGenerator, PairOutcome
 from prbench.pairs.source import load_sources, output_row
 from prbench.records import Record, RecordChecker
+from prbench.strict_json import dumps
 
 SIDE_DIR_SUFFIX = ".build"
 

@@ -152,7 +152,7 @@ class TokenCounter:
         trust_remote_code: run code shipped with the tokenizer (never implied).
 
     Raises:
-        prbench.profiles.model_ref.ModelUnavailableError: the tokenizer cannot be found, or needs
+        prbench.model_ref.ModelUnavailableError: the tokenizer cannot be found, or needs
             its own code and ``trust_remote_code`` is false.
     """
 
@@ -166,12 +166,12 @@ class TokenCounter:
         self.name = tokenizer or "words"
         self._tok: Any = None
         if tokenizer:
-            from prbench.profiles.model_ref import resolve_model
+            from prbench.model_ref import resolve_model
 
             ref = resolve_model(tokenizer, revision)
             from transformers import AutoTokenizer
 
-            from prbench.profiles.model_ref import remote_code_error
+            from prbench.model_ref import remote_code_error
 
             src = str(ref.local_dir) if ref.local_dir is not None else ref.source
             try:

@@ -94,7 +94,7 @@ class DenseBuilder:
     """Ranks each user's posts against the question with an embedding model; keeps the top k.
 
     Raises:
-        prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found (at
+        prbench.model_ref.ModelUnavailableError: the model cannot be found (at
             construction).
     """
 

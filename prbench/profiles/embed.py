@@ -12,7 +12,7 @@ An :class:`Encoder` turns texts into vectors with one of two kinds of model:
 
 Models are named by a hub id, a local folder, or an alias: ``minilm`` (the bundled MiniLM weights,
 no download) and ``contriever`` (``facebook/contriever-msmarco``); where their files are is found by
-:mod:`prbench.profiles.model_ref` (a hub model must already be in the local Hugging Face cache when
+:mod:`prbench.model_ref` (a hub model must already be in the local Hugging Face cache when
 the hub is offline), and the loaded models with their pooling are
 :mod:`prbench.profiles.embed_models`.
 
@@ -29,7 +29,7 @@ Each precision has cache entries of its own: no vector computed in one is read b
 
 Speed: a call's texts are tokenized once and embedded longest first over the whole call, so each
 batch pads little; the batch size backs off when a batch runs out of memory (an
-:class:`~prbench.scoring.oom.AdaptiveLimit` kept by the encoder, see
+:class:`~prbench.oom.AdaptiveLimit` kept by the encoder, see
 :mod:`prbench.profiles.embed_models`); ``batch_size`` ``None`` is the measured default of the
 device kind (:data:`AUTO_BATCH`). On a CPU the thread count (``embed_threads``, default ``auto``)
 is torch's own, lowered to the cores other processes leave free
@@ -52,15 +52,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prbench.devices import resolve_device, resolve_embed_dtype, resolve_threads
-from prbench.profiles import embed_models
-from prbench.profiles.embed_cache import EmbeddingCache
-from prbench.profiles.embed_models import EmbeddingModel
-from prbench.profiles.model_ref import (
+from prbench.model_ref import (
     ModelUnavailableError,
     model_advice,
     resolve_hub,
     resolve_model,
 )
+from prbench.profiles import embed_models
+from prbench.profiles.embed_cache import EmbeddingCache
+from prbench.profiles.embed_models import EmbeddingModel
 from prbench.progress import progress_bar
 
 if TYPE_CHECKING:
@@ -333,7 +333,7 @@ class Encoder:
         The texts are tokenized once and sorted by token count, longest first, over the whole
         call, so every step's batches pad little; each step is written to the cache as it ends.
         """
-        from prbench.scoring.oom import AdaptiveLimit
+        from prbench.oom import AdaptiveLimit
 
         model = self._get_model()
         counts = dict(zip(missing, model.token_counts([unique[h] for h in missing]),

@@ -15,7 +15,7 @@ before pooling, so pooling, any dense layer after it and normalisation run in fp
 Batches (:meth:`EmbeddingModel.embed`): the texts are tokenized first, sorted by token count
 (longest first), cut into batches of at most ``batch_size`` and put back in the caller's order,
 so a batch pads to its own longest text. A batch that runs out of memory is split: the batch
-size is an :class:`prbench.scoring.oom.AdaptiveLimit` (the scorer runtime's back-off, reused),
+size is an :class:`prbench.oom.AdaptiveLimit` (the scorer runtime's back-off, reused),
 halved on an out-of-memory error and grown back after a streak of batches that fit; on a device
 that never runs out of memory the batches are exactly those of ``batch_size``.
 """
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from prbench.errors import PrbenchUserError
-from prbench.profiles.model_ref import (
+from prbench.model_ref import (
     ModelRef,
     ModelUnavailableError,
     hub_offline,
@@ -39,7 +39,7 @@ from prbench.profiles.model_ref import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from prbench.scoring.oom import AdaptiveLimit
+    from prbench.oom import AdaptiveLimit
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class EmbeddingModel:
         """
         import numpy as np
 
-        from prbench.scoring.oom import AdaptiveLimit, free_accelerator_memory, is_oom_error
+        from prbench.oom import AdaptiveLimit, free_accelerator_memory, is_oom_error
 
         texts = list(texts)
         counts = list(lengths) if lengths is not None else self.token_counts(texts)
@@ -265,7 +265,7 @@ def load_model(
     """The loaded model for these settings, loaded once per process and shared.
 
     Args:
-        ref: where the model's files are (:func:`prbench.profiles.model_ref.resolve_model`).
+        ref: where the model's files are (:func:`prbench.model_ref.resolve_model`).
         kind: ``sentence-transformers`` (the model's own modules pool) or ``transformers-mean``.
         device: the resolved device.
         max_length: truncation in tokens (``None``: the model's own limit).

@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from prbench.devices import EMBED_DTYPES, check_thread_count
+from prbench.model_ref import check_model_name
 from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
 from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
-from prbench.profiles.model_ref import check_model_name
 
 #: The default and help text of each encoder option (a component may give its own help text).
 ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
@@ -102,7 +102,7 @@ class EncoderOptions:
             model: the model to load instead of ``self.model`` (e.g. a synonym option's value).
 
         Raises:
-            prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found.
+            prbench.model_ref.ModelUnavailableError: the model cannot be found.
         """
         return Encoder(
             EncoderSpec(

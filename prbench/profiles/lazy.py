@@ -164,8 +164,8 @@ class ProfileStore:
             prbench.options.OptionsError: the builder cannot be built from its options (its
                 model cannot be found, say); the builder is named.
         """
+        from prbench.model_ref import ModelUnavailableError
         from prbench.options import OptionsError
-        from prbench.profiles.model_ref import ModelUnavailableError
 
         with self._lock:
             if spec not in self._builders:

@@ -87,13 +87,13 @@ def dense_identity(options: Any, *, encoder: Any = None) -> dict[str, Any]:
             it the model is looked up without loading it, and what cannot be known on this
             machine (a hub model that is not in the local cache) is ``None``: not checked.
     """
-    from prbench.profiles.embed import KNOWN_KINDS
-    from prbench.profiles.model_ref import (
+    from prbench.model_ref import (
         HUB_ALIASES,
         MINILM_ALIASES,
         ModelUnavailableError,
         resolve_model,
     )
+    from prbench.profiles.embed import KNOWN_KINDS
 
     name = str(options.model).strip()
     kind = None if options.encoder == "auto" else str(options.encoder)

@@ -86,7 +86,7 @@ class EmbeddingSimilarityScorer:
     """cosine(embed(query), embed(answer)); higher means the answer is closer to the query.
 
     Raises:
-        prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found (at
+        prbench.model_ref.ModelUnavailableError: the model cannot be found (at
             construction).
     """
 

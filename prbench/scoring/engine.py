@@ -7,7 +7,7 @@ therefore travel in large batches and long ones in small batches, and padding is
 :func:`run_batches` runs a callable over the planned batches with a progress bar, hands every
 finished batch to a callback (the score cache commits there), backs off when the accelerator runs
 out of memory (halving the budget and re-planning what is left; the budget grows back after a
-streak of batches that fit, see :mod:`prbench.scoring.oom`), and returns the results in the
+streak of batches that fit, see :mod:`prbench.oom`), and returns the results in the
 original input order.
 
 Longest-first matters on a GPU: the biggest batch runs first, so an over-large budget fails at once
@@ -23,8 +23,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypeVar
 
-from prbench.scoring import oom
-from prbench.scoring.oom import AdaptiveLimit, is_oom_error, uncounted_if_out_of_memory
+from prbench import oom
+from prbench.oom import AdaptiveLimit, is_oom_error, uncounted_if_out_of_memory
 
 __all__ = [
     "BatchStats",
@@ -245,7 +245,7 @@ def run_batches(
         fn: called with a batch of item indices (longest first); must return one result per index,
             in the same order.
         token_budget: the most padded tokens per batch (see :func:`plan_batches`), or an
-            :class:`~prbench.scoring.oom.AdaptiveLimit` that keeps what the back-offs learn across
+            :class:`~prbench.oom.AdaptiveLimit` that keeps what the back-offs learn across
             calls (``fn`` may read its ``current`` value to cut an item's own work).
         max_batch_size: an optional cap on items per batch.
         on_batch: called after each successful batch with its indices and results — e.g. to
@@ -255,7 +255,7 @@ def run_batches(
         desc: the progress-bar label.
         weights: how far each item advances the bar (default 1 each; e.g. a group's size).
         oom_backoff: on an out-of-memory error, halve the budget and re-plan the unfinished items;
-            after :data:`~prbench.scoring.oom.GROW_AFTER` batches in a row that fit, the budget
+            after :data:`~prbench.oom.GROW_AFTER` batches in a row that fit, the budget
             doubles again (up to where it started). A failed batch counts only in
             ``stats.oom_retries`` and ``stats.wasted_tokens``; accelerator memory is emptied once
             its frames are released.

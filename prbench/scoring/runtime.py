@@ -23,7 +23,7 @@ A scorer only computes (``score(requests)``, or ``compare(pairs)`` for a pairwis
   run again stores exactly the scores of an uninterrupted run (:mod:`prbench.scoring.resume`);
 - **out-of-memory back-off**: a chunk that runs out of accelerator memory is retried at half the
   size, down to one request, then a clear error; after a streak of chunks that fit, the size
-  doubles again up to ``chunk_size`` (:class:`prbench.scoring.oom.AdaptiveLimit`). A failed chunk
+  doubles again up to ``chunk_size`` (:class:`prbench.oom.AdaptiveLimit`). A failed chunk
   counts only in ``oom_retries`` and ``wasted_requests``;
 - a **progress bar** (:func:`prbench.progress.progress_bar`), **run stats** (:meth:`stats`) and a
   JSON-ready :meth:`describe` for the results manifest; :meth:`close` closes the cache and the
@@ -59,6 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prbench.interrupts import plugin_escape
+from prbench.oom import AdaptiveLimit, one_request_too_big
 from prbench.options import options_to_dict
 from prbench.scoring.base import (
     PairRequest,
@@ -70,7 +71,6 @@ from prbench.scoring.base import (
     scorer_label,
 )
 from prbench.scoring.extras import RequestExtras
-from prbench.scoring.oom import AdaptiveLimit, one_request_too_big
 from prbench.scoring.request_key import KEY_VERSION, request_key
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
 from prbench.scoring.runtime_options import DEFAULT_CHUNK_SIZE, DEFAULT_TIMEOUT, split_options
@@ -310,8 +310,8 @@ class ScorerRuntime:
         decisions: scorers whose last bits depend on the batch (padded forward passes, shared
         prompts) store the same scores either way.
         """
+        from prbench import oom
         from prbench.progress import progress_bar
-        from prbench.scoring import oom
 
         self._decisions.adopt_stored()
         missing = [i for i in unique if keys[i] not in known]

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prbench.analysis.metrics import finite_mean as _finite_mean
 from prbench.harness import profile_rows as _profile_rows
 from prbench.harness import task_rows as _task_rows
 from prbench.harness import tasks as _tasks
 from prbench.judges import order_metrics as _order
+from prbench.metrics import finite_mean as _finite_mean
 
 
 def load_docs(**kwargs: Any) -> dict[str, Any]:

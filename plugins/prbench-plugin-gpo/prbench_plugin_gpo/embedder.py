@@ -7,7 +7,7 @@ real tokens never see the padding, and the mean skips it, so a text's vector doe
 what it is batched with.
 
 The model is named like any prbench embedding model (hub id with ``revision``, local folder) and
-found by :func:`prbench.profiles.model_ref.resolve_model`; ``trust_remote_code`` is passed
+found by :func:`prbench.model_ref.resolve_model`; ``trust_remote_code`` is passed
 explicitly (``False`` unless asked). Vectors go through prbench's on-disk embedding cache, keyed
 by the model's fingerprint, the dtype and the truncation length, so training and scoring embed
 each text once.
@@ -86,7 +86,7 @@ class CausalLMMeanEncoder:
         cache_dir: the cache folder (default: prbench's cache).
 
     Raises:
-        prbench.profiles.model_ref.ModelUnavailableError: the model cannot be found.
+        prbench.model_ref.ModelUnavailableError: the model cannot be found.
     """
 
     def __init__(self, model: str, *, revision: str | None = None, max_length: int | None = None,

@@ -15,7 +15,7 @@ the user loses accuracy when given someone else.
 - Each pair keeps the network(s) that scored it (its fold's, or the ensemble).
 - The drop and its interval come from :func:`prbench.api.compare_paired` (paired bootstrap
   over pairs, exact McNemar test); outcomes are strict
-  (:func:`prbench.analysis.metrics.pair_outcome`).
+  (:func:`prbench.metrics.pair_outcome`).
 
 Only pairs whose two answers were scored in this run are counted (answers read from the score
 cache never reach the scorer); which answer is the chosen one comes from label digests
