@@ -154,18 +154,22 @@ def test_two_runs_in_one_process_share_no_pairs(tmp_path: Path) -> None:
     its own scorer's results (per-pair extras ride on the results, never in module state)."""
     from prbench.harness import evaluate, tasks
     from prbench.plugins import get_registry
+    from prbench.profiles import lazy
     from prbench.scoring.spec import resolve_scorer
 
     get_registry([str(write_plugin(tmp_path))])
     outs = []
+    lazy.STORE.reset()
     for i, given in enumerate(({"scorer": "fixed-judge", "p": "0.9"}, {"scorer": "counting"})):
         run = evaluate.Evaluation(
-            spec=resolve_scorer(given), model_args=given, tasks=(GROUP,),
+            spec=resolve_scorer(given), model_args=given,
+            tasks=("personalized_rewardbench_sample_art_and_entertainment",),
             task_dirs=tuple(tasks.task_dirs()), limit=3, output_path=str(tmp_path / f"r{i}"),
             log_samples=True)
         outcome = evaluate.evaluate(run)
         outcome.lm.close()
         outs.append(outcome)
+        assert lazy.STORE.statuses() == {}  # the run's profiles lived in a store of its own
     judge, counting = (o.results for o in outs)
     assert judge is not None and counting is not None
     assert judge["config"]["prbench"]["scorer"]["id"] == "fixed-judge"

@@ -8,7 +8,7 @@ built-in tasks are not indexed) and prbench's ``EvaluationTracker`` subclass, an
 ``run`` command does (same folders, names and keys). Nothing of lm-eval is replaced: every
 per-pair extra travels with the pair's results (:mod:`prbench.harness.scored`), and everything
 shown is printed by prbench. Two evaluations in one process share nothing but caches keyed by
-content (each starts with the process's profile store and record store reset).
+content: each has a profile store of its own (:func:`prbench.profiles.lazy.run_store`).
 """
 
 from __future__ import annotations
@@ -100,17 +100,25 @@ def evaluate(run: Evaluation, manager: Any = None) -> Outcome:
         run: the settings.
         manager: the ``TaskManager`` to use (default: :func:`task_manager` over the folders).
     """
+    from prbench.harness import tasks
+    from prbench.profiles import lazy
+
+    # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
+    # earlier run carries over (the records behind the rows and the data provenance are reset;
+    # the profiles live in the run's own store)
+    tasks.reset()
+    with lazy.run_store():  # the run's own profiles (prbench.profiles.lazy)
+        return _evaluate(run, manager)
+
+
+def _evaluate(run: Evaluation, manager: Any) -> Outcome:
+    """:func:`evaluate` inside its run's profile store."""
     import lm_eval
     from lm_eval.utils import handle_non_serializable
 
-    from prbench.harness import tasks
     from prbench.harness.lm import PRBenchLM
     from prbench.harness.run_files import tracker_class
 
-    # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
-    # earlier run carries over, least of all profiles marked "not built" for a scorer that did
-    # not read them (the process's profile store is a cache keyed by builder and record content)
-    tasks.reset()
     metadata = {**run.model_args, **run.metadata}
     if manager is None:
         manager = task_manager(run.task_dirs, metadata)

@@ -171,9 +171,12 @@ class PRBenchLM(LM):
         self._write_out = write_out
         self._written_out: set[str] = set()
         _OPEN.add(self)
-        from prbench.profiles.lazy import defer_to
+        from prbench.profiles.lazy import store
 
-        defer_to(self)  # rows' profiles are built here, for the rows scored (not in doc_to_text)
+        # rows' profiles are built here, for the rows scored (not in doc_to_text), in the store
+        # of the run this model belongs to
+        self._profile_store = store()
+        self._profile_store.consumers.add(self)
         self._chat_note_given = False
 
     @classmethod
@@ -276,7 +279,7 @@ class PRBenchLM(LM):
             "scored": self.scored,
             "stats": described.get("stats"),
             "scorer_stats": described.get("scorer_stats"),
-            "profiles": lazy.STORE.statuses(),
+            "profiles": lazy.store().statuses(),
         }
 
     # -- scoring -------------------------------------------------------------------------------
@@ -297,11 +300,9 @@ class PRBenchLM(LM):
 
     def close(self) -> None:
         """Close the runtime: its score cache and the scorer's ``close()`` (idempotent)."""
-        from prbench.profiles.lazy import release
-
         self._closed = True
         _OPEN.discard(self)
-        release(self)
+        self._profile_store.consumers.discard(self)
         if self._runtime is not None:
             self._runtime.close()
 

@@ -67,7 +67,7 @@ def note_peer_profiles(statuses: Mapping[str, str]) -> None:
 def _status(key: str) -> str:
     from prbench.profiles import lazy
 
-    status = lazy.STORE.status(key)
+    status = lazy.store().status(key)
     if status == lazy.STATUS_BUILT:
         return status
     return _PEER_STATUS.get(key, status)
@@ -94,7 +94,7 @@ def refresh_provenance() -> None:
         info["n_built"] = len(built)
         if built:
             info["status"] = lazy.STATUS_BUILT
-            view = next((v for v in map(lazy.STORE.view, built) if v is not None), None)
+            view = next((v for v in map(lazy.store().view, built) if v is not None), None)
             if view is not None:
                 info["description"] = view.builder
                 encoder = view.extra.get("encoder") or (
@@ -113,10 +113,10 @@ def _ensure_registered(doc: Mapping[str, Any]) -> str:
     from prbench.profiles import lazy
 
     key = str(doc["profile_key"])
-    if lazy.STORE.known(key):
+    if lazy.store().known(key):
         return key
     record = record_store.record(str(doc["record_ref"]), str(doc.get("source") or ""))
-    (registered,) = lazy.STORE.register(str(doc["profile_spec"]), [record])
+    (registered,) = lazy.store().register(str(doc["profile_spec"]), [record])
     if registered != key:
         raise ValueError(f"row {doc.get('id')!r}: its profile_key does not match its record")
     return key
@@ -136,9 +136,9 @@ def prepare_profiles(docs: Sequence[Mapping[str, Any]], *, build: bool) -> None:
         _ensure_registered(d) for d in docs if d.get("profile_status") == lazy.STATUS_PENDING
     ))
     if build:
-        lazy.STORE.build(keys)
+        lazy.store().build(keys)
     else:
-        lazy.STORE.skip(keys)
+        lazy.store().skip(keys)
     refresh_provenance()
 
 
@@ -155,7 +155,7 @@ def row_view(doc: Mapping[str, Any], *, build: bool = True) -> Any:
     if doc.get("profile_status") == lazy.STATUS_PENDING:
         key = _ensure_registered(doc)
         if build:
-            return lazy.STORE.view_for(key)
+            return lazy.store().view_for(key)
         return ProfileView(text="", builder=lazy.STATUS_SKIPPED)
     items = []
     post_ids = doc.get("profile_post_ids") or []
@@ -195,20 +195,20 @@ def process_docs(dataset: Any) -> Any:
 
     if "profile_key" not in getattr(dataset, "column_names", ()):
         return dataset
-    cache_key = (getattr(dataset, "_fingerprint", id(dataset)), lazy.STORE.generation)
+    cache_key = (getattr(dataset, "_fingerprint", id(dataset)), lazy.store().generation)
     if cache_key in _FILLED:
         return _FILLED[cache_key]
     keys = dataset["profile_key"]
     statuses = dataset["profile_status"]
     changed = [
         i for i, (k, s) in enumerate(zip(keys, statuses, strict=True))
-        if s == lazy.STATUS_PENDING and lazy.STORE.status(k) != lazy.STATUS_PENDING
+        if s == lazy.STATUS_PENDING and lazy.store().status(k) != lazy.STATUS_PENDING
     ]
     if not changed:
         return dataset
     columns = {name: list(dataset[name]) for name in PROFILE_FIELDS}
     for i in changed:
-        view = lazy.STORE.view(keys[i])
+        view = lazy.store().view(keys[i])
         if view is None:
             columns["profile_status"][i] = lazy.STATUS_SKIPPED
             continue
@@ -233,7 +233,7 @@ def reset() -> None:
     _ENTRY_KEYS.clear()
     _PEER_STATUS.clear()
     _FILLED.clear()
-    lazy.STORE.reset()
+    lazy.store().reset()
     lazy.release_all()
 
 

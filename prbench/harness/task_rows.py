@@ -124,21 +124,21 @@ def build_rows(req: DataRequest) -> Any:
         for src, rid, digest in zip(sources, table.column("id").to_pylist(),
                                     table.column("digest").to_pylist(), strict=True)
     ]
-    lazy.STORE.register_keys(
+    lazy.store().register_keys(
         spec, keys, [record_store.loader(r, s) for r, s in zip(refs, sources, strict=True)],
         what=what,
     )
     del sources
     if req.builder == "none":  # the question-only condition: nothing to compute
         for start in range(0, n, record_store.CHUNK):  # a chunk of records decoded at a time
-            lazy.STORE.build(keys[start:start + record_store.CHUNK])
+            lazy.store().build(keys[start:start + record_store.CHUNK])
     pending = {
         "profile_text": "", "profile_builder": req.builder, "profile_post_ids": [],
         "profile_tokens": 0, "profile_status": lazy.STATUS_PENDING,
     }
     profile: dict[str, list[Any]] = {name: [] for name in pending}
     for key in keys:
-        view = lazy.STORE.view(key)
+        view = lazy.store().view(key)
         fields = profile_fields(view, lazy.STATUS_BUILT) if view is not None else pending
         for name, value in fields.items():
             profile[name].append(value)

@@ -16,18 +16,21 @@ keys it needs:
 - any other lm-eval model reads the profile through ``doc_to_text``, which builds the one
   document's profile on first use (:meth:`ProfileStore.view_for`).
 
-Views are kept per process in :data:`STORE`, keyed by the profile key, so two tasks over the same
+Views are kept in a :class:`ProfileStore`, keyed by the profile key, so two tasks over the same
 records share one build and logged samples can be filled in afterwards
-(:func:`prbench.harness.profile_rows.process_docs`).
+(:func:`prbench.harness.profile_rows.process_docs`). ``prbench eval`` gives each run a store of
+its own (:func:`run_store`); elsewhere (plain ``lm_eval``) the process's :data:`STORE` serves.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from prbench.profiles.base import ProfileView, build_views
@@ -75,27 +78,24 @@ def key_of(spec: str, source: str, record_id: str, digest: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
-_CONSUMERS: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
 def defer_to(consumer: Any) -> None:
     """Register an object that builds the profiles of the rows it scores (see :func:`deferred`)."""
-    _CONSUMERS.add(consumer)
+    store().consumers.add(consumer)
 
 
 def release(consumer: Any) -> None:
     """Undo :func:`defer_to` (the consumer is closed)."""
-    _CONSUMERS.discard(consumer)
+    store().consumers.discard(consumer)
 
 
 def release_all() -> None:
     """Forget every consumer registered with :func:`defer_to` (tests)."""
-    _CONSUMERS.clear()
+    store().consumers.clear()
 
 
 def deferred() -> bool:
     """Whether a consumer that builds profiles itself is open (``doc_to_text`` then builds none)."""
-    return len(_CONSUMERS) > 0
+    return len(store().consumers) > 0
 
 
 class ProfileStore:
@@ -118,6 +118,8 @@ class ProfileStore:
         self.generation = 0
         #: records passed to builders, per builder spec (tests and provenance)
         self.n_built: dict[str, int] = {}
+        #: the open objects that build the profiles of the rows they score (:func:`defer_to`)
+        self.consumers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def register(
         self, spec: str, records: Sequence[Record], *, what: str | None = None
@@ -258,8 +260,31 @@ def _registry_builder(name: str, options: Mapping[str, Any]) -> Any:
     return get_registry().get("profile-builder", name).build(options)
 
 
-#: the process-wide store the harness uses
+#: the store of a process with no run of its own (plain ``lm_eval``, other programs)
 STORE = ProfileStore()
+_RUN_STORE: contextvars.ContextVar[ProfileStore | None] = contextvars.ContextVar(
+    "prbench_profile_store", default=None)
+
+
+def store() -> ProfileStore:
+    """The profile store of the current run (:func:`run_store`), else the process's."""
+    return _RUN_STORE.get() or STORE
+
+
+@contextlib.contextmanager
+def run_store() -> Iterator[ProfileStore]:
+    """A profile store owned by one run, current until the block ends (``prbench eval``).
+
+    The task rows register their records in it, the run's model builds and reads the views in
+    it: two runs in one process (one after the other, or in two threads) share nothing.
+    """
+    own = ProfileStore()
+    token = _RUN_STORE.set(own)
+    try:
+        yield own
+    finally:
+        _RUN_STORE.reset(token)
+
 
 __all__ = [
     "STATUS_BUILT",
@@ -273,5 +298,7 @@ __all__ = [
     "profile_key",
     "record_digest",
     "release",
+    "run_store",
     "spec_of",
+    "store",
 ]
