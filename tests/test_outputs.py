@@ -283,5 +283,5 @@ def test_a_negative_call_timeout_is_an_option_error() -> None:
     from prbench.options import OptionsError
     from prbench.scoring.runtime import build_runtime
 
-    with pytest.raises(OptionsError, match=r"'call_timeout' must be 0 \(no limit\) or a number"):
+    with pytest.raises(OptionsError, match=r"option 'call_timeout' must be >= 0, <= 604800"):
         build_runtime("length", {"call_timeout": "-1"})

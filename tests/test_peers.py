@@ -266,7 +266,7 @@ def test_the_openrlhf_docs_say_which_replies_become_none_and_what_to_set() -> No
     section = docs[docs.index("- **OpenRLHF**"):docs.index("- **verl**")]
     flat = " ".join(section.split())
     for words in ("into a `None` reward and logs it at INFO", "fewer than 16 characters",
-                  "raise OpenRLHF's `--max_len`", "**401**", "`PRBENCH_REWARD_API_KEY`"):
+                  "`--data.max_len`", "**401**", "`PRBENCH_REWARD_API_KEY`"):
         assert words in flat, words
 
 

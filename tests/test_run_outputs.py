@@ -243,7 +243,7 @@ def test_unreadable_task_yaml_is_named(tmp_path: Path, capsys: pytest.CaptureFix
     warning = [line for line in err.splitlines() if "bad.yaml" in line]
     assert len(warning) == 1 and "python/object/apply:os.system" in warning[0]
     assert warning[0].startswith(f"prbench: warning: task file {folder / 'bad.yaml'} is skipped")
-    assert "Tasks not found: taskplug_bad" in one_error_line(err)
+    assert "unknown task 'taskplug_bad'" in one_error_line(err)
 
 
 # -- per-domain rows for custom data --------------------------------------------------------------

@@ -330,7 +330,8 @@ def run(args: argparse.Namespace) -> int:
     from prbench.harness.lm_eval_compat import metadata_hint_once
 
     try:
-        with metadata_hint_once():
+        shown = args.verbosity in ("INFO", "DEBUG") and not evaluation.metadata
+        with metadata_hint_once(show_first=shown):
             outcome = evaluate.evaluate(evaluation, manager)
     except PrbenchUserError as exc:
         return _fail(one_line(exc))

@@ -434,14 +434,15 @@ class PlainRunFilter(logging.Filter):
 
 
 @contextlib.contextmanager
-def metadata_hint_once() -> Iterator[None]:
+def metadata_hint_once(*, show_first: bool = False) -> Iterator[None]:
     """``prbench eval``: lm-eval's per-task ``--metadata`` hint (a WARNING for every task with a
-    ``custom_dataset``, which every prbench task has) left out of its log for one run.
+    ``custom_dataset``, which every prbench task has) left out of its log for one run, or shown
+    once (``show_first``: ``--verbosity INFO`` without ``--metadata``).
 
     A :class:`logging.Filter` on lm-eval's task logger, removed when the block ends; nothing of
     lm-eval is replaced and every other log line passes.
     """  # noqa: D205
-    hint = PlainRunFilter(metadata_given=True, limit_note=None)
+    hint = PlainRunFilter(metadata_given=not show_first, limit_note=None)
     logger = logging.getLogger("lm_eval.api.task")
     logger.addFilter(hint)
     try:
