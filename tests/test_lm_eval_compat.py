@@ -218,3 +218,33 @@ def test_the_hook_leaves_lm_eval_alone_in_prbenchs_own_commands(argv0: str, patc
                           env=subprocess_env(), check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == str(patched)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scorer", ["length", "embedding-similarity", "llm-judge"])
+def test_prbench_eval_and_plain_lm_eval_give_identical_metrics(
+    scorer: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same run through ``prbench eval`` (lm-eval's Python API) and plain ``lm_eval``
+    (lm-eval's CLI with the start-up hook): every metric value the same."""
+    import contextlib
+
+    from _backend_fixtures import ScriptedOpenAIServer
+    from _harness_fixtures import PYTHON, results_and_manifest, run, subprocess_env
+
+    group = "personalized_rewardbench_sample"
+    with contextlib.ExitStack() as stack:
+        args = f"scorer={scorer},cache=false"
+        if scorer == "llm-judge":
+            server = stack.enter_context(ScriptedOpenAIServer())
+            server.answer = lambda content: "Comparing both. Verdict: [[A]]"
+            args += f",backend=openai,model=judge,base_url={server.base_url}"
+        common = ["--tasks", group, "--limit", "3", "--model_args", args]
+        code, _, err = run_eval(["eval", *common, "-o", str(tmp_path / "api")], capsys)
+        assert code == 0, err
+        run([PYTHON, "-m", "lm_eval", "--model", "prbench", *common, "--output_path",
+             str(tmp_path / "cli")], env=subprocess_env(), cwd=tmp_path)
+    api, _, _ = results_and_manifest(tmp_path / "api")
+    cli, _, _ = results_and_manifest(tmp_path / "cli")
+    assert api["results"] and api["results"] == cli["results"]
+    assert api["groups"] == cli["groups"]
