@@ -146,7 +146,7 @@ class Table:
 
     def runtime(self, **options: Any) -> Any:
         """An ``hf-classifier`` runtime on the benchmark's model, warmed up (cache off)."""
-        from prbench.scoring.runtime import build_runtime
+        from prbench.scoring.spec import build_runtime
 
         rt = build_runtime("hf-classifier", {
             "pretrained": str(self.folder), "device": str(self.device), "dtype": self.dtype,

@@ -79,7 +79,7 @@ def main() -> None:
     import torch
 
     from prbench.scoring.base import ScoreRequest, ScorerFaultError
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     try:
         device, dtype = resolve(args.device, args.dtype)

@@ -142,7 +142,7 @@ from prbench.scoring.base import (
 )
 from prbench.scoring.cache import fingerprint_of, model_identity
 from prbench.scoring.engine import BatchStats, run_batches
-from prbench.scoring.runtime import build_runtime
+from prbench.scoring.spec import build_runtime
 from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);

@@ -486,7 +486,7 @@ def test_a_judge_run_stopped_by_a_refused_connection_resumes_from_the_replies_re
     import math
 
     from prbench.scoring.base import PairRequest
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     pairs = [PairRequest(record_id=f"r{i}", question=f"question {i}", first=f"answer one {i}",
                          second=f"answer two {i}") for i in range(4)]  # 8 chats: both orders

@@ -166,7 +166,7 @@ def test_a_judge_run_closes_its_connections_when_it_ends() -> None:
     """Through the scorer runtime, as `prbench eval` runs a judge: one connection, closed at the
     end (the server sees it end)."""
     from prbench.scoring.base import PairRequest
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     pairs = [PairRequest(record_id=f"r{i}", question=f"q{i}", first=f"one {i}",
                          second=f"two {i}") for i in range(3)]

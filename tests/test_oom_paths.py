@@ -21,7 +21,7 @@ import pytest
 from prbench.oom import ScorerOutOfMemoryError
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from prbench.scoring.runtime import build_runtime
+from prbench.scoring.spec import build_runtime
 from prbench.testing import token_slot_limit
 from tests._hf_fixtures import build_tiny_model, sample_text
 

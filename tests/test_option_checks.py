@@ -393,7 +393,7 @@ def test_every_numeric_option_has_a_documented_range(monkeypatch: pytest.MonkeyP
 ])
 def test_a_number_outside_its_range_is_refused_naming_the_range(scorer: str, option: str,
                                                                 value: str, says: str) -> None:
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     extra = {"backend": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"} \
         if scorer == "llm-judge" else {"pretrained": "no-model"} if scorer == "hf-classifier" \
@@ -462,3 +462,17 @@ def test_scorers_options_shows_each_range(capsys: pytest.CaptureFixture[str]) ->
     assert "    max_concurrency: int = 8 (>= 1, <= 1024)  parallel calls (openai)" in out
     assert "    top_p: float = 1.0 (> 0, <= 1)  nucleus mass when sampling" in out
     assert "    call_timeout: float = 1800.0 (>= 0, <= 604800)  seconds one scorer call" in out
+
+
+def test_every_command_builds_its_scorer_through_one_resolved_spec() -> None:
+    """bon, rl, serve and rank build scorers with build_runtime, which reads the options into
+    the same ScorerSpec as prbench eval: a key differing from an option only by case names it."""
+    from prbench.scoring.spec import build_runtime, resolve_scorer
+
+    with pytest.raises(OptionsError, match=r"scorer 'length': 'Unit' is not an option; option "
+                       r"names are case-sensitive: write unit= \(not Unit=\)"):
+        build_runtime("length", {"Unit": "chars"})
+    spec = resolve_scorer({"scorer": "length", "unit": "chars", "cache": "false"},
+                          lm_keys=False)
+    with spec.build(progress=False) as runtime:
+        assert runtime.options == spec.options and runtime.options.unit == "chars"

@@ -281,7 +281,7 @@ def test_the_call_bound_works_outside_the_main_thread() -> None:
 
 def test_a_negative_call_timeout_is_an_option_error() -> None:
     from prbench.options import OptionsError
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     with pytest.raises(OptionsError, match=r"option 'call_timeout' must be >= 0, <= 604800"):
         build_runtime("length", {"call_timeout": "-1"})

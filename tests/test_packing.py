@@ -141,7 +141,7 @@ def test_packing_on_without_a_decoder_head_is_one_clear_error(tmp_path):
                                "{% endfor %}")
     tokenizer.save_pretrained(folder)
     from prbench.errors import PrbenchUserError
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     rt = build_runtime("hf-classifier", {"pretrained": str(folder), "packing": "on",
                                          "cache": False, "progress": False})
@@ -225,7 +225,7 @@ def test_packed_row_inputs_restart_positions_per_sequence():
 def test_hf_classifier_names_its_chunk_size_per_device(models):
     import torch
 
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     rt = build_runtime("hf-classifier", {"pretrained": str(models["llama"]), "cache": False,
                                          "progress": False})

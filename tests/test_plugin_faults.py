@@ -25,7 +25,7 @@ from prbench.plugins import PluginRegistry
 from prbench.profiles.base import ProfileBuilderFaultError, ProfileView, build_views
 from prbench.records import ProfileItem, load_records
 from prbench.scoring.base import ScoreRequest, ScorerFaultError, check_scores
-from prbench.scoring.runtime import build_runtime
+from prbench.scoring.spec import build_runtime
 from tests._faults_fixtures import (
     BUILDER,
     FAULTY,

@@ -24,7 +24,7 @@ import pytest
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
 from prbench.scoring.cache import ScoreCache
-from prbench.scoring.runtime import build_runtime
+from prbench.scoring.spec import build_runtime
 from tests._hf_fixtures import build_tiny_model, sample_text
 
 CHUNK = 8
@@ -38,7 +38,7 @@ CHILD = textwrap.dedent(
     from prbench.profiles.base import ProfileView
     from prbench.scoring.base import ScoreRequest
     from prbench.scoring.cache import ScoreCache
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
     put_many = ScoreCache.put_many

@@ -14,7 +14,8 @@ from prbench.profiles.base import ProfileView
 from prbench.records import ProfileItem
 from prbench.scoring.base import PairRequest, ScoreRequest, ScorerFaultError
 from prbench.scoring.request_key import request_key
-from prbench.scoring.runtime import ScorerRuntime, build_runtime
+from prbench.scoring.runtime import ScorerRuntime
+from prbench.scoring.spec import build_runtime
 from prbench.store import StoreError
 
 

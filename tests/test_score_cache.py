@@ -128,7 +128,7 @@ def _requests(n_questions, seed=0):
 
 
 def _runtime(rm_path, **options):
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     return build_runtime("hf-classifier", {"pretrained": str(rm_path), "progress": False,
                                            **options})
@@ -207,7 +207,7 @@ import json, sys, time
 from prbench.backends.hf_classifier import HFClassifierScorer
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from prbench.scoring.runtime import build_runtime
+from prbench.scoring.spec import build_runtime
 
 plain = HFClassifierScorer._forward_plain
 

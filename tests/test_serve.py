@@ -27,7 +27,8 @@ from prbench.downstream.serve_schema import (
 )
 from prbench.profiles.base import ProfileView
 from prbench.scoring.base import ScoreRequest
-from prbench.scoring.runtime import ScorerRuntime, build_runtime
+from prbench.scoring.runtime import ScorerRuntime
+from prbench.scoring.spec import build_runtime
 
 POSTS = [
     {"id": "p1", "category": "music", "text": "I practice piano every morning before work."},

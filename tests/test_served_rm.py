@@ -298,7 +298,7 @@ def test_reply_indexes_must_be_each_input_once(models, endpoint):
 
 
 def test_the_runtime_records_failed_inputs_as_nan_and_does_not_cache_them(models):
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     path = models["bothbos"]
     requests = make_requests(2)

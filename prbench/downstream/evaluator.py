@@ -7,7 +7,7 @@ Registered through ``register_downstream_evaluators`` (see
 ``prbench bon`` writes and that ``prbench correlate`` / ``prbench report`` read.
 
 Every candidate (and each record's own chosen/rejected pair, for the benchmark side of the
-correlation) is scored once per scorer through :func:`prbench.scoring.runtime.build_runtime`, so
+correlation) is scored once per scorer through :func:`prbench.scoring.spec.build_runtime`, so
 scores are deduplicated, cached on disk for scorers with a fingerprint, and a rerun computes only
 what is missing.
 """
@@ -228,7 +228,7 @@ class BestOfNEvaluator:
                 p.record_id: [float(c.quality) for c in p.candidates[: o.n]] for p in pools
             }, None
         from prbench.scoring.base import ScoreRequest
-        from prbench.scoring.runtime import build_runtime
+        from prbench.scoring.spec import build_runtime
 
         requests = []
         for p in pools:
@@ -347,7 +347,7 @@ class BestOfNEvaluator:
         self, spec: str, qualified_id: str, items: Sequence[PoolItem], by_id: Mapping[str, Any],
         view_of: Mapping[str, Any], ks: Sequence[int], boot: Mapping[str, Any],
     ) -> dict[str, Any]:
-        from prbench.scoring.runtime import build_runtime
+        from prbench.scoring.spec import build_runtime
 
         scorer_id, raw = parse_scorer_spec(spec)
         with build_runtime(qualified_id, raw, progress=self.options.progress) as rt:
@@ -385,7 +385,7 @@ class BestOfNEvaluator:
         self, items: Sequence[PoolItem], by_id: Mapping[str, Any], ks: Sequence[int],
         boot: Mapping[str, Any],
     ) -> dict[str, Any]:
-        from prbench.scoring.runtime import build_runtime
+        from prbench.scoring.spec import build_runtime
 
         out: dict[str, Any] = {}
         constant = {i.record_id: [0.0] * len(i.texts) for i in items}

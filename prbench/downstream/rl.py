@@ -65,7 +65,7 @@ class ScorerReward:
     ``record_id`` column finds the record and its profile view.
 
     Args:
-        runtime: the scorer runtime (:func:`prbench.scoring.runtime.build_runtime`).
+        runtime: the scorer runtime (:func:`prbench.scoring.spec.build_runtime`).
         records: the records, by id.
         views: the profile view of each record, by id.
         diagnostic: pass the hidden rubric to the scorer (diagnostic scorers only).
@@ -101,7 +101,7 @@ class ScorerReward:
         """
         from prbench.options import OptionsError
         from prbench.plugins import get_registry
-        from prbench.scoring.runtime import build_runtime
+        from prbench.scoring.spec import build_runtime
 
         component = get_registry().get("scorer", scorer)
         if "pairwise" in component.tags:
@@ -253,7 +253,7 @@ def run_rl(
     from prbench.downstream.policy import policy_chat
     from prbench.downstream.rl_progress import RewardCurve, step_lines_enabled, trainer_callback
     from prbench.plugins import get_registry
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     clock = PhaseClock()
     check_policy(config)  # before any data, model or output folder

@@ -231,7 +231,7 @@ def runtime_factory(scorer: str, options: Mapping[str, Any] | None = None) -> Ca
     raw = dict(options or {})
 
     def build() -> Any:
-        from prbench.scoring.runtime import build_runtime
+        from prbench.scoring.spec import build_runtime
 
         return build_runtime(scorer, raw, progress=False)
 

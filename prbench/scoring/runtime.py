@@ -42,7 +42,7 @@ its scores and read back with :meth:`ScorerRuntime.extras`.
 
 Example::
 
-    from prbench.scoring.runtime import build_runtime
+    from prbench.scoring.spec import build_runtime
 
     with build_runtime("length", {"cache": False}) as rt:
         scores = rt.score(requests)
@@ -73,7 +73,7 @@ from prbench.scoring.base import (
 from prbench.scoring.extras import RequestExtras
 from prbench.scoring.request_key import KEY_VERSION, request_key
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
-from prbench.scoring.runtime_options import DEFAULT_CHUNK_SIZE, DEFAULT_TIMEOUT, split_options
+from prbench.scoring.runtime_options import DEFAULT_CHUNK_SIZE, DEFAULT_TIMEOUT
 from prbench.scoring.timeout import CallTimedOut, call_with_timeout
 
 logger = logging.getLogger(__name__)
@@ -481,39 +481,6 @@ class ScorerRuntime:
         return f"ScorerRuntime({self.name!r}, {fp}, cache={self.cache_enabled})"
 
 
-def build_runtime(
-    scorer_id: str,
-    options: Mapping[str, Any] | None = None,
-    *,
-    registry: Any = None,
-    **runtime_overrides: Any,
-) -> ScorerRuntime:
-    """Build a registered scorer with validated options, wrapped in its runtime.
-
-    Args:
-        scorer_id: the scorer id (``length``, ``hf-classifier``, ``plugin/id``, ...).
-        options: raw options; the runtime's keys
-            (:data:`~prbench.scoring.runtime_options.RUNTIME_KEYS`) are taken out first, the
-            rest is validated against the scorer's options.
-        registry: the plugin registry (default :func:`prbench.plugins.get_registry`).
-        **runtime_overrides: runtime settings fixed by the caller (e.g. ``progress=False``), over
-            the options.
-
-    Raises:
-        prbench.plugins.UnknownComponentError: no such scorer.
-        OptionsError: an unknown or invalid option.
-        TypeError: the scorer built lacks ``score()`` (``compare()`` for a pairwise judge).
-    """
-    if registry is None:
-        from prbench.plugins import get_registry
-
-        registry = get_registry()
-    component = registry.get("scorer", str(scorer_id))
-    runtime, scorer_raw = split_options(component, options)
-    return runtime_of(component, component.parse_options(scorer_raw), runtime,
-                      **runtime_overrides)
-
-
 def runtime_of(component: Any, parsed: Any, runtime: Any, **runtime_overrides: Any
                ) -> ScorerRuntime:
     """The scorer of ``component`` built with its validated options, in its runtime.
@@ -539,4 +506,4 @@ def runtime_of(component: Any, parsed: Any, runtime: Any, **runtime_overrides: A
     )
 
 
-__all__ = ["ScorerRuntime", "build_runtime", "runtime_of"]
+__all__ = ["ScorerRuntime", "runtime_of"]

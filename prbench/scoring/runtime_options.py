@@ -2,7 +2,7 @@
 
 They are given with the scorer's own options (``--model_args``, a reward server's config, ...);
 :func:`split_options` takes them out and validates both halves before a scorer is built
-(:func:`prbench.scoring.runtime.build_runtime`, and the commands that check a scorer first).
+(:func:`prbench.scoring.spec.build_runtime`, and the commands that check a scorer first).
 """
 
 from __future__ import annotations

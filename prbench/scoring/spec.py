@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prbench.options import OptionsError, options_to_dict
+from prbench.scoring.runtime import ScorerRuntime, runtime_of
 
 #: the scorer of a run whose ``--model_args`` names none
 DEFAULT_SCORER = "embedding-similarity"
@@ -93,11 +94,15 @@ class ScorerSpec:
             options = dataclasses.replace(options, device=device)
         return dataclasses.replace(self, options=options, device=device)
 
-    def build(self) -> Any:
-        """The scorer in its runtime (``prbench.scoring.runtime.ScorerRuntime``), built now."""
-        from prbench.scoring.runtime import runtime_of
+    def build(self, **runtime_overrides: Any) -> ScorerRuntime:
+        """The scorer in its runtime, built now.
 
-        return runtime_of(self.component, self.options, self.runtime_options)
+        Args:
+            **runtime_overrides: runtime settings fixed by the caller (e.g. ``progress=False``),
+                over the spec's runtime options.
+        """
+        return runtime_of(self.component, self.options, self.runtime_options,
+                          **runtime_overrides)
 
     def describe_options(self) -> dict[str, Any]:
         """The scorer's options as recorded (JSON values)."""
@@ -129,6 +134,7 @@ def resolve_scorer(
     given: Mapping[str, Any],
     *,
     flag: str = "--model_args",
+    lm_keys: bool = True,
     device: str | None = None,
     device_explicit: bool = True,
     batch_size: Any = None,
@@ -140,6 +146,9 @@ def resolve_scorer(
     Args:
         given: the keys (``scorer`` and the options), values as text or JSON values.
         flag: how the user gave them (named in errors).
+        lm_keys: read lm-eval's model keys (``pretrained``, ``device``, ``batch_size``, ...) and
+            leave ``prbench_*`` task keys out, as the ``prbench`` lm-eval model does; ``False``
+            (:func:`build_runtime`): every key is the scorer's or the runtime's option.
         device: a device given outside ``given`` (``--device``); ``device=`` in ``given`` wins.
         device_explicit: whether ``device`` is the user's request (a missing accelerator is then
             an error) or only a default (then the CPU stands in).
@@ -164,7 +173,13 @@ def resolve_scorer(
     scorer = str(raw.pop("scorer", "") or DEFAULT_SCORER)
     component = registry.get("scorer", scorer)
     fields = _fields(component)
-    check_key_case(raw, {*fields, *RUNTIME_KEYS, *LM_KEYS}, flag=flag)
+    check_key_case(raw, {*fields, *RUNTIME_KEYS, *(LM_KEYS if lm_keys else ())}, flag=flag)
+    if not lm_keys:
+        runtime_options, scorer_raw = split_options(component, raw)
+        return ScorerSpec(
+            component=component, options=component.parse_options(scorer_raw),
+            runtime_options=runtime_options, label=None, device="cpu", batch_size=None,
+            max_batch_size=None, given={"scorer": scorer, **raw})
     lm = {k: raw.pop(k) for k in LM_KEYS if k in raw}
     options = {k: v for k, v in raw.items() if not k.startswith(TASK_KEY_PREFIX)}
     if "device" in lm:
@@ -194,10 +209,44 @@ def resolve_scorer(
     )
 
 
+def build_runtime(
+    scorer_id: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    registry: Any = None,
+    **runtime_overrides: Any,
+) -> ScorerRuntime:
+    """Build a registered scorer with validated options, wrapped in its runtime.
+
+    The one way every command builds a scorer: :func:`resolve_scorer` reads the options once
+    into a :class:`ScorerSpec` (a key that differs from an option only by case names it), and
+    :meth:`ScorerSpec.build` builds it.
+
+    Args:
+        scorer_id: the scorer id (``length``, ``hf-classifier``, ``plugin/id``, ...).
+        options: raw options; the runtime's keys
+            (:data:`~prbench.scoring.runtime_options.RUNTIME_KEYS`) are taken out first, the
+            rest is validated against the scorer's options.
+        registry: the plugin registry (default :func:`prbench.plugins.get_registry`).
+        **runtime_overrides: runtime settings fixed by the caller (e.g. ``progress=False``), over
+            the options.
+
+    Raises:
+        prbench.plugins.UnknownComponentError: no such scorer.
+        OptionsError: an unknown or invalid option.
+        TypeError: the scorer built lacks ``score()`` (``compare()`` for a pairwise judge).
+    """
+    given = {**dict(options or {}), "scorer": str(scorer_id)}
+    spec = resolve_scorer(given, flag=f"scorer {str(scorer_id)!r}", lm_keys=False,
+                          registry=registry)
+    return spec.build(**runtime_overrides)
+
+
 __all__ = [
     "DEFAULT_SCORER",
     "LM_KEYS",
     "ScorerSpec",
+    "build_runtime",
     "check_key_case",
     "parse_batch_size",
     "resolve_scorer",
