@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from prbench.harness import profile_rows, tasks
-from prbench.harness.lm import PRBenchLM, lm_device, parse_batch_size
+from prbench.harness.lm import PRBenchLM, parse_batch_size
 from prbench.options import OptionsError
 from prbench.plugins import UnknownComponentError, get_registry
 from tests._harness_fixtures import read_log, write_plugin
@@ -51,8 +51,6 @@ def test_batch_size_and_device_parsing() -> None:
         parse_batch_size("lots")
     with pytest.raises(OptionsError, match="batch_size"):
         parse_batch_size("0")
-    assert lm_device("cpu") == "cpu"
-    assert lm_device(None) is None
 
 
 def test_unknown_scorer_and_option_are_errors() -> None:
@@ -281,19 +279,21 @@ def test_scorer_closed_at_exit_of_plain_lm_eval_use(runtime_plugin: Path, tmp_pa
 
 
 def test_lm_eval_default_device_is_silent(caplog: pytest.LogCaptureFixture,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                          monkeypatch: pytest.MonkeyPatch, plugin: Path) -> None:
     import torch
 
     from prbench.devices import DeviceError
 
+    get_registry([str(plugin)])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--model", "prbench"])
-    with caplog.at_level("DEBUG"):
-        assert lm_device("cuda:0") == "cpu"  # lm-eval's default: nobody asked for CUDA
+    with caplog.at_level("DEBUG"):  # lm-eval's default: nobody asked for CUDA
+        assert PRBenchLM(scorer="counting", device="cuda:0").device == "cpu"
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert PRBenchLM(scorer="counting").device == "cpu"  # none given
     monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--device", "cuda:0"])
     with pytest.raises(DeviceError, match=r"--device='cuda:0' asks for CUDA"):
-        lm_device("cuda:0")  # the user asked for a GPU: never a silent CPU run
+        PRBenchLM(scorer="counting", device="cuda:0")  # asked for: never a silent CPU run
 
 
 def test_runtime_describe_lands_in_the_manifest(runtime_plugin: Path, tmp_path: Path) -> None:

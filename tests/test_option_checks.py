@@ -476,3 +476,12 @@ def test_every_command_builds_its_scorer_through_one_resolved_spec() -> None:
                           lm_keys=False)
     with spec.build(progress=False) as runtime:
         assert runtime.options == spec.options and runtime.options.unit == "chars"
+
+
+def test_a_max_batch_size_that_is_not_a_number_is_an_option_error() -> None:
+    """It ended in int()'s ValueError traceback when read from --model_args text."""
+    from prbench.scoring.spec import resolve_scorer
+
+    with pytest.raises(OptionsError, match="max_batch_size must be a positive integer or 'auto', "
+                       "got 'lots'"):
+        resolve_scorer({"scorer": "length", "max_batch_size": "lots"})

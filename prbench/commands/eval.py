@@ -235,8 +235,7 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any]:
     warn_troubled_plugins()  # one line per failed or partial plugin
     requested = eo.requested_tasks(args.tasks)
     if not requested:
-        groups = ", ".join(sorted(n for n in tasks.task_names() if n.startswith(
-            "personalized_rewardbench") and n.count("_") <= 3))
+        groups = ", ".join(eo.prbench_groups(tasks.task_names()))
         raise OptionsError("no --tasks given: name the tasks to run, e.g. --tasks "
                            f"personalized_rewardbench_sample (prbench's groups: {groups})")
     model_args = eo.read_model_args(args.model_args)
@@ -289,7 +288,9 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any]:
         metadata=metadata, limit=args.limit, output_path=args.output_path,
         log_samples=args.log_samples, write_out=args.write_out,
         seeds=args.seed or (0, 1234, 1234, 1234),
-        batch_size=str(args.batch_size) if args.batch_size is not None else "auto",
+        # the scorer's own default for prbench ("auto"), lm-eval's CLI default (1) for others
+        batch_size=str(args.batch_size) if args.batch_size is not None else (
+            "auto" if args.model == "prbench" else "1"),
         device=args.device, tracker_args=tracker_args, wandb_args=wandb_args,
         show_config=args.show_config, model=args.model,
     )
@@ -329,15 +330,14 @@ def run(args: argparse.Namespace) -> int:
     from prbench.harness import evaluate
     from prbench.harness.lm_eval_compat import metadata_hint_once
 
+    shown = args.verbosity in ("INFO", "DEBUG") and not evaluation.metadata
     try:
-        shown = args.verbosity in ("INFO", "DEBUG") and not evaluation.metadata
         with metadata_hint_once(show_first=shown):
             outcome = evaluate.evaluate(evaluation, manager)
     except PrbenchUserError as exc:
         return _fail(one_line(exc))
-    finally:
-        if "outcome" in locals() and outcome.lm is not None:
-            outcome.lm.close()
+    if outcome.lm is not None:
+        outcome.lm.close()
     results = outcome.results
     if results is None:  # not rank 0 of a multi-process run
         return 0

@@ -205,7 +205,8 @@ def requested_tasks(tasks: Sequence[str] | str | None) -> list[str]:
     return [t.strip() for item in items for t in str(item).split(",") if t.strip()]
 
 
-def _groups(names: set[str]) -> list[str]:
+def prbench_groups(names: set[str]) -> list[str]:
+    """The benchmark groups among task ``names`` (not the per-domain tasks), sorted."""
     from prbench.records import DOMAINS
 
     slugs = [d.lower() for d in DOMAINS]
@@ -226,7 +227,8 @@ def misspelt_task(requested: Sequence[str], names: set[str]) -> str | None:
             continue
         hint = suggest(item, names)
         if hint or item.startswith("personalized_rewardbench"):
-            return f"unknown task {item!r}{hint}; prbench's groups: {', '.join(_groups(names))}"
+            groups = ", ".join(prbench_groups(names))
+            return f"unknown task {item!r}{hint}; prbench's groups: {groups}"
     return None
 
 
@@ -237,7 +239,7 @@ def unknown_task(requested: Sequence[str], names: set[str]) -> str | None:
     for item in requested:
         if not fnmatch.filter(sorted(names), item):
             return (f"unknown task {item!r}{suggest(item, names)}; prbench's groups: "
-                    f"{', '.join(_groups(names))} (a task of your own: --include_path DIR; "
+                    f"{', '.join(prbench_groups(names))} (a task of your own: --include_path DIR; "
                     "lm-eval's own tasks are not reward-model tasks: run them with lm_eval)")
     return None
 
@@ -421,6 +423,7 @@ __all__ = [
     "other_model_problem",
     "parse_limit",
     "parse_seed",
+    "prbench_groups",
     "profile_metadata",
     "read_metadata",
     "read_model_args",

@@ -39,7 +39,8 @@ class Evaluation:
         log_samples: write the samples files.
         write_out: print each task's first document as the scorer gets it.
         seeds: Python's, numpy's, torch's and the few-shot sampler's seed.
-        batch_size: ``--batch_size`` as given (recorded), ``"auto"`` by default.
+        batch_size: ``--batch_size`` as given (recorded); by default ``"auto"`` (the scorer's
+            own) for ``prbench``, ``"1"`` (lm-eval's) for another model.
         device: ``--device`` as given (recorded), else ``None``.
         tracker_args: lm-eval's ``EvaluationTracker`` arguments (``--hf_hub_log_args``).
         wandb_args: ``wandb.init`` arguments, or ``None``.
@@ -131,8 +132,8 @@ def _evaluate(run: Evaluation, manager: Any) -> Outcome:
     python_seed, numpy_seed, torch_seed, fewshot_seed = run.seeds
     results = lm_eval.simple_evaluate(
         model=lm if ours else run.model, model_args=dict(run.model_args),
-        tasks=list(run.tasks), batch_size=run.batch_size if ours or run.batch_size != "auto"
-        else 1, max_batch_size=run.spec.max_batch_size if ours else None, device=run.device,
+        tasks=list(run.tasks), batch_size=run.batch_size,
+        max_batch_size=run.spec.max_batch_size if ours else None, device=run.device,
         limit=run.limit, log_samples=run.log_samples, evaluation_tracker=tracker,
         task_manager=manager, random_seed=python_seed, numpy_random_seed=numpy_seed,
         torch_random_seed=torch_seed, fewshot_random_seed=fewshot_seed,

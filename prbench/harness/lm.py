@@ -37,7 +37,7 @@ from typing import Any
 
 from lm_eval.api.model import LM
 
-from prbench.devices import lm_eval_default_device, resolve_device
+from prbench.devices import lm_eval_default_device
 from prbench.harness.scored import Scored
 from prbench.options import options_to_dict
 from prbench.scoring.spec import DEFAULT_SCORER, ScorerSpec, parse_batch_size, resolve_scorer
@@ -51,18 +51,6 @@ CHAT_TEMPLATE_NOTE = (
     "[user: question (+ profile), assistant: answer]"
 )
 REQUIRED_DOC_FIELDS = ("id", "question", "chosen", "rejected", "profile_text", "record_ref")
-
-
-def lm_device(device: Any) -> str | None:
-    """The device for the scorer from lm-eval's ``device`` argument (``None``: none given).
-
-    A CUDA device without CUDA is an error when the user asked for it with ``--device``; lm-eval's
-    own ``cuda:0`` default falls back to ``cpu`` silently.
-    """
-    if device is None or str(device).strip() == "":
-        return None
-    return resolve_device(str(device), explicit=not lm_eval_default_device(device),
-                          option="--device")
 
 
 _OPEN: weakref.WeakSet[PRBenchLM] = weakref.WeakSet()
@@ -545,6 +533,5 @@ __all__ = [
     "DEFAULT_SCORER",
     "PRBenchLM",
     "close_open_models",
-    "lm_device",
     "parse_batch_size",
 ]

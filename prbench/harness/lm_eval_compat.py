@@ -35,6 +35,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from prbench.harness.eval_options import (
+    argv_given,
+    argv_values,
+    json_flag_argv,
+    running_lm_eval_cli,
+)
+
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "prbench"
@@ -285,12 +292,6 @@ def patch_writeout(lm: Any) -> bool:
 
 # -- plain lm_eval: its command line, read by prbench ---------------------------------------------
 
-from prbench.harness.eval_options import (  # noqa: E402 - the command-line readers
-    argv_given,
-    argv_values,
-    json_flag_argv,
-    running_lm_eval_cli,
-)
 
 
 def plain_run_started(lm: Any) -> None:

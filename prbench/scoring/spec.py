@@ -30,7 +30,7 @@ LM_KEYS = ("pretrained", "batch_size", "max_batch_size", "device", "trust_remote
 TASK_KEY_PREFIX = "prbench_"
 
 
-def parse_batch_size(value: Any) -> int | None:
+def parse_batch_size(value: Any, name: str = "batch_size") -> int | None:
     """A batch size as lm-eval gives it (an int, ``"8"``, ``"auto"``, ``"auto:4"``).
 
     Returns:
@@ -44,7 +44,7 @@ def parse_batch_size(value: Any) -> int | None:
     text = str(value).strip().lower()
     if text.startswith("auto"):
         return None
-    message = f"batch_size must be a positive integer or 'auto', got {value!r}"
+    message = f"{name} must be a positive integer or 'auto', got {value!r}"
     try:
         size = int(text)
     except ValueError:
@@ -204,7 +204,7 @@ def resolve_scorer(
     return ScorerSpec(
         component=component, options=parsed, runtime_options=runtime_options,
         label=str(label) if label is not None else None, device=resolved, batch_size=size,
-        max_batch_size=int(most) if most is not None else None,
+        max_batch_size=parse_batch_size(most, "max_batch_size") if most is not None else None,
         given={"scorer": scorer, **{k: v for k, v in given.items() if k != "scorer"}},
     )
 
