@@ -16,6 +16,15 @@ saw them), and why the pair counted as it did under each metric:
   ``acc_single_order`` with the rule that gave each
   (:func:`prbench.judges.order_metrics.explain_pair`; the definitions are not repeated here).
 
+What the scorer was sent, when the run recorded it (the line's ``scored_input``, written by
+:func:`prbench.harness.scored.annotate_sample`): per answer of a pointwise scorer the input text
+as scored (where a truncation cut it, where the profile sits, the tokens sent and before the cut,
+its length and sha256, whether the page holds only its head, whether the score came from the score
+cache), per order of a judge the messages as sent and the raw reply (:func:`scored_input`); the
+pair's input tokens and time are their sums. A line without it (a run made without the option, or
+before prbench recorded it) has ``input`` ``None``. Each pair keeps its samples line as read
+(``raw``), for the page's raw view.
+
 A number on a line that does not match what its parts give (a samples line whose ``acc`` is not
 the strict win of its orders) is kept and flagged in the pair's ``notes``, never replaced.
 The page itself is :mod:`prbench.analysis.explorer`.
@@ -41,6 +50,9 @@ NO_REPLY_LOGGED = (
     "verdict was read from a score cache written before replies were kept, or the pair was "
     "scored by another process of a data-parallel run"
 )
+
+#: what the page says for a line without ``scored_input``
+NO_INPUT = "input not recorded (the run was made without it, or before prbench recorded it)"
 
 _NAMES = {"first": "chosen", "second": "rejected", None: "unreadable"}
 
@@ -287,13 +299,119 @@ def explorer_pair(line: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _int(value: Any) -> int | None:
+    number = _number(value)
+    return None if number is None or isinstance(value, bool) else int(number)
+
+
+def _messages(value: Any, where: str) -> list[dict[str, str]] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(m, Mapping) for m in value):
+        raise ValueError(f"scored_input: {where}.messages is not a list of "
+                         "{\"role\", \"content\"} objects")
+    return [{"role": str(m.get("role", "")), "content": str(m.get("content", ""))}
+            for m in value]
+
+
+def _common(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The fields an answer's and an order's input share."""
+    return {
+        "messages": _messages(entry.get("messages"), where),
+        "chars": _int(entry.get("chars")),
+        "sha256": str(entry.get("sha256") or ""),
+        "clipped": bool(entry.get("clipped")),
+        "tokens": _int(entry.get("tokens")),
+        "time_s": _number(entry.get("time_s")),
+        "cached": bool(entry.get("cached")),
+    }
+
+
+def _answer_input(entry: Any, name: str) -> dict[str, Any]:
+    where = f"answers.{name}"
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"scored_input: {where} is not an object")
+    text = str(entry.get("text") or "")
+    cut = entry.get("cut")
+    if cut is not None:
+        if not isinstance(cut, Mapping) or cut.get("side") not in ("left", "right") or (
+                _int(cut.get("char")) is None):
+            raise ValueError(f"scored_input: {where}.cut is not "
+                             "{\"side\": \"left\" | \"right\", \"char\": N, ...}")
+        cut = {"side": str(cut["side"]), "char": max(0, _int(cut["char"]) or 0),
+               "tokens_dropped": _int(cut.get("tokens_dropped"))}
+    profile = entry.get("profile")
+    span = None
+    if isinstance(profile, list) and len(profile) == 2:
+        start, end = _int(profile[0]), _int(profile[1])
+        if start is not None and end is not None and 0 <= start <= end:
+            span = [start, end]
+    return {"text": text, **_common(entry, where), "tokens_full": _int(entry.get("tokens_full")),
+            "cut": cut, "profile": span}
+
+
+def _order_input(entry: Any, n: int) -> dict[str, Any]:
+    where = f"orders[{n}]"
+    if not isinstance(entry, Mapping) or entry.get("shown_first") not in ("chosen", "rejected"):
+        raise ValueError(f"scored_input: {where} is not an object with shown_first "
+                         "\"chosen\" or \"rejected\"")
+    return {"shown_first": str(entry["shown_first"]), **_common(entry, where),
+            "reply": _text(entry.get("reply"))}
+
+
+def scored_input(line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The input as scored (the line's ``scored_input``), checked and normalised for the page.
+
+    Returns:
+        ``{"kind", "answers": {"chosen": ANS, "rejected": ANS} | None, "orders": [ORDER] |
+        None}`` with every field of the samples contract present (``None`` where the line has
+        none); ``None`` for a line without ``scored_input``.
+
+    Raises:
+        ValueError: ``scored_input`` is not shaped as the contract says (naming the field).
+    """
+    given = line.get("scored_input")
+    if given is None:
+        return None
+    if not isinstance(given, Mapping):
+        raise ValueError("scored_input is not an object")
+    answers = given.get("answers")
+    orders = given.get("orders")
+    if answers is not None and not isinstance(answers, Mapping):
+        raise ValueError("scored_input: answers is not an object")
+    if orders is not None and not isinstance(orders, list):
+        raise ValueError("scored_input: orders is not a list")
+    return {
+        "kind": str(given.get("kind") or ""),
+        "answers": None if answers is None else {
+            name: _answer_input(answers[name], name)
+            for name in ("chosen", "rejected") if name in answers},
+        "orders": None if orders is None else [_order_input(o, n) for n, o in enumerate(orders)],
+    }
+
+
+def input_totals(given: Mapping[str, Any] | None) -> tuple[int | None, float | None]:
+    """A pair's input tokens and time: the sums over its answers or orders.
+
+    Returns:
+        ``(tokens, time_s)``, each ``None`` where no answer or order has the number (no input
+        recorded, a scorer without a tokenizer, scores from the score cache).
+    """
+    if given is None:
+        return None, None
+    parts = list((given.get("answers") or {}).values()) + list(given.get("orders") or [])
+    tokens = [p["tokens"] for p in parts if p.get("tokens") is not None]
+    times = [p["time_s"] for p in parts if p.get("time_s") is not None]
+    return (sum(tokens) if tokens else None), (sum(times) if times else None)
+
+
 def explorer_pairs(run: Any) -> list[dict[str, Any]]:
     """Every logged pair of a run (:class:`prbench.analysis.runs.Run`), JSON-ready.
 
     Raises:
         prbench.analysis.runs.RunFileError: a samples line that is not a prbench task row, a
-            ``record_json`` that is not JSON, or a malformed ``judge_replies`` (naming the file
-            and line).
+            ``record_json`` that is not JSON, a malformed ``judge_replies`` or ``scored_input``
+            (naming the file and line).
     """
     from prbench.analysis.runs import RunFileError, read_sample_lines, samples_file
     from prbench.analysis.summary import task_rows
@@ -314,6 +432,7 @@ def explorer_pairs(run: Any) -> list[dict[str, Any]]:
                 raise RunFileError(f"{file}:{n}: record_json is not JSON ({exc.msg})") from exc
             try:
                 scored = explorer_pair(line)
+                given = scored_input(line)
             except ValueError as exc:
                 raise RunFileError(f"{file}:{n}: {exc}") from exc
             chosen, rejected = str(doc.get("chosen", "")), str(doc.get("rejected", ""))
@@ -332,6 +451,10 @@ def explorer_pairs(run: Any) -> list[dict[str, Any]]:
                 **scored,
                 "length_agrees": (length_right == 1.0) == (scored["outcome"] == "right"),
                 "aspects": _aspects(record),
+                "input": given,
+                "tokens": input_totals(given)[0],
+                "time_s": input_totals(given)[1],
+                "raw": line,
             })
     return out
 
@@ -348,5 +471,6 @@ def run_data(run: Any) -> dict[str, Any]:
     }
 
 
-__all__ = ["FLAGS", "NO_REPLY_LOGGED", "OUTCOMES", "explorer_pair", "explorer_pairs",
-           "judge_orders", "pair_orders", "run_data"]
+__all__ = ["FLAGS", "NO_INPUT", "NO_REPLY_LOGGED", "OUTCOMES", "explorer_pair",
+           "explorer_pairs", "input_totals", "judge_orders", "pair_orders", "run_data",
+           "scored_input"]

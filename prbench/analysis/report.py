@@ -442,8 +442,11 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
             parts.append(_html_table(block[1], block[2], block[3] if len(block) > 3 else None))
         elif kind == "img":
             data = base64.b64encode(block[1].read_bytes()).decode("ascii")
-            parts.append(f"<figure><img alt='{html.escape(block[1].stem, quote=True)}' "
-                         f"src='data:image/png;base64,{data}'></figure>")
+            # the figure links to its PNG beside the page: a tap opens it full size
+            name = html.escape(block[1].name, quote=True)
+            parts.append(f"<figure><a class='zoom' href='{name}' title='open full size'>"
+                         f"<img alt='{html.escape(block[1].stem, quote=True)}' "
+                         f"src='data:image/png;base64,{data}'></a></figure>")
     if in_section:
         parts.append("</section>")
     nav = "".join(f"<a href='#{a}'>{html.escape(t)}</a>" for a, t in toc)

@@ -2,7 +2,8 @@
 
 Written here rather than taken from a CSS framework: the pages must open offline from a file
 (no CDN, no web font), and the rules they need -- readable tables of intervals that fit a
-1,280-pixel window, flags that stand out, a sticky filter bar -- are a few dozen lines. Colours
+1,280-pixel window and a 390-pixel phone without sideways scrolling, flags that stand out, a
+sticky filter bar -- are a few dozen lines. Colours
 and sizes are custom properties at the top, so a page needs no rule of its own for them.
 
 :data:`BASE` styles both pages (type, headings, tables, flags, figures); :data:`REPORT` and
@@ -50,6 +51,13 @@ tr.diagnostic td{background:var(--diag-bg)}
  color:#fff;background:var(--diag);vertical-align:1px;white-space:nowrap}
 .tag.sample{background:var(--tie)}
 img{max-width:100%;height:auto}
+kbd{font:11px ui-monospace,Menlo,Consolas,monospace;border:1px solid var(--line);
+ border-bottom-width:2px;border-radius:4px;padding:0 4px;background:#fff}
+@media (max-width:640px){
+ main{padding:12px 10px 48px}
+ h1,h2,h3,h4,p,li,td,th,a,code,.box{overflow-wrap:anywhere}
+ td.num{white-space:normal}
+}
 """
 
 #: rules of the report page only
@@ -62,6 +70,7 @@ nav.toc{font-size:13px;margin:8px 0 0;display:flex;flex-wrap:wrap;gap:2px 14px}
 figure{margin:10px 0 18px}
 figure img{display:block;border:1px solid var(--line);border-radius:var(--radius)}
 figure.wide img{width:100%}
+figure a.zoom{display:inline-block;max-width:100%;cursor:zoom-in}
 table.leaderboard{width:100%}
 table.leaderboard td.text{white-space:nowrap}
 table.leaderboard td:first-child{font-weight:600;white-space:normal;min-width:8em}
@@ -101,6 +110,40 @@ a.permalink{font-size:12px}
 .reply>summary{cursor:pointer;font-size:12px;color:var(--muted)}
 pre.box{max-height:24em;overflow:auto;font-family:ui-monospace,Menlo,Consolas,monospace}
 .reasons{font-size:13px;margin:4px 0}
+.pair{scroll-margin-top:calc(var(--bar, 0px) + 6px)}
+.pair.current{box-shadow:-3px 0 0 var(--accent)}
+#controls input.bound{width:6em;padding:3px 6px;border:1px solid var(--line);border-radius:4px;
+ font:inherit}
+#range{display:inline-flex;flex-wrap:wrap;gap:6px 10px}
+#keys{margin:2px 0 6px}
+button.sort-head{background:none;border:0;padding:0;font:inherit;color:inherit;text-align:left;
+ cursor:pointer;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;min-width:0}
+button.sort-head.n{text-align:right}
+button.sort-head[aria-sort]{color:var(--fg)}
+details.input,details.raw{margin:6px 0}
+details.input>summary,details.raw>summary,details.sent>summary{cursor:pointer;font-size:12px;
+ color:var(--accent)}
+.answer-input,.order-input{min-width:0}
+.facts{overflow-wrap:anywhere}
+.note{font-size:12px;color:var(--tie);font-weight:600}
+pre.scored .dropped{color:#8c959f;background:#eaeef2}
+pre.scored mark.profile{background:#ddf4ff;color:inherit;border-radius:2px}
+pre.scored mark.profile.dropped{color:#8c959f}
+.cut-marker{display:inline-block;margin:0 2px;padding:0 5px;border-radius:4px;color:#fff;
+ background:var(--wrong);font:600 11px/1.6 system-ui,sans-serif;white-space:nowrap}
+.message>b{font-size:12px}
+pre.raw-json{max-height:32em}
+@media (max-width:640px){
+ #controls{position:static}
+ #controls label{max-width:100%}
+ #controls select{max-width:100%}
+ #controls input[type=search]{width:100%;max-width:16em}
+ .pair>summary,#pair-head{display:flex;flex-wrap:wrap;gap:2px 10px}
+ .pair>summary>*{white-space:normal;overflow-wrap:anywhere}
+ .pair>summary>.question{flex:1 1 100%}
+ button.sort-head{white-space:normal}
+ .cols{grid-template-columns:minmax(0, 1fr)}
+}
 """
 
 __all__ = ["BASE", "EXPLORER", "REPORT"]
