@@ -56,9 +56,7 @@ def browser_or_skip(width: int | None = None) -> Iterator[Browser]:
         pytest.skip("no Chromium (apt-get install chromium; .ci/run installs it)")
     with Browser(path) as b:
         if width is not None:
-            b.call("Emulation.setDeviceMetricsOverride",
-                   {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-                   session=True)
+            b.viewport(width)
         yield b
 
 
@@ -185,6 +183,29 @@ class Browser:
         if "exceptionDetails" in result:
             raise BrowserError(f"{expression!r} threw: {result['exceptionDetails']}")
         return (result.get("result") or {}).get("value")
+
+    def settle(self) -> None:
+        """Let the page run what it queued (a ``toggle`` event, a timer of 0 ms)."""
+        self.call("Runtime.evaluate", {"expression": "new Promise(r => setTimeout(r, 0))",
+                                       "awaitPromise": True}, session=True)
+
+    def viewport(self, width: int | None, height: int = 900) -> None:
+        """Show the page in a ``width`` x ``height`` window (CSS pixels); None: Chromium's own."""
+        if width is None:
+            self.call("Emulation.clearDeviceMetricsOverride", session=True)
+            return
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+                  session=True)
+
+    def press(self, key: str) -> None:
+        """Type one printable key (``"j"``, ``"/"``) into whatever has the focus."""
+        code = {"/": "Slash"}.get(key, f"Key{key.upper()}")
+        for kind in ("keyDown", "keyUp"):
+            params = {"type": kind, "key": key, "code": code}
+            if kind == "keyDown":
+                params["text"] = key
+            self.call("Input.dispatchKeyEvent", params, session=True)
 
     def screenshot(self, path: Path) -> Path:
         """A PNG of the page as shown."""
