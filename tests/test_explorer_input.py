@@ -313,7 +313,12 @@ def test_the_raw_view_is_the_samples_line(tmp_path: Path, browser: Browser) -> N
         _open_input(browser, pid)
         shown = browser.evaluate(_in(pid, "pre.raw-json") + "[0].textContent")
         assert "\n  " in shown  # pretty
-        got = json.loads(shown)  # NaN kept as NaN (a margin of a pair without a score)
+        got = json.loads(shown)
+        # the samples line, less the dataset record (a note of its length instead)
+        record = lines[pid]["doc"].pop("record_json")
+        assert got["doc"].pop("record_json") == (
+            f"[left out of the page: the dataset record, {len(record):,} characters of JSON; "
+            "it is in the samples file]")
         assert got == lines[pid]
     nan = {"id": "n1", "scores": (float("nan"), 1.0)}
     page = _page(tmp_path, [nan], "nan")

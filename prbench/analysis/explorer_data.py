@@ -23,7 +23,9 @@ its length and sha256, whether the page holds only its head, whether the score c
 cache), per order of a judge the messages as sent and the raw reply (:func:`scored_input`); the
 pair's input tokens and time are their sums. A line without it (a run made without the option, or
 before prbench recorded it) has ``input`` ``None``. Each pair keeps its samples line as read
-(``raw``), for the page's raw view.
+(``raw``), for the page's raw view, less the dataset record the line carries (``record_json``:
+the user's posts and rubric, often most of the line; the page shows the rubric aspects), which a
+note of its length replaces (:func:`raw_line`).
 
 A number on a line that does not match what its parts give (a samples line whose ``acc`` is not
 the strict win of its orders) is kept and flagged in the pair's ``notes``, never replaced.
@@ -405,6 +407,20 @@ def input_totals(given: Mapping[str, Any] | None) -> tuple[int | None, float | N
     return (sum(tokens) if tokens else None), (sum(times) if times else None)
 
 
+def raw_line(line: Mapping[str, Any]) -> dict[str, Any]:
+    """A samples line for the page's raw view: ``doc.record_json`` replaced by a note.
+
+    The dataset record (the user's posts, the rubric) is most of a line's size and not what the
+    scorer saw; the note says how long it is and where it is.
+    """
+    doc = line.get("doc")
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("record_json"), str):
+        return dict(line)
+    note = (f"[left out of the page: the dataset record, {len(doc['record_json']):,} "
+            "characters of JSON; it is in the samples file]")
+    return {**line, "doc": {**doc, "record_json": note}}
+
+
 def explorer_pairs(run: Any) -> list[dict[str, Any]]:
     """Every logged pair of a run (:class:`prbench.analysis.runs.Run`), JSON-ready.
 
@@ -454,7 +470,7 @@ def explorer_pairs(run: Any) -> list[dict[str, Any]]:
                 "input": given,
                 "tokens": input_totals(given)[0],
                 "time_s": input_totals(given)[1],
-                "raw": line,
+                "raw": raw_line(line),
             })
     return out
 
@@ -472,5 +488,5 @@ def run_data(run: Any) -> dict[str, Any]:
 
 
 __all__ = ["FLAGS", "NO_INPUT", "NO_REPLY_LOGGED", "OUTCOMES", "explorer_pair",
-           "explorer_pairs", "input_totals", "judge_orders", "pair_orders", "run_data",
-           "scored_input"]
+           "explorer_pairs", "input_totals", "judge_orders", "pair_orders", "raw_line",
+           "run_data", "scored_input"]
