@@ -8,18 +8,25 @@ parsed as HTML), and the JSON is escaped so that no ``</script>`` in the data en
 
 On the page: a text search (every word in the pair's id, question, answers, profile, rubric or
 a judge's replies), filters by cell, domain, outcome, flag (an unreadable judge order, an order
-flip, an unscored answer) and length-baseline agreement, sort by margin; one row per pair with
-its score columns (score of each answer, or a judge's P(chosen), and the margin); per pair, each
-order a judge was asked with its raw reply (collapsed), the parsed verdict and why an unreadable
-order was unreadable, and how the pair counted under each metric. With two runs (the comparison
-page) both side by side on the pairs they share, optionally only the pairs on which they
-disagree.
+flip, an unscored answer), length-baseline agreement and a range (min / max) on one numeric
+column; one row per pair with its score columns (score of each answer, or a judge's P(chosen),
+and the margin), its input tokens and time, sorted by any column (the "sort" list or a click on
+the column's header); per pair, each order a judge was asked with its raw reply (collapsed), the
+parsed verdict and why an unreadable order was unreadable, how the pair counted under each
+metric, the input as scored (collapsed: each answer's text as sent with a truncation's cut and
+the profile marked, or a judge's messages and reply per order; "input not recorded" for a line
+without it) and the samples line as JSON ("raw"). With two runs (the comparison page) both side
+by side on the pairs they share, optionally only the pairs on which they disagree. Keys: ``j`` /
+``k`` open the next / previous pair, ``/`` goes to the search. At a phone's width (390 pixels)
+the rows and columns wrap and nothing scrolls sideways.
 
-The page's state lives in its address: every filter, the search and the runs compared are kept
-in the URL fragment (``#cell=profile&outcome=wrong&q=knit``), so a reload or a shared link shows
-the same pairs; each pair has a permalink (``#cell=profile&pair=ID``) that opens it. The
-fragment never reaches a server, and the page reads it only as values of its own controls.
-The stylesheet is :mod:`prbench.analysis.report_style`, shared with the report.
+The page's state lives in its address: every filter, the search, the range, the sort and the
+runs compared are kept in the URL fragment (``#cell=profile&outcome=wrong&q=knit``), so a reload
+or a shared link shows the same pairs; each pair has a permalink (``#cell=profile&pair=ID``)
+that opens it, scrolled to just below the sticky filter bar. The fragment never reaches a
+server, and the page reads it only as values of its own controls. Long texts are stored once
+in the page (questions, answers, and inside the input as scored and the raw line, by
+:func:`_pack`). The stylesheet is :mod:`prbench.analysis.report_style`, shared with the report.
 """
 
 from __future__ import annotations
