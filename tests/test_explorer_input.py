@@ -265,6 +265,7 @@ def test_keys_move_between_pairs_and_go_to_the_search(tmp_path: Path,
     browser.errors.clear()
     browser.open(page.as_uri() + "#sort=id")
     ids = _ids(browser)
+    browser.evaluate("document.querySelector('#pair-head button').focus()")  # a header clicked
     browser.press("j")
     assert _current(browser) == [ids[0]]
     browser.press("j")
@@ -343,18 +344,20 @@ def test_a_phone_scrolls_neither_the_explorer_nor_the_report_sideways(
         tmp_path: Path, browser: Browser) -> None:
     from prbench.cli import main
 
-    path = write_run(tmp_path / "runs" / "alpha", "alpha", PAIRS)
-    assert main(["report", str(path.parent), "-o", str(tmp_path / "out"),
+    write_run(tmp_path / "runs" / "alpha", "alpha", PAIRS)
+    write_run(tmp_path / "runs" / "beta", "beta", [_judge_line(), *PAIRS[1:]])
+    assert main(["report", str(tmp_path / "runs"), "-o", str(tmp_path / "out"),
                  "--resamples", "20"]) == 0
     browser.viewport(390, 844)
     try:
         browser.errors.clear()
-        (explorer,) = (tmp_path / "out" / "explorer").glob("*.html")
-        browser.open(explorer.as_uri() + "#sort=id")
-        _no_sideways_scroll(browser)
-        for pid in ("c1", LONG_ID, "c2"):
-            _open_input(browser, pid)
-        _no_sideways_scroll(browser)
+        for name in ("alpha", "compare"):  # one run; two side by side
+            browser.open((tmp_path / "out" / "explorer" / f"{name}.html").as_uri()
+                         + "#sort=id")
+            _no_sideways_scroll(browser)
+            for pid in ("c3", LONG_ID, "c2"):  # pairs both runs scored
+                _open_input(browser, pid)
+            _no_sideways_scroll(browser)
         browser.open((tmp_path / "out" / "report.html").as_uri())
         _no_sideways_scroll(browser)
         figures = browser.evaluate(

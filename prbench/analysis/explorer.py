@@ -192,7 +192,9 @@ function barHeight() {
 function keys(e) {
   if (e.ctrlKey || e.metaKey || e.altKey) return;
   const t = e.target;
-  if (t && (t.isContentEditable || /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(t.tagName))) return;
+  const typing = t && (t.isContentEditable || /^(SELECT|TEXTAREA)$/.test(t.tagName)
+    || (t.tagName === "INPUT" && !/^(checkbox|radio|button|submit|reset)$/.test(t.type)));
+  if (typing) return;  // a key typed into a field is the field's
   if (e.key === "/") {
     e.preventDefault(); $("search").focus(); $("search").select();
   } else if (e.key === "j" || e.key === "k") {
@@ -314,8 +316,11 @@ function render() {
   const cols = columns(a, b);
   const sorts = [];
   for (const c of cols) {
+    const ranked = c.k === "outcome" || c.k === "vs";  // right, wrong, tie, invalid
     sorts.push([c.k === "id" ? "id" : c.k + "-asc", c.head + (c.num ? ", lowest first"
-      : ", A to Z")], [c.k + "-desc", c.head + (c.num ? ", highest first" : ", Z to A")]);
+      : ranked ? ", right first" : ", A to Z")],
+    [c.k + "-desc", c.head + (c.num ? ", highest first" : ranked ? ", invalid first"
+      : ", Z to A")]);
   }
   fill($("sort"), sorts, null);
   fill($("range-col"), cols.filter((c) => c.num).map((c) => [c.k, c.head]), "(no range)");
