@@ -49,7 +49,7 @@ def _answer(text: str, tokens: int | None, *, cut: dict[str, Any] | None = None,
 CUT_AT = _text("one two three").index(PROFILE) + 5
 
 
-def _pointwise(chosen: tuple[int, float | None], rejected: tuple[int, float | None],
+def _pointwise(chosen: tuple[int, float | None], rejected: tuple[int | None, float | None],
                **cut: Any) -> dict[str, Any]:
     return {"text": "text", "answers": {
         "chosen": _answer(_text("one two three"), chosen[0], time_s=chosen[1], **cut),
@@ -57,20 +57,26 @@ def _pointwise(chosen: tuple[int, float | None], rejected: tuple[int, float | No
                             cached=rejected[1] is None)}}
 
 
+def _chat(given: dict[str, Any]) -> dict[str, Any]:
+    """c3's chosen answer as a served chat reward model gets it: messages too."""
+    given["answers"]["chosen"]["messages"] = [{"role": "user", "content": "q? " + HOSTILE},
+                                              {"role": "assistant", "content": "one two"}]
+    return given
+
+
 PAIRS = [
     {"id": "c1", "scores": (2.0, 1.0), "extra": {"scored_input": {"kind": "text", **_pointwise(
         (100, 0.25), (80, None),
         cut={"side": "left", "char": CUT_AT, "tokens_dropped": 12})}}},
     {"id": "c2", "scores": (1.0, 3.0)},  # no scored_input: a run made without it
-    {"id": "c3", "scores": (1.0, 0.5), "extra": {"scored_input": {"kind": "text", **_pointwise(
-        (50, 0.1), (60, 0.2))}}},
+    {"id": "c3", "scores": (1.0, 0.5), "extra": {"scored_input": {"kind": "messages", **_chat(
+        _pointwise((50, 0.1), (None, 0.2)))}}},  # the rejected answer: no tokenizer
     {"id": LONG_ID, "scores": (0.5, 1.5), "q": HOSTILE + " https://example.invalid/" + "x" * 90,
      "extra": {"scored_input": {"kind": "text", "answers": {
          "chosen": _answer(_text("one two three " + HOSTILE), 300, time_s=0.5, keep=60),
          "rejected": _answer(_text("one"), 10, time_s=0.5)}}}},
     *({"id": f"f{i:02d}", "scores": (1.0 + i, 0.5)} for i in range(30)),  # a page to scroll
 ]
-TOKENS = {"c1": 180, "c3": 110, LONG_ID: 310}
 
 
 def _judge_line() -> dict[str, Any]:
@@ -140,9 +146,10 @@ def _ids(browser: Browser) -> list[str]:
 def _open_input(browser: Browser, pid: str) -> None:
     browser.evaluate(f"(() => {{ const d = [...document.querySelectorAll('details.pair')]"
                      f".find(x => x.dataset.id === {json.dumps(pid)}); d.open = true; "
-                     "d.querySelectorAll('details.input, details.raw, details.sent')"
+                     "d.querySelectorAll('details.input, details.raw')"
                      ".forEach(x => x.open = true); })()")
-    browser.settle()
+    browser.settle()  # the views are drawn when opened; then the messages inside them
+    browser.evaluate("document.querySelectorAll('details.sent').forEach(x => x.open = true)")
 
 
 def _in(pid: str, selector: str) -> str:
@@ -184,6 +191,12 @@ def test_the_input_as_scored_with_its_cut_marked(tmp_path: Path, browser: Browse
     clipped = browser.evaluate(_in(LONG_ID, ".answer-input[data-answer=chosen]")
                                + "[0].innerText")
     assert "clipped: the samples file keeps the first 60 of its" in clipped
+    # a chat reward model's messages as sent; an input no tokenizer counted
+    _open_input(browser, "c3")
+    sent = browser.evaluate(_in("c3", "details.sent") + "[0].innerText")
+    assert "message 1: user\nq? " + HOSTILE in sent and "message 2: assistant\none two" in sent
+    assert "tokens: not counted (the scorer has no tokenizer)" in browser.evaluate(
+        _in("c3", ".answer-input[data-answer=rejected]") + "[0].innerText")
     # a line without the input says so
     _open_input(browser, "c2")
     assert NO_INPUT in browser.evaluate(_in("c2", "details.input") + "[0].innerText")
