@@ -88,6 +88,9 @@ def read_json(path: str | os.PathLike[str], *, what: str = "results file") -> di
 
 #: what a prbench manifest's file name starts with
 MANIFEST_PREFIX = "prbench_manifest_"
+#: what the status file of a ``prbench eval`` run starts with (``prbench_status_<start>.json``:
+#: running, finished, failed or interrupted; see :mod:`prbench.harness.run_files`)
+STATUS_PREFIX = "prbench_status_"
 
 
 def manifest_path(results_path: Path) -> Path:
@@ -369,6 +372,7 @@ def scorer_options(run: Run) -> Mapping[str, Any]:
 
 __all__ = [
     "MANIFEST_PREFIX",
+    "STATUS_PREFIX",
     "Run",
     "RunFileError",
     "conditions",
