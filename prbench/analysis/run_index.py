@@ -263,7 +263,7 @@ function filter() {
   const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
   let shown = 0;
   for (const row of rows) {
-    const text = row.textContent.toLowerCase();
+    const text = Array.from(row.cells, (c) => c.textContent).join(" ").toLowerCase();
     row.hidden = !words.every((w) => text.includes(w));
     if (!row.hidden) shown += 1;
   }
@@ -289,18 +289,18 @@ def _td(text: str, *, sort: str | None = None, cls: str = "", extra: str = "") -
 
 
 def _row_html(row: IndexRow) -> str:
-    detail = f"<span class='detail'>{html.escape(row.detail)}</span>" if row.detail else ""
+    detail = f" <span class='detail'>{html.escape(row.detail)}</span>" if row.detail else ""
     if row.accuracy is not None:
         value, low, high, _ = row.accuracy
         acc = _td(f"{value:.3f}", sort=repr(value),
-                  extra=f"<span class='ci'>[{low:.3f}, {high:.3f}]</span>")
+                  extra=f" <span class='ci'>[{low:.3f}, {high:.3f}]</span>")
     else:
         acc = _td("-", sort="")
     explorer = (f"<td><a href='{html.escape(row.explorer, quote=True)}'>pairs</a></td>"
                 if row.explorer else _td("-"))
     return "<tr>" + "".join([
         _td(row.folder), _td(row.task), _td(row.scorer), _td(row.condition),
-        _td(row.status, cls=f"status-{row.status}", extra=detail),
+        _td(row.status, sort=row.status, cls=f"status-{row.status}", extra=detail),
         _td(when_text(row.started) if row.started is not None else NOT_RECORDED,
             sort="" if row.started is None else repr(row.started)),
         acc, explorer]) + "</tr>"

@@ -122,7 +122,8 @@ def _profiles(data: Sequence[Any]) -> str:
         if not isinstance(entry, Mapping):
             continue
         builder = entry.get("profile_builder")
-        if entry.get("condition") == "noprofile" and not builder:
+        if entry.get("condition") == "noprofile" and (
+                not isinstance(builder, Mapping) or builder.get("id") in (None, "none")):
             line = "question only: no profile"
         elif not isinstance(builder, Mapping):
             line = f"{_cell(entry)}: builder {NOT_RECORDED}"
@@ -171,13 +172,14 @@ def _versions(versions: Any) -> str:
 def _plugins(plugins: Any) -> str:
     if not isinstance(plugins, Sequence) or isinstance(plugins, str) or not plugins:
         return NOT_RECORDED
-    others = [p for p in plugins if isinstance(p, Mapping) and p.get("origin") != "builtin"]
-    if not others:
-        return "the built-ins only"
-    return ", ".join(
+    listed = [p for p in plugins if isinstance(p, Mapping) and p.get("origin") != "builtin"]
+    off = sum(1 for p in listed if p.get("disabled"))
+    others = [p for p in listed if not p.get("disabled")]
+    text = ", ".join(
         f"{p.get('name')} {p.get('version') or '(version ' + NOT_RECORDED + ')'}"
         + (f" [{p['status']}]" if p.get("status") not in (None, "ok") else "")
-        for p in others)
+        for p in others) or "the built-ins only"
+    return text + (f" ({off} installed plugin(s) disabled)" if off else "")
 
 
 def _seeds(seeds: Any) -> str:

@@ -272,7 +272,7 @@ def unique_labels(runs: list[Run]) -> None:
 
 
 def run_identity(run: Run) -> tuple[str, frozenset[str], frozenset[str]]:
-    """What a run measured: its scorer (id/label and options), its tasks and profile settings.
+    """What a run measured: its scorer (id/label and options, ``--limit``), tasks and profiles.
 
     The tasks name the data, domain, condition and profile source; the profile settings are the
     builder and its options per domain and condition, as recorded under ``config.prbench.data``.
@@ -286,8 +286,9 @@ def run_identity(run: Run) -> tuple[str, frozenset[str], frozenset[str]]:
         for d in config.get("data") or [] if isinstance(d, dict)
     )
     scorer = run.scorer or {}
+    limit = (run.results.get("config") or {}).get("limit")  # a --limit run measured fewer pairs
     key = json.dumps([scorer.get("label") or scorer.get("id") or run.path.parent.name,
-                      scorer.get("options") or {}], sort_keys=True, default=str)
+                      scorer.get("options") or {}, limit], sort_keys=True, default=str)
     return key, frozenset(run.results.get("results") or {}), profiles
 
 
@@ -304,9 +305,9 @@ def latest_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
     """Drop each run that a newer run of the same scorer measured again.
 
     A run is replaced by a newer one (by the results file's date) of the same scorer with the
-    same options that ran all its tasks with the same profile settings (:func:`run_identity`),
-    e.g. the same ``prbench eval`` run twice into one output folder. Order of the kept runs: as
-    given.
+    same options and ``--limit`` that ran all its tasks with the same profile settings
+    (:func:`run_identity`), e.g. the same ``prbench eval`` run twice into one output folder.
+    Order of the kept runs: as given.
 
     Returns:
         The kept runs and one note per replaced run, naming the newer file.
