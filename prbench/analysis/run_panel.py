@@ -246,7 +246,8 @@ def panel_html(run: Run, *, heading: str | None = None) -> str:
         + "<br>".join(html.escape(line) for line in value.split("\n")) + "</td></tr>"
         for field, value in panel_rows(run))
     return (f"<section class='run-panel'><details open><summary><b>{html.escape(title)}</b>"
-            "</summary><div class='table-wrap'><table>"
+            # whole-pixel lines: a permalink's pair below scrolls to an exact top
+            "</summary><div class='table-wrap'><table style='line-height:20px'>"
             f"<tbody>{rows}</tbody></table></div></details></section>")
 
 
