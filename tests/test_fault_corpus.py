@@ -256,7 +256,8 @@ def _pretrained_dotdot(tmp: Path, plugin: Path) -> list[str]:
 
 def _results_in_the_scorer_folder(tmp: Path, stdout: str) -> None:
     folder = tmp / "deep" / "out" / "prbench-echo"
-    assert sorted(p.name.split("_")[0] for p in folder.iterdir()) == ["prbench", "results"]
+    names = sorted(re.sub(r"_\d{4}-\d\d-\d\dT.*", "", p.name) for p in folder.iterdir())
+    assert names == ["prbench_manifest", "prbench_status", "results"], names
     assert f"results: {folder}" in stdout
 
 

@@ -791,11 +791,12 @@ PAGE_SIZE = 500
 
 
 def explorer_html(runs: Sequence[Mapping[str, Any]], title: str, *,
-                  page_size: int = PAGE_SIZE) -> str:
+                  page_size: int = PAGE_SIZE, panel: str = "") -> str:
     """One self-contained page over ``runs`` (each from :func:`run_data`).
 
     One run: its pairs. Two or more: pick two, side by side on the pairs both scored. The page
-    draws ``page_size`` pairs at a time.
+    draws ``page_size`` pairs at a time. ``panel``: static HTML shown first, already escaped
+    (the run panels of :mod:`prbench.analysis.run_panel`).
     """
     from prbench.judges.order_tally import REPLY_KEEP_CHARS
 
@@ -806,6 +807,7 @@ def explorer_html(runs: Sequence[Mapping[str, Any]], title: str, *,
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>{html.escape(title)}</title>",
         f"<style>{BASE}{EXPLORER}</style></head><body><main>",
+        panel,
         body,
         f"<script type='application/json' id='explorer-data'>"
         f"{_script_json({**_interned(runs), 'page_size': max(1, int(page_size))})}</script>",
@@ -823,14 +825,21 @@ def _slug(label: str, taken: set[str]) -> str:
     return slug
 
 
-def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]]:
+def write_explorers(runs: Sequence[Any], out_dir: Path,
+                    pages: dict[Path, Path] | None = None) -> list[tuple[str, Path]]:
     """One page per run with samples, and a comparison page when two or more have them.
+
+    ``pages``, when given, receives each run's results file -> its page.
 
     Returns:
         ``(what, path)`` per page written, in ``out_dir / "explorer"``.
     """
-    datas = [run_data(r) for r in runs if r.samples_found]
-    datas = [d for d in datas if d["pairs"]]
+    from prbench.analysis.run_panel import panel_html
+
+    found = [(r, run_data(r)) for r in runs if r.samples_found]
+    panels = {id(d): panel_html(r) for r, d in found if d["pairs"]}
+    paths = {id(d): r.path for r, d in found}
+    datas = [d for _, d in found if d["pairs"]]
     if not datas:
         return []
     folder = out_dir / "explorer"
@@ -839,12 +848,16 @@ def write_explorers(runs: Sequence[Any], out_dir: Path) -> list[tuple[str, Path]
     written = []
     for data in datas:
         path = folder / f"{_slug(data['label'], taken)}.html"
-        write_text(path, explorer_html([data], f"Pairs of {data['label']}") + "\n")
+        write_text(path, explorer_html([data], f"Pairs of {data['label']}",
+                                       panel=panels[id(data)]) + "\n")
+        if pages is not None:
+            pages[paths[id(data)]] = path
         name = data["label"] + (" (DIAGNOSTIC)" if data["diagnostic"] else "")
         written.append((f"{name}: {len(data['pairs'])} scored pairs", path))
     if len(datas) > 1:
         path = folder / f"{_slug('compare', taken)}.html"
-        write_text(path, explorer_html(datas, "Pairs of two runs side by side") + "\n")
+        write_text(path, explorer_html(datas, "Pairs of two runs side by side",
+                                       panel="".join(panels.values())) + "\n")
         written.append(("two runs side by side (pick them; the pairs they disagree on)", path))
     return written
 

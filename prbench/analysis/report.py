@@ -13,6 +13,8 @@ results and ``prbench correlate`` results. The page holds:
 - **paired tests** between scorers on the same pairs and condition (Holm-adjusted over the
   reward models; comparisons with a DIAGNOSTIC oracle in a table apart, outside that family);
 - a **pair explorer** per run (:mod:`prbench.analysis.explorer`): a static page of every pair;
+- the **runs**: per run, what produced its numbers (scorer and options, profile builder, data and
+  revision, versions, seeds, when and how long; :mod:`prbench.analysis.run_panel`);
 - **Best-of-N** tables and curves, and **correlation** tables and scatter plots.
 
 Diagnostic scorers (that read the hidden rubric) and the bundled sample are flagged wherever they
@@ -471,6 +473,7 @@ def build_report(
     title: str = "prbench report",
     on_text: Callable[[str], None] | None = None,
     keep_reruns: bool = False,
+    explorer_pages: dict[Path, Path] | None = None,
 ) -> tuple[Path, Path]:
     """Read the results, draw the figures, write ``report.md``, ``report.html`` and explorers.
 
@@ -478,12 +481,14 @@ def build_report(
     the personalization table. A run is identified by its scorer, tasks and profile settings
     (:func:`prbench.analysis.runs.run_identity`): of several results files with one identity
     (a command run twice into one folder) the newest is used, unless ``keep_reruns``.
+    ``explorer_pages``, when given, receives each run's results file -> its pair-explorer page.
 
     Raises:
         prbench.analysis.runs.RunFileError: a file that is not a results file.
         ValueError: no input.
     """
     from prbench.analysis.explorer import write_explorers
+    from prbench.analysis.run_panel import panel_blocks
     from prbench.analysis.runs import expand, latest_runs, load_any, unique_labels
     from prbench.analysis.sensitivity import blocks as sensitivity_blocks
 
@@ -551,7 +556,7 @@ def build_report(
                 on_text(text)
             blocks += paired_tests(runs, resamples, seed)
         next_step()
-        pages = write_explorers(runs, out)
+        pages = write_explorers(runs, out, explorer_pages)
         if pages:
             blocks += [
                 ("h2", "Pair explorer"),
@@ -563,6 +568,7 @@ def build_report(
                       "two runs side by side on the pairs they disagree on."),
                 ("links", [(text, path.relative_to(out).as_posix()) for text, path in pages]),
             ]
+        blocks += panel_blocks(runs)  # what produced each run (prbench.analysis.run_panel)
         next_step()
         blocks += _sweeps_and_aspects(paths, runs, resamples, seed)
         next_step()

@@ -88,6 +88,9 @@ def read_json(path: str | os.PathLike[str], *, what: str = "results file") -> di
 
 #: what a prbench manifest's file name starts with
 MANIFEST_PREFIX = "prbench_manifest_"
+#: what the status file of a ``prbench eval`` run starts with (``prbench_status_<start>.json``:
+#: running, finished, failed or interrupted; see :mod:`prbench.harness.run_files`)
+STATUS_PREFIX = "prbench_status_"
 
 
 def manifest_path(results_path: Path) -> Path:
@@ -269,7 +272,7 @@ def unique_labels(runs: list[Run]) -> None:
 
 
 def run_identity(run: Run) -> tuple[str, frozenset[str], frozenset[str]]:
-    """What a run measured: its scorer (id/label and options), its tasks and profile settings.
+    """What a run measured: its scorer (id/label and options, ``--limit``), tasks and profiles.
 
     The tasks name the data, domain, condition and profile source; the profile settings are the
     builder and its options per domain and condition, as recorded under ``config.prbench.data``.
@@ -283,8 +286,9 @@ def run_identity(run: Run) -> tuple[str, frozenset[str], frozenset[str]]:
         for d in config.get("data") or [] if isinstance(d, dict)
     )
     scorer = run.scorer or {}
+    limit = (run.results.get("config") or {}).get("limit")  # a --limit run measured fewer pairs
     key = json.dumps([scorer.get("label") or scorer.get("id") or run.path.parent.name,
-                      scorer.get("options") or {}], sort_keys=True, default=str)
+                      scorer.get("options") or {}, limit], sort_keys=True, default=str)
     return key, frozenset(run.results.get("results") or {}), profiles
 
 
@@ -301,9 +305,9 @@ def latest_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
     """Drop each run that a newer run of the same scorer measured again.
 
     A run is replaced by a newer one (by the results file's date) of the same scorer with the
-    same options that ran all its tasks with the same profile settings (:func:`run_identity`),
-    e.g. the same ``prbench eval`` run twice into one output folder. Order of the kept runs: as
-    given.
+    same options and ``--limit`` that ran all its tasks with the same profile settings
+    (:func:`run_identity`), e.g. the same ``prbench eval`` run twice into one output folder.
+    Order of the kept runs: as given.
 
     Returns:
         The kept runs and one note per replaced run, naming the newer file.
@@ -369,6 +373,7 @@ def scorer_options(run: Run) -> Mapping[str, Any]:
 
 __all__ = [
     "MANIFEST_PREFIX",
+    "STATUS_PREFIX",
     "Run",
     "RunFileError",
     "conditions",

@@ -293,6 +293,8 @@ def plan(args: argparse.Namespace) -> tuple[Any, Any]:
             "auto" if args.model == "prbench" else "1"),
         device=args.device, tracker_args=tracker_args, wandb_args=wandb_args,
         show_config=args.show_config, model=args.model,
+        command=("prbench", *(f"--plugin={p}" for p in getattr(args, "plugin", None) or ()),
+                 "eval", *getattr(args, "argv", [])),
     )
     return run, manager
 

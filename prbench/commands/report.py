@@ -9,6 +9,12 @@ paired CI, McNemar, also printed here), paired tests between scorers on the same
 explorer page per run (explorer/*.html), Best-of-N curves and correlation plots. Results files
 of the same scorer, tasks and profile settings (a rerun into one folder): the newest is used.
 
+Given folders holding several runs (a tree of ``prbench eval`` output folders, or several), it
+also writes index.html: every run found, finished or not (``prbench eval`` keeps a status file
+from the start: failed runs, with their error, and interrupted ones are listed too), with its
+task, scorer, profile condition, status, start, headline accuracy and a link to its explorer
+page; sortable by any column, searchable, one offline file. A folder with no run is an error.
+
 Example: ``prbench report results/ bon/bon_results.json correlation/correlation.json -o report``
 """
 
@@ -39,12 +45,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the report."""
-    from prbench.analysis.report import build_report
+    """Write the report, and the index of runs when there are several (or one without results)."""
+    from pathlib import Path
 
-    md, page = build_report(
-        args.results, args.output_path, resamples=args.resamples, seed=args.seed,
-        title=args.title, on_text=print, keep_reruns=args.keep_reruns,
-    )
-    print(f"report: {md}\n        {page}")
+    from prbench.analysis.report import build_report
+    from prbench.analysis.run_index import find_runs, write_index
+
+    found = find_runs(args.results, resamples=args.resamples, seed=args.seed)
+    pages: dict[Path, Path] = {}
+    page = None
+    if found.inputs:
+        md, page = build_report(
+            found.inputs, args.output_path, resamples=args.resamples, seed=args.seed,
+            title=args.title, on_text=print, keep_reruns=args.keep_reruns, explorer_pages=pages,
+        )
+        print(f"report: {md}\n        {page}")
+    else:
+        print("note: no run ended with results: no report, only the index of runs")
+    if found.count > 1 or found.unfinished:
+        index = write_index(found, Path(args.output_path), searched=args.results,
+                            explorer_pages=pages, report=page, title=f"{args.title}: runs")
+        print(f"index:  {index} ({found.count} runs)")
     return 0

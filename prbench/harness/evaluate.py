@@ -8,7 +8,9 @@ built-in tasks are not indexed) and prbench's ``EvaluationTracker`` subclass, an
 ``run`` command does (same folders, names and keys). Nothing of lm-eval is replaced: every
 per-pair extra travels with the pair's results (:mod:`prbench.harness.scored`), and everything
 shown is printed by prbench. Two evaluations in one process share nothing but caches keyed by
-content: each has a profile store of its own (:func:`prbench.profiles.lazy.run_store`).
+content: each has a profile store of its own (:func:`prbench.profiles.lazy.run_store`). A
+``prbench`` run with an output folder keeps its status file there from start to end, so a run
+that failed or was interrupted is on disk too (:func:`prbench.harness.run_files.recorded_status`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Evaluation:
         show_config: print the whole results dict.
         model: the lm-eval model: ``prbench`` (the scorer), or another of lm-eval's models
             (``hf``: a likelihood baseline), built by lm-eval from ``model_args``.
+        command: the command line, for the run's status file.
     """
 
     spec: Any
@@ -65,6 +68,7 @@ class Evaluation:
     wandb_args: dict[str, Any] | None = None
     show_config: bool = False
     model: str = MODEL_NAME
+    command: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -108,8 +112,38 @@ def evaluate(run: Evaluation, manager: Any = None) -> Outcome:
     # earlier run carries over (the records behind the rows and the data provenance are reset;
     # the profiles live in the run's own store)
     tasks.reset()
-    with lazy.run_store():  # the run's own profiles (prbench.profiles.lazy)
-        return _evaluate(run, manager)
+    with _status(run) as status, lazy.run_store():  # the run's own profiles (profiles.lazy)
+        outcome = _evaluate(run, manager)
+        if status is not None:
+            status.end("finished", results_file=_results_path(outcome.saved))
+        return outcome
+
+
+def _status(run: Evaluation) -> Any:
+    """The run's status file (:func:`prbench.harness.run_files.recorded_status`).
+
+    ``prbench`` runs only: another model's folder is named by lm-eval.
+    """
+    import contextlib
+
+    from prbench.harness.run_files import recorded_status
+
+    if run.model != MODEL_NAME:
+        return contextlib.nullcontext()
+    scorer = {"id": run.spec.component.name, "qualified_id": run.spec.component.qualified_id,
+              "plugin": run.spec.component.plugin, "options": run.spec.describe_options(),
+              "diagnostic": run.spec.component.diagnostic, "label": run.spec.label}
+    return recorded_status(run.output_path, run.model_args, tasks=run.tasks, limit=run.limit,
+                           command=run.command, scorer=scorer)
+
+
+def _results_path(saved: dict[str, Any]) -> Any:
+    from prbench.harness.manifest import results_file
+
+    if not saved:
+        return None
+    return results_file(saved.get("output_path"), saved.get("model_dir"),
+                        str(saved.get("date_id")))
 
 
 def _evaluate(run: Evaluation, manager: Any) -> Outcome:

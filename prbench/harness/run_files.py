@@ -14,13 +14,26 @@ the class up in ``lm_eval.loggers``, the start-up hook names it there
   ``GeneralConfigTracker``, a subclass too);
 - leaves every other model's run as lm-eval saves it (only putting back the records of prbench's
   tasks in the samples).
+
+``prbench eval`` also keeps a status file in the run's folder from the moment the run starts
+(:func:`recorded_status`): ``prbench_status_<start>.json``, rewritten atomically as ``running``,
+then ``finished`` (naming the results file), ``failed`` (with the error's one line) or
+``interrupted`` (Ctrl-C). lm-eval writes nothing before the end of a run, so for a run that
+failed or was stopped this file is all there is on disk; a process that was killed leaves it at
+``running``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import logging
+import os
 import sys
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 MODEL_NAME = "prbench"
@@ -142,7 +155,131 @@ def tracker_class() -> type:
     return PrbenchEvaluationTracker
 
 
+#: the version of the status file's layout
+STATUS_VERSION = 1
+
+
+def run_folder(output_path: str | None, model_args: Any) -> Path | None:
+    """The folder a ``prbench`` run writes its files in (``None`` without ``--output_path``).
+
+    ``<output_path>/prbench-<scorer>/`` (as :func:`tracker_class`'s config tracker names it), or
+    the folder of ``output_path`` when that names the results file (``.json``).
+    """
+    if not output_path:
+        return None
+    path = Path(output_path)
+    if path.suffix == ".json":
+        return path.parent
+    from lm_eval.utils import sanitize_model_name
+
+    return path / sanitize_model_name(folder_name(model_args)).replace("..", "__")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _error_line(exc: BaseException) -> str:
+    """The exception as one line: a user error's message, else its class and message."""
+    from prbench.errors import PrbenchUserError, one_line
+
+    text = " ".join(one_line(exc).split())
+    if isinstance(exc, PrbenchUserError) or text == type(exc).__name__:
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+@dataclasses.dataclass
+class RunStatus:
+    """The status file of one ``prbench eval`` run (see the module docstring).
+
+    Attributes:
+        path: the file.
+        doc: what it holds (``status``, ``started``, ``ended``, ``duration_s``, ``error``,
+            ``results_file``, ``command``, ``scorer``, ``model_args``, ``tasks``, ``limit``,
+            ``pid``).
+    """
+
+    path: Path
+    doc: dict[str, Any]
+
+    def write(self) -> None:
+        """Write the file atomically (secrets masked, as every file prbench writes)."""
+        from prbench.redaction import redact
+        from prbench.strict_json import write_json
+
+        write_json(self.path, redact(self.doc))
+
+    def end(self, status: str, *, error: str | None = None,
+            results_file: Path | None = None) -> None:
+        """Record how the run ended: ``finished``, ``failed`` or ``interrupted``."""
+        ended = _now()
+        started = datetime.fromisoformat(self.doc["started"])
+        self.doc.update(status=status, ended=ended.isoformat(), error=error,
+                        duration_s=round((ended - started).total_seconds(), 3),
+                        results_file=results_file.name if results_file else None)
+        self.write()
+
+
+@contextlib.contextmanager
+def recorded_status(
+    output_path: str | None,
+    model_args: dict[str, Any],
+    *,
+    tasks: Sequence[str],
+    limit: float | None,
+    command: Sequence[str] = (),
+    scorer: dict[str, Any] | None = None,
+) -> Iterator[RunStatus | None]:
+    """Keep the run's status file while the block runs (``None``: no file is kept).
+
+    The file is written as ``running`` on entry; the block calls :meth:`RunStatus.end` with
+    ``finished`` once the results are saved (a block that returns without doing so is recorded
+    as ``finished`` with no results file); an exception is recorded as ``interrupted``
+    (``KeyboardInterrupt``) or ``failed`` (its one line) and raised on. No file is kept without
+    an output folder, and on a data-parallel process other than rank 0 (it writes no files).
+    A failure to write the ending is a warning: the run's own error is the one the user sees.
+    """
+    from prbench.analysis.runs import STATUS_PREFIX
+    from prbench.outputs import OutputWriteError
+
+    folder = run_folder(output_path, model_args)
+    if folder is None or os.environ.get("RANK", "0") not in ("", "0"):
+        yield None
+        return
+    started = _now()
+    stamp = started.astimezone().replace(tzinfo=None).isoformat().replace(":", "-")
+    status = RunStatus(folder / f"{STATUS_PREFIX}{stamp}.json", {
+        "status_version": STATUS_VERSION, "status": "running", "started": started.isoformat(),
+        "ended": None, "duration_s": None, "error": None, "results_file": None,
+        "command": list(command), "scorer": scorer, "model_args": dict(model_args),
+        "tasks": list(tasks), "limit": limit, "pid": os.getpid(),
+    })
+    status.write()
+
+    def end(how: str, error: str | None = None) -> None:
+        try:
+            status.end(how, error=error)
+        except OutputWriteError as exc:
+            log.warning("prbench: could not record the run's end in %s: %s", status.path, exc)
+
+    try:
+        yield status
+    except KeyboardInterrupt:
+        end("interrupted", "interrupted (Ctrl-C)")
+        raise
+    except BaseException as exc:
+        end("failed", _error_line(exc))
+        raise
+    if status.doc["status"] == "running":
+        end("finished")
+
+
 __all__ = [
+    "STATUS_VERSION",
+    "RunStatus",
     "folder_name",
+    "recorded_status",
+    "run_folder",
     "tracker_class",
 ]
