@@ -43,10 +43,15 @@ import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from prbench.backends.base import Chat, GenerationFailure
+from prbench.backends.base import Chat
 from prbench.hashing import seeded_unit
 from prbench.judges import prompts, released
-from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
+from prbench.judges.common import (
+    BackendOptions,
+    LLMJudgeBase,
+    asked_order,
+    generate_in_batches,
+)
 from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import parse_pairwise
 from prbench.options import OptionsError, check_option_file
@@ -137,18 +142,6 @@ class LLMJudgeOptions(BackendOptions):
                     f"protocol=released sets {name}={value}; drop {name}={given[name]} (or use "
                     "protocol=prbench)"
                 )
-
-
-def asked_order(shown_first: str, chat: Chat, reply: Any) -> dict[str, Any]:
-    """One order as asked, for the input as scored: its messages, reply and prompt tokens."""
-    if isinstance(reply, GenerationFailure):
-        text: str | None = reply.text or None
-    else:
-        text = None if reply is None else str(reply)
-    tokens = getattr(reply, "prompt_tokens", None)
-    return {"shown_first": shown_first,
-            "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
-            "tokens": tokens if isinstance(tokens, int) else None, "reply": text}
 
 
 class LLMPairwiseJudge(LLMJudgeBase):

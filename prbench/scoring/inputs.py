@@ -12,8 +12,8 @@ request:
 A pointwise scorer's raw record is ``{"text": str}`` plus, where it knows them, ``"messages"``
 (chat messages as sent; then the record's text is the messages' JSON, see
 :func:`messages_text`), ``"tokens"`` (ids sent, after truncation), ``"tokens_full"`` (before),
-``"cut"`` (``{"side": "left"|"right"|"middle", "char": int, ...}``) and ``"profile"`` (the
-``[start, end]`` characters of the profile in the text). A pairwise judge's is ``{"orders":
+``"cut"`` (``{"side": "left"|"right"|"middle", "char": int, ...}``), ``"profile"`` (the
+``[start, end]`` characters of the profile in the text) and, for a pointwise judge, ``"reply"``. A pairwise judge's is ``{"orders":
 [{"shown_first": "first"|"second", "messages": [...], "tokens": int|None, "reply": str|None},
 ...]}``, one entry per order asked, in the order asked.
 
@@ -106,6 +106,9 @@ def answer_record(raw: Mapping[str, Any], limit: int, *, cached: bool) -> dict[s
         "time_s": None,
         "cached": cached,
     })
+    if "reply" in raw:  # a pointwise judge: its reply to the messages
+        reply = raw["reply"]
+        out["reply"] = clip(reply, limit)[0] if isinstance(reply, str) else None
     return out
 
 
