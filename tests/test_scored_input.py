@@ -297,3 +297,44 @@ def test_a_rating_judge_records_the_chat_and_the_reply_of_each_answer(
             assert line["doc"][label] in record["messages"][-1]["content"]
             assert json.loads(record["text"]) == record["messages"]
             assert record["sha256"] == _sha(record["text"])
+
+
+def test_served_rm_records_the_text_whose_ids_the_server_got(tiny_rm: Path) -> None:
+    from prbench.plugins import get_registry
+    from prbench.scoring.runtime import ScorerRuntime
+    from tests._hf_fixtures import score_requests
+    from tests._served_fixtures import FakeRMServer
+
+    requests = score_requests(3, 2, seed=4)
+    with FakeRMServer(tiny_rm) as server:
+        scorer = get_registry().build("scorer", "served-rm", {
+            "base_url": server.base_url, "model": "tiny-rm", "tokenizer": str(tiny_rm),
+            "batch_size": 2})
+        with ScorerRuntime(scorer, pairwise=False, cache=False, progress=False) as rt:
+            rt.score(requests)
+            records = rt.inputs(requests)
+        sent = sorted(tuple(x) for p in server.posts() for x in p["input"])
+    tok = scorer.tokenizer
+    got = sorted(tuple([tok.bos_token_id, *tok(r["text"], add_special_tokens=False)["input_ids"]])
+                 for r in records)
+    assert got == sent  # each recorded text is the text of ids the server received
+    assert sorted(r["tokens"] for r in records) == sorted(len(x) for x in sent)
+    for request, record in zip(requests, records, strict=True):
+        start, end = record["profile"]
+        assert record["text"][start:end] == request.profile.text and record["cut"] is None
+
+
+def test_embedding_similarity_records_the_query_and_the_answer_it_compared(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from prbench.scoring.embedding import SEPARATOR
+
+    lines = _eval(tmp_path, capsys, "scorer=embedding-similarity,cache=false", limit="1")
+    for line in lines:
+        given = line["scored_input"]
+        assert given["kind"] == "messages"
+        for label, record in given["answers"].items():
+            query, answer = record["messages"]
+            assert answer == {"role": "answer", "content": line["doc"][label]}
+            assert query["role"] == "query"
+            assert query["content"].startswith(line["doc"]["question"] + SEPARATOR)
+            assert record["tokens"] is None and record["time_s"] >= 0
