@@ -13,9 +13,9 @@ A pointwise scorer's raw record is ``{"text": str}`` plus, where it knows them, 
 (chat messages as sent; then the record's text is the messages' JSON, see
 :func:`messages_text`), ``"tokens"`` (ids sent, after truncation), ``"tokens_full"`` (before),
 ``"cut"`` (``{"side": "left"|"right"|"middle", "char": int, ...}``), ``"profile"`` (the
-``[start, end]`` characters of the profile in the text) and, for a pointwise judge, ``"reply"``. A pairwise judge's is ``{"orders":
-[{"shown_first": "first"|"second", "messages": [...], "tokens": int|None, "reply": str|None},
-...]}``, one entry per order asked, in the order asked.
+``[start, end]`` characters of the profile in the text) and, for a pointwise judge, ``"reply"``.
+A pairwise judge's is ``{"orders": [{"shown_first": "first"|"second", "messages": [...],
+"tokens": int|None, "reply": str|None}, ...]}``, one entry per order asked, in the order asked.
 
 :class:`InputRecorder` turns them into the samples-file form (:func:`answer_record`,
 :func:`order_record`: at most ``limit`` characters of each text, its length and sha256 over the
