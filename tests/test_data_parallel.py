@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -213,8 +214,13 @@ def _launch_two(args: list[str], *, cwd: Path, cache: Path) -> str:
 
 
 def _samples(output: Path) -> dict[str, str]:
-    """The samples files under ``output``: task name to file text."""
-    found = {p.name.rsplit("_", 1)[0]: p.read_text(encoding="utf-8")
+    """The samples files under ``output``: task name to file text.
+
+    Each answer's share of its scorer call's wall time (``scored_input``'s ``time_s``) is the
+    one thing a second run cannot repeat; it is blanked, every other byte is compared.
+    """
+    found = {p.name.rsplit("_", 1)[0]: re.sub(r'"time_s": [0-9.e+-]+', '"time_s": T',
+                                              p.read_text(encoding="utf-8"))
              for p in output.rglob("samples_*.jsonl")}
     assert found, f"no samples files under {output}"
     return found

@@ -71,20 +71,23 @@ class Completion(str):
         text: the reply.
         finish_reason: why generation stopped.
         reasoning: the reasoning sent beside the reply, if any.
+        prompt_tokens: the prompt's tokens as the server counted them (``usage``), if it said.
     """
 
     finish_reason: str
     reasoning: str
+    prompt_tokens: int | None
 
     def __new__(cls, text: str, finish_reason: str = "stop",  # noqa: D102
-                reasoning: str = "") -> Completion:
+                reasoning: str = "", prompt_tokens: int | None = None) -> Completion:
         obj = super().__new__(cls, text)
         obj.finish_reason = finish_reason
         obj.reasoning = reasoning
+        obj.prompt_tokens = prompt_tokens
         return obj
 
-    def __reduce__(self) -> tuple[type[Completion], tuple[str, str, str]]:
-        return (Completion, (str(self), self.finish_reason, self.reasoning))
+    def __reduce__(self) -> tuple[type[Completion], tuple[str, str, str, int | None]]:
+        return (Completion, (str(self), self.finish_reason, self.reasoning, self.prompt_tokens))
 
     @property
     def truncated(self) -> bool:

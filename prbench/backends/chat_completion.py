@@ -59,3 +59,10 @@ def finish_reason(response: dict[str, Any]) -> str:
     """``choices[0].finish_reason`` of a response (``"length"``: cut at ``max_tokens``)."""
     reason = response["choices"][0].get("finish_reason")
     return str(reason) if reason else "stop"
+
+
+def prompt_tokens(response: dict[str, Any]) -> int | None:
+    """``usage.prompt_tokens`` of a response, when the server reported a count (else ``None``)."""
+    usage = response.get("usage")
+    count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None

@@ -213,12 +213,19 @@ class EncodedInput:
             0 for ``"end"``.
         invalid: why the input cannot be scored (``""``: it can): the answer alone does not fit
             in ``max_length`` under ``truncation=profile_first``.
+        text: the rendered chat before any cut (what the input as scored records).
+        full_tokens: the ids ``text`` gives before any cut.
+        sent_text: for a ``profile`` or ``question`` cut, the rendered chat actually tokenised
+            (``""`` otherwise: the ids are ``text``'s, or a cut of them).
     """
 
     ids: list[int]
     truncated: str = ""
     removed_chars: int = 0
     invalid: str = ""
+    text: str = ""
+    full_tokens: int = 0
+    sent_text: str = ""
 
 
 class ChatEncoder:
@@ -324,7 +331,7 @@ class ChatEncoder:
                 enc = self._fit(questions[i], responses[i], profiles[i], where)
             if not enc.invalid:
                 self.bos.check(enc.ids, where)
-            out.append(enc)
+            out.append(dataclasses.replace(enc, text=texts[i], full_tokens=len(ids)))
         return out
 
     def _cut_left(self, ids: list[int]) -> EncodedInput:
@@ -358,10 +365,10 @@ class ChatEncoder:
         out = []
         for text, ids in zip(texts, self.tokenizer(texts)["input_ids"], strict=True):
             if len(ids) <= self.max_length:
-                out.append(EncodedInput(list(ids)))
+                out.append(EncodedInput(list(ids), text=text, full_tokens=len(ids)))
                 continue
             cut = self.tokenizer(text, truncation=True, max_length=self.max_length)["input_ids"]
-            out.append(EncodedInput(list(cut), "end", 0))
+            out.append(EncodedInput(list(cut), "end", 0, text=text, full_tokens=len(ids)))
         return out
 
     def _length(self, question: str, response: str, profile: str) -> list[int]:
@@ -388,11 +395,13 @@ class ChatEncoder:
             found = self._longest_fitting(profile, lambda p: self._length(question, response, p))
             if found is not None:
                 kept, ids = found
-                return EncodedInput(ids, "profile", len(profile) - kept)
+                return EncodedInput(ids, "profile", len(profile) - kept, sent_text=self.render(
+                    question, response, profile[:kept].rstrip()))
         found = self._longest_fitting(question, lambda q: self._length(q, response, ""))
         if found is not None:
             kept, ids = found
-            return EncodedInput(ids, "question", len(question) - kept + len(profile))
+            return EncodedInput(ids, "question", len(question) - kept + len(profile),
+                                sent_text=self.render(question[:kept].rstrip(), response, ""))
         alone = len(self._length("", response, ""))
         return EncodedInput([], invalid=(
             f"{where}: the answer needs {alone} tokens with the chat template, more than "

@@ -160,6 +160,7 @@ class HFClassifierScorer(UnscoredInputs):
             self._stats_summary,
         )
         self._start_unscored()
+        self._last_encoded: dict[int, EncodedInput] = {}  # the last score call's, by request
         self._pool_pad: int | None = None  # the pad id the model's own pooling skips
         self.model: Any = None
         self._parts: tuple[Any, Any] | None = None
@@ -641,17 +642,42 @@ class HFClassifierScorer(UnscoredInputs):
         """
         return [e.ids for e in self._encode_inputs(requests)]
 
-    def _encode_inputs(self, requests: Sequence[ScoreRequest]) -> list[EncodedInput]:
+    def _encode_inputs(self, requests: Sequence[ScoreRequest], *, count: bool = True
+                       ) -> list[EncodedInput]:
         if self.released:
             check_request_texts(requests)
-            return self._encode_released(requests)
+            return self._encode_released(requests, count=count)
         encoded = encode_requests(self.encoder, requests)
         for e in encoded:
-            if e.truncated:
+            if e.truncated and count:
                 self.stats[f"truncated_{e.truncated}"] += 1
         return encoded
 
-    def _encode_released(self, requests: Sequence[ScoreRequest]) -> list[EncodedInput]:
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any] | None]:
+        """The input as scored of each request (:mod:`prbench.backends.input_record`).
+
+        Args:
+            requests: the requests of the last :meth:`score` call (``sent=True``: what it
+                tokenised, nothing encoded again), or score-cache hits (``sent=False``: encoded
+                now, nothing run through the model, no counts changed).
+            sent: which of the two.
+        """
+        from prbench.backends.input_record import encoded_records, shown_profiles
+
+        requests = list(requests)
+        if sent:
+            encoded = [self._last_encoded.get(id(r)) for r in requests]
+            if any(e is None for e in encoded):
+                return [None] * len(requests)
+        else:
+            encoded = self._encode_inputs(requests, count=False)
+        shows = self.options.input_format != "released"
+        return list(encoded_records(self.encoder, encoded,  # type: ignore[arg-type]
+                                    shown_profiles(self.encoder, requests, shows=shows)))
+
+    def _encode_released(self, requests: Sequence[ScoreRequest], *, count: bool = True
+                         ) -> list[EncodedInput]:
         """The released script's inputs.
 
         ``released`` (``pointwise.py``) shows no profile: one is an error. ``released_bon``
@@ -662,7 +688,7 @@ class HFClassifierScorer(UnscoredInputs):
                 [r.question for r in requests], [r.response for r in requests],
                 profile_texts(self.encoder, requests),
             )
-            self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated)
+            self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated) * count
             return encoded
         if self.options.profile_position != "none":
             for i, r in enumerate(requests):
@@ -676,7 +702,7 @@ class HFClassifierScorer(UnscoredInputs):
         encoded = self.encoder.encode_released(
             [r.question for r in requests], [r.response for r in requests]
         )
-        self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated)
+        self.stats["truncated_end"] += sum(1 for e in encoded if e.truncated) * count
         return encoded
 
     def default_chunk_size(self) -> int:
@@ -710,6 +736,8 @@ class HFClassifierScorer(UnscoredInputs):
         with uncounted_if_out_of_memory(self.stats):  # the runtime redoes a chunk out of memory
             self.stats["requests"] += len(requests)
             encoded = self._encode_inputs(requests)
+            # kept for request_inputs (the input as scored), the runtime asks right after
+            self._last_encoded = {id(r): e for r, e in zip(requests, encoded, strict=True)}
             valid = [i for i, e in enumerate(encoded) if not e.invalid]
             if valid:
                 self._load()

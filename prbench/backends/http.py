@@ -95,6 +95,7 @@ from prbench.backends.cache import ResponseCache, resolve_cache_dir
 from prbench.backends.chat_completion import (
     finish_reason,
     message_text,
+    prompt_tokens,
     reasoning_text,
     reply_problem,
 )
@@ -241,7 +242,7 @@ class OpenAIBackend:
         return [
             r if isinstance(r, GenerationFailure)
             else Completion(cut_at_stop(message_text(r), config.stop), finish_reason(r),
-                            reasoning_text(r))
+                            reasoning_text(r), prompt_tokens(r))
             for r in responses
         ]
 

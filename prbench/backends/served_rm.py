@@ -313,6 +313,8 @@ class ServedRMScorer(UnscoredInputs):
             timeout=options.timeout, max_retries=options.max_retries, cache_dir="",
         )
         self.client = ServedClient(spec, engine=self.engine, endpoint=self.endpoint)
+        self._last_encoded: dict[int, Any] = {}  # the last score call's inputs, by request
+        self._last_sent: dict[int, int] = {}  # the ids each of them sent
         self.model_card = self._model_card()
         self.model = options.model or self._only_served_model()
         if self.model != spec.model:
@@ -446,6 +448,9 @@ class ServedRMScorer(UnscoredInputs):
                for i in valid]
         self.counts["pad_dropped"] += sum(
             len(x) < len(encoded[i].ids) for x, i in zip(ids, valid, strict=True))
+        # kept for request_inputs (the input as scored), the runtime asks right after
+        self._last_encoded = {id(r): e for r, e in zip(requests, encoded, strict=True)}
+        self._last_sent = {id(requests[i]): len(x) for x, i in zip(ids, valid, strict=True)}
         size = self.options.batch_size
         starts = list(range(0, len(sent), size))
         bodies = [self.request_body(ids[s : s + size]) for s in starts]
@@ -470,6 +475,41 @@ class ServedRMScorer(UnscoredInputs):
                                f"{self.client.endpoint} returned {value} as value "
                                f"{self.options.label_index} (label_index)")
         return check_scores(scores, len(requests), self.component)
+
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any] | None]:
+        """The input as scored of each request (:mod:`prbench.backends.input_record`).
+
+        ``text`` is the chat rendered here, whose token ids the server received; ``tokens``
+        counts the ids in the request body (after a ``pooling=model`` drop of trailing pads).
+
+        Args:
+            requests: the requests of the last :meth:`score` call (``sent=True``), or
+                score-cache hits (``sent=False``: rendered and tokenised now, nothing sent).
+            sent: which of the two.
+        """
+        from prbench.backends.input_record import encoded_records, shown_profiles
+
+        requests = list(requests)
+        if sent:
+            found = [self._last_encoded.get(id(r)) for r in requests]
+            if any(e is None for e in found):
+                return [None] * len(requests)
+            encoded = [e for e in found if e is not None]
+            counts = [self._last_sent.get(id(r), 0) for r in requests]
+        else:
+            encoded = encode_requests(self.encoder, requests)
+            counts = []
+            for r, e in zip(requests, encoded, strict=True):
+                try:
+                    counts.append(len(self.pooling.ids(e.ids, r.record_id, self.tokenizer))
+                                  if not e.invalid else 0)
+                except ValueError:
+                    counts.append(len(e.ids))
+        records = encoded_records(self.encoder, encoded, shown_profiles(self.encoder, requests))
+        for record, count in zip(records, counts, strict=True):
+            record["tokens"] = count
+        return list(records)
 
     def _pick(self, values: list[float]) -> float:
         i = self.options.label_index

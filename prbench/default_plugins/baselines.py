@@ -14,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from prbench.hookspecs import ComponentRegister, hookimpl
 from prbench.scoring.base import ScoreRequest
+from prbench.scoring.inputs import response_inputs
 from prbench.text import content_words
 
 
@@ -44,6 +45,11 @@ class RandomScorer:
             out.append(int.from_bytes(digest[:8], "big") / 2**64)
         return out
 
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any]]:
+        """The input as scored (:mod:`prbench.scoring.inputs`): the answer hashed, no tokens."""
+        return response_inputs(requests)
+
 
 @dataclasses.dataclass(frozen=True)
 class LengthOptions:
@@ -69,6 +75,11 @@ class LengthScorer:
         if self.options.unit == "words":
             return [sign * len(r.response.split()) for r in requests]
         return [sign * len(r.response) for r in requests]
+
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any]]:
+        """The input as scored (:mod:`prbench.scoring.inputs`): the answer measured, no tokens."""
+        return response_inputs(requests)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -367,10 +367,16 @@ class PRBenchLM(LM):
         # why an answer has no score travels with its result (prbench.harness.scored)
         extras = [e if isinstance(e, Mapping) and isinstance(e.get("invalid"), str) else None
                   for e in self.runtime.extras(batch)]
+        # the input each answer was scored from (prbench.scoring.inputs), for the samples file
+        inputs = self.runtime.inputs(batch)
         self.calls += 1
         self.scored += len(batch)
-        by_key = {k: Scored(s, {"invalid": e["invalid"]} if e else None)
-                  for k, s, e in zip(unique, scores, extras, strict=True)}
+        by_key = {}
+        for k, s, e, given in zip(unique, scores, extras, inputs, strict=True):
+            carried: dict[str, Any] = {"invalid": e["invalid"]} if e else {}
+            if given is not None:
+                carried["input"] = given
+            by_key[k] = Scored(s, carried or None)
         return [by_key[k] for k in keys]
 
     def _score_pairwise(self, requests: Sequence[Any]) -> list[Scored]:
@@ -394,14 +400,20 @@ class PRBenchLM(LM):
         # the judge's per-order verdicts (the runtime's request extras; chosen = the pair's
         # first answer) travel with the chosen answer's result to the task's both-order metrics
         outcomes = dict(zip(unique, self.runtime.extras(batch), strict=True))
+        # the messages of each order asked, with the replies (prbench.scoring.inputs), go the
+        # same way
+        inputs = dict(zip(unique, self.runtime.inputs(batch), strict=True))
         self.calls += 1
         self.scored += len(batch)
         by_key = dict(zip(unique, probs, strict=True))
         out = []
         for k, which in sides:
-            outcome = outcomes[k] if which == 0 and isinstance(outcomes[k], Mapping) else None
-            out.append(Scored(by_key[k] if which == 0 else 1.0 - by_key[k],
-                              {"orders": dict(outcome)} if outcome is not None else None))
+            carried: dict[str, Any] = {}
+            if which == 0 and isinstance(outcomes[k], Mapping):
+                carried["orders"] = dict(outcomes[k])
+            if which == 0 and inputs[k] is not None:
+                carried["input"] = inputs[k]
+            out.append(Scored(by_key[k] if which == 0 else 1.0 - by_key[k], carried or None))
         return out
 
     def loglikelihood(

@@ -8,12 +8,15 @@ lm-eval hands the model's return value for each request, unchanged, to the task'
 - ``invalid``: why an answer could not be scored (``hf-classifier`` when the answer alone is
   longer than ``max_length``, an unreadable judge reply); the pair counts as ``invalid``;
 - ``orders``: a pairwise judge's per-order verdicts (and replies) for the pair, on the chosen
-  answer's result; the task's judge metrics are computed from them.
+  answer's result; the task's judge metrics are computed from them;
+- ``input``: the input the scorer built for the answer (a pairwise judge: the messages of each
+  order asked, on the chosen answer's result), as :mod:`prbench.scoring.inputs` records it.
 
 So per-pair extras travel with the pair's own results, never through module state: two runs in
 one process cannot see each other's pairs. :func:`annotate_sample` writes them into the pair's
-line of the samples file (``invalid_reason``, and the judge's orders under
-:data:`prbench.judges.order_metrics.SAMPLE_KEY`).
+line of the samples file (``invalid_reason``, the judge's orders under
+:data:`prbench.judges.order_metrics.SAMPLE_KEY`, and the input as scored under
+:data:`INPUT_KEY`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 ANSWERS = ("chosen", "rejected")
+#: The samples-file key of the input each answer (or each judge order) was scored from.
+INPUT_KEY = "scored_input"
+#: A pairwise judge's ``shown_first`` as the samples file names it (the pair's first answer is
+#: the chosen one).
+_SHOWN = {"first": "chosen", "second": "rejected"}
 
 
 def _rebuild(score: float, extras: dict[str, Any] | None) -> Scored:
@@ -32,8 +40,8 @@ class Scored(tuple):
     """``(score, False)`` as lm-eval expects of ``loglikelihood``, with the scorer's extras.
 
     Attributes:
-        extras: ``{"invalid": reason}`` and/or ``{"orders": outcome}`` (see the module doc), or
-            ``None``.
+        extras: ``{"invalid": reason}``, ``{"orders": outcome}`` and/or ``{"input": record}``
+            (see the module doc), or ``None``.
     """
 
     extras: dict[str, Any] | None
@@ -73,12 +81,35 @@ def pair_extras(results: Sequence[Any]) -> tuple[dict[str, Any], dict[str, str]]
     return outcome, reasons
 
 
+def scored_input(results: Sequence[Any]) -> dict[str, Any] | None:
+    """The pair's :data:`INPUT_KEY` value from its two results (``None`` when none was recorded).
+
+    A pairwise judge's orders (on the chosen answer's result) give ``{"kind": "messages",
+    "orders": [...]}`` with ``shown_first`` as ``chosen``/``rejected``; a pointwise scorer's
+    answers give ``{"kind": "text"|"messages", "answers": {"chosen": ..., "rejected": ...}}``
+    (``messages`` when the scorer sent chat messages).
+    """
+    records = [extras_of(r).get("input") for r in results]
+    for record in records:
+        if isinstance(record, Mapping) and isinstance(record.get("orders"), list):
+            orders = [{**o, "shown_first": _SHOWN.get(o.get("shown_first"), o.get("shown_first"))}
+                      for o in record["orders"] if isinstance(o, Mapping)]
+            return {"kind": "messages", "orders": orders}
+    answers = {answer: dict(record) for answer, record in zip(ANSWERS, records, strict=False)
+               if isinstance(record, Mapping) and "text" in record}
+    if not answers:
+        return None
+    kind = "messages" if any("messages" in a for a in answers.values()) else "text"
+    return {"kind": kind, "answers": answers}
+
+
 def annotate_sample(sample: Any) -> Any:
     """A samples-file line with its pair's extras added (unchanged when it has none).
 
     ``invalid_reason`` (``{"chosen"|"rejected": reason}``) for answers that could not be
     scored; the judge's orders and replies under
-    :data:`prbench.judges.order_metrics.SAMPLE_KEY`.
+    :data:`prbench.judges.order_metrics.SAMPLE_KEY`; the input as scored under
+    :data:`INPUT_KEY` (:func:`scored_input`).
     """
     from prbench.judges.order_metrics import SAMPLE_KEY, sample_orders
 
@@ -94,7 +125,11 @@ def annotate_sample(sample: Any) -> Any:
     rows = sample_orders(outcome) if outcome else None
     if rows is not None:
         added[SAMPLE_KEY] = rows
+    given = scored_input(results)
+    if given is not None:
+        added[INPUT_KEY] = given
     return {**sample, **added} if added else sample
 
 
-__all__ = ["ANSWERS", "Scored", "annotate_sample", "extras_of", "pair_extras"]
+__all__ = ["ANSWERS", "INPUT_KEY", "Scored", "annotate_sample", "extras_of", "pair_extras",
+           "scored_input"]

@@ -300,6 +300,20 @@ class FailureCounter:
         }
 
 
+def asked_order(shown_first: str, chat: Chat, reply: Any) -> dict[str, Any]:
+    """One chat as asked, for the input as scored (:mod:`prbench.scoring.inputs`): its
+    messages, the reply (``None`` when none came back) and the prompt tokens the server counted.
+    """  # noqa: D205
+    if isinstance(reply, GenerationFailure):
+        text: str | None = reply.text or None
+    else:
+        text = None if reply is None else str(reply)
+    tokens = getattr(reply, "prompt_tokens", None)
+    return {"shown_first": shown_first,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in chat],
+            "tokens": tokens if isinstance(tokens, int) else None, "reply": text}
+
+
 class LLMJudgeBase:
     """What the LLM judges share: options, backend, failure counts and the per-item failure list.
 

@@ -46,7 +46,12 @@ from typing import Any, Literal
 from prbench.backends.base import Chat
 from prbench.hashing import seeded_unit
 from prbench.judges import prompts, released
-from prbench.judges.common import BackendOptions, LLMJudgeBase, generate_in_batches
+from prbench.judges.common import (
+    BackendOptions,
+    LLMJudgeBase,
+    asked_order,
+    generate_in_batches,
+)
 from prbench.judges.order_tally import OrderTally
 from prbench.judges.parsing import parse_pairwise
 from prbench.options import OptionsError, check_option_file
@@ -158,6 +163,8 @@ class LLMPairwiseJudge(LLMJudgeBase):
         )
         #: (record, field) pairs whose placeholder text was filled, each warned about once
         self._filled_warned: set[tuple[str, str]] = set()
+        #: the orders asked of each pair of the last compare call (request_inputs)
+        self._last_asked: dict[int, list[dict[str, Any]]] = {}
         super().__init__(options, backend)
 
     def reset_stats(self) -> None:
@@ -210,8 +217,8 @@ class LLMPairwiseJudge(LLMJudgeBase):
         u = seeded_unit("order", self.options.seed, pair.record_id, pair.first, pair.second)
         return ["first" if u < 0.5 else "second"]
 
-    def compare(self, pairs: Sequence[PairRequest]) -> list[float]:
-        """P(first ≻ second) per pair, ``nan`` where no order could be read."""
+    def _asked(self, pairs: Sequence[PairRequest]) -> tuple[list[Chat], list[tuple[int, str]]]:
+        """The chat of every order asked, and (pair index, shown first) of each, in order."""
         chats = []
         plan: list[tuple[int, str]] = []
         for i, pair in enumerate(pairs):
@@ -221,6 +228,32 @@ class LLMPairwiseJudge(LLMJudgeBase):
                 )
                 chats.append(self._chat(pair, a, b))
                 plan.append((i, shown_first))
+        return chats, plan
+
+    def request_inputs(self, requests: Sequence[PairRequest], *, sent: bool
+                       ) -> list[dict[str, Any]]:
+        """The input as scored of each pair (:mod:`prbench.scoring.inputs`): per order asked,
+        the messages sent, the reply and the prompt tokens the server counted (if it said).
+
+        Args:
+            requests: the pairs of the last :meth:`compare` call (``sent=True``), or pairs whose
+                verdict came from the score cache (``sent=False``: the messages rebuilt, nothing
+                asked; the harness reads the replies back from the cached outcome).
+            sent: which of the two.
+        """  # noqa: D205
+        requests = list(requests)
+        if sent and all(id(p) in self._last_asked for p in requests):
+            return [{"orders": self._last_asked[id(p)]} for p in requests]
+        chats, plan = self._asked(requests)
+        out: list[dict[str, Any]] = [{"orders": []} for _ in requests]
+        for chat, (i, shown_first) in zip(chats, plan, strict=True):
+            out[i]["orders"].append({"shown_first": shown_first, "messages": chat,
+                                     "tokens": None, "reply": None})
+        return out
+
+    def compare(self, pairs: Sequence[PairRequest]) -> list[float]:
+        """P(first ≻ second) per pair, ``nan`` where no order could be read."""
+        chats, plan = self._asked(pairs)
         if self._released is None:
             replies = self._generate(chats, unit="verdict")
             parse = parse_pairwise
@@ -232,9 +265,11 @@ class LLMPairwiseJudge(LLMJudgeBase):
             )
             parse = released.parse_released
         per_pair: list[list[dict[str, Any]]] = [[] for _ in pairs]
-        for (i, shown_first), reply in zip(plan, replies, strict=True):
+        self._last_asked = {id(p): [] for p in pairs}  # for request_inputs, asked right after
+        for (i, shown_first), reply, chat in zip(plan, replies, chats, strict=True):
             parsed = self._read(reply, parse, pairs[i].record_id, shown_first=shown_first)
             per_pair[i].append(self._tally.order(shown_first, parsed, reply))
+            self._last_asked[id(pairs[i])].append(asked_order(shown_first, chat, reply))
         return [
             self._tally.pair(pair.record_id, orders)
             for pair, orders in zip(pairs, per_pair, strict=True)

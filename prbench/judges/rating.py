@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from prbench.errors import PrbenchUserError
 from prbench.judges import prompts
-from prbench.judges.common import BackendOptions, LLMJudgeBase
+from prbench.judges.common import BackendOptions, LLMJudgeBase, asked_order
 from prbench.judges.parsing import ParseFailure, parse_rating
 from prbench.scoring.base import ScoreRequest
 
@@ -74,6 +74,9 @@ class LLMRatingScorer(LLMJudgeBase):
             for r in requests
         ]
         replies = self._generate(chats, unit="grade")
+        # for request_inputs (the input as scored), asked right after
+        self._last_asked = {id(r): asked_order("", chat, reply)
+                            for r, chat, reply in zip(requests, chats, replies, strict=True)}
         out: list[float] = []
         failures: list[tuple[str, ParseFailure]] = []
 
@@ -89,6 +92,28 @@ class LLMRatingScorer(LLMJudgeBase):
                 out.append(parsed)
         if failures and o.on_failure == "raise":
             raise JudgeParseError(self.name, failures)
+        return out
+
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any]]:
+        """The input as scored (:mod:`prbench.scoring.inputs`): the chat sent for each answer,
+        with the judge's reply and the prompt tokens the server counted (if it said).
+
+        Args:
+            requests: the requests of the last :meth:`score` call (``sent=True``), or score-cache
+                hits (``sent=False``: the chat rebuilt, nothing asked, no reply).
+            sent: which of the two.
+        """  # noqa: D205
+        o = self.options
+        asked = getattr(self, "_last_asked", {})
+        out = []
+        for r in requests:
+            order = asked.get(id(r)) if sent else None
+            if order is None:
+                chat = prompts.rating_chat(r.question, r.profile.text, r.response, o.low, o.high)
+                order = asked_order("", chat, None)
+            out.append({"messages": order["messages"], "tokens": order["tokens"],
+                        "reply": order["reply"]})
         return out
 
     def stats(self) -> dict[str, Any]:

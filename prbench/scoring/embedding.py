@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from prbench.profiles.embed import EncoderKind
 from prbench.profiles.encoder_options import EmbedThreads, EncoderOptions, encoder_option
@@ -112,3 +112,15 @@ class EmbeddingSimilarityScorer:
         q, a = vectors[: len(requests)], vectors[len(requests) :]
         norms = np.maximum(np.linalg.norm(q, axis=1) * np.linalg.norm(a, axis=1), 1e-12)
         return [float(x) for x in (q * a).sum(axis=1) / norms]
+
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any]]:
+        """The input as scored (:mod:`prbench.scoring.inputs`): the two texts embedded.
+
+        The query (question and profile, as ``query`` puts them) and the answer, as two
+        messages with the roles ``query`` and ``answer``; no token counts (the encoder's own
+        truncation is not re-run here).
+        """
+        return [{"messages": [{"role": "query", "content": build_query(r, self.options.query)},
+                              {"role": "answer", "content": str(r.response)}]}
+                for r in requests]

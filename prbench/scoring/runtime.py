@@ -38,7 +38,9 @@ sharing nothing: a scorer that changes a request, even a frozen one through
 ``object.__setattr__``, changes its own copy, never what later requests or later scorers see.
 
 A scorer's per-request extras (``request_extras``, :mod:`prbench.scoring.extras`) are kept with
-its scores and read back with :meth:`ScorerRuntime.extras`.
+its scores and read back with :meth:`ScorerRuntime.extras`; the input each request was scored
+from (``request_inputs``, :mod:`prbench.scoring.inputs`; rebuilt for score-cache hits), with its
+share of its call's wall time, with :meth:`ScorerRuntime.inputs`.
 
 Example::
 
@@ -55,6 +57,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -71,6 +74,7 @@ from prbench.scoring.base import (
     scorer_label,
 )
 from prbench.scoring.extras import RequestExtras
+from prbench.scoring.inputs import DEFAULT_INPUT_CHARS, InputRecorder
 from prbench.scoring.request_key import KEY_VERSION, request_key
 from prbench.scoring.resume import DecisionKeeper, group_key, plan_chunks
 from prbench.scoring.runtime_options import DEFAULT_CHUNK_SIZE, DEFAULT_TIMEOUT
@@ -100,6 +104,9 @@ class ScorerRuntime:
             limit.
         pairwise: override the pairwise flag (default: the component's ``pairwise`` tag, else
             whether the scorer has ``compare()`` and no ``score()``).
+        record_input: keep the input each request was scored from (the scorer's
+            ``request_inputs``, :mod:`prbench.scoring.inputs`), read back with :meth:`inputs`.
+        record_input_chars: characters kept of each recorded text.
 
     Raises:
         TypeError: the scorer lacks the method its kind needs, or has a ``fingerprint`` that is
@@ -120,6 +127,8 @@ class ScorerRuntime:
         options: Any = None,
         pairwise: bool | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        record_input: bool = True,
+        record_input_chars: int = DEFAULT_INPUT_CHARS,
     ) -> None:
         if chunk_size < 0:
             raise ValueError(f"chunk_size must be at least 1 (or 0: the scorer's default), got "
@@ -173,6 +182,8 @@ class ScorerRuntime:
         #: the chunk size in force: halved by an out-of-memory back-off, grown back after a streak
         self._chunk_limit = AdaptiveLimit(self.chunk_size)
         self._extras = RequestExtras(scorer, self.name, required=self.pairwise)
+        self._inputs = InputRecorder(scorer, self.name, enabled=record_input,
+                                     limit=record_input_chars)
         self._decisions = DecisionKeeper(scorer, self._cache, self.name)
         self._closed = False
         self._lock = threading.RLock()  # one call at a time: scorers need not be thread-safe
@@ -279,6 +290,7 @@ class ScorerRuntime:
         if not requests:
             return []
         self._extras.new_call()
+        self._inputs.new_call()
         keys = [request_key(r) for r in requests]
         first: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -288,6 +300,10 @@ class ScorerRuntime:
         if self._cache is not None:
             known = self._extras.from_cache(self._cache, self._cache.get_many(list(first)))
         self._stats["cache_hits"] += len(known)
+        if known and self._inputs.active:  # rebuilt, never re-sent
+            hits = list(known)
+            self._inputs.rebuilt(isolated([requests[first[k]] for k in hits]), hits,
+                                 self._extras.get(hits))
         if len(known) < len(first):
             known.update(self._compute(requests, keys, list(first.values()), known, fn, unit))
         return [known[k] for k in keys]
@@ -330,6 +346,7 @@ class ScorerRuntime:
                 batch = [requests[i] for i in chunk]
                 given = isolated(batch)  # the plugin's own copies: its changes stay there
                 failed = False
+                started = time.perf_counter()
                 try:
                     raw = call_with_timeout(fn, given, self.timeout)
                 except (Exception, SystemExit, KeyboardInterrupt, CallTimedOut) as exc:
@@ -362,7 +379,9 @@ class ScorerRuntime:
                 fresh = {keys[i]: s for i, s in zip(chunk, scores, strict=True)}
                 finite = {k: s for k, s in fresh.items() if math.isfinite(s)}
                 self._stats["nonfinite"] += len(fresh) - len(finite)
+                wall_s = time.perf_counter() - started
                 extras = self._extras.collect(given, [keys[i] for i in chunk])
+                self._inputs.sent(given, [keys[i] for i in chunk], wall_s)
                 if self._cache is not None and finite:
                     self._cache.put_extras({k: v for k, v in extras.items() if k in finite})
                     self._cache.put_many(finite)
@@ -379,6 +398,16 @@ class ScorerRuntime:
     def extras(self, requests: Sequence[ScoreRequest | PairRequest]) -> list[Any]:
         """The scorer's extras of the latest call's requests (``None`` where none)."""
         return self._extras.get([request_key(r) for r in requests])
+
+    def inputs(self, requests: Sequence[ScoreRequest | PairRequest]) -> list[Any]:
+        """The input each of the latest call's requests was scored from (``None`` where none).
+
+        Samples-file records (:mod:`prbench.scoring.inputs`); all ``None`` when the option
+        ``record_input`` is off or the scorer has no ``request_inputs``.
+        """
+        if not self._inputs.active:
+            return [None] * len(requests)
+        return self._inputs.get([request_key(r) for r in requests])
 
     # -- reporting -------------------------------------------------------------------------------
 
@@ -503,6 +532,8 @@ def runtime_of(component: Any, parsed: Any, runtime: Any, **runtime_overrides: A
         progress=bool(settings["progress"]),
         options=parsed,
         timeout=float(settings["call_timeout"]),
+        record_input=bool(settings["record_input"]),
+        record_input_chars=int(settings["record_input_chars"]),
     )
 
 

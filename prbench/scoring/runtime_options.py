@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from prbench.options import OptionsError, option_fields, suggest
+from prbench.scoring.inputs import DEFAULT_INPUT_CHARS
 
 #: Requests per chunk sent to the scorer (and committed to the cache) by default, for a scorer
 #: that names no default of its own (``default_chunk_size()``; ``hf-classifier`` names one per
@@ -50,6 +51,18 @@ class RuntimeOptions:
                   "an error (chunks scored before it stay cached); 0 = no limit. Not `timeout`: "
                   "judges and served RMs use that name for one HTTP request",
                   "ge": 0, "le": 7 * 86_400},
+    )
+    record_input: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "record in the samples file (--log_samples) the input each answer was "
+                  "scored from: text or messages, tokens, truncation, time share "
+                  "(`scored_input`); false leaves it out"},
+    )
+    record_input_chars: int = dataclasses.field(
+        default=DEFAULT_INPUT_CHARS,
+        metadata={"help": "record_input: the most characters kept of each input text (of each "
+                  "message's content for chat inputs); the length and sha256 always cover the "
+                  "whole text", "ge": 1, "le": 10_000_000},
     )
 
 
