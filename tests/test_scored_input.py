@@ -338,3 +338,102 @@ def test_embedding_similarity_records_the_query_and_the_answer_it_compared(
             assert query["role"] == "query"
             assert query["content"].startswith(line["doc"]["question"] + SEPARATOR)
             assert record["tokens"] is None and record["time_s"] >= 0
+
+
+# -- what the explorer shows: the same bytes, read back from the page in Chromium --------------
+
+_PAGE_INPUTS = """(() => {
+  for (const d of document.querySelectorAll('details.pair')) {
+    d.open = true;
+    d.querySelectorAll('details.input').forEach(x => x.open = true);
+  }
+})()"""
+
+_READ_INPUTS = """(() => {
+  const out = [];
+  for (const d of document.querySelectorAll('details.pair')) {
+    for (const a of d.querySelectorAll('.answer-input')) {
+      const pre = a.querySelector('pre.scored');
+      const kept = [...pre.childNodes].filter(n => !(n.classList
+        && n.classList.contains('cut-marker'))).map(n => n.textContent).join('');
+      out.push({id: d.dataset.id, answer: a.dataset.answer, text: kept,
+                facts: a.querySelector('.facts').innerText,
+                dropped: [...pre.querySelectorAll('.dropped')].map(n => n.textContent).join(''),
+                marker: (pre.querySelector('.cut-marker') || {}).textContent || null});
+    }
+    for (const [i, o] of [...d.querySelectorAll('.order-input')].entries()) {
+      out.push({id: d.dataset.id, order: i, facts: o.querySelector('.facts').innerText,
+                messages: [...o.querySelectorAll('.message pre')].map(n => n.textContent),
+                reply: (o.querySelector('pre.reply-text') || {}).textContent || null});
+    }
+  }
+  return out;
+})()"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    from tests._browser import browser_or_skip
+
+    yield from browser_or_skip(1280)
+
+
+def _explorer_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                     browser: Any) -> tuple[list[dict[str, Any]], str]:
+    """Report the run under ``tmp_path/out``: the inputs its explorer page shows, its panel."""
+    from prbench.cli import main
+
+    assert main(["report", str(tmp_path / "out"), "-o", str(tmp_path / "report"),
+                 "--resamples", "50"]) == 0
+    capsys.readouterr()
+    pages = sorted((tmp_path / "report" / "explorer").glob("*.html"))
+    assert len(pages) == 1, pages
+    browser.errors.clear()
+    browser.open(pages[0].as_uri())
+    browser.evaluate(_PAGE_INPUTS)
+    browser.settle()
+    shown = browser.evaluate(_READ_INPUTS)
+    panel = browser.evaluate("document.querySelector('.run-panel').innerText")
+    assert not browser.errors, browser.errors
+    return shown, panel
+
+
+def test_the_explorer_shows_each_hf_classifier_input_byte_equal_with_its_tokens(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        tiny_rm: Path, browser: Any) -> None:
+    spy = Spy(monkeypatch)
+    lines = _eval(tmp_path, capsys, f"scorer=hf-classifier,pretrained={tiny_rm},max_length=700,"
+                  "device=cpu,dtype=float32,cache=false")
+    shown, panel = _explorer_inputs(tmp_path, capsys, browser)
+    assert len(shown) == len(lines) * 2 == 12
+    by_answer = {line["doc"][label]: label for line in lines for label in ("chosen", "rejected")}
+    sent = {text: (len(ids), answer) for answer, (text, ids, _) in spy.sent.items()}
+    cuts = 0
+    for entry in shown:
+        assert entry["text"] in sent  # the page's text is the very string the tokenizer got
+        tokens, answer = sent[entry["text"]]
+        assert by_answer[answer] == entry["answer"]
+        assert f"tokens sent {tokens:,} / before truncation" in entry["facts"]
+        if entry["marker"] is not None:
+            cuts += 1
+            assert "tokens dropped (middle)" in entry["marker"] and entry["dropped"]
+    assert cuts, "max_length=700 cuts some of the sample's profiles"
+    assert "hf-classifier" in panel and "max_length" in panel
+
+
+def test_the_explorer_shows_each_judge_order_as_the_server_got_and_answered_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], browser: Any) -> None:
+    from prbench.testing import LoopbackOpenAI
+
+    seen: dict[str, list[dict[str, str]]] = {}
+    script = _judge_script(seen)
+    with LoopbackOpenAI(script) as server:
+        base = f"scorer=llm-judge,backend=openai,model=judge,base_url={server.base_url},cache_dir="
+        lines = _eval(tmp_path, capsys, base, tasks=f"{GROUP}_noprofile")
+    shown, panel = _explorer_inputs(tmp_path, capsys, browser)
+    assert len(shown) == len(lines) * 2 == len(seen) == 12
+    received = {tuple(m["content"] for m in messages): messages for messages in seen.values()}
+    for entry in shown:
+        messages = received[tuple(entry["messages"])]  # byte-equal to a request body received
+        assert entry["reply"] == script(messages)
+    assert "llm-judge" in panel

@@ -478,25 +478,31 @@ function notes(x, box, what) {
 //: and the profile highlighted; every piece set as text
 function scoredText(x) {
   const pre = el("pre", null, "box scored");
-  const t = x.text, n = t.length, cut = x.cut;
+  const t = x.text, n = t.length;
+  const cut = x.cut && x.cut.char !== null ? x.cut : null;  // no offsets: said in a note
   const at = cut ? Math.min(cut.char, n) : -1;
+  const upto = cut && cut.side === "middle" ? Math.min(cut.end_char, n) : -1;
   const prof = x.profile ? [Math.min(x.profile[0], n), Math.min(x.profile[1], n)] : null;
   const bounds = new Set([0, n]);
   if (cut) bounds.add(at);
+  if (upto >= 0) bounds.add(upto);
   if (prof) { bounds.add(prof[0]); bounds.add(prof[1]); }
   const marks = [...bounds].sort((u, v) => u - v);
+  const titles = {left: "truncated on the left: the text before this mark was not sent",
+    right: "truncated on the right: the text after this mark was not sent",
+    middle: "cut in the middle: the greyed text after this mark was not sent"};
   for (let i = 0; i < marks.length; i++) {
     const s = marks[i];
     if (cut && s === at) {
       const m = el("span", "\u2702 " + (cut.tokens_dropped === null ? "cut" : count(
         cut.tokens_dropped) + " tokens dropped") + " (" + cut.side + ")", "cut-marker");
-      m.title = cut.side === "left" ? "truncated on the left: the text before this mark was "
-        + "not sent" : "truncated on the right: the text after this mark was not sent";
+      m.title = titles[cut.side];
       pre.appendChild(m);
     }
     const e = marks[i + 1];
     if (e === undefined || e <= s) continue;
-    const dropped = cut && (cut.side === "left" ? e <= at : s >= at);
+    const dropped = cut && (cut.side === "left" ? e <= at : cut.side === "right" ? s >= at
+      : s >= at && e <= upto);
     const inProfile = prof && s >= prof[0] && e <= prof[1];
     const part = el(inProfile ? "mark" : "span", t.slice(s, e),
       (dropped ? "dropped" : "kept") + (inProfile ? " profile" : ""));
@@ -522,13 +528,26 @@ function answerInput(name, x) {
   box.appendChild(el("h4", name + " answer, as scored"));
   box.appendChild(facts(x, true));
   notes(x, box, x.text.length);
-  if (x.cut && x.cut.char > x.text.length) {
+  if (x.cut && x.cut.char === null) {
+    box.appendChild(el("div", "\u2702 cut (" + x.cut.side + "): the tokenizer gives no "
+      + "character offsets, so where is not marked", "note"));
+  } else if (x.cut && x.cut.char > x.text.length) {
     box.appendChild(el("div", "the cut lies at character " + count(x.cut.char)
       + ", past the characters kept here", "note"));
   }
   if (x.profile === null) box.appendChild(el("div", "no profile located in this input",
     "muted"));
   box.appendChild(scoredText(x));
+  if (x.cut && x.cut.text_sent !== null) {
+    const m = el("details", null, "sent");
+    m.appendChild(el("summary", "the text tokenised (the cut is not one span)"));
+    m.appendChild(el("pre", x.cut.text_sent, "box text-sent"));
+    box.appendChild(m);
+  }
+  if (x.reply !== null && x.reply !== undefined) {
+    box.appendChild(el("b", "the judge's reply"));
+    box.appendChild(el("pre", x.reply, "box reply-text"));
+  }
   if (x.messages) {
     const m = el("details", null, "sent");
     m.appendChild(el("summary", "the chat messages as sent (" + x.messages.length + ")"));

@@ -329,19 +329,33 @@ def _common(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
     }
 
 
+def _cut(cut: Any, where: str) -> dict[str, Any] | None:
+    """An answer's cut: ``left`` keeps ``text[char:]``, ``right`` keeps ``text[:char]``,
+    ``middle`` keeps ``text[:char] + text[end_char:]`` (``text_sent`` where that is not what was
+    tokenised); ``char`` is ``None`` where the tokenizer gave no offsets."""
+    if cut is None:
+        return None
+    shape = (f"scored_input: {where}.cut is not {{\"side\": \"left\" | \"right\" | "
+             "\"middle\", \"char\": N | null, ...} (a middle cut also gives end_char)")
+    if not isinstance(cut, Mapping) or cut.get("side") not in ("left", "right", "middle"):
+        raise ValueError(shape)
+    char = _int(cut.get("char"))
+    end = _int(cut.get("end_char"))
+    if (cut.get("char") is not None and char is None) or (
+            cut["side"] == "middle" and (char is None or end is None or end < char)):
+        raise ValueError(shape)
+    return {"side": str(cut["side"]), "char": None if char is None else max(0, char),
+            "end_char": end if cut["side"] == "middle" else None,
+            "tokens_dropped": _int(cut.get("tokens_dropped")),
+            "text_sent": _text(cut.get("text_sent"))}
+
+
 def _answer_input(entry: Any, name: str) -> dict[str, Any]:
     where = f"answers.{name}"
     if not isinstance(entry, Mapping):
         raise ValueError(f"scored_input: {where} is not an object")
     text = str(entry.get("text") or "")
-    cut = entry.get("cut")
-    if cut is not None:
-        if not isinstance(cut, Mapping) or cut.get("side") not in ("left", "right") or (
-                _int(cut.get("char")) is None):
-            raise ValueError(f"scored_input: {where}.cut is not "
-                             "{\"side\": \"left\" | \"right\", \"char\": N, ...}")
-        cut = {"side": str(cut["side"]), "char": max(0, _int(cut["char"]) or 0),
-               "tokens_dropped": _int(cut.get("tokens_dropped"))}
+    cut = _cut(entry.get("cut"), where)
     profile = entry.get("profile")
     span = None
     if isinstance(profile, list) and len(profile) == 2:
@@ -349,7 +363,7 @@ def _answer_input(entry: Any, name: str) -> dict[str, Any]:
         if start is not None and end is not None and 0 <= start <= end:
             span = [start, end]
     return {"text": text, **_common(entry, where), "tokens_full": _int(entry.get("tokens_full")),
-            "cut": cut, "profile": span}
+            "cut": cut, "profile": span, "reply": _text(entry.get("reply"))}
 
 
 def _order_input(entry: Any, n: int) -> dict[str, Any]:

@@ -561,10 +561,13 @@ def build_report(
             blocks += [
                 ("h2", "Pair explorer"),
                 ("p", "Every scored pair of a run on one static page (open it in a browser; no "
-                      "server): question, profile as the scorer saw it, both answers and scores "
-                      "or verdicts, rubric aspects (DIAGNOSTIC); text search, filters by domain, "
-                      "outcome and length-baseline agreement, sort by margin, a permalink per "
-                      "pair, the filters kept in the page's address; the comparison page puts "
+                      "server), under the run's panel: question, profile as the scorer saw it, "
+                      "both answers and scores or verdicts, rubric aspects (DIAGNOSTIC), the "
+                      "input as scored (when the run recorded it: the text or messages sent, "
+                      "the cut marked, tokens and time) and the raw samples line; text search, "
+                      "filters by domain, outcome and length-baseline agreement, a range on "
+                      "any numeric column, sort by any column, keys j/k and /, a permalink per "
+                      "pair, the state kept in the page's address; the comparison page puts "
                       "two runs side by side on the pairs they disagree on."),
                 ("links", [(text, path.relative_to(out).as_posix()) for text, path in pages]),
             ]

@@ -53,10 +53,14 @@ tr.diagnostic td{background:var(--diag-bg)}
 img{max-width:100%;height:auto}
 kbd{font:11px ui-monospace,Menlo,Consolas,monospace;border:1px solid var(--line);
  border-bottom-width:2px;border-radius:4px;padding:0 4px;background:#fff}
+.run-panel th{white-space:nowrap}
 @media (max-width:640px){
  main{padding:12px 10px 48px}
  h1,h2,h3,h4,p,li,td,th,a,code,.box{overflow-wrap:anywhere}
  td.num{white-space:normal}
+ .run-panel tr{display:block;border-bottom:1px solid var(--line)}
+ .run-panel th,.run-panel td{display:block;border:0;padding:2px 4px}
+ .run-panel th{overflow-wrap:normal}
 }
 """
 
