@@ -330,9 +330,11 @@ def _common(entry: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _cut(cut: Any, where: str) -> dict[str, Any] | None:
-    """An answer's cut: ``left`` keeps ``text[char:]``, ``right`` keeps ``text[:char]``,
-    ``middle`` keeps ``text[:char] + text[end_char:]`` (``text_sent`` where that is not what was
-    tokenised); ``char`` is ``None`` where the tokenizer gave no offsets.
+    """An answer's cut, checked: which side, and where.
+
+    ``left`` keeps ``text[char:]``, ``right`` keeps ``text[:char]``, ``middle`` keeps
+    ``text[:char] + text[end_char:]`` (``text_sent`` where that is not what was tokenised);
+    ``char`` is ``None`` where the tokenizer gave no offsets.
     """
     if cut is None:
         return None
