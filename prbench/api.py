@@ -58,6 +58,10 @@ Hugging Face sequence classifiers and chat inputs:
     subclass), ``model_identity``, ``ChatEncoder``, ``build_chat``, ``ChatRenderOptions`` /
     ``ProfileRenderOptions`` (the shared chat-rendering options to inherit; their fields carry the
     default formats) and ``profile_texts`` (each request's profile as an encoder shows it).
+    The input as scored (a scorer's optional ``request_inputs(requests, *, sent)``, written to
+    the samples file): ``encoded_records`` (the records of a ``ChatEncoder``'s inputs: text,
+    tokens, the cut, the profile's span) and ``shown_profiles`` (the profile text each request
+    shows); added in 2.1.
 Embeddings:
     ``Encoder``, ``EncoderSpec``, ``EmbeddingCache`` (rows keyed by the sha256 hex of a text's
     UTF-8 bytes), ``resolve_model``,
@@ -98,6 +102,7 @@ from prbench.backends.chat_inputs import ChatEncoder, build_chat, profile_texts
 from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
 from prbench.backends.hf_classifier import HFClassifierScorer
 from prbench.backends.hf_classifier_options import HFClassifierOptions
+from prbench.backends.input_record import encoded_records, shown_profiles
 from prbench.devices import resolve_device, torch_device
 from prbench.downstream.rl import ScorerReward
 from prbench.errors import PrbenchUserError
@@ -147,7 +152,7 @@ from prbench.store import SQLiteStore
 
 #: The plugin API's version, ``MAJOR.MINOR``. MINOR grows when names are added (or deprecated);
 #: MAJOR grows when a name is removed or changes meaning. A plugin may check it at import time.
-API_VERSION = "2.0"
+API_VERSION = "2.1"
 
 __all__ = [
     "API_VERSION",
@@ -199,6 +204,7 @@ __all__ = [
     "cache_dir",
     "compare_paired",
     "disable_progress",
+    "encoded_records",
     "file_hashes",
     "fingerprint_of",
     "generate_in_batches",
@@ -222,6 +228,7 @@ __all__ = [
     "resolve_model",
     "run_batches",
     "seeded_unit",
+    "shown_profiles",
     "stable_hash",
     "strip_reasoning",
     "top_k",

@@ -34,9 +34,11 @@ from prbench.api import (
     ScoreRequest,
     UnscoredInputs,
     build_chat,
+    encoded_records,
     fingerprint_of,
     model_identity,
     profile_texts,
+    shown_profiles,
     torch_device,
 )
 from prbench_plugin_internlm2.plugin import InternLM2RewardOptions
@@ -108,6 +110,7 @@ class InternLM2RewardScorer(UnscoredInputs):
         }
         self.model: Any = None
         self.counts: Counter[str] = Counter()
+        self._last_encoded: dict[int, Any] = {}  # the last chats() call's inputs, by request
         self._start_unscored()
 
     def fingerprint(self) -> str:
@@ -149,14 +152,12 @@ class InternLM2RewardScorer(UnscoredInputs):
                         f"request {i} (record {r.record_id!r}): {field} must be a string"
                     )
         profiles = profile_texts(self.encoder, requests)
-        encoded = self.encoder.encode(
-            [r.question for r in requests], [r.response for r in requests],
-            profiles, names=[r.record_id for r in requests],
-        )
+        encoded = self._encode(requests, profiles)
         chats: list[list[dict[str, str]] | None] = []
         lengths = []
         position = self.options.profile_position
         self._last_invalid = {}
+        self._last_encoded = {id(r): e for r, e in zip(requests, encoded, strict=True)}
         for r, e, shown in zip(requests, encoded, profiles, strict=True):
             if e.invalid:
                 self._last_invalid[id(r)] = e.invalid
@@ -186,6 +187,39 @@ class InternLM2RewardScorer(UnscoredInputs):
             )
             lengths.append(len(e.ids) + 1)
         return chats, lengths
+
+    def _encode(self, requests: Sequence[ScoreRequest], profiles: list[str]) -> list[Any]:
+        """The encoder's inputs of the requests (the chats, rendered, fitted, tokenised)."""
+        return list(self.encoder.encode(
+            [r.question for r in requests], [r.response for r in requests],
+            profiles, names=[r.record_id for r in requests],
+        ))
+
+    def request_inputs(self, requests: Sequence[ScoreRequest], *, sent: bool
+                       ) -> list[dict[str, Any] | None]:
+        """The input as scored of each request: the rendered chat, its cut, the profile's span.
+
+        ``tokens`` and ``tokens_full`` count the reward token the model reads, after the chat's
+        ids. An answer too long to score has ``tokens`` 0.
+
+        Args:
+            requests: the requests of the last :meth:`score` call (``sent=True``: the inputs it
+                built), or score-cache hits (``sent=False``: built now, nothing scored).
+            sent: which of the two.
+        """
+        requests = list(requests)
+        if sent:
+            encoded = [self._last_encoded.get(id(r)) for r in requests]
+            if any(e is None for e in encoded):
+                return [None] * len(requests)
+        else:  # encoded again, no counts or failures recorded
+            encoded = self._encode(requests, profile_texts(self.encoder, requests))
+        records = encoded_records(self.encoder, encoded,
+                                  shown_profiles(self.encoder, requests))
+        for record, e in zip(records, encoded, strict=True):
+            record["tokens"] = record["tokens"] + 1 if e.ids else 0
+            record["tokens_full"] += 1
+        return list(records)
 
     def input_ids(self, chat: list[dict[str, str]], reward_token_id: int) -> list[int]:
         """The ids ``get_score`` scores: template text, no special tokens, then the reward token.

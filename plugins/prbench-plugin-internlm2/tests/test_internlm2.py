@@ -208,3 +208,35 @@ def test_runtime_caches_by_fingerprint(folder: Path) -> None:
     with build_runtime("internlm2-reward", options) as rt:
         assert rt.score(REQUESTS) == first[:4]
         assert rt.stats()["computed"] == 0
+
+
+def _kept(record: dict) -> str:
+    """The text a record says was tokenised: the whole text, or what its cut kept."""
+    cut = record["cut"]
+    if cut is None:
+        return record["text"]
+    assert cut["side"] == "middle"
+    return cut.get("text_sent") or record["text"][:cut["char"]] + record["text"][cut["end_char"]:]
+
+
+@pytest.mark.parametrize("max_length", ["512", "60"])
+def test_request_inputs_are_the_chats_it_scores(folder: Path, max_length: str) -> None:
+    scorer = _build(folder, max_length=max_length)
+    reward_token = 7
+    chats, lengths = scorer.chats(REQUESTS)
+    records = scorer.request_inputs(REQUESTS, sent=True)
+    for request, chat, length, record in zip(REQUESTS, chats, lengths, records, strict=True):
+        rendered = scorer.tokenizer.apply_chat_template(
+            chat, chat_template=scorer.encoder.template, tokenize=False,
+            add_generation_prompt=False)
+        assert _kept(record) == rendered  # the very text get_score's ids come from
+        assert record["tokens"] == length == len(scorer.input_ids(chat, reward_token))
+        assert (record["cut"] is None) == (record["tokens"] == record["tokens_full"])
+        if request.profile.text:
+            start, end = record["profile"]
+            assert record["text"][start:end] == request.profile.text
+    if max_length == "60":
+        assert any(r["cut"] for r in records)
+    before = dict(scorer.stats())
+    assert scorer.request_inputs(REQUESTS, sent=False) == records  # rebuilt, nothing counted
+    assert scorer.stats() == before
