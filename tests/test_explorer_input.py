@@ -109,7 +109,8 @@ def test_scored_input_is_read_and_summed(tmp_path: Path) -> None:
                    resamples=20)
     pairs = {p["id"]: p for p in explorer_pairs(run)}
     c1 = pairs["c1"]["input"]["answers"]["chosen"]
-    assert c1["cut"] == {"side": "left", "char": CUT_AT, "tokens_dropped": 12}
+    assert c1["cut"] == {"side": "left", "char": CUT_AT, "tokens_dropped": 12, "end_char": None,
+                         "text_sent": None}
     assert (c1["tokens"], c1["tokens_full"], c1["text"]) == (100, 112, _text("one two three"))
     assert {k: (pairs[k]["tokens"], pairs[k]["time_s"]) for k in ("c1", "c2", "j1")} == {
         "c1": (180, 0.25), "c2": (None, None), "j1": (80, 1.0)}  # the cached score: no time

@@ -665,7 +665,8 @@ CORPUS: dict[str, Fault] = {
     "report-on-an-empty-folder": Fault(
         "prbench report on a folder without results",
         lambda t, _p: ["report", str(_mkdir(t / "empty"))],
-        says="no results_*.json or *_results.json file in it"),
+        says="no prbench run in it (no results_*.json, prbench_manifest_*.json or "
+             "prbench_status_*.json file under it)"),
     "validate-an-empty-folder": Fault(
         "prbench validate on a folder that holds no data file",
         lambda t, _p: ["validate", str(_mkdir(t / "empty"))],

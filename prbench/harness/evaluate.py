@@ -106,17 +106,31 @@ def evaluate(run: Evaluation, manager: Any = None) -> Outcome:
         manager: the ``TaskManager`` to use (default: :func:`task_manager` over the folders).
     """
     from prbench.harness import tasks
-    from prbench.profiles import lazy
 
     # a new run in this process (a sweep's --reuse_model, tests, notebooks): nothing of an
     # earlier run carries over (the records behind the rows and the data provenance are reset;
     # the profiles live in the run's own store)
+    from prbench.harness.lm import PRBenchLM
+    from prbench.profiles import lazy
+
     tasks.reset()
-    with _status(run) as status, lazy.run_store():  # the run's own profiles (profiles.lazy)
-        outcome = _evaluate(run, manager)
-        if status is not None:
-            status.end("finished", results_file=_results_path(outcome.saved))
-        return outcome
+    with lazy.run_store():  # the run's own profiles (profiles.lazy)
+        lm = None
+        if run.model == MODEL_NAME:
+            # the scorer is built first: what it checks as it is made (a judge's prompt files,
+            # a model folder's files) fails the run before its status file or folder exists;
+            # weights load at the first score, under the status
+            lm = PRBenchLM.from_spec(run.spec, write_out=run.write_out)
+            try:
+                lm.runtime  # noqa: B018 (builds the scorer)
+            except BaseException:
+                lm.close()
+                raise
+        with _status(run) as status:
+            outcome = _evaluate(run, manager, lm)
+            if status is not None:
+                status.end("finished", results_file=_results_path(outcome.saved))
+            return outcome
 
 
 def _status(run: Evaluation) -> Any:
@@ -146,12 +160,11 @@ def _results_path(saved: dict[str, Any]) -> Any:
                         str(saved.get("date_id")))
 
 
-def _evaluate(run: Evaluation, manager: Any) -> Outcome:
-    """:func:`evaluate` inside its run's profile store."""
+def _evaluate(run: Evaluation, manager: Any, lm: Any) -> Outcome:
+    """:func:`evaluate` inside its run's profile store, with the ``prbench`` model built."""
     import lm_eval
     from lm_eval.utils import handle_non_serializable
 
-    from prbench.harness.lm import PRBenchLM
     from prbench.harness.run_files import tracker_class
 
     metadata = {**run.model_args, **run.metadata}
@@ -162,7 +175,6 @@ def _evaluate(run: Evaluation, manager: Any) -> Outcome:
     if ours:
         tracker.run_model_args = dict(run.model_args)
     wandb = _wandb_logger(run.wandb_args) if run.wandb_args else None
-    lm = PRBenchLM.from_spec(run.spec, write_out=run.write_out) if ours else None
     python_seed, numpy_seed, torch_seed, fewshot_seed = run.seeds
     results = lm_eval.simple_evaluate(
         model=lm if ours else run.model, model_args=dict(run.model_args),
