@@ -260,9 +260,12 @@ class Encoder:
             version = openvino_version()
             probe_id = None
             if version is not None and self.spec.embed_backend == "auto":
+                import torch
+
+                # keyed by the machine's thread count, not by what the load allows just now
                 probe_id = embed_backend.probe_key(
-                    self._ov_threads(), f"{self.ref.fingerprint or self.ref.label}|{self.kind}",
-                    version)
+                    torch.get_num_threads(),
+                    f"{self.ref.fingerprint or self.ref.label}|{self.kind}", version)
             self._backend = embed_backend.resolve_embed_backend(
                 self.spec.embed_backend, self.device, self.dtype, ov_version=version,
                 probe=self._probe, probe_id=probe_id,

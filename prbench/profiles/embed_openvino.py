@@ -24,12 +24,14 @@ runs the matrix products in bf16, at the CPU's AMX peak where it has AMX). Threa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +88,21 @@ def ir_folder(root: Path, fingerprint: str, kind: str, inputs: Sequence[str]) ->
     """The folder of a model's converted IR: keyed by weights, kind, inputs, OpenVINO version."""
     key = "|".join([_IR_FORMAT, fingerprint, kind, ",".join(inputs), str(openvino_version())])
     return root / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def _quiet_tracing() -> Iterator[None]:
+    """No tracer warnings nor transformers' log lines while a model is traced for conversion."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(before)
 
 
 class OpenVINOModel(EmbeddingModel):
@@ -149,7 +166,7 @@ class OpenVINOModel(EmbeddingModel):
                 return self._core.read_model(str(xml))
             except Exception as exc:  # a damaged file: convert again
                 logger.warning("OpenVINO IR %s unreadable (%s); converting again", xml, exc)
-        with torch.inference_mode():
+        with torch.inference_mode(), _quiet_tracing():
             model = ov.convert_model(base.transformer,
                                      example_input={n: example[n] for n in self.inputs})
         self.converted = True
