@@ -123,6 +123,22 @@ def test_openvino_on_minilm_keeps_vectors_and_rankings() -> None:
         assert enc.describe()["embed_dtype"] == dtype
 
 
+def test_openvino_follows_the_thread_count_of_each_step(tiny_model: Path) -> None:
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 CPUs")
+    one = _encoder(str(tiny_model), "openvino")  # embed_threads=1
+    one.encode(POSTS[:2])
+    model = one._model
+    assert isinstance(model, embed_openvino.OpenVINOModel) and model.threads == 1
+    two = Encoder(EncoderSpec(model=str(tiny_model), embed_backend="openvino",
+                              embed_dtype="float32"), device="cpu", cache=False, threads=2)
+    two.encode(POSTS[2:4])
+    assert two._model is model and model.threads == 2  # one model, compiled per count
+    assert {key[2] for key in model._requests} == {1, 2}
+
+
 def test_a_second_load_converts_nothing(tiny_model: Path, monkeypatch: pytest.MonkeyPatch,
                                         tmp_path: Path) -> None:
     import openvino

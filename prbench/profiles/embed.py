@@ -458,6 +458,8 @@ class Encoder:
             if count != torch.get_num_threads():
                 logger.info("embedding with %d thread(s): %s", count, why)
                 torch.set_num_threads(count)
+            if self._model is not None:  # a runtime with its own threads (OpenVINO) follows
+                self._model.use_threads(count)
             self.threads_used = (count, why)
 
         try:

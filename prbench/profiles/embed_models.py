@@ -77,6 +77,13 @@ class EmbeddingModel:
         """The float32 vectors of ``texts``, run as one padded batch."""
         raise NotImplementedError
 
+    def use_threads(self, count: int) -> None:
+        """Run the next batches on ``count`` CPU threads where the runtime does not follow torch's.
+
+        torch's count is set by the caller (:class:`prbench.profiles.embed.Encoder`); a runtime
+        with its own thread pool (OpenVINO) overrides this.
+        """
+
     # -- the parts another runtime reuses (:mod:`prbench.profiles.embed_openvino`) -------------
 
     @property

@@ -19,7 +19,8 @@ second run neither converts nor compiles.
 
 Precision: ``float32`` (``INFERENCE_PRECISION_HINT=f32``) or ``bfloat16`` (``bf16``; OpenVINO
 runs the matrix products in bf16, at the CPU's AMX peak where it has AMX). Threads: the count
-``embed_threads`` resolves to when the model is compiled (``INFERENCE_NUM_THREADS``).
+``embed_threads`` resolves to before each step (``INFERENCE_NUM_THREADS``; a shape is compiled once
+per count, as torch's count follows the load).
 """
 
 from __future__ import annotations
@@ -118,7 +119,9 @@ class OpenVINOModel(EmbeddingModel):
     Attributes:
         converted: whether this object converted the torch model (False: the IR was on disk).
         compile_seconds: time spent converting, loading and compiling (cumulative).
-        shapes: the ``(batch, length)`` shapes compiled.
+        shapes: the ``(batch, length)`` shapes compiled (each once per thread count).
+        threads: the thread count of the next batches (``embed_threads``, decided again by the
+            encoder before each step, as torch's is).
     """
 
     def __init__(self, base: EmbeddingModel, precision: str, threads: int, cache_root: Path,
@@ -139,7 +142,7 @@ class OpenVINOModel(EmbeddingModel):
         self.converted = False
         self.compile_seconds = 0.0
         self.shapes: list[tuple[int, int]] = []
-        self._requests: dict[tuple[int, int], Any] = {}
+        self._requests: dict[tuple[int, int, int], Any] = {}
         self._lock = threading.Lock()
         self._core = ov.Core()
         self._cache = cache_root / "compiled"
@@ -179,10 +182,18 @@ class OpenVINOModel(EmbeddingModel):
         # and a model read from IR hashes differently from the one convert_model returned
         return self._core.read_model(str(xml))
 
+    def use_threads(self, count: int) -> None:
+        """Run the next batches on ``count`` threads (a shape is compiled once per count)."""
+        self.threads = count
+
     def _request(self, batch: int, length: int) -> Any:
-        """The infer request of the compiled ``(batch, length)`` shape (compiled on first use)."""
+        """The infer request of the compiled ``(batch, length)`` shape at the current thread count.
+
+        Compiled on first use (from OpenVINO's on-disk cache where it was compiled before).
+        """
+        key = (batch, length, self.threads)
         with self._lock:
-            if (batch, length) not in self._requests:
+            if key not in self._requests:
                 started = time.perf_counter()
                 model = self._model.clone()
                 model.reshape({n: [batch, length] for n in self.inputs})
@@ -191,12 +202,13 @@ class OpenVINOModel(EmbeddingModel):
                     "INFERENCE_NUM_THREADS": self.threads,
                     "PERFORMANCE_HINT": "LATENCY",
                 })
-                self._requests[(batch, length)] = compiled.create_infer_request()
+                self._requests[key] = compiled.create_infer_request()
                 self.compile_seconds += time.perf_counter() - started
-                self.shapes.append((batch, length))
+                if (batch, length) not in self.shapes:
+                    self.shapes.append((batch, length))
                 logger.info("OpenVINO compiled %s for batch %d x %d tokens (%s)", self.label,
                             batch, length, self.precision)
-            return self._requests[(batch, length)]
+            return self._requests[key]
 
     def embed(self, texts: Sequence[str], batch_size: int, **kwargs: Any) -> np.ndarray:
         """:meth:`EmbeddingModel.embed`, every batch padded to ``batch_size`` rows (one shape)."""
@@ -230,13 +242,13 @@ class OpenVINOModel(EmbeddingModel):
         return self.base.pool(self.token_states(features), features)
 
 
-_LOADED: dict[tuple[int, str, int, str], OpenVINOModel] = {}
+_LOADED: dict[tuple[int, str, str], OpenVINOModel] = {}
 _LOAD_LOCK = threading.Lock()
 
 
 def load_openvino(base: EmbeddingModel, precision: str, threads: int, cache_root: Path,
                   fingerprint: str) -> OpenVINOModel:
-    """The OpenVINO model over ``base``, made once per process per precision and thread count.
+    """The OpenVINO model over ``base``, made once per process and precision (on ``threads`` now).
 
     Raises:
         OpenVINOMissingError: the ``openvino`` package is not installed.
@@ -247,10 +259,11 @@ def load_openvino(base: EmbeddingModel, precision: str, threads: int, cache_root
             f"embed_backend=openvino needs the openvino package; install it with {INSTALL_HINT}, "
             "or pass embed_backend=torch"
         )
-    key = (id(base), precision, threads, str(cache_root))
+    key = (id(base), precision, str(cache_root))
     with _LOAD_LOCK:
         if key not in _LOADED:
             _LOADED[key] = OpenVINOModel(base, precision, threads, cache_root, fingerprint)
+        _LOADED[key].use_threads(threads)
         return _LOADED[key]
 
 
