@@ -309,6 +309,22 @@ def _ranking(backend: str | None) -> SimpleNamespace:
     return SimpleNamespace(path=Path("ranking.jsonl"), header={"identity": identity})
 
 
+def test_a_ranking_records_its_backend_and_a_resume_on_another_is_refused(
+        tiny_model: Path) -> None:
+    from prbench.profiles.dense import DenseOptions
+    from prbench.profiles.ranked import dense_identity, identity_problems
+
+    options = DenseOptions(model=str(tiny_model), embed_backend="torch")
+    identity = dense_identity(options, encoder=options.make_encoder())
+    assert identity["embed_backend"] == "torch"
+    problems = identity_problems(identity, {**identity, "embed_backend": "openvino"})
+    assert problems == ["embed_backend: ranked with 'torch', asked for 'openvino'"]
+    # a ranking written before the option existed ran on torch
+    old = {k: v for k, v in identity.items() if k != "embed_backend"}
+    assert identity_problems(old, identity) == []
+    assert identity_problems(old, {**identity, "embed_backend": "openvino"})
+
+
 def test_a_ranking_from_another_backend_is_refused_when_explicit() -> None:
     with pytest.raises(RankingError, match=r"ranked on openvino.*embed_backend=torch"):
         check_backend(_ranking("openvino"), "torch", "float32")  # type: ignore[arg-type]

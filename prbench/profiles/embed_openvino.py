@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import logging
 import math
+import os
 import threading
 import time
 import warnings
@@ -174,7 +175,7 @@ class OpenVINOModel(EmbeddingModel):
                                      example_input={n: example[n] for n in self.inputs})
         self.converted = True
         folder.mkdir(parents=True, exist_ok=True)
-        partial = folder / f"model.{id(self)}.xml"
+        partial = folder / f"model.{os.getpid()}.{id(self)}.xml"  # racing writers: own names
         ov.save_model(model, str(partial), compress_to_fp16=False)  # fp32 weights kept
         partial.with_suffix(".bin").replace(folder / "model.bin")
         partial.replace(xml)
