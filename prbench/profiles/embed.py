@@ -73,6 +73,8 @@ from prbench.progress import progress_bar
 if TYPE_CHECKING:
     import numpy as np
 
+    from prbench.profiles.embed_openvino import OpenVINOModel
+
 logger = logging.getLogger(__name__)
 
 EncoderKind = Literal["auto", "sentence-transformers", "transformers-mean"]
@@ -273,7 +275,7 @@ class Encoder:
         return self._backend
 
     def _ov_threads(self) -> int:
-        """The thread count an OpenVINO model of this encoder is compiled with."""
+        """The thread count an OpenVINO model of this encoder starts on (steps then set theirs)."""
         import torch
 
         return resolve_threads(self.threads_option, self.device,
@@ -285,7 +287,7 @@ class Encoder:
             self.spec.trust_remote_code, precision,
         )
 
-    def _openvino_model(self, precision: str) -> EmbeddingModel:
+    def _openvino_model(self, precision: str) -> OpenVINOModel:
         from prbench.paths import cache_dir
         from prbench.profiles.embed_openvino import load_openvino
 
@@ -300,7 +302,7 @@ class Encoder:
 
         ov_model = self._openvino_model("float32")
         logger.info("measuring torch and OpenVINO for %s on this CPU (once)", self.ref.label)
-        torch_s, ov_s = probe_seconds(ov_model)  # type: ignore[arg-type]
+        torch_s, ov_s = probe_seconds(ov_model)
         return {"torch": torch_s, "openvino": ov_s}
 
     def describe(self) -> dict[str, Any]:
