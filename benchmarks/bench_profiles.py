@@ -12,10 +12,15 @@ from a few topics per user, so retrieval has something to find) and, for each en
   the matrix products run in bf16 (on an H200 this row ran at 0.84-0.92x the fp32 one);
 - ``bf16-weights``: the transformer's weights cast to bf16, pooling in fp32
   (``embed_dtype=bfloat16-weights``; what ``auto`` picks on a CPU with ``avx512_bf16``/AMX);
-- ``default``: exactly what prbench ships on the device: ``embed_dtype=auto``, the device kind's
-  default batch size and ``embed_threads=auto``. Every other row runs at ``--batch-size``
-  (default 32, the encoder's old default) with ``--threads`` (default torch's own count, held
-  fixed), so ``default`` against ``torch`` is what the shipped choices gain over fp32;
+- ``openvino``: the encoder's transformer converted to OpenVINO and run in fp32
+  (``embed_backend=openvino``, ``embed_dtype=float32``; :mod:`prbench.profiles.embed_openvino`);
+- ``openvino-bf16``: the same in OpenVINO's bf16 (``embed_dtype=bfloat16``; what ``auto`` picks on
+  a CPU with AMX);
+- ``default``: exactly what prbench ships on the device: ``embed_backend=auto``,
+  ``embed_dtype=auto``, the device kind's default batch size and ``embed_threads=auto``. Every
+  other row runs at ``--batch-size`` (default 32, the encoder's old default) with ``--threads``
+  (default torch's own count, held fixed), so ``default`` against ``torch`` is what the shipped
+  choices gain over fp32;
 - ``compile``: an experiment that prbench does not ship: ``torch.compile`` of a private copy of
   the transformer, run under the same bf16 autocast (the compile time is printed apart and left
   out of the rate);
@@ -30,6 +35,11 @@ real posts of the bundled sample benchmark (its questions against their own user
 the overlap of the bf16 ranking with the fp32 one is the acceptance figure. The run ends with one
 line for the first data set and model: ``default/fp32 = R.RR× top10 = O.OOO`` (posts/s of the
 ``default`` row over the ``torch`` row, and its mean top-10 overlap with the fp32 ranking).
+
+Every row but ``default`` and the OpenVINO ones runs on torch (``embed_backend=torch``). The
+``first s`` column is each row's warm-up: loading the model and, for ``default``, the OpenVINO
+rows and ``compile``, a first pass over all the texts (``auto``'s one probe, the conversion and
+one compile per shape bucket, in a fresh cache), left out of the rate.
 
 Each row prints posts/s, the speed-up over ``before``, the top-k overlap of each record's ranking
 (question vs posts, dot product) with the ``torch`` (fp32) ranking, the achieved GFLOP/s and MFU,
@@ -70,11 +80,15 @@ from _common import FlopModel, flop_model, measure_peak_flops, timed
 from prbench.profiles.embed_models import EmbeddingModel
 
 FULL_SET_POSTS = 2830 * 125
-BACKENDS = ("default", "torch", "bf16", "bf16-weights", "compile", "int8", "onnx")
+BACKENDS = ("default", "torch", "bf16", "bf16-weights", "openvino", "openvino-bf16", "compile",
+            "int8", "onnx")
 #: the ``embed_dtype`` of each path (``default``: the shipped ``auto``)
 PRECISION = {"before": "float32", "torch": "float32", "bf16": "bfloat16",
              "bf16-weights": "bfloat16-weights", "default": "auto", "compile": "bfloat16",
-             "int8": "float32", "onnx": "float32"}
+             "int8": "float32", "onnx": "float32", "openvino": "float32",
+             "openvino-bf16": "bfloat16"}
+#: the paths that warm up over every text first (each new shape compiles once, not in the rate)
+WARM_ALL = ("default", "openvino", "openvino-bf16", "compile")
 #: the paths whose cost per post is fitted from two sizes (the shipped precisions)
 FITTED = ("default", "torch", "bf16", "bf16-weights")
 FUNCTION = [
@@ -308,8 +322,9 @@ def main() -> None:
                         help="comma list: minilm, contriever, a hub id or a folder")
     parser.add_argument("--backends", default="default,torch,bf16,bf16-weights,compile,int8,onnx",
                         help="comma list: default (what prbench ships), torch (fp32), bf16 "
-                             "(autocast), bf16-weights, compile, int8, onnx (compile, int8 and "
-                             "onnx are experiments, not shipped)")
+                             "(autocast), bf16-weights, openvino (fp32), openvino-bf16, "
+                             "compile, int8, onnx (compile, int8 and onnx are experiments, not "
+                             "shipped)")
     parser.add_argument("--data", default="sample,synthetic",
                         help="comma list: sample (the bundled sample's real posts), synthetic")
     parser.add_argument("--records", type=int, default=4, help="synthetic records")
@@ -380,8 +395,10 @@ def _encoder(model: str, path: str, args: argparse.Namespace):
 
     if path == "default":  # exactly what prbench ships: every encoder option at its default
         return Encoder(EncoderSpec(model=model), device=args.device, cache=False)
-    enc = Encoder(EncoderSpec(model=model, embed_dtype=PRECISION[path]), device=args.device,
-                  batch_size=args.batch_size, cache=False, threads=args.threads)
+    backend = "openvino" if path.startswith("openvino") else "torch"
+    enc = Encoder(EncoderSpec(model=model, embed_dtype=PRECISION[path], embed_backend=backend),
+                  device=args.device, batch_size=args.batch_size, cache=False,
+                  threads=args.threads)
     if path == "int8":  # a private copy of the model, quantised in place
         enc._model = _int8_copy(enc._get_model())
     elif path == "onnx":  # exported into a temporary folder, then loaded
@@ -412,6 +429,7 @@ def _table(model: str, data: str, records: list, backends: list[str],
     print(f"\n== {model} on {data}: {len(records)} records, {len(texts)} posts "
           f"(mean {words:.0f} words); each path timed {args.repeats}x in turns, fastest kept")
     encoders: dict[str, Any] = {}
+    first: dict[str, float] = {}
     for path in ["before", *backends]:
         if path in ("int8", "onnx") and device.type != "cpu":
             print(f"{model:<12} {path:<12} skipped: the {path} experiment runs on a CPU only")
@@ -422,10 +440,9 @@ def _table(model: str, data: str, records: list, backends: list[str],
         try:
             enc = _encoder(model, path, args)
             warm, _ = timed(lambda enc=enc: enc.encode(texts[:8]), args.device)
-            if path == "compile":  # every new shape may compile again: one full pass first
+            if path in WARM_ALL:  # every new shape may compile: one full pass first
                 warm += timed(lambda enc=enc: enc.encode(texts), args.device)[0]
-                print(f"{model:<12} {path:<12} compiled and warmed up in {warm:.1f} s "
-                      "(not in the rate)")
+            first[path] = warm
         except ModelUnavailableError as exc:
             print(f"{model:<12} skipped: {exc}")
             return
@@ -457,11 +474,13 @@ def _table(model: str, data: str, records: list, backends: list[str],
                 best_half[path] = min(best_half.get(path, float("inf")), t_half)
     if "default" in encoders:
         enc = encoders["default"]
-        print(f"default: embed_dtype={enc.dtype} ({enc.describe()['embed_dtype_reason']}), "
+        described = enc.describe()
+        print(f"default: embed_dtype={enc.dtype} ({described['embed_dtype_reason']}), "
+              f"embed_backend={described['embed_backend']} ({described['embed_backend_reason']}), "
               f"batch {enc.batch_size}, threads {enc.threads_used}")
     print(f"{'model':<12} {'path':<12} {'posts/s':>8} {'vs before':>9} {'vs fp32':>8} " + " ".join(
         f"{'top' + str(k):>6}" for k in ks) + (f" {'GFLOP/s':>8} {'MFU':>6} {'s/post':>8} "
-                                               f"{'fixed s':>8} {'full set':>9}"))
+                                               f"{'fixed s':>8} {'full set':>9} {'first s':>7}"))
     ref_q, ref_p = encoders["torch"].encode(questions), vectors["torch"]
     base, fp32 = len(texts) / best["before"], len(texts) / best["torch"]
     # timed again after the rows: on a shared machine the best of the two is the fairer peak
@@ -485,7 +504,8 @@ def _table(model: str, data: str, records: list, backends: list[str],
         peak = peaks["float32" if enc.dtype == "float32" else "bfloat16"]
         print(f"{model:<12} {path:<12} {rate:>8.1f} {rate / base:>8.2f}x {rate / fp32:>7.2f}x "
               + " ".join(f"{o:>6.3f}" for o in overlaps)
-              + f" {achieved / 1e9:>8.1f} {achieved / peak:>6.1%}" + fit)
+              + f" {achieved / 1e9:>8.1f} {achieved / peak:>6.1%}" + fit
+              + f" {first.get(path, 0.0):>7.1f}")
     for dtype, peak in peaks.items():
         ceiling = peak / per_post
         verdict = "ABOVE the ceiling: out of reach" if 3 * base > ceiling else "below the ceiling"

@@ -254,8 +254,9 @@ def isolated_tests(load_plugins: str | None = None) -> Any:
     ``HF_DATASETS_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` to ``1`` (and ``TOKENIZERS_PARALLELISM``
     to ``false`` unless set); the returned autouse fixture gives each test its own
     ``PRBENCH_CACHE_DIR`` and a registry built afresh (:func:`reset_registry` before and after),
-    and sets ``PRBENCH_PROGRESS_INTERVAL=inf`` (no heartbeat lines without a terminal; a test of
-    them sets its own interval).
+    sets ``PRBENCH_PROGRESS_INTERVAL=inf`` (no heartbeat lines without a terminal; a test of
+    them sets its own interval) and ``PRBENCH_EMBED_PROBE=0`` (``embed_backend=auto`` measures
+    nothing; :mod:`prbench.profiles.embed_backend`).
 
     Args:
         load_plugins: ``PRBENCH_LOAD_PLUGINS`` during each test (``"mine"``: only that plugin,
@@ -285,6 +286,9 @@ def isolated_tests(load_plugins: str | None = None) -> Any:
         # no heartbeat lines (a step's progress in a log, every 30 s) in a test's output: whether
         # a step outlasts the interval depends on the machine's load, never on the code
         monkeypatch.setenv("PRBENCH_PROGRESS_INTERVAL", "inf")
+        # embed_backend=auto never times torch against OpenVINO: a test's backend is torch
+        # unless it asks (a choice made by a timing would depend on the machine's load)
+        monkeypatch.setenv("PRBENCH_EMBED_PROBE", "0")
         _log_handlers_follow_stderr()
         reset_registry()
         yield

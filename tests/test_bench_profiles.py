@@ -68,4 +68,9 @@ def test_the_default_row_is_what_prbench_ships_and_the_run_ends_with_its_ratio()
     assert (fp32.dtype, fp32.batch_size, fp32.threads_option) == ("float32", 32, 2)
     weights = bench_profiles._encoder("minilm", "bf16-weights", args)
     assert weights.dtype == "bfloat16-weights"
+    # every row but default and the OpenVINO ones runs on torch, whatever auto would pick
+    assert (shipped.spec.embed_backend, fp32.spec.embed_backend) == ("auto", "torch")
+    for path, dtype in (("openvino", "float32"), ("openvino-bf16", "bfloat16")):
+        row = bench_profiles._encoder("minilm", path, args)
+        assert (row.spec.embed_backend, row.spec.embed_dtype) == ("openvino", dtype)
     assert bench_profiles.summary_line(3.214, 0.99512) == "default/fp32 = 3.21× top10 = 0.995"

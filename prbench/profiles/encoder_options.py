@@ -2,7 +2,7 @@
 
 Both components take the same encoder options (``model``, ``encoder``, ``revision``,
 ``max_length``, ``batch_size``, ``device``, ``embed_cache``, ``cache_dir``, ``trust_remote_code``,
-``embed_dtype``, ``embed_threads``).
+``embed_dtype``, ``embed_backend``, ``embed_threads``).
 The embedding cache switch is ``embed_cache``, not ``cache``: a scorer's ``cache`` is the scorer
 runtime's score cache (:mod:`prbench.scoring.runtime`), so ``cache=false`` turns off exactly one
 cache, and ``embed_cache=false`` the other.
@@ -26,6 +26,7 @@ from prbench.devices import EMBED_DTYPES, check_thread_count
 from prbench.model_ref import check_model_name
 from prbench.profiles.budget import RANKED_OPTIONS, check_positive, table_option
 from prbench.profiles.embed import ENCODER_KINDS, Encoder, EncoderKind, EncoderSpec
+from prbench.profiles.embed_backend import check_embed_backend
 
 #: The default and help text of each encoder option (a component may give its own help text).
 ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
@@ -43,6 +44,10 @@ ENCODER_OPTIONS: dict[str, tuple[Any, str]] = {
     "embed_dtype": ("auto", "auto | float32 | bfloat16 (autocast) | bfloat16-weights: auto = "
                     "bf16 autocast on a CPU with AMX, else float32 (bf16 measured slower on "
                     "CPUs with avx512_bf16 alone and on GPUs)"),
+    "embed_backend": ("auto", "auto | torch | openvino: the runtime of the encoder; auto = "
+                      "OpenVINO bf16 on a CPU with AMX, else the faster of torch and OpenVINO "
+                      "measured once on this CPU (fp32), torch on a GPU or without the "
+                      "openvino package"),
     "embed_threads": ("auto", "CPU threads: auto = torch's count, fewer when other processes "
                       "want cores now (the run queue), or a count from 1 to this machine's "
                       "CPU count"),
@@ -74,10 +79,11 @@ class EncoderOptions:
     cache_dir: str | None
     trust_remote_code: bool
     embed_dtype: str
+    embed_backend: str
     embed_threads: EmbedThreads
 
     def check_encoder_options(self) -> None:
-        """Check ``encoder``, ``embed_dtype``, ``embed_threads``, ``batch_size``, ``max_length``.
+        """Check ``encoder``, ``embed_dtype``, ``embed_backend``, ``embed_threads`` and the sizes.
 
         Raises:
             ValueError: an unknown encoder kind or precision, a size below 1, or more threads
@@ -88,6 +94,7 @@ class EncoderOptions:
             raise ValueError(f"option 'encoder' must be one of {ENCODER_KINDS}")
         if self.embed_dtype not in EMBED_DTYPES:
             raise ValueError(f"option 'embed_dtype' must be one of {EMBED_DTYPES}")
+        check_embed_backend(self.embed_backend)
         check_positive(self.batch_size, "batch_size")
         check_positive(None if self.embed_threads == "auto" else self.embed_threads,
                        "embed_threads")
@@ -112,6 +119,7 @@ class EncoderOptions:
                 max_length=self.max_length,
                 trust_remote_code=self.trust_remote_code,
                 embed_dtype=self.embed_dtype,
+                embed_backend=self.embed_backend,
             ),
             device=self.device,
             batch_size=self.batch_size,

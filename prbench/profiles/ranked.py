@@ -54,6 +54,7 @@ from prbench.profiles.budget import (
     ranked_option,
     ranked_view,
 )
+from prbench.profiles.embed_backend import EMBED_BACKENDS
 from prbench.profiles.lazy import record_digest
 from prbench.records import DataSourceError
 
@@ -132,7 +133,12 @@ def dense_identity(options: Any, *, encoder: Any = None) -> dict[str, Any]:
     }
     if encoder is not None:  # resuming a ranking in another precision would mix bf16 and fp32
         identity["embed_dtype"] = encoder.dtype
+        identity["embed_backend"] = encoder.backend.backend  # and so would another runtime
     return identity
+
+
+#: What a ranking that does not record a field was computed with.
+_RECORDED_DEFAULTS = {"embed_dtype": "float32", "embed_backend": "torch"}
 
 
 def identity_problems(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> list[str]:
@@ -141,8 +147,8 @@ def identity_problems(recorded: Mapping[str, Any], expected: Mapping[str, Any]) 
     for key, want in expected.items():
         if want is None and key != "max_length":
             continue
-        # rankings written before embed_dtype existed were all computed in float32
-        have = recorded.get(key, "float32" if key == "embed_dtype" else None)
+        # rankings written before embed_dtype / embed_backend existed were float32, on torch
+        have = recorded.get(key, _RECORDED_DEFAULTS.get(key))
         if key == "revision":
             weights = str(recorded.get("weights") or "")
             if have == want or weights.rsplit("@", 1)[-1].startswith(str(want)):
@@ -385,10 +391,17 @@ class RankedOptions:
             "bfloat16-weights; auto = what auto gives on this machine, a difference warned); "
             "none = not checked")},
     )
+    embed_backend: str | None = dataclasses.field(
+        default=None, metadata={"help": (
+            "check: the runtime the ranking must be computed on (torch, openvino; auto = what "
+            "auto gives on this machine, a difference warned); none = not checked")},
+    )
 
     def __post_init__(self) -> None:
         if self.embed_dtype is not None and self.embed_dtype not in EMBED_DTYPES:
             raise ValueError(f"option 'embed_dtype' must be one of {EMBED_DTYPES} or none")
+        if self.embed_backend is not None and self.embed_backend not in EMBED_BACKENDS:
+            raise ValueError(f"option 'embed_backend' must be one of {EMBED_BACKENDS} or none")
         if not self.path:
             raise ValueError("option 'path' is required: the file written by `prbench rank`")
         check_positive(self.k, "k", allow_none=False)
@@ -422,10 +435,12 @@ class RankedBuilder:
                 )
         if o.embed_dtype is not None:
             check_precision(self.ranking, o.embed_dtype)
+        if o.embed_backend is not None:
+            check_backend(self.ranking, o.embed_backend, o.embed_dtype)
         self.counter = TokenCounter(o.tokenizer, trust_remote_code=o.trust_remote_code)
         self.id = builder_id(
             "ranked", o, ["k", "path"],
-            skip=[*IDENTITY_OPTIONS, "trust_remote_code", "embed_dtype"],
+            skip=[*IDENTITY_OPTIONS, "trust_remote_code", "embed_dtype", "embed_backend"],
         )
 
     def build(self, records: Sequence[Record]) -> list[ProfileView]:
@@ -481,6 +496,52 @@ def check_precision(ranking: Ranking, wanted: str) -> None:
         )
 
 
+def check_backend(ranking: Ranking, wanted: str, precision: str | None) -> None:
+    """Compare the runtime a ranking was computed on with ``embed_backend=wanted``.
+
+    As :func:`check_precision` does for the precision: a ranking records its runtime
+    (``identity.embed_backend``; one written before the option existed ran on torch). An explicit
+    ``torch`` or ``openvino`` that differs is an error; ``auto`` is resolved as this machine
+    would resolve it without measuring, and a difference is a warning naming both (nothing is
+    said where only a measurement could tell).
+
+    Args:
+        ranking: the ranking read.
+        wanted: the ``embed_backend`` option.
+        precision: the ``embed_dtype`` option (``None``: ``auto``).
+
+    Raises:
+        RankingError: an explicit runtime the ranking was not computed on.
+    """
+    import sys
+
+    recorded = ranking.header.get("identity") or {}
+    have = str(recorded.get("embed_backend") or "torch")
+    if wanted != "auto":
+        if have != wanted:
+            raise RankingError(
+                f"{ranking.path} was ranked on {have}, and this task asks for "
+                f"embed_backend={wanted}; rank the data again with embed_backend={wanted} "
+                f"(`prbench rank ... --profile_args builder=dense,embed_backend={wanted}`), or "
+                f"ask for embed_backend={have}"
+            )
+        return
+    from prbench.devices import resolve_device, resolve_embed_dtype
+    from prbench.profiles.embed_backend import resolve_embed_backend
+    from prbench.profiles.embed_openvino import openvino_version
+
+    device = resolve_device("auto", explicit=False)
+    dtype, _why = resolve_embed_dtype(precision or "auto", device)
+    here = resolve_embed_backend("auto", device, dtype, ov_version=openvino_version())
+    if here.settled and have != here.backend:
+        sys.stderr.write(
+            f"prbench: warning: {ranking.path} was ranked on {have}; embed_backend=auto would "
+            f"compute on {here.backend} on this machine ({here.reason}). Its posts are used as "
+            f"ranked (pass embed_backend={have} to say so, or rank again with "
+            f"embed_backend={here.backend})\n"
+        )
+
+
 def ranked_options_from_dense(dense: Any, path: str) -> dict[str, Any]:
     """The ``ranked`` options standing for ``dense`` options whose ranking is in ``path``.
 
@@ -489,7 +550,8 @@ def ranked_options_from_dense(dense: Any, path: str) -> dict[str, Any]:
     are checked).
     """
     defaults = {f.name: f.default for f in dataclasses.fields(RankedOptions)}
-    out: dict[str, Any] = {"path": path, "embed_dtype": dense.embed_dtype}
+    out: dict[str, Any] = {"path": path, "embed_dtype": dense.embed_dtype,
+                           "embed_backend": dense.embed_backend}
     for name in (*IDENTITY_OPTIONS, *VIEW_OPTIONS):
         value = getattr(dense, name)
         if name == "model" or value != defaults[name]:
@@ -505,6 +567,7 @@ __all__ = [
     "RankedOptions",
     "Ranking",
     "RankingError",
+    "check_backend",
     "check_precision",
     "dense_identity",
     "entry_for",

@@ -55,6 +55,7 @@ class EmbeddingSimilarityOptions(EncoderOptions):
                           "on a CPU with AMX); float32 by default: bf16 "
                           "scores move by ~1e-3 with the batch's padding"},
     )
+    embed_backend: str = encoder_option("embed_backend")
     embed_threads: EmbedThreads = encoder_option(  # noqa: RUF009 (it returns a field)
         "embed_threads")
 
