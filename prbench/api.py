@@ -60,8 +60,8 @@ Hugging Face sequence classifiers and chat inputs:
     default formats) and ``profile_texts`` (each request's profile as an encoder shows it).
     The input as scored (a scorer's optional ``request_inputs(requests, *, sent)``, written to
     the samples file): ``encoded_records`` (the records of a ``ChatEncoder``'s inputs: text,
-    tokens, the cut, the profile's span) and ``shown_profiles`` (the profile text each request
-    shows); added in 2.1.
+    tokens, the cut, the profile's span), ``shown_profiles`` (the profile text each request
+    shows) and ``kept_inputs`` (what the last call kept for each request); added in 2.1.
 Embeddings:
     ``Encoder``, ``EncoderSpec``, ``EmbeddingCache`` (rows keyed by the sha256 hex of a text's
     UTF-8 bytes), ``resolve_model``,
@@ -102,7 +102,7 @@ from prbench.backends.chat_inputs import ChatEncoder, build_chat, profile_texts
 from prbench.backends.chat_options import ChatRenderOptions, ProfileRenderOptions
 from prbench.backends.hf_classifier import HFClassifierScorer
 from prbench.backends.hf_classifier_options import HFClassifierOptions
-from prbench.backends.input_record import encoded_records, shown_profiles
+from prbench.backends.input_record import encoded_records, kept_inputs, shown_profiles
 from prbench.devices import resolve_device, torch_device
 from prbench.downstream.rl import ScorerReward
 from prbench.errors import PrbenchUserError
@@ -211,6 +211,7 @@ __all__ = [
     "generation_failed",
     "hookimpl",
     "is_truncated",
+    "kept_inputs",
     "load_records",
     "model_identity",
     "options_to_dict",

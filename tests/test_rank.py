@@ -391,7 +391,7 @@ def test_a_ranking_in_another_precision_is_refused_or_warned(
     code, _, err = _eval_ranked(capsys, tmp_path, data, out, {})  # embed_dtype=auto
     assert code == 0, err[-2000:]
     assert (f"prbench: warning: {out} was ranked in bfloat16; embed_dtype=auto would compute "
-            "float32 on this machine") in err
+            "in float32 on this machine") in err
     code, _, err = _eval_ranked(capsys, tmp_path, data, out, {"embed_dtype": "bfloat16"})
     assert code == 0 and "was ranked in" not in err, err[-2000:]
 

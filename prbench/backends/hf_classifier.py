@@ -663,12 +663,12 @@ class HFClassifierScorer(UnscoredInputs):
                 now, nothing run through the model, no counts changed).
             sent: which of the two.
         """
-        from prbench.backends.input_record import encoded_records, shown_profiles
+        from prbench.backends.input_record import encoded_records, kept_inputs, shown_profiles
 
         requests = list(requests)
         if sent:
-            encoded = [self._last_encoded.get(id(r)) for r in requests]
-            if any(e is None for e in encoded):
+            encoded = kept_inputs(self._last_encoded, requests)
+            if encoded is None:
                 return [None] * len(requests)
         else:
             encoded = self._encode_inputs(requests, count=False)

@@ -22,10 +22,12 @@ encoder built (:class:`~prbench.backends.chat_inputs.EncodedInput`) into the raw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from prbench.backends.chat_inputs import ChatEncoder, EncodedInput, released_profile_text
+
+T = TypeVar("T")
 
 
 def shown_profiles(encoder: ChatEncoder, requests: Sequence[Any], *, shows: bool = True
@@ -42,6 +44,19 @@ def shown_profiles(encoder: ChatEncoder, requests: Sequence[Any], *, shows: bool
     if encoder.released_profile:
         return [released_profile_text(r.profile)[0] for r in requests]
     return [r.profile.text for r in requests]
+
+
+def kept_inputs(kept: Mapping[int, T], requests: Sequence[Any]) -> list[T] | None:
+    """What a scorer kept of its last call for each of ``requests`` (by ``id``).
+
+    Returns:
+        One entry per request, or ``None`` when any request is not of that call (then nothing
+        is recorded for any of them).
+    """
+    found = [kept.get(id(r)) for r in requests]
+    if any(e is None for e in found):
+        return None
+    return [e for e in found if e is not None]
 
 
 def _offsets(tokenizer: Any, texts: list[str], **kwargs: Any) -> list[list[tuple[int, int]]] | None:
@@ -134,4 +149,4 @@ def encoded_records(encoder: ChatEncoder, encoded: Sequence[EncodedInput],
     return out
 
 
-__all__ = ["encoded_records", "shown_profiles"]
+__all__ = ["encoded_records", "kept_inputs", "shown_profiles"]

@@ -488,14 +488,14 @@ class ServedRMScorer(UnscoredInputs):
                 score-cache hits (``sent=False``: rendered and tokenised now, nothing sent).
             sent: which of the two.
         """
-        from prbench.backends.input_record import encoded_records, shown_profiles
+        from prbench.backends.input_record import encoded_records, kept_inputs, shown_profiles
 
         requests = list(requests)
         if sent:
-            found = [self._last_encoded.get(id(r)) for r in requests]
-            if any(e is None for e in found):
+            found = kept_inputs(self._last_encoded, requests)
+            if found is None:
                 return [None] * len(requests)
-            encoded = [e for e in found if e is not None]
+            encoded = found
             counts = [self._last_sent.get(id(r), 0) for r in requests]
         else:
             encoded = encode_requests(self.encoder, requests)

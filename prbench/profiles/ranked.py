@@ -36,7 +36,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -460,6 +460,43 @@ class RankedBuilder:
         ]
 
 
+def _compare_recorded(ranking: Ranking, option: str, have: str, wanted: str,
+                      here: Callable[[], tuple[str | None, str]], *, how: str) -> None:
+    """Refuse an explicit ``option=wanted`` the ranking was not made with; warn under ``auto``.
+
+    Args:
+        ranking: the ranking read.
+        option: the option's name (``embed_dtype``, ``embed_backend``).
+        have: what the ranking records.
+        wanted: the option's value.
+        here: for ``auto``: what this machine would use and why (``None``: nothing can be
+            said without measuring, so nothing is said).
+        how: ``"in"`` (a precision) or ``"on"`` (a runtime), for the messages.
+
+    Raises:
+        RankingError: an explicit value the ranking was not computed with.
+    """
+    import sys
+
+    if wanted != "auto":
+        if have != wanted:
+            raise RankingError(
+                f"{ranking.path} was ranked {how} {have}, and this task asks for "
+                f"{option}={wanted}; rank the data again with {option}={wanted} (`prbench "
+                f"rank ... --profile_args builder=dense,{option}={wanted}`), or ask for "
+                f"{option}={have}"
+            )
+        return
+    used, why = here()
+    if used is not None and have != used:
+        sys.stderr.write(
+            f"prbench: warning: {ranking.path} was ranked {how} {have}; {option}=auto would "
+            f"compute {how} {used} on this machine{f' ({why})' if why else ''}. Its posts are "
+            f"used as ranked (pass {option}={have} to say so, or rank again with "
+            f"{option}={used})\n"
+        )
+
+
 def check_precision(ranking: Ranking, wanted: str) -> None:
     """Compare the precision a ranking was computed in with ``embed_dtype=wanted``.
 
@@ -472,28 +509,14 @@ def check_precision(ranking: Ranking, wanted: str) -> None:
     Raises:
         RankingError: an explicit precision the ranking was not computed in.
     """
-    import sys
+    def here() -> tuple[str | None, str]:
+        from prbench.devices import resolve_device, resolve_embed_dtype
 
-    from prbench.devices import resolve_device, resolve_embed_dtype
+        return resolve_embed_dtype("auto", resolve_device("auto", explicit=False))[0], ""
 
     recorded = ranking.header.get("identity") or {}
-    have = str(recorded.get("embed_dtype") or "float32")
-    if wanted != "auto":
-        if have != wanted:
-            raise RankingError(
-                f"{ranking.path} was ranked in {have}, and this task asks for "
-                f"embed_dtype={wanted}; rank the data again with embed_dtype={wanted} (`prbench "
-                f"rank ... --profile_args builder=dense,embed_dtype={wanted}`), or ask for "
-                f"embed_dtype={have}"
-            )
-        return
-    here, _why = resolve_embed_dtype("auto", resolve_device("auto", explicit=False))
-    if have != here:
-        sys.stderr.write(
-            f"prbench: warning: {ranking.path} was ranked in {have}; embed_dtype=auto would "
-            f"compute {here} on this machine. Its posts are used as ranked (pass "
-            f"embed_dtype={have} to say so, or rank again with embed_dtype={here})\n"
-        )
+    _compare_recorded(ranking, "embed_dtype", str(recorded.get("embed_dtype") or "float32"),
+                      wanted, here, how="in")
 
 
 def check_backend(ranking: Ranking, wanted: str, precision: str | None) -> None:
@@ -513,33 +536,19 @@ def check_backend(ranking: Ranking, wanted: str, precision: str | None) -> None:
     Raises:
         RankingError: an explicit runtime the ranking was not computed on.
     """
-    import sys
+    def here() -> tuple[str | None, str]:
+        from prbench.devices import resolve_device, resolve_embed_dtype
+        from prbench.profiles.embed_backend import resolve_embed_backend
+        from prbench.profiles.embed_openvino import openvino_version
+
+        device = resolve_device("auto", explicit=False)
+        dtype, _why = resolve_embed_dtype(precision or "auto", device)
+        choice = resolve_embed_backend("auto", device, dtype, ov_version=openvino_version())
+        return (choice.backend if choice.settled else None), choice.reason
 
     recorded = ranking.header.get("identity") or {}
-    have = str(recorded.get("embed_backend") or "torch")
-    if wanted != "auto":
-        if have != wanted:
-            raise RankingError(
-                f"{ranking.path} was ranked on {have}, and this task asks for "
-                f"embed_backend={wanted}; rank the data again with embed_backend={wanted} "
-                f"(`prbench rank ... --profile_args builder=dense,embed_backend={wanted}`), or "
-                f"ask for embed_backend={have}"
-            )
-        return
-    from prbench.devices import resolve_device, resolve_embed_dtype
-    from prbench.profiles.embed_backend import resolve_embed_backend
-    from prbench.profiles.embed_openvino import openvino_version
-
-    device = resolve_device("auto", explicit=False)
-    dtype, _why = resolve_embed_dtype(precision or "auto", device)
-    here = resolve_embed_backend("auto", device, dtype, ov_version=openvino_version())
-    if here.settled and have != here.backend:
-        sys.stderr.write(
-            f"prbench: warning: {ranking.path} was ranked on {have}; embed_backend=auto would "
-            f"compute on {here.backend} on this machine ({here.reason}). Its posts are used as "
-            f"ranked (pass embed_backend={have} to say so, or rank again with "
-            f"embed_backend={here.backend})\n"
-        )
+    _compare_recorded(ranking, "embed_backend", str(recorded.get("embed_backend") or "torch"),
+                      wanted, here, how="on")
 
 
 def ranked_options_from_dense(dense: Any, path: str) -> dict[str, Any]:

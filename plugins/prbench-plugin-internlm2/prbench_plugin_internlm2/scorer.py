@@ -36,6 +36,7 @@ from prbench.api import (
     build_chat,
     encoded_records,
     fingerprint_of,
+    kept_inputs,
     model_identity,
     profile_texts,
     shown_profiles,
@@ -209,8 +210,8 @@ class InternLM2RewardScorer(UnscoredInputs):
         """
         requests = list(requests)
         if sent:
-            encoded = [self._last_encoded.get(id(r)) for r in requests]
-            if any(e is None for e in encoded):
+            encoded = kept_inputs(self._last_encoded, requests)
+            if encoded is None:
                 return [None] * len(requests)
         else:  # encoded again, no counts or failures recorded
             encoded = self._encode(requests, profile_texts(self.encoder, requests))
