@@ -8,7 +8,6 @@ by hiding ``openvino`` from imports.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,9 +71,17 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_bert(tmp_path_factory.mktemp("tiny_bert_ov"))
 
 
+def _forget_openvino_models() -> None:
+    """Drop the OpenVINO models kept on the process's loaded torch models (a new process)."""
+    from prbench.profiles import embed_models
+
+    for model in embed_models._LOADED.values():
+        model.__dict__.pop(embed_openvino._KEPT_AS, None)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_openvino_models() -> None:
-    embed_openvino._LOADED.clear()  # each test converts or reads its own cache dir's IR
+    _forget_openvino_models()  # each test converts or reads its own cache dir's IR
 
 
 def _encoder(model: str, backend: str, dtype: str = "float32", **kw: object) -> Encoder:
@@ -161,7 +168,7 @@ def test_a_second_load_converts_nothing(tiny_model: Path, monkeypatch: pytest.Mo
         raise AssertionError("converted again")
 
     monkeypatch.setattr(openvino, "convert_model", no_convert)
-    embed_openvino._LOADED.clear()  # as a new process would
+    _forget_openvino_models()  # as a new process would
     second = _encoder(str(tiny_model), "openvino")
     got = second.encode(POSTS)
     assert not second._model.converted  # type: ignore[union-attr]
@@ -255,7 +262,9 @@ def test_an_encoder_runs_the_backend_auto_chose(tiny_model: Path,
 
 @pytest.fixture
 def no_openvino(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "openvino", None)  # `import openvino` raises ImportError
+    # as without the package (every use asks openvino_version first); sys.modules is left
+    # alone: dropping a loaded openvino from it re-imports its native parts later in the process
+    monkeypatch.setattr(embed_openvino, "openvino_version", lambda: None)
     monkeypatch.setattr(embed_backend, "_WARNED", set())
 
 
@@ -344,3 +353,51 @@ def test_a_ranking_from_another_backend_is_warned_under_auto(
     assert "embed_backend=openvino to say so" in err
     check_backend(_ranking("torch"), "auto", "float32")  # type: ignore[arg-type]
     assert "warning" not in capsys.readouterr().err
+
+
+_SIGNAL_AFTER_MODELS = """
+import faulthandler, gc, signal, sys, time
+faulthandler.enable()  # as pytest does: the main thread has an alternate signal stack
+from prbench.profiles import embed_models, embed_openvino
+from prbench.profiles.embed import Encoder, EncoderSpec
+encoders = [Encoder(EncoderSpec(model=sys.argv[1], embed_backend="openvino", embed_dtype=dtype),
+                    device="cpu", cache=False, threads=1) for dtype in ("float32", "bfloat16")]
+for enc in encoders:  # two OpenVINO models at once
+    enc.encode(["one post", "another post"])
+kept = [m.__dict__.pop(embed_openvino._KEPT_AS) for m in embed_models._LOADED.values()
+        if embed_openvino._KEPT_AS in m.__dict__]
+models = [model for table in kept for model in table.values()]
+del enc, encoders, kept
+while models:  # dropped in the order they were made
+    del models[0]
+    gc.collect()
+class Alarm(BaseException):
+    pass
+def ring(signum, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, ring)  # call_timeout's way of bounding a scorer call
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+try:
+    time.sleep(5)
+except Alarm:
+    print("the alarm was handled")
+"""
+
+
+@needs_openvino
+def test_a_signal_after_openvino_models_were_dropped_is_handled(tiny_model: Path,
+                                                                tmp_path: Path) -> None:
+    """OpenVINO's CPU plugin frees the alternate signal stack it gave the thread when it is
+    destroyed; prbench keeps one core (one plugin) for the process, so a later signal is handled
+    instead of ending the process with a segmentation fault."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "signal_after_models.py"
+    script.write_text(_SIGNAL_AFTER_MODELS, encoding="utf-8")
+    env = {**os.environ, "PRBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, str(script), str(tiny_model)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "the alarm was handled" in done.stdout

@@ -145,10 +145,9 @@ class OpenVINOModel(EmbeddingModel):
         self.shapes: list[tuple[int, int]] = []
         self._requests: dict[tuple[int, int, int], Any] = {}
         self._lock = threading.Lock()
-        self._core = ov.Core()
+        self._core = _process_core(ov)
         self._cache = cache_root / "compiled"
         self._cache.mkdir(parents=True, exist_ok=True)
-        self._core.set_property({"CACHE_DIR": str(self._cache)})
         example = base.tokenize(["an example text", "another one"])
         self.inputs = [n for n in ("input_ids", "attention_mask", "token_type_ids")
                        if n in example]
@@ -202,6 +201,7 @@ class OpenVINOModel(EmbeddingModel):
                     "INFERENCE_PRECISION_HINT": OV_PRECISIONS[self.precision],
                     "INFERENCE_NUM_THREADS": self.threads,
                     "PERFORMANCE_HINT": "LATENCY",
+                    "CACHE_DIR": str(self._cache),
                 })
                 self._requests[key] = compiled.create_infer_request()
                 self.compile_seconds += time.perf_counter() - started
@@ -243,8 +243,30 @@ class OpenVINOModel(EmbeddingModel):
         return self.base.pool(self.token_states(features), features)
 
 
-_LOADED: dict[tuple[int, str, str], OpenVINOModel] = {}
 _LOAD_LOCK = threading.Lock()
+_CORE: list[Any] = []
+_CORE_LOCK = threading.Lock()
+
+
+def _process_core(ov: Any) -> Any:
+    """The process's one ``openvino.Core``, made on first use and never released.
+
+    OpenVINO's CPU plugin gives the thread that creates it an alternate signal stack and frees
+    that stack when the plugin is destroyed, leaving the thread pointing at freed memory: the next
+    signal handled there (Python's handlers run on the alternate stack; ``call_timeout``'s
+    ``SIGALRM``, Ctrl-C) then kills the process with a segmentation fault. One core kept for
+    the process's life never destroys its plugin.
+    """
+    with _CORE_LOCK:
+        if not _CORE:
+            _CORE.append(ov.Core())
+        return _CORE[0]
+
+
+#: where an OpenVINO model is kept: on the torch model it was converted from, so that it lives
+#: as long as that model (a table keyed by ``id`` could hand a later model at the same address
+#: another model's graph)
+_KEPT_AS = "_prbench_openvino"
 
 
 def load_openvino(base: EmbeddingModel, precision: str, threads: int, cache_root: Path,
@@ -260,12 +282,13 @@ def load_openvino(base: EmbeddingModel, precision: str, threads: int, cache_root
             f"embed_backend=openvino needs the openvino package; install it with {INSTALL_HINT}, "
             "or pass embed_backend=torch"
         )
-    key = (id(base), precision, str(cache_root))
+    key = (precision, str(cache_root))
     with _LOAD_LOCK:
-        if key not in _LOADED:
-            _LOADED[key] = OpenVINOModel(base, precision, threads, cache_root, fingerprint)
-        _LOADED[key].use_threads(threads)
-        return _LOADED[key]
+        kept: dict[tuple[str, str], OpenVINOModel] = base.__dict__.setdefault(_KEPT_AS, {})
+        if key not in kept:
+            kept[key] = OpenVINOModel(base, precision, threads, cache_root, fingerprint)
+        kept[key].use_threads(threads)
+        return kept[key]
 
 
 def probe_seconds(model: OpenVINOModel, rounds: int = 3) -> tuple[float, float]:
