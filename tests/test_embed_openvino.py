@@ -401,3 +401,21 @@ def test_a_signal_after_openvino_models_were_dropped_is_handled(tiny_model: Path
                           text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert "the alarm was handled" in done.stdout
+
+
+@pytest.mark.usefixtures("no_openvino")
+def test_the_description_holds_plain_values_only(tiny_model: Path) -> None:
+    """A description is saved in checkpoints read back with ``torch.load(weights_only=True)``
+    (GPO's): torch's version object would make such a file refuse to load."""
+    import torch
+
+    enc = _encoder(str(tiny_model), "auto")
+    enc.encode(POSTS[:2])
+    described = enc.describe()
+    assert described["embed_backend"] == "torch"
+    assert type(described["embed_backend_version"]) is str
+    plain = (str, int, float, bool, type(None))
+    assert all(type(v) in plain for v in described.values()), described
+    path = tiny_model.parent / "described.pt"
+    torch.save(described, path)
+    assert torch.load(path, weights_only=True) == described

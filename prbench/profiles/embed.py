@@ -316,7 +316,7 @@ class Encoder:
         else:
             import torch
 
-            version = torch.__version__
+            version = str(torch.__version__)  # a TorchVersion is no plain str (torch.load)
         return {
             "model": self.spec.model,
             "resolved": self.ref.label,
