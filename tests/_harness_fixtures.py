@@ -144,9 +144,15 @@ def results_and_manifest(output: Path) -> tuple[dict[str, Any], dict[str, Any], 
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment of a subprocess test: offline, repo importable, private caches."""
+    """The environment of a subprocess test: offline, repo importable, private caches.
+
+    ``PRBENCH_EMBED_PROBE=0`` too (as :func:`prbench.testing.isolated_tests` sets it in-process,
+    which a module-scoped fixture's subprocesses start before): ``embed_backend=auto`` never
+    times torch against OpenVINO, so two runs that must agree byte for byte use one runtime.
+    """
     env = dict(os.environ)
     env.update(OFFLINE)
+    env["PRBENCH_EMBED_PROBE"] = "0"
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), env.get("PYTHONPATH", "")) if p
     )

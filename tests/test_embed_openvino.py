@@ -419,3 +419,31 @@ def test_the_description_holds_plain_values_only(tiny_model: Path) -> None:
     path = tiny_model.parent / "described.pt"
     torch.save(described, path)
     assert torch.load(path, weights_only=True) == described
+
+
+@pytest.mark.parametrize(("gpus", "pinned"), [(0, "openvino"), (1, None)])
+def test_ray_shards_on_cpus_run_on_the_backend_the_rank_file_records(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, gpus: int, pinned: str | None) -> None:
+    """A node's own ``auto`` could measure otherwise than the driver did; CPU shards are given
+    the driver's resolution, which the rank file's identity records."""
+    import argparse
+
+    from prbench import cluster
+    from prbench.commands import rank
+    from prbench.profiles import rank_shards
+
+    seen: dict[str, object] = {}
+
+    def embed_on_ray(steps: list, **kw: object) -> tuple[list, dict]:
+        seen.update(kw["options"])  # type: ignore[arg-type]
+        return [[] for _ in steps], {"reused": 0, "embedded": 0, "computed": 0}
+
+    monkeypatch.setattr(cluster, "connect", lambda *a, **k: None)
+    monkeypatch.setattr(cluster, "alive_nodes", lambda ray: [{"Resources": {}}])
+    monkeypatch.setattr(rank_shards, "embed_on_ray", embed_on_ray)
+    args = argparse.Namespace(max_retries=None, shards=None, ray_address=None, step_posts=1000,
+                              shard_resources=f"gpus={gpus}")
+    out = tmp_path / "ranks.jsonl"
+    rank._rank_on_ray(args, "dense", {"model": "minilm", "embed_backend": "auto"},
+                      {"embed_backend": "openvino"}, {}, [], out, "check")
+    assert seen["embed_backend"] == (pinned or "auto")

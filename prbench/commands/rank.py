@@ -331,6 +331,11 @@ def _rank_on_ray(args: argparse.Namespace, builder_id: str, raw: dict[str, Any],
     if resources["gpus"] < 0:  # the default: a GPU when the cluster has one
         has_gpu = any((n.get("Resources") or {}).get("GPU", 0) >= 1 for n in nodes)
         resources["gpus"] = 1.0 if has_gpu else 0.0
+    if resources["gpus"] == 0 and identity.get("embed_backend"):
+        # CPU shards run on the runtime this rank file records (the driver's resolution of
+        # embed_backend=auto), not on each node's own measurement: shards made on different
+        # CPUs agree with each other and with the file's header
+        raw = {**raw, "embed_backend": identity["embed_backend"]}
     steps = list(_steps(todo, args.step_posts))
     scores, counts = embed_on_ray(
         steps, builder_id=builder_id, options=raw, identity={**identity, **source},
