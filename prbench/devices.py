@@ -136,6 +136,15 @@ EMBED_DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "bfloat16-weight
 NATIVE_BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
+def read_cpuinfo() -> str | None:
+    """The text of ``/proc/cpuinfo`` (its first MiB), or ``None`` where there is none (macOS)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return fh.read(1 << 20)
+    except OSError:
+        return None
+
+
 def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
     """The CPU flags that mean native bf16, as this machine reports them (empty when none).
 
@@ -147,10 +156,8 @@ def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
         The flags of :data:`NATIVE_BF16_CPU_FLAGS` found, sorted.
     """
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read(1 << 20)
-        except OSError:
+        cpuinfo = read_cpuinfo()
+        if cpuinfo is None:
             return []
     found: set[str] = set()
     for line in cpuinfo.splitlines():

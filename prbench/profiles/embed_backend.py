@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from prbench.devices import cpu_bf16_flags
+from prbench.devices import cpu_bf16_flags, read_cpuinfo
 
 #: The values of the encoders' ``embed_backend`` option.
 EMBED_BACKENDS: tuple[str, ...] = ("auto", "torch", "openvino")
@@ -75,10 +75,8 @@ def check_embed_backend(value: str, what: str = "option 'embed_backend'") -> str
 def cpu_identity(cpuinfo: str | None = None) -> tuple[str, list[str]]:
     """The CPU's model name and its flags, from ``/proc/cpuinfo`` (empty where unreadable)."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-                cpuinfo = fh.read(1 << 20)
-        except OSError:
+        cpuinfo = read_cpuinfo()
+        if cpuinfo is None:
             import platform
 
             return platform.processor() or platform.machine(), []
