@@ -116,7 +116,7 @@ def remembered_probe(key: str) -> dict[str, float] | None:
 
 
 def remember_probe(key: str, result: dict[str, float]) -> None:
-    """Store a probe result under ``key`` (written whole, then renamed, so readers see a file)."""
+    """Store a probe result under ``key`` (written atomically: readers see a whole file)."""
     path = _probe_file()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -125,9 +125,9 @@ def remember_probe(key: str, result: dict[str, float]) -> None:
     except (OSError, ValueError):
         data = {}
     data[key] = result
-    partial = path.with_name(f"{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    partial.replace(path)
+    from prbench.outputs import write_text
+
+    write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def note_once(text: str) -> None:
